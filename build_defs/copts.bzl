@@ -1,0 +1,29 @@
+"""Shared compiler flags for ncclwatch.
+
+C++17 itself is set globally in .bazelrc (--cxxopt/--host_cxxopt=-std=c++17),
+so these lists are safe for C sources too.
+"""
+
+# Default flags for all first-party C/C++ code.
+NCCLWATCH_COPTS = [
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-unused-parameter",
+    "-Wno-missing-field-initializers",
+]
+
+# Extra flags for code that ends up in a shared library loaded into someone
+# else's process (the NCCL plugin .so): export nothing by default, no
+# exceptions escaping into C callers. Mark exported C entry points with
+# __attribute__((visibility("default"))).
+NCCLWATCH_PLUGIN_COPTS = NCCLWATCH_COPTS + [
+    "-fvisibility=hidden",
+    "-fvisibility-inlines-hidden",
+    "-fno-exceptions",
+]
+
+# Flags for tests (gtest/gmock macros trip a few warnings on some compilers).
+NCCLWATCH_TEST_COPTS = NCCLWATCH_COPTS + [
+    "-Wno-sign-compare",
+]

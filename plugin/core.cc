@@ -1,0 +1,643 @@
+#include "plugin/core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "plugin/clock.h"
+#include "plugin/writer.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+std::mutex g_mu;
+Profiler* g_prof = nullptr;  // guarded by g_mu
+std::atomic<Profiler*> g_current{nullptr};
+std::atomic<uint64_t> g_generation{0};
+
+thread_local ThreadBuf* t_buf = nullptr;
+thread_local uint64_t t_gen = 0;
+
+constexpr uint32_t kRingRecords = 2048;  // per thread, power of two
+constexpr uint32_t kSlotsPerThread = 1024;  // power of two
+constexpr uint32_t kAllocTries = 8;
+constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + kSlotsPerThread * sizeof(Slot);
+
+bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
+
+void AtomicMin(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+void AtomicMax(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+Profiler* Profiler::Acquire(const ProfilerOptions& opts, std::string* error) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_prof != nullptr) {
+    ++g_prof->refs_;
+    return g_prof;
+  }
+  std::unique_ptr<Profiler> p(new Profiler(opts));
+  if (!p->Init(error)) return nullptr;
+  p->refs_ = 1;
+  g_prof = p.release();
+  g_current.store(g_prof, std::memory_order_release);
+  return g_prof;
+}
+
+void Profiler::Release(Profiler* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (p == nullptr || p != g_prof) return;
+  if (--p->refs_ > 0) return;
+  g_prof = nullptr;
+  g_current.store(nullptr, std::memory_order_release);
+  delete p;
+}
+
+Profiler* Profiler::Current() { return g_current.load(std::memory_order_acquire); }
+
+Profiler::Profiler(const ProfilerOptions& opts)
+    : config_(opts.config),
+      api_version_(opts.api_version),
+      logger_(opts.logger),
+      file_name_override_(opts.file_name_override),
+      pid_(getpid()),
+      generation_(g_generation.fetch_add(1) + 1) {}
+
+bool Profiler::Init(std::string* error) {
+  uint64_t budget = config_.buffer_mb << 20;
+  uint64_t n = budget / kBytesPerThread;
+  if (n < 4) n = 4;
+  if (n > 1024) n = 1024;
+  nthreads_ = static_cast<uint32_t>(n);
+  storage_bytes_ = nthreads_ * kBytesPerThread;
+  void* mem = mmap(nullptr, storage_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    *error = "cannot reserve " + std::to_string(storage_bytes_ >> 20) + " MiB for buffers: " + strerror(errno);
+    storage_ = nullptr;
+    return false;
+  }
+  storage_ = mem;
+  auto* slots = static_cast<Slot*>(mem);
+  auto* recs = reinterpret_cast<Rec*>(slots + size_t{nthreads_} * kSlotsPerThread);
+  slots_begin_ = slots;
+  slots_end_ = slots + size_t{nthreads_} * kSlotsPerThread;
+  threads_.reset(new ThreadBuf[nthreads_]);
+  for (uint32_t i = 0; i < nthreads_; ++i) {
+    ThreadBuf& t = threads_[i];
+    t.index = i;
+    t.slots = slots + size_t{i} * kSlotsPerThread;
+    t.nslots = kSlotsPerThread;
+    t.ring.Init(recs + size_t{i} * kRingRecords, kRingRecords);
+  }
+  key_ok_ = pthread_key_create(&key_, &Profiler::ThreadExit) == 0;
+  writer_.reset(new Writer(this, file_name_override_));
+  if (!writer_->Open(error)) return false;
+  writer_->Start();
+  return true;
+}
+
+Profiler::~Profiler() {
+  if (writer_) writer_->StopAndClose();
+  if (key_ok_) pthread_key_delete(key_);
+  if (storage_ != nullptr) munmap(storage_, storage_bytes_);
+}
+
+void Profiler::Log(nccl::LogLevel level, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (logger_ != nullptr) {
+    logger_(level, nccl::kLogSubsysInit | nccl::kLogSubsysProfile, "ncclwatch", 0, "ncclwatch: %s", buf);
+  } else {
+    fprintf(stderr, "%s ncclwatch: %s\n", level == nccl::kLogWarn ? "NCCL WARN" : "NCCL INFO", buf);
+  }
+}
+
+std::vector<Context*> Profiler::ContextsSnapshot() {
+  std::lock_guard<std::mutex> lock(ctx_mu_);
+  std::vector<Context*> out;
+  out.reserve(contexts_.size());
+  for (auto& c : contexts_) out.push_back(c.get());
+  return out;
+}
+
+Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank) {
+  auto c = std::make_unique<Context>();
+  c->prof = this;
+  c->comm_hash = comm_hash;
+  c->name = name != nullptr ? name : "";
+  c->nnodes = nnodes;
+  c->nranks = nranks;
+  c->rank = rank;
+  c->init_ns = NowNs();
+  if (nranks > 0 && nranks <= (1 << 20)) {
+    c->send_seq.reset(new std::atomic<uint32_t>[nranks]);
+    c->recv_seq.reset(new std::atomic<uint32_t>[nranks]);
+    for (int i = 0; i < nranks; ++i) {
+      c->send_seq[i].store(0, std::memory_order_relaxed);
+      c->recv_seq[i].store(0, std::memory_order_relaxed);
+    }
+  }
+  Context* raw;
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    if (contexts_.size() >= 65535) return nullptr;
+    c->comm = static_cast<uint16_t>(contexts_.size() + 1);
+    raw = c.get();
+    contexts_.push_back(std::move(c));
+  }
+  writer_->NotifyCommInit(raw);
+  return raw;
+}
+
+void Profiler::FinalizeContext(Context* ctx) {
+  if (ctx == nullptr) return;
+  // Everything this communicator recorded reaches the file before its
+  // CommFinalize record.
+  writer_->FlushNow();
+  ctx->finalized.store(true, std::memory_order_release);
+  writer_->NotifyCommFinalize(ctx, NowNs());
+}
+
+void Profiler::ForceFlush() { writer_->FlushNow(); }
+
+const std::string& Profiler::writer_path() const { return writer_->path(); }
+
+bool Profiler::SlotIsOurs(const void* p) const {
+  auto* s = static_cast<const Slot*>(p);
+  if (s < slots_begin_ || s >= slots_end_) return false;
+  return (reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(slots_begin_)) % sizeof(Slot) == 0;
+}
+
+// ------------------------------------------------------------- thread buffers
+
+void Profiler::ThreadExit(void* buf) {
+  static_cast<ThreadBuf*>(buf)->owner.store(kBufOrphaned, std::memory_order_release);
+}
+
+ThreadBuf* Profiler::CurrentThread() {
+  if (__builtin_expect(t_gen == generation_, 1)) return t_buf;
+  return ClaimThread();
+}
+
+ThreadBuf* Profiler::ClaimThread() {
+  t_gen = generation_;
+  t_buf = nullptr;
+  for (uint32_t i = 0; i < nthreads_; ++i) {
+    uint32_t expected = kBufFree;
+    if (threads_[i].owner.compare_exchange_strong(expected, kBufOwned, std::memory_order_acq_rel)) {
+      ThreadBuf* tb = &threads_[i];
+      tb->tid.store(static_cast<uint32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
+      if (key_ok_) pthread_setspecific(key_, tb);
+      t_buf = tb;
+      return tb;
+    }
+  }
+  no_thread_slot_.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+Slot* Profiler::AllocSlot(ThreadBuf* tb) {
+  const uint32_t mask = tb->nslots - 1;
+  for (uint32_t i = 0; i < kAllocTries; ++i) {
+    Slot* s = &tb->slots[tb->cursor];
+    tb->cursor = (tb->cursor + 1) & mask;
+    if (s->state.load(std::memory_order_acquire) == kSlotLive) continue;
+    uint64_t id = (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
+    s->id.store(id, std::memory_order_relaxed);
+    s->op_id.store(0, std::memory_order_relaxed);
+    s->parent = nullptr;
+    s->op = nullptr;
+    s->raw = 0;
+    s->has_ptimer = 0;
+    s->step_bytes = 0;
+    s->expect_channels.store(0, std::memory_order_relaxed);
+    s->tracked.store(0, std::memory_order_relaxed);
+    s->enqueued.store(0, std::memory_order_relaxed);
+    s->done.store(0, std::memory_order_relaxed);
+    s->kernel_started.store(0, std::memory_order_relaxed);
+    s->kernel_stopped.store(0, std::memory_order_relaxed);
+    s->proxy_started.store(0, std::memory_order_relaxed);
+    s->proxy_stopped.store(0, std::memory_order_relaxed);
+    s->stuck_reported.store(0, std::memory_order_relaxed);
+    s->gpu_min.store(~0ull, std::memory_order_relaxed);
+    s->gpu_max.store(0, std::memory_order_relaxed);
+    s->proxy_bytes.store(0, std::memory_order_relaxed);
+    s->px_desc.store(0, std::memory_order_relaxed);
+    s->px_progress.store(0, std::memory_order_relaxed);
+    s->px_update_ns.store(0, std::memory_order_relaxed);
+    s->state.store(kSlotLive, std::memory_order_release);
+    return s;
+  }
+  tb->counters.pool_exhausted.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+Slot* Profiler::ValidParent(void* p, ThreadBuf* tb) {
+  if (p == nullptr) return nullptr;
+  if (!SlotIsOurs(p)) {
+    tb->counters.bad_parent.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  auto* s = static_cast<Slot*>(p);
+  if (s->state.load(std::memory_order_acquire) == kSlotFree) {
+    tb->counters.bad_parent.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  return s;
+}
+
+Rec* Profiler::Push(ThreadBuf* tb) {
+  Rec* r = tb->ring.Reserve();
+  if (r == nullptr) tb->counters.ring_full.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+// ------------------------------------------------------------------ hot path
+
+void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
+  Context* ctx = s->ctx;
+  Rec& r = s->rec;
+  r.kind = kRecOp;
+  r.etype = d.kind;
+  r.comm = ctx->comm;
+  r.flags = static_cast<uint16_t>((d.is_collnet ? kFlagCollnet : 0) | (d.is_nvls ? kFlagNvls : 0));
+  r.nchannels = d.nchannels;
+  r.nwarps = d.nwarps;
+  r.id = s->id.load(std::memory_order_relaxed);
+  r.t0 = now;
+  r.t1 = now;
+  Slot* parent = ValidParent(d.parent, tb);
+  r.parent_id = parent != nullptr && parent->raw ? parent->id.load(std::memory_order_relaxed) : 0;
+  r.op.seq = d.seq;
+  r.op.func = d.func;
+  r.op.count = d.count;
+  r.op.datatype = d.datatype;
+  r.op.algo = d.algo;
+  r.op.proto = d.proto;
+  const bool full = config_.raw_kinds != 0;
+  r.op.send_buff = full ? reinterpret_cast<uint64_t>(d.send_buff) : 0;
+  r.op.recv_buff = full ? reinterpret_cast<uint64_t>(d.recv_buff) : 0;
+  r.op.root = d.root;
+  r.op.peer = d.peer;
+  r.op.op = d.op;
+  r.op.traffic_bytes = d.traffic_bytes;
+  r.op.p2p_seq = 0;
+  if (d.kind == kEvP2p && ctx->send_seq && d.peer >= 0 && d.peer < ctx->nranks) {
+    bool recv = d.func != nullptr && d.func[0] == 'R';
+    auto& c = recv ? ctx->recv_seq[d.peer] : ctx->send_seq[d.peer];
+    uint32_t v = c.load(std::memory_order_relaxed);
+    c.store(v + 1, std::memory_order_relaxed);
+    r.op.p2p_seq = v + 1;
+  }
+  if (d.comm_hash != 0 && ctx->comm_hash == 0 &&
+      ctx->event_comm_hash.load(std::memory_order_relaxed) == 0) {
+    ctx->event_comm_hash.store(d.comm_hash, std::memory_order_relaxed);
+  }
+  // Completion is tracked from kernel channels, which need API v4+ (exact
+  // nChannels) and KernelCh in the activation mask.
+  bool tracked = api_version_ >= 4 && (config_.nccl_mask & nccl::kKernelCh) != 0;
+  s->expect_channels.store(d.nchannels, std::memory_order_relaxed);
+  s->tracked.store(tracked ? 1 : 0, std::memory_order_relaxed);
+}
+
+void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
+  Rec* r = Push(tb);
+  if (r == nullptr) return;
+  memset(r, 0, sizeof(Rec));
+  r->kind = kRecEvStart;
+  r->etype = d.kind;
+  r->comm = s->ctx->comm;
+  r->id = s->id.load(std::memory_order_relaxed);
+  r->t0 = now;
+  r->t1 = tb->tid.load(std::memory_order_relaxed);
+  r->parent_id = s->parent != nullptr ? s->parent->id.load(std::memory_order_relaxed) : 0;
+  uint16_t flags = d.graph_captured ? kFlagGraph : 0;
+  switch (d.kind) {
+    case kEvGroupApi:
+      r->api.group_depth = d.group_depth;
+      break;
+    case kEvCollApi:
+    case kEvP2pApi:
+    case kEvKernelLaunch:
+      r->api.func = d.func;
+      r->api.count = d.count;
+      r->api.datatype = d.datatype;
+      r->api.root = d.root;
+      r->api.stream = reinterpret_cast<uint64_t>(d.stream);
+      break;
+    case kEvCeColl:
+      r->api.seq = d.seq;
+      r->api.func = d.func;
+      r->api.count = d.count;
+      r->api.datatype = d.datatype;
+      r->api.root = d.root;
+      r->api.stream = reinterpret_cast<uint64_t>(d.stream);
+      r->api.send_buff = reinterpret_cast<uint64_t>(d.send_buff);
+      r->api.recv_buff = reinterpret_cast<uint64_t>(d.recv_buff);
+      r->api.sync_strategy = d.sync_strategy;
+      r->api.batch_size = d.batch_size;
+      r->api.num_batches = d.num_batches;
+      r->api.ce_seq = d.ce_seq;
+      if (d.intra_batch_sync) flags |= kFlagIntraBatchSync;
+      break;
+    case kEvCeSync:
+      r->api.nranks = d.nranks;
+      if (d.is_complete) flags |= kFlagIsComplete;
+      break;
+    case kEvCeBatch:
+      r->batch.num_ops = d.num_ops;
+      r->batch.total_bytes = d.total_bytes;
+      if (d.use_intra_sync) flags |= kFlagUseIntraSync;
+      break;
+    case kEvProxyOp:
+    case kEvProxyStep:
+    case kEvKernelCh:
+      r->px.pid = d.pid;
+      r->px.channel = d.channel;
+      r->px.peer = d.peer;
+      r->px.nsteps = d.nsteps;
+      r->px.chunk_size = d.chunk_size;
+      r->px.step = d.step;
+      r->px.ptimer = d.ptimer;
+      if (d.is_send) flags |= kFlagIsSend;
+      if (d.has_ptimer) flags |= kFlagHasGpu;
+      if (s->op != nullptr) r->parent_id = s->op->id.load(std::memory_order_relaxed);
+      if (d.kind == kEvProxyStep && s->parent != nullptr) r->parent_id = s->parent->id.load(std::memory_order_relaxed);
+      break;
+    case kEvNetPlugin: {
+      r->net.id = d.net_id;
+      const int64_t type = d.net_id & nccl::kNetTypeMask;
+      const int64_t ver = d.net_id & nccl::kNetVersionMask;
+      if (d.net_data != nullptr && type == nccl::kNetTypeIb && ver == 1) {
+        const auto* ib = static_cast<const nccl::NetIbDescrV1*>(d.net_data);
+        r->net.type = ib->type;
+        r->net.device = ib->qp.device;
+        r->net.wr_id = ib->qp.wr_id;
+        r->net.opcode = ib->qp.opcode;
+        r->net.qp_num = ib->qp.qpNum;
+        r->net.length = ib->qp.length;
+        flags |= kFlagNetIb;
+      } else if (d.net_data != nullptr && type == nccl::kNetTypeSocket && ver == 1) {
+        const auto* so = static_cast<const nccl::NetSocketDescrV1*>(d.net_data);
+        r->net.type = so->type;
+        r->net.device = so->sock.fd;
+        r->net.opcode = so->sock.op;
+        r->net.length = so->sock.length;
+        flags |= kFlagNetSocket;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  r->flags = flags;
+  tb->ring.Commit();
+}
+
+void* Profiler::Start(Context* ctx, const EventDesc& d) {
+  if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
+  ThreadBuf* tb = CurrentThread();
+  if (tb == nullptr) return nullptr;
+  const uint64_t now = NowNs();
+  const bool raw = (config_.raw_kinds >> d.kind) & 1;
+
+  if (IsOp(d.kind)) {
+    Slot* s = AllocSlot(tb);
+    if (s == nullptr) return nullptr;
+    s->kind.store(d.kind, std::memory_order_relaxed);
+    s->ctx = ctx;
+    s->start_ns = now;
+    StartOp(tb, s, d, now);
+    return s;
+  }
+
+  // Children of an operation feed its completion.
+  Slot* parent = nullptr;
+  Slot* op = nullptr;
+  if (d.kind == kEvProxyOp && d.parent != nullptr && d.pid != pid_) {
+    // PXN: the parent lives in another process's address space.
+    tb->counters.foreign_parent.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    parent = ValidParent(d.parent, tb);
+  }
+  if (parent != nullptr) {
+    uint32_t pk = parent->kind.load(std::memory_order_relaxed);
+    if (IsOp(pk)) op = parent;
+    else if (pk == kEvProxyOp || pk == kEvProxyStep) op = parent->op;
+  }
+  const bool feeds_op = op != nullptr && (d.kind == kEvKernelCh || d.kind == kEvProxyOp);
+  const bool feeds_proxy = parent != nullptr && d.kind == kEvProxyStep &&
+                           parent->kind.load(std::memory_order_relaxed) == kEvProxyOp;
+  if (!raw && !feeds_op && !feeds_proxy) return nullptr;
+
+  Slot* s = AllocSlot(tb);
+  if (s == nullptr) return nullptr;
+  s->kind.store(d.kind, std::memory_order_relaxed);
+  s->ctx = ctx;
+  s->start_ns = now;
+  s->parent = parent;
+  s->op = op;
+  s->raw = raw ? 1 : 0;
+  if (op != nullptr) s->op_id.store(op->id.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  switch (d.kind) {
+    case kEvKernelCh:
+      if (d.has_ptimer) {
+        s->ptimer_start = d.ptimer;
+        s->has_ptimer = 1;
+      }
+      if (feeds_op) op->kernel_started.fetch_add(1);
+      break;
+    case kEvProxyOp:
+      s->px_desc.store(PackPxDesc(d.channel, d.is_send, d.nsteps, d.peer), std::memory_order_relaxed);
+      s->px_update_ns.store(now, std::memory_order_relaxed);
+      if (feeds_op) op->proxy_started.fetch_add(1);
+      break;
+    case kEvProxyStep:
+      if (feeds_proxy) {
+        parent->px_progress.store(PackPxProgress(d.step, 0, false), std::memory_order_relaxed);
+        parent->px_update_ns.store(now, std::memory_order_relaxed);
+      }
+      break;
+    default:
+      break;
+  }
+  if (raw) StartRaw(tb, s, d, now);
+  tb->counters.recorded.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+void Profiler::MaybeComplete(Slot* op, ThreadBuf* tb, uint64_t now) {
+  if (!op->tracked.load() || !op->enqueued.load()) return;
+  if (op->kernel_stopped.load() < op->expect_channels.load()) return;
+  if (op->proxy_stopped.load() < op->proxy_started.load()) return;
+  uint32_t z = 0;
+  if (!op->done.compare_exchange_strong(z, 1)) return;
+  op->ctx->ops_completed.fetch_add(1, std::memory_order_relaxed);
+  if (tb != nullptr) {
+    if (Rec* r = Push(tb)) {
+      r->kind = kRecOpDone;
+      r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
+      r->comm = op->ctx->comm;
+      r->id = op->id.load(std::memory_order_relaxed);
+      r->t0 = now;
+      r->t1 = 0;
+      r->parent_id = 0;
+      r->nchannels = 0;
+      r->nwarps = 0;
+      uint64_t gmin = op->gpu_min.load(std::memory_order_relaxed);
+      uint64_t gmax = op->gpu_max.load(std::memory_order_relaxed);
+      bool gpu = gmin != ~0ull && gmax >= gmin && gmax != 0;
+      r->flags = gpu ? kFlagHasGpu : 0;
+      r->done.gpu_start = gpu ? gmin : 0;
+      r->done.gpu_stop = gpu ? gmax : 0;
+      r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
+      r->done.proxy_ops = op->proxy_started.load(std::memory_order_relaxed);
+      r->done.proxy_bytes = op->proxy_bytes.load(std::memory_order_relaxed);
+      tb->ring.Commit();
+    }
+  }
+  op->state.store(kSlotDone, std::memory_order_release);
+}
+
+void Profiler::Stop(void* handle) {
+  if (handle == nullptr) return;
+  auto* s = static_cast<Slot*>(handle);
+  ThreadBuf* tb = CurrentThread();
+  const uint64_t now = NowNs();
+  const uint32_t kind = s->kind.load(std::memory_order_relaxed);
+
+  if (IsOp(kind)) {
+    s->rec.t1 = now;
+    if (s->tracked.load(std::memory_order_relaxed)) s->rec.flags |= kFlagTracked;
+    if (tb != nullptr) {
+      if (Rec* r = Push(tb)) {
+        memcpy(r, &s->rec, sizeof(Rec));
+        tb->ring.Commit();
+        tb->counters.recorded.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    s->ctx->ops_enqueued.fetch_add(1, std::memory_order_relaxed);
+    s->enqueued.store(1);
+    if (s->tracked.load(std::memory_order_relaxed)) {
+      MaybeComplete(s, tb, now);
+    } else {
+      s->state.store(kSlotDone, std::memory_order_release);
+    }
+    return;
+  }
+
+  Slot* op = s->op;
+  switch (kind) {
+    case kEvKernelCh:
+      if (op != nullptr) {
+        if (s->has_ptimer & 1) AtomicMin(op->gpu_min, s->ptimer_start);
+        if (s->has_ptimer & 2) AtomicMax(op->gpu_max, s->ptimer_stop);
+        op->kernel_stopped.fetch_add(1);
+        MaybeComplete(op, tb, now);
+      }
+      break;
+    case kEvProxyOp: {
+      uint64_t p = s->px_progress.load(std::memory_order_relaxed);
+      s->px_progress.store(p | (uint64_t{1} << 63), std::memory_order_relaxed);
+      s->px_update_ns.store(now, std::memory_order_relaxed);
+      if (op != nullptr) {
+        op->proxy_stopped.fetch_add(1);
+        MaybeComplete(op, tb, now);
+      }
+      break;
+    }
+    case kEvProxyStep:
+      if (op != nullptr && s->step_bytes != 0) op->proxy_bytes.fetch_add(s->step_bytes, std::memory_order_relaxed);
+      break;
+    default:
+      break;
+  }
+  if (s->raw && tb != nullptr) {
+    if (Rec* r = Push(tb)) {
+      r->kind = kRecEvStop;
+      r->etype = static_cast<uint8_t>(kind);
+      r->comm = s->ctx->comm;
+      r->flags = (s->has_ptimer & 2) ? kFlagHasGpuStop : 0;
+      r->nchannels = 0;
+      r->nwarps = 0;
+      r->id = s->id.load(std::memory_order_relaxed);
+      r->t0 = now;
+      r->t1 = 0;
+      r->parent_id = 0;
+      r->st.ptimer = s->ptimer_stop;
+      tb->ring.Commit();
+    }
+  }
+  s->state.store(kSlotDone, std::memory_order_release);
+}
+
+void Profiler::State(void* handle, int state, const StateArgs& a) {
+  if (handle == nullptr) return;
+  auto* s = static_cast<Slot*>(handle);
+  const uint32_t kind = s->kind.load(std::memory_order_relaxed);
+  const uint64_t now = NowNs();
+  switch (kind) {
+    case kEvKernelCh:
+      if (state == nccl::kKernelChStop && a.has_ptimer) {
+        s->ptimer_stop = a.ptimer;
+        s->has_ptimer |= 2;
+      }
+      break;
+    case kEvProxyStep:
+      if (a.trans_size != 0) s->step_bytes = a.trans_size;
+      if (s->parent != nullptr) {
+        s->parent->px_progress.store(
+            PackPxProgress(PxStep(s->parent->px_progress.load(std::memory_order_relaxed)), state, false),
+            std::memory_order_relaxed);
+        s->parent->px_update_ns.store(now, std::memory_order_relaxed);
+      }
+      break;
+    case kEvProxyOp:
+      // v1..v3 report progress on the ProxyOp itself.
+      s->px_progress.store(PackPxProgress(a.steps, state, false), std::memory_order_relaxed);
+      s->px_update_ns.store(now, std::memory_order_relaxed);
+      if (s->op != nullptr && a.trans_size != 0 && (state == nccl::kProxyOpSendDone || state == nccl::kProxyOpRecvDone))
+        s->op->proxy_bytes.fetch_add(a.trans_size, std::memory_order_relaxed);
+      break;
+    default:
+      break;
+  }
+  if (!s->raw) return;
+  ThreadBuf* tb = CurrentThread();
+  if (tb == nullptr) return;
+  if (Rec* r = Push(tb)) {
+    r->kind = kRecEvState;
+    r->etype = static_cast<uint8_t>(kind);
+    r->comm = s->ctx->comm;
+    r->flags = a.has_ptimer ? kFlagHasGpu : 0;
+    r->nchannels = 0;
+    r->nwarps = 0;
+    r->id = s->id.load(std::memory_order_relaxed);
+    r->t0 = now;
+    r->t1 = 0;
+    r->parent_id = 0;
+    r->st.ptimer = a.ptimer;
+    r->st.trans_size = a.trans_size;
+    r->st.net_data = reinterpret_cast<uint64_t>(a.net_data);
+    r->st.state = static_cast<uint32_t>(state);
+    r->st.steps = a.steps;
+    r->st.appended_proxy_ops = a.appended_proxy_ops;
+    tb->ring.Commit();
+  }
+}
+
+}  // namespace ncclwatch::plugin

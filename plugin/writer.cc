@@ -1,0 +1,849 @@
+#include "plugin/writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "plugin/clock.h"
+#include "plugin/version.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+constexpr size_t kBufBytes = 8 << 20;         // encode buffer
+constexpr size_t kWriteThreshold = 4 << 20;   // write early past this
+constexpr size_t kRecordHeadroom = 64 << 10;  // room kept for one record
+constexpr uint32_t kDrainPerRing = 1 << 16;
+constexpr size_t kMaxStuckOps = 4096;
+
+// Record field numbers (trace.proto).
+enum : uint32_t {
+  kRHeader = 1, kRStringDef = 2, kRCommInit = 3, kRCommFinalize = 4, kROp = 5, kROpDone = 6,
+  kREventStart = 7, kREventStop = 8, kREventState = 9, kRGpuClock = 10, kRHeartbeat = 11,
+  kRStuck = 12, kRDrops = 13, kRFinalize = 14, kRBatch = 15,
+};
+
+uint32_t OpKindOf(uint32_t etype) { return etype == kEvP2p ? 2 : 1; }
+
+// Reads a NUL-terminated string NCCL handed us, bounded.
+std::string SafeString(const char* s) {
+  if (s == nullptr) return "";
+  size_t n = strnlen(s, 256);
+  return std::string(s, n);
+}
+
+}  // namespace
+
+Writer::Writer(Profiler* prof, std::string file_name_override)
+    : prof_(prof), override_(std::move(file_name_override)), buf_(kBufBytes), wire_(buf_.data(), buf_.size()) {}
+
+Writer::~Writer() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool Writer::Open(std::string* error) {
+  const Config& c = prof_->config();
+  info_ = ReadProcessInfo();
+  ClockPair cp = ReadClockPair();
+  mono_base_ = cp.mono_ns;
+  realtime_base_ = cp.realtime_ns;
+  clock_error_ = cp.error_ns;
+
+  struct stat st;
+  if (stat(c.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = "NCCLWATCH_DIR '" + c.dir + "' is not a directory (" + (errno ? strerror(errno) : "not a directory") + ")";
+    return false;
+  }
+  std::string base;
+  if (!override_.empty()) {
+    base = c.dir + "/" + override_;
+  } else {
+    base = c.dir + "/" + SafeName(info_.hostname) + "-" + std::to_string(info_.pid) + "-" +
+           std::to_string(realtime_base_ / 1000000);
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    path_ = base + (attempt == 0 ? "" : "." + std::to_string(attempt)) + (override_.empty() ? ".ncclwatch" : "");
+    fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0666);
+    if (fd_ >= 0 || errno != EEXIST) break;
+  }
+  if (fd_ < 0) {
+    *error = "cannot create trace file '" + path_ + "': " + strerror(errno);
+    return false;
+  }
+  EncodeHeader();
+  WriteOut();
+  if (write_failed_records_ > 0) {
+    *error = "cannot write trace file '" + path_ + "': " + last_write_error_;
+    close(fd_);
+    fd_ = -1;
+    unlink(path_.c_str());
+    return false;
+  }
+  uint64_t now = NowNs();
+  next_flush_ = now + uint64_t{c.flush_ms} * 1000000;
+  next_heartbeat_ = now + uint64_t{c.heartbeat_ms} * 1000000;
+  return true;
+}
+
+void Writer::Start() {
+  // The thread starts with every signal blocked: the host's handlers never
+  // run on it, and a write past RLIMIT_FSIZE returns EFBIG instead of
+  // killing the process with SIGXFSZ.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  thread_ = std::thread([this] { Loop(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  running_ = true;
+}
+
+void Writer::StopAndClose() {
+  if (running_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    running_ = false;
+  }
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+void Writer::NotifyCommInit(Context* ctx) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cold_.push_back({Cold::kInit, ctx, ctx->init_ns});
+  }
+  cv_.notify_all();
+}
+
+void Writer::NotifyCommFinalize(Context* ctx, uint64_t time_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cold_.push_back({Cold::kFinalize, ctx, time_ns});
+  }
+  cv_.notify_all();
+}
+
+void Writer::FlushNow() {
+  if (!running_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t want = ++flush_req_;
+  cv_.notify_all();
+  // Bounded: a stalled disk must not hang NCCL's finalize.
+  done_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return flush_done_ >= want || stop_; });
+}
+
+void Writer::Loop() {
+  const Config& c = prof_->config();
+  const auto tick = std::chrono::milliseconds(std::min<uint32_t>(10, c.flush_ms));
+  for (;;) {
+    bool stopping;
+    uint64_t req;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, tick, [&] { return stop_ || flush_req_ > flush_done_; });
+      stopping = stop_;
+      req = flush_req_;
+    }
+    uint64_t now = NowNs();
+    bool want_write = stopping || req > flush_done_ || now >= next_flush_;
+    Cycle(now, want_write);
+    if (stopping) {
+      // Final records: drops and a clean finalize if every communicator ended.
+      bool clean = true;
+      for (Context* ctx : prof_->ContextsSnapshot())
+        if (!ctx->finalized.load(std::memory_order_acquire)) clean = false;
+      MaybeEncodeDrops(now, true);
+      EncodeFinalize(NowNs(), clean);
+      WriteOut();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      flush_done_ = std::max(flush_done_, req);
+    }
+    done_cv_.notify_all();
+    if (stopping) return;
+  }
+}
+
+void Writer::Cycle(uint64_t now, bool force_write) {
+  std::vector<Cold> cold;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cold.swap(cold_);
+  }
+  // Communicators defined before the operations that name them.
+  for (const Cold& c : cold)
+    if (c.kind == Cold::kInit) {
+      EncodeCommInit(c.ctx, false, c.ctx->comm_hash);
+      comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
+    }
+  DrainRings();
+  EncodeStaged();
+  for (const Cold& c : cold)
+    if (c.kind == Cold::kFinalize) {
+      EncodeCommFinalize(c.ctx, c.time_ns);
+      // Operations that never completed stay in the file; stop watching them.
+      for (auto it = in_flight_.begin(); it != in_flight_.end();)
+        it = it->second.comm == c.ctx->comm ? in_flight_.erase(it) : std::next(it);
+    }
+  ReclaimThreads();
+  MaybeEncodeDrops(now, false);
+  if (now >= next_heartbeat_) {
+    EncodeHeartbeat(now);
+    next_heartbeat_ = now + uint64_t{prof_->config().heartbeat_ms} * 1000000;
+  }
+  MaybeStuckReport(now);
+  if (force_write || wire_.size() >= kWriteThreshold) {
+    WriteOut();
+    next_flush_ = now + uint64_t{prof_->config().flush_ms} * 1000000;
+  }
+}
+
+void Writer::DrainRings() {
+  staged_.clear();
+  staged_done_.clear();
+  const uint32_t n = prof_->thread_count();
+  for (uint32_t i = 0; i < n; ++i) {
+    ThreadBuf* tb = prof_->thread_buf(i);
+    if (tb->owner.load(std::memory_order_acquire) == kBufFree) continue;
+    tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
+      if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
+      staged_.push_back(r);
+    });
+  }
+}
+
+void Writer::EncodeStaged() {
+  consumed_.assign(staged_.size(), false);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    if (consumed_[i]) continue;
+    const Rec& r = staged_[i];
+    const Rec* done = nullptr;
+    if (r.kind == kRecOp) {
+      auto it = staged_done_.find(r.id);
+      if (it != staged_done_.end() && it->second > i) {
+        done = &staged_[it->second];
+        consumed_[it->second] = true;
+      }
+    }
+    Emit(r, done);
+  }
+}
+
+void Writer::Emit(const Rec& r, const Rec* done) {
+  switch (r.kind) {
+    case kRecOp:
+      EncodeOp(r, done);
+      break;
+    case kRecOpDone:
+      EncodeOpDone(r);
+      break;
+    case kRecEvStart:
+      EncodeEvStart(r);
+      break;
+    case kRecEvStop:
+      EncodeEvStop(r);
+      break;
+    case kRecEvState:
+      EncodeEvState(r);
+      break;
+    default:
+      break;
+  }
+}
+
+void Writer::ReclaimThreads() {
+  const uint32_t n = prof_->thread_count();
+  for (uint32_t i = 0; i < n; ++i) {
+    ThreadBuf* tb = prof_->thread_buf(i);
+    if (tb->owner.load(std::memory_order_acquire) != kBufOrphaned || !tb->ring.Empty()) continue;
+    bool live = false;
+    for (uint32_t k = 0; k < tb->nslots && !live; ++k)
+      live = tb->slots[k].state.load(std::memory_order_acquire) == kSlotLive;
+    if (!live) tb->owner.store(kBufFree, std::memory_order_release);
+  }
+}
+
+size_t Writer::BeginRecord() {
+  if (wire_.size() + kRecordHeadroom > buf_.size()) WriteOut();
+  ++records_;
+  return wire_.BeginRecord();
+}
+
+void Writer::EndRecord(size_t at) { wire_.EndRecord(at); }
+
+void Writer::WriteOut() {
+  if (wire_.size() == 0 || fd_ < 0) return;
+  uint8_t* head = head_buf_;
+  Wire h(head, sizeof(head_buf_));
+  size_t at = h.BeginRecord();
+  size_t m = h.BeginMessage(kRBatch);
+  h.U64(1, ++batch_seq_);
+  h.U64(2, Rel(NowNs()));
+  h.U64(3, records_written_);
+  h.EndMessage(m);
+  h.EndRecord(at);
+  iovec iov[2] = {{head, h.size()}, {const_cast<uint8_t*>(wire_.data()), wire_.size()}};
+  size_t total = h.size() + wire_.size();
+  size_t done = 0;
+  int err = 0;
+  while (done < total) {
+    // Advance the iovecs past what was written.
+    iovec v[2];
+    int cnt = 0;
+    size_t skip = done;
+    for (auto& x : iov) {
+      if (skip >= x.iov_len) {
+        skip -= x.iov_len;
+        continue;
+      }
+      v[cnt].iov_base = static_cast<uint8_t*>(x.iov_base) + skip;
+      v[cnt].iov_len = x.iov_len - skip;
+      skip = 0;
+      ++cnt;
+    }
+    ssize_t w = writev(fd_, v, cnt);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      break;
+    }
+    if (w == 0) {
+      err = EIO;
+      break;
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (err == 0) {
+    records_written_ += records_ + 1;
+    bytes_written_ += total;
+  } else {
+    write_failed_records_ += records_ + 1;
+    last_write_error_ = strerror(err);
+    if (!write_error_logged_) {
+      write_error_logged_ = true;
+      prof_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
+                 path_.c_str(), last_write_error_.c_str());
+    }
+  }
+  records_ = 0;
+  wire_.Reset();
+}
+
+uint32_t Writer::Intern(const char* s) {
+  if (s == nullptr) return 0;
+  auto it = string_ptr_ids_.find(s);
+  if (it != string_ptr_ids_.end()) return it->second;
+  std::string text = SafeString(s);
+  uint32_t id;
+  auto jt = string_ids_.find(text);
+  if (jt != string_ids_.end()) {
+    id = jt->second;
+  } else {
+    id = static_cast<uint32_t>(string_ids_.size() + 1);
+    string_ids_.emplace(text, id);
+    size_t at = BeginRecord();
+    size_t m = wire_.BeginMessage(kRStringDef);
+    wire_.U64(1, id);
+    wire_.Bytes(2, text.data(), text.size());
+    wire_.EndMessage(m);
+    EndRecord(at);
+  }
+  string_ptr_ids_.emplace(s, id);
+  return id;
+}
+
+int64_t Writer::GpuDelta(uint64_t gpu_ns, uint64_t cpu_ns) {
+  if (!gpu_base_set_) {
+    gpu_base_set_ = true;
+    gpu_base_ = gpu_ns;
+    size_t at = BeginRecord();
+    size_t m = wire_.BeginMessage(kRGpuClock);
+    wire_.U64(1, gpu_base_);
+    wire_.U64(2, Rel(cpu_ns));
+    wire_.EndMessage(m);
+    EndRecord(at);
+  }
+  return static_cast<int64_t>(gpu_ns - gpu_base_);
+}
+
+void Writer::EncodeHeader() {
+  const Config& c = prof_->config();
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRHeader);
+  wire_.U64(1, 1);  // SCHEMA_VERSION_CURRENT
+  wire_.String(2, kPluginVersion);
+  wire_.U64(3, static_cast<uint64_t>(prof_->api_version()));
+  wire_.Bytes(4, info_.hostname.data(), info_.hostname.size());
+  wire_.I64(5, info_.pid);
+  wire_.U64(6, mono_base_);
+  wire_.U64(7, realtime_base_);
+  wire_.U64(8, clock_error_);
+  wire_.I32(9, info_.launcher_rank);
+  wire_.I32(10, info_.launcher_world_size);
+  wire_.I32(11, info_.launcher_local_rank);
+  wire_.Bytes(12, info_.launcher_rank_source.data(), info_.launcher_rank_source.size());
+  wire_.I32(13, info_.cuda_device);
+  wire_.Bytes(14, info_.cuda_visible_devices.data(), info_.cuda_visible_devices.size());
+  wire_.Bytes(15, info_.gpu_pci_bus_id.data(), info_.gpu_pci_bus_id.size());
+  wire_.Bytes(16, info_.gpu_uuid.data(), info_.gpu_uuid.size());
+  wire_.U64(17, c.nccl_mask);
+  wire_.Bytes(18, c.events.data(), c.events.size());
+  wire_.U64(19, c.flush_ms);
+  wire_.U64(20, c.heartbeat_ms);
+  wire_.Double(21, c.stuck_sec);
+  wire_.U64(22, c.buffer_mb << 20);
+  wire_.Bytes(23, info_.job_id.data(), info_.job_id.size());
+  for (const std::string& a : info_.argv) wire_.Bytes(24, a.data(), a.size());
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash) {
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRCommInit);
+  wire_.U64(1, ctx->comm);
+  wire_.U64(2, hash);
+  if (!from_event) {
+    wire_.Bytes(3, ctx->name.data(), ctx->name.size());
+    wire_.I32(4, ctx->nranks);
+    wire_.I32(5, ctx->nnodes);
+    wire_.I32(6, ctx->rank);
+  }
+  wire_.U64(7, Rel(ctx->init_ns));
+  wire_.Bool(8, from_event);
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRCommFinalize);
+  wire_.U64(1, ctx->comm);
+  wire_.U64(2, Rel(time_ns));
+  wire_.U64(3, ctx->ops_enqueued.load(std::memory_order_relaxed));
+  wire_.U64(4, ctx->ops_completed.load(std::memory_order_relaxed));
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::EncodeDoneBody(const Rec& d) {
+  wire_.U64(2, Rel(d.t0));
+  if (d.flags & kFlagHasGpu) {
+    // GpuDelta may define the GPU base; it was called before the record began.
+    wire_.S64(3, static_cast<int64_t>(d.done.gpu_start - gpu_base_));
+    wire_.U64(4, d.done.gpu_stop - d.done.gpu_start);
+    wire_.Bool(8, true);
+  }
+  wire_.U64(5, d.done.kernel_channels);
+  wire_.U64(6, d.done.proxy_ops);
+  wire_.U64(7, d.done.proxy_bytes);
+}
+
+void Writer::EncodeOp(const Rec& r, const Rec* done) {
+  // Definitions first: strings, the GPU clock base, a communicator named only by its events.
+  uint32_t func = Intern(r.op.func);
+  uint32_t dtype = Intern(r.op.datatype);
+  uint32_t algo = Intern(r.op.algo);
+  uint32_t proto = Intern(r.op.proto);
+  if (done != nullptr && (done->flags & kFlagHasGpu)) GpuDelta(done->done.gpu_start, done->t0);
+  auto ann = comm_announced_.find(r.comm);
+  if (ann == comm_announced_.end() || !ann->second) {
+    for (Context* ctx : prof_->ContextsSnapshot()) {
+      if (ctx->comm != r.comm) continue;
+      uint64_t h = ctx->event_comm_hash.load(std::memory_order_relaxed);
+      if (h != 0) {
+        EncodeCommInit(ctx, true, h);
+        comm_announced_[r.comm] = true;
+      }
+    }
+  }
+  const bool tracked = (r.flags & kFlagTracked) != 0;
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kROp);
+  wire_.U64(1, r.id);
+  wire_.U64(2, r.comm);
+  wire_.U64(3, OpKindOf(r.etype));
+  wire_.U64(4, r.op.seq);
+  wire_.U64(5, func);
+  wire_.U64(6, r.op.count);
+  wire_.U64(7, dtype);
+  if (r.etype == kEvColl) wire_.S64(8, r.op.root);
+  if (r.etype == kEvP2p) wire_.S64(9, r.op.peer);
+  wire_.U64(10, algo);
+  wire_.U64(11, proto);
+  wire_.U64(12, r.nchannels);
+  wire_.U64(13, r.nwarps);
+  wire_.U64(14, Rel(r.t0));
+  wire_.U64(15, r.t1 - r.t0);
+  wire_.U64(16, r.parent_id);
+  wire_.U64(17, r.op.send_buff);
+  wire_.U64(18, r.op.recv_buff);
+  wire_.U64(19, r.op.traffic_bytes);
+  wire_.U64(20, r.op.op);
+  wire_.Bool(21, r.flags & kFlagCollnet);
+  wire_.Bool(22, r.flags & kFlagNvls);
+  wire_.U64(23, r.op.p2p_seq);
+  wire_.Bool(25, tracked);
+  if (done != nullptr) {
+    wire_.Bool(30, true);
+    size_t dm = wire_.BeginMessage(31);
+    EncodeDoneBody(*done);
+    wire_.EndMessage(dm);
+  }
+  wire_.EndMessage(m);
+  EndRecord(at);
+
+  if (tracked && done == nullptr) {
+    if (early_done_.erase(r.id) == 0) {
+      in_flight_[r.id] = InFlight{r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0,
+                                  r.nchannels, true, false};
+    }
+  }
+}
+
+void Writer::EncodeOpDone(const Rec& r) {
+  if (r.flags & kFlagHasGpu) GpuDelta(r.done.gpu_start, r.t0);
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kROpDone);
+  wire_.U64(1, r.id);
+  EncodeDoneBody(r);
+  wire_.EndMessage(m);
+  EndRecord(at);
+  if (in_flight_.erase(r.id) == 0) early_done_.insert(r.id);
+}
+
+void Writer::EncodeEvStart(const Rec& r) {
+  uint32_t func = 0, dtype = 0, sync = 0;
+  if (r.etype == kEvCollApi || r.etype == kEvP2pApi || r.etype == kEvCeColl) {
+    func = Intern(r.api.func);
+    dtype = Intern(r.api.datatype);
+    if (r.etype == kEvCeColl) sync = Intern(r.api.sync_strategy);
+  }
+  int64_t gdelta = 0;
+  if (r.etype == kEvKernelCh && (r.flags & kFlagHasGpu)) gdelta = GpuDelta(r.px.ptimer, r.t0);
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kREventStart);
+  wire_.U64(1, r.id);
+  wire_.U64(2, r.etype);
+  wire_.U64(3, r.parent_id);
+  wire_.U64(4, r.comm);
+  wire_.U64(5, Rel(r.t0));
+  wire_.U64(7, r.t1);
+  const bool graph = r.flags & kFlagGraph;
+  size_t d;
+  switch (r.etype) {
+    case kEvGroupApi:
+      d = wire_.BeginMessage(10);
+      wire_.Bool(1, graph);
+      wire_.I32(2, r.api.group_depth);
+      wire_.EndMessage(d);
+      break;
+    case kEvCollApi:
+      d = wire_.BeginMessage(11);
+      wire_.U64(1, func);
+      wire_.U64(2, r.api.count);
+      wire_.U64(3, dtype);
+      wire_.S64(4, r.api.root);
+      wire_.U64(5, r.api.stream);
+      wire_.Bool(6, graph);
+      wire_.EndMessage(d);
+      break;
+    case kEvP2pApi:
+      d = wire_.BeginMessage(12);
+      wire_.U64(1, func);
+      wire_.U64(2, r.api.count);
+      wire_.U64(3, dtype);
+      wire_.U64(4, r.api.stream);
+      wire_.Bool(5, graph);
+      wire_.EndMessage(d);
+      break;
+    case kEvKernelLaunch:
+      d = wire_.BeginMessage(13);
+      wire_.U64(1, r.api.stream);
+      wire_.EndMessage(d);
+      break;
+    case kEvProxyOp:
+      d = wire_.BeginMessage(14);
+      wire_.I64(1, r.px.pid);
+      wire_.U64(2, static_cast<uint32_t>(r.px.channel));
+      wire_.S64(3, r.px.peer);
+      wire_.I32(4, r.px.nsteps);
+      wire_.I32(5, r.px.chunk_size);
+      wire_.Bool(6, r.flags & kFlagIsSend);
+      wire_.U64(7, r.parent_id);
+      wire_.EndMessage(d);
+      break;
+    case kEvProxyStep:
+      d = wire_.BeginMessage(15);
+      wire_.I32(1, r.px.step);
+      wire_.EndMessage(d);
+      break;
+    case kEvKernelCh:
+      d = wire_.BeginMessage(16);
+      wire_.U64(1, static_cast<uint32_t>(r.px.channel));
+      if (r.flags & kFlagHasGpu) {
+        wire_.S64(2, gdelta);
+        wire_.Bool(3, true);
+      }
+      wire_.EndMessage(d);
+      break;
+    case kEvNetPlugin: {
+      d = wire_.BeginMessage(17);
+      wire_.I64(1, r.net.id);
+      if (r.flags & kFlagNetIb) {
+        size_t q = wire_.BeginMessage(2);
+        wire_.U64(1, r.net.type);
+        wire_.I32(2, r.net.device);
+        wire_.U64(3, r.net.wr_id);
+        wire_.I32(4, r.net.opcode);
+        wire_.I32(5, r.net.qp_num);
+        wire_.U64(6, r.net.length);
+        wire_.EndMessage(q);
+      } else if (r.flags & kFlagNetSocket) {
+        size_t q = wire_.BeginMessage(3);
+        wire_.U64(1, r.net.type);
+        wire_.I32(2, r.net.device);
+        wire_.I32(3, r.net.opcode);
+        wire_.U64(4, r.net.length);
+        wire_.EndMessage(q);
+      }
+      wire_.EndMessage(d);
+      break;
+    }
+    case kEvCeColl:
+      d = wire_.BeginMessage(18);
+      wire_.U64(1, r.api.seq);
+      wire_.U64(2, func);
+      wire_.U64(3, r.api.send_buff);
+      wire_.U64(4, r.api.recv_buff);
+      wire_.U64(5, r.api.count);
+      wire_.S64(6, r.api.root);
+      wire_.U64(7, dtype);
+      wire_.U64(8, sync);
+      wire_.Bool(9, r.flags & kFlagIntraBatchSync);
+      wire_.U64(10, r.api.batch_size);
+      wire_.U64(11, r.api.num_batches);
+      wire_.U64(12, r.api.ce_seq);
+      wire_.U64(13, r.api.stream);
+      wire_.EndMessage(d);
+      break;
+    case kEvCeSync:
+      d = wire_.BeginMessage(19);
+      wire_.Bool(1, r.flags & kFlagIsComplete);
+      wire_.I32(2, r.api.nranks);
+      wire_.EndMessage(d);
+      break;
+    case kEvCeBatch:
+      d = wire_.BeginMessage(20);
+      wire_.I32(1, r.batch.num_ops);
+      wire_.U64(2, r.batch.total_bytes);
+      wire_.Bool(3, r.flags & kFlagUseIntraSync);
+      wire_.EndMessage(d);
+      break;
+    default:
+      break;  // Group, ProxyCtrl: no detail
+  }
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::EncodeEvStop(const Rec& r) {
+  int64_t g = 0;
+  const bool has = r.flags & kFlagHasGpuStop;
+  if (has) g = GpuDelta(r.st.ptimer, r.t0);
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kREventStop);
+  wire_.U64(1, r.id);
+  wire_.U64(2, Rel(r.t0));
+  if (has) {
+    wire_.S64(3, g);
+    wire_.Bool(4, true);
+  }
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::EncodeEvState(const Rec& r) {
+  int64_t g = 0;
+  const bool has = r.flags & kFlagHasGpu;
+  if (has) g = GpuDelta(r.st.ptimer, r.t0);
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kREventState);
+  wire_.U64(1, r.id);
+  wire_.U64(2, r.st.state);
+  wire_.U64(3, Rel(r.t0));
+  wire_.U64(4, r.st.trans_size);
+  wire_.I32(5, r.st.steps);
+  wire_.I32(6, r.st.appended_proxy_ops);
+  if (has) {
+    wire_.S64(7, g);
+    wire_.Bool(8, true);
+  }
+  wire_.U64(9, r.st.net_data);
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::EncodeHeartbeat(uint64_t now) {
+  uint64_t recorded = 0, dropped = prof_->no_thread_slot();
+  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
+    const ThreadCounters& c = prof_->thread_buf(i)->counters;
+    recorded += c.recorded.load(std::memory_order_relaxed);
+    dropped += c.ring_full.load(std::memory_order_relaxed) + c.pool_exhausted.load(std::memory_order_relaxed);
+  }
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRHeartbeat);
+  wire_.U64(1, Rel(now));
+  wire_.U64(2, in_flight_.size());
+  wire_.U64(3, recorded);
+  wire_.U64(4, dropped + write_failed_records_);
+  wire_.U64(5, bytes_written_);
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
+  uint64_t ring_full = 0, pool = 0, foreign = 0, bad = 0;
+  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
+    const ThreadCounters& c = prof_->thread_buf(i)->counters;
+    ring_full += c.ring_full.load(std::memory_order_relaxed);
+    pool += c.pool_exhausted.load(std::memory_order_relaxed);
+    foreign += c.foreign_parent.load(std::memory_order_relaxed);
+    bad += c.bad_parent.load(std::memory_order_relaxed);
+  }
+  uint64_t no_slot = prof_->no_thread_slot();
+  uint64_t sum = ring_full + pool + foreign + bad + no_slot + write_failed_records_;
+  if (!force && sum == last_drops_sum_) return;
+  if (force && sum == 0) return;
+  last_drops_sum_ = sum;
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRDrops);
+  wire_.U64(1, Rel(now));
+  wire_.U64(2, ring_full);
+  wire_.U64(3, pool);
+  wire_.U64(4, no_slot);
+  wire_.U64(5, write_failed_records_);
+  wire_.U64(6, foreign);
+  wire_.U64(7, bad);
+  wire_.Bytes(8, last_write_error_.data(), last_write_error_.size());
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+void Writer::MaybeStuckReport(uint64_t now) {
+  const double stuck_sec = prof_->config().stuck_sec;
+  if (stuck_sec <= 0 || in_flight_.empty()) return;
+  const uint64_t threshold = static_cast<uint64_t>(stuck_sec * 1e9);
+  uint64_t trigger = 0;
+  for (auto& [id, f] : in_flight_) {
+    if (!f.reported && now > f.start_ns && now - f.start_ns >= threshold) {
+      trigger = id;
+      break;
+    }
+  }
+  if (trigger == 0) return;
+
+  // Live progress of every proxy operation serving an op in flight.
+  std::unordered_map<uint64_t, std::vector<const Slot*>> proxies;
+  for (const Slot* s = prof_->slots_begin(); s < prof_->slots_end(); ++s) {
+    if (s->state.load(std::memory_order_acquire) == kSlotFree) continue;
+    if (s->kind.load(std::memory_order_relaxed) != kEvProxyOp) continue;
+    uint64_t op = s->op_id.load(std::memory_order_relaxed);
+    if (op != 0 && in_flight_.count(op)) proxies[op].push_back(s);
+  }
+  // Oldest first.
+  std::vector<std::pair<uint64_t, InFlight*>> ops;
+  for (auto& [id, f] : in_flight_) ops.push_back({id, &f});
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second->start_ns < b.second->start_ns; });
+  if (ops.size() > kMaxStuckOps) ops.resize(kMaxStuckOps);
+  std::vector<uint32_t> funcs;
+  for (auto& o : ops) funcs.push_back(Intern(o.second->func));
+
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRStuck);
+  wire_.U64(1, Rel(now));
+  wire_.Double(2, stuck_sec);
+  wire_.U64(3, trigger);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    uint64_t id = ops[i].first;
+    InFlight& f = *ops[i].second;
+    f.reported = true;
+    size_t o = wire_.BeginMessage(4);
+    wire_.U64(1, id);
+    wire_.U64(2, f.comm);
+    wire_.U64(3, OpKindOf(f.kind));
+    wire_.U64(4, f.seq);
+    wire_.U64(5, funcs[i]);
+    wire_.U64(6, f.count);
+    if (f.kind == kEvP2p) wire_.S64(7, f.peer);
+    wire_.U64(8, Rel(f.start_ns));
+    wire_.U64(9, now - f.start_ns);
+    wire_.Bool(10, f.enqueued);
+    wire_.U64(11, f.nchannels);
+    // The op's slot, if it still holds this op.
+    const Slot* slot = nullptr;
+    uint32_t ti = ThreadOfId(id);
+    if (ti >= 1 && ti <= prof_->thread_count()) {
+      ThreadBuf* tb = prof_->thread_buf(ti - 1);
+      for (uint32_t k = 0; k < tb->nslots; ++k)
+        if (tb->slots[k].id.load(std::memory_order_relaxed) == id) {
+          slot = &tb->slots[k];
+          break;
+        }
+    }
+    if (slot != nullptr) {
+      wire_.U64(12, slot->kernel_started.load(std::memory_order_relaxed));
+      wire_.U64(13, slot->kernel_stopped.load(std::memory_order_relaxed));
+      wire_.U64(14, slot->proxy_started.load(std::memory_order_relaxed));
+      wire_.U64(15, slot->proxy_stopped.load(std::memory_order_relaxed));
+    }
+    auto pit = proxies.find(id);
+    if (pit != proxies.end()) {
+      for (const Slot* p : pit->second) {
+        uint64_t d = p->px_desc.load(std::memory_order_relaxed);
+        uint64_t g = p->px_progress.load(std::memory_order_relaxed);
+        size_t q = wire_.BeginMessage(16);
+        wire_.U64(1, PxChannel(d));
+        wire_.S64(2, PxPeer(d));
+        wire_.Bool(3, PxIsSend(d));
+        wire_.I32(4, PxNsteps(d));
+        wire_.I32(5, PxStep(g));
+        wire_.U64(6, PxState(g));
+        wire_.U64(7, Rel(p->px_update_ns.load(std::memory_order_relaxed)));
+        wire_.Bool(8, PxStopped(g));
+        wire_.EndMessage(q);
+      }
+    }
+    wire_.EndMessage(o);
+  }
+  wire_.EndMessage(m);
+  EndRecord(at);
+  WriteOut();
+  prof_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
+             stuck_sec, ops.size(), path_.c_str());
+}
+
+void Writer::EncodeFinalize(uint64_t now, bool clean) {
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRFinalize);
+  wire_.U64(1, Rel(now));
+  wire_.Bool(2, clean);
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+}  // namespace ncclwatch::plugin

@@ -1,0 +1,158 @@
+// The writer thread: the only place that encodes trace.proto and touches the
+// file.
+//
+// Every few milliseconds it drains every thread's ring into a staging array,
+// folds an Op and its OpDone into one record when both are in the same
+// drain, and encodes. It calls write(2) every NCCLWATCH_FLUSH_MS (each write
+// opens with a Batch record), at once for a stuck report, and whenever
+// FlushNow() asks. The page cache keeps what was written when the process is
+// aborted or killed. A Heartbeat goes out every NCCLWATCH_HEARTBEAT_MS.
+//
+// It keeps its own table of operations in flight (from the Op and OpDone
+// records it encoded) and writes a StuckReport when one of them is older
+// than NCCLWATCH_STUCK_SEC, with live progress read from the slots' atomics.
+//
+// Failures never reach the host: a failed write(2) (disk full, file size
+// limit) counts the records lost, says so once through NCCL's logger, and
+// retries at the next flush. SIGXFSZ and every other signal are blocked in
+// this thread.
+//
+// Thread safety: Notify* and FlushNow may be called from any thread; the
+// rest is the writer thread's (and StopAndClose from the last finalize).
+
+#ifndef PLUGIN_WRITER_H_
+#define PLUGIN_WRITER_H_
+
+#include <stdint.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "plugin/core.h"
+#include "plugin/process_info.h"
+#include "plugin/record.h"
+#include "plugin/wire.h"
+
+namespace ncclwatch::plugin {
+
+class Writer {
+ public:
+  Writer(Profiler* prof, std::string file_name_override);
+  ~Writer();
+
+  // Creates the file (O_EXCL|O_NOFOLLOW, mode 0666 less the umask) and
+  // writes the process header. False with `error` when it cannot.
+  bool Open(std::string* error);
+  void Start();
+  void StopAndClose();
+
+  void NotifyCommInit(Context* ctx);
+  void NotifyCommFinalize(Context* ctx, uint64_t time_ns);
+  // Runs one drain-and-write cycle and waits for it (bounded wait).
+  void FlushNow();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Cold {
+    enum Kind { kInit, kFinalize } kind;
+    Context* ctx;
+    uint64_t time_ns;
+  };
+  struct InFlight {
+    uint32_t comm;
+    uint32_t kind;
+    uint64_t seq;
+    const char* func;
+    uint64_t count;
+    int32_t peer;
+    uint64_t start_ns;
+    uint32_t nchannels;
+    bool enqueued;
+    bool reported;
+  };
+
+  void Loop();
+  void Cycle(uint64_t now, bool force_write);
+  void DrainRings();
+  void EncodeStaged();
+  void ReclaimThreads();
+  void WriteOut();
+  void Emit(const Rec& r, const Rec* done);
+
+  // Encoders (append one length-delimited Record to wire_).
+  void EncodeHeader();
+  void EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash);
+  void EncodeCommFinalize(const Context* ctx, uint64_t time_ns);
+  void EncodeOp(const Rec& r, const Rec* done);
+  void EncodeOpDone(const Rec& r);
+  void EncodeDoneBody(const Rec& d);
+  void EncodeEvStart(const Rec& r);
+  void EncodeEvStop(const Rec& r);
+  void EncodeEvState(const Rec& r);
+  void EncodeHeartbeat(uint64_t now);
+  void MaybeEncodeDrops(uint64_t now, bool force);
+  void MaybeStuckReport(uint64_t now);
+  void EncodeFinalize(uint64_t now, bool clean);
+  uint32_t Intern(const char* s);
+  int64_t GpuDelta(uint64_t gpu_ns, uint64_t cpu_ns);
+  uint64_t Rel(uint64_t t) const { return t > mono_base_ ? t - mono_base_ : 0; }
+  // Begins a record, making room (by writing out) when the buffer is nearly full.
+  size_t BeginRecord();
+  void EndRecord(size_t at);
+
+  Profiler* prof_;
+  std::string override_;
+  std::string path_;
+  int fd_ = -1;
+  ProcessInfo info_;
+  uint64_t mono_base_ = 0;
+  uint64_t realtime_base_ = 0;
+  uint64_t clock_error_ = 0;
+
+  std::vector<uint8_t> buf_;
+  Wire wire_;
+  uint8_t head_buf_[256];  // the Batch record opening each write
+  uint64_t records_ = 0;           // encoded into buf_ since the last write
+  uint64_t records_written_ = 0;   // records written to the file
+  uint64_t batch_seq_ = 0;
+  uint64_t bytes_written_ = 0;
+  uint64_t write_failed_records_ = 0;
+  std::string last_write_error_;
+  bool write_error_logged_ = false;
+
+  std::vector<Rec> staged_;
+  std::unordered_map<uint64_t, size_t> staged_done_;  // OpDone id -> index in staged_
+  std::vector<bool> consumed_;
+
+  std::unordered_map<const char*, uint32_t> string_ptr_ids_;
+  std::unordered_map<std::string, uint32_t> string_ids_;
+  std::unordered_map<uint16_t, bool> comm_announced_;  // comm -> hash known to the file
+  bool gpu_base_set_ = false;
+  uint64_t gpu_base_ = 0;
+
+  std::unordered_map<uint64_t, InFlight> in_flight_;
+  std::unordered_set<uint64_t> early_done_;
+  uint64_t last_drops_sum_ = 0;
+  uint64_t next_heartbeat_ = 0;
+  uint64_t next_flush_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable done_cv_;
+  std::vector<Cold> cold_;     // guarded by mu_
+  bool stop_ = false;          // guarded by mu_
+  uint64_t flush_req_ = 0;     // guarded by mu_
+  uint64_t flush_done_ = 0;    // guarded by mu_
+  std::thread thread_;
+  bool running_ = false;
+};
+
+}  // namespace ncclwatch::plugin
+
+#endif  // PLUGIN_WRITER_H_
