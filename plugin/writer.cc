@@ -30,7 +30,7 @@ enum : uint32_t {
   kRStuck = 12, kRDrops = 13, kRFinalize = 14, kRBatch = 15,
 };
 
-uint32_t OpKindOf(uint32_t etype) { return etype == kEvP2p ? 2 : 1; }
+uint32_t OpKindOf(uint32_t etype) { return etype == kEvP2p ? 1 : 0; }
 
 // Reads a NUL-terminated string NCCL handed us, bounded.
 std::string SafeString(const char* s) {
@@ -366,18 +366,22 @@ uint32_t Writer::Intern(const char* s) {
   return id;
 }
 
-int64_t Writer::GpuDelta(uint64_t gpu_ns, uint64_t cpu_ns) {
-  if (!gpu_base_set_) {
-    gpu_base_set_ = true;
-    gpu_base_ = gpu_ns;
-    size_t at = BeginRecord();
-    size_t m = wire_.BeginMessage(kRGpuClock);
-    wire_.U64(1, gpu_base_);
-    wire_.U64(2, Rel(cpu_ns));
-    wire_.EndMessage(m);
-    EndRecord(at);
-  }
-  return static_cast<int64_t>(gpu_ns - gpu_base_);
+void Writer::DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns) {
+  if (gpu_base_set_) return;
+  gpu_base_set_ = true;
+  gpu_base_ = gpu_ns;
+  gpu_offset_ = gpu_ns - Rel(cpu_ns);
+  size_t at = BeginRecord();
+  size_t m = wire_.BeginMessage(kRGpuClock);
+  wire_.U64(1, gpu_base_);
+  wire_.U64(2, Rel(cpu_ns));
+  wire_.EndMessage(m);
+  EndRecord(at);
+}
+
+int64_t Writer::GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) {
+  DefineGpuClock(gpu_ns, ref_cpu_ns);
+  return static_cast<int64_t>(gpu_ns - (Rel(ref_cpu_ns) + gpu_offset_));
 }
 
 void Writer::EncodeHeader() {
@@ -440,15 +444,20 @@ void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
   EndRecord(at);
 }
 
-void Writer::EncodeDoneBody(const Rec& d) {
-  wire_.U64(2, Rel(d.t0));
-  if (d.flags & kFlagHasGpu) {
-    // GpuDelta may define the GPU base; it was called before the record began.
-    wire_.S64(3, static_cast<int64_t>(d.done.gpu_start - gpu_base_));
-    wire_.U64(4, d.done.gpu_stop - d.done.gpu_start);
-    wire_.Bool(8, true);
+void Writer::EncodeDoneBody(const Rec& d, const Rec* op) {
+  if (op != nullptr) {
+    wire_.U64(9, d.t0 > op->t0 ? d.t0 - op->t0 : 0);
+  } else {
+    wire_.U64(2, Rel(d.t0));
   }
-  wire_.U64(5, d.done.kernel_channels);
+  if (d.flags & kFlagHasGpu) {
+    // The GPU clock was defined before the record began (DefineGpuClock).
+    wire_.S64(3, GpuDelta(d.done.gpu_start, d.t0));
+    uint64_t dur = d.done.gpu_stop - d.done.gpu_start;
+    wire_.U64(4, dur);
+    if (dur == 0) wire_.Bool(8, true);
+  }
+  if (op == nullptr || d.done.kernel_channels != op->nchannels) wire_.U64(5, d.done.kernel_channels);
   wire_.U64(6, d.done.proxy_ops);
   wire_.U64(7, d.done.proxy_bytes);
 }
@@ -459,7 +468,7 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   uint32_t dtype = Intern(r.op.datatype);
   uint32_t algo = Intern(r.op.algo);
   uint32_t proto = Intern(r.op.proto);
-  if (done != nullptr && (done->flags & kFlagHasGpu)) GpuDelta(done->done.gpu_start, done->t0);
+  if (done != nullptr && (done->flags & kFlagHasGpu)) DefineGpuClock(done->done.gpu_start, done->t0);
   auto ann = comm_announced_.find(r.comm);
   if (ann == comm_announced_.end() || !ann->second) {
     for (Context* ctx : prof_->ContextsSnapshot()) {
@@ -474,7 +483,8 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   const bool tracked = (r.flags & kFlagTracked) != 0;
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kROp);
-  wire_.U64(1, r.id);
+  // A folded op needs no id unless raw records may name it as their parent.
+  if (done == nullptr || prof_->config().raw_kinds != 0) wire_.U64(1, r.id);
   wire_.U64(2, r.comm);
   wire_.U64(3, OpKindOf(r.etype));
   wire_.U64(4, r.op.seq);
@@ -497,12 +507,12 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   wire_.Bool(21, r.flags & kFlagCollnet);
   wire_.Bool(22, r.flags & kFlagNvls);
   wire_.U64(23, r.op.p2p_seq);
-  wire_.Bool(25, tracked);
   if (done != nullptr) {
-    wire_.Bool(30, true);
     size_t dm = wire_.BeginMessage(31);
-    EncodeDoneBody(*done);
+    EncodeDoneBody(*done, &r);
     wire_.EndMessage(dm);
+  } else {
+    wire_.Bool(25, tracked);
   }
   wire_.EndMessage(m);
   EndRecord(at);
@@ -516,11 +526,11 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
 }
 
 void Writer::EncodeOpDone(const Rec& r) {
-  if (r.flags & kFlagHasGpu) GpuDelta(r.done.gpu_start, r.t0);
+  if (r.flags & kFlagHasGpu) DefineGpuClock(r.done.gpu_start, r.t0);
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kROpDone);
   wire_.U64(1, r.id);
-  EncodeDoneBody(r);
+  EncodeDoneBody(r, nullptr);
   wire_.EndMessage(m);
   EndRecord(at);
   if (in_flight_.erase(r.id) == 0) early_done_.insert(r.id);

@@ -91,7 +91,7 @@ class Writer {
   void EncodeCommFinalize(const Context* ctx, uint64_t time_ns);
   void EncodeOp(const Rec& r, const Rec* done);
   void EncodeOpDone(const Rec& r);
-  void EncodeDoneBody(const Rec& d);
+  void EncodeDoneBody(const Rec& d, const Rec* op);
   void EncodeEvStart(const Rec& r);
   void EncodeEvStop(const Rec& r);
   void EncodeEvState(const Rec& r);
@@ -100,7 +100,10 @@ class Writer {
   void MaybeStuckReport(uint64_t now);
   void EncodeFinalize(uint64_t now, bool clean);
   uint32_t Intern(const char* s);
-  int64_t GpuDelta(uint64_t gpu_ns, uint64_t cpu_ns);
+  // Defines the file's GPU clock relation once (before the record that needs it begins).
+  void DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns);
+  // A GPU time relative to a reference CPU time of the same message.
+  int64_t GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns);
   uint64_t Rel(uint64_t t) const { return t > mono_base_ ? t - mono_base_ : 0; }
   // Begins a record, making room (by writing out) when the buffer is nearly full.
   size_t BeginRecord();
@@ -135,6 +138,7 @@ class Writer {
   std::unordered_map<uint16_t, bool> comm_announced_;  // comm -> hash known to the file
   bool gpu_base_set_ = false;
   uint64_t gpu_base_ = 0;
+  uint64_t gpu_offset_ = 0;  // gpu_base_ - (its CPU time relative to mono_base_)
 
   std::unordered_map<uint64_t, InFlight> in_flight_;
   std::unordered_set<uint64_t> early_done_;

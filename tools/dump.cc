@@ -1,0 +1,93 @@
+#include "tools/dump.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <map>
+
+#include "tools/reader.h"
+
+namespace ncclwatch::tools {
+
+int Dump(const std::vector<std::string>& files, const DumpOptions& opts, std::ostream& out, std::ostream& err) {
+  int status = 0;
+  for (const std::string& f : files) {
+    TraceReader reader;
+    std::string error;
+    if (!reader.Open(f, &error)) {
+      err << "ncclwatch dump: " << error << "\n";
+      status = 2;
+      continue;
+    }
+    out << "== " << f << "\n";
+    std::map<uint32_t, std::string> strings;
+    trace::Record rec;
+    uint64_t off = 0;
+    uint64_t ops = 0, done = 0, gpu = 0, tracked = 0, raw = 0, stuck = 0, heartbeats = 0;
+    std::map<uint64_t, bool> pending;  // tracked ops without completion yet
+    std::string drops;
+    google::protobuf::TextFormat::Printer printer;
+    printer.SetSingleLineMode(true);
+    while (reader.Next(&rec, &off)) {
+      switch (rec.body_case()) {
+        case trace::Record::kStringDef:
+          strings[rec.string_def().id()] = rec.string_def().text();
+          break;
+        case trace::Record::kOp: {
+          ++ops;
+          const auto& o = rec.op();
+          if (o.completion_tracked() || o.has_completion()) ++tracked;
+          if (o.has_completion()) {
+            ++done;
+            if (o.completion().gpu_timing() || o.completion().gpu_duration_ns() > 0) ++gpu;
+          } else if (o.completion_tracked()) {
+            pending[o.event_id()] = true;
+          }
+          break;
+        }
+        case trace::Record::kOpDone:
+          ++done;
+          if (rec.op_done().gpu_timing() || rec.op_done().gpu_duration_ns() > 0) ++gpu;
+          pending.erase(rec.op_done().event_id());
+          break;
+        case trace::Record::kEventStart:
+        case trace::Record::kEventStop:
+        case trace::Record::kEventState:
+          ++raw;
+          break;
+        case trace::Record::kStuck:
+          ++stuck;
+          break;
+        case trace::Record::kHeartbeat:
+          ++heartbeats;
+          break;
+        case trace::Record::kDrops: {
+          std::string s;
+          printer.PrintToString(rec.drops(), &s);
+          drops = s;
+          break;
+        }
+        default:
+          break;
+      }
+      if (opts.records) {
+        std::string s;
+        printer.PrintToString(rec, &s);
+        if (rec.has_op()) {
+          const auto& o = rec.op();
+          auto name = [&](uint32_t id) { return strings.count(id) ? strings[id] : std::string("?"); };
+          s = name(o.func()) + " " + name(o.datatype()) + " " + name(o.algo()) + "/" + name(o.proto()) + "  " + s;
+        }
+        out << "@" << off << " " << s << "\n";
+      }
+    }
+    out << "-- " << reader.records_read() << " records: " << ops << " operations enqueued (" << tracked
+        << " with completion tracking), " << done << " completed, " << gpu << " with GPU timing, " << pending.size()
+        << " never completed; " << raw << " raw event records; " << heartbeats << " heartbeats; " << stuck
+        << " stuck reports\n";
+    if (!drops.empty()) out << "-- drops: " << drops << "\n";
+    for (const std::string& line : reader.IssueLines()) out << "-- " << line << "\n";
+  }
+  return status;
+}
+
+}  // namespace ncclwatch::tools
