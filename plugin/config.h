@@ -59,7 +59,7 @@ struct Config {
   uint32_t flush_ms = 100;
   uint32_t heartbeat_ms = 1000;
   double stuck_sec = 60.0;
-  uint64_t buffer_mb = 32;
+  uint64_t buffer_mb = 64;
   bool enabled = true;
   std::vector<std::string> warnings;
 };

@@ -31,7 +31,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.flush_ms, 100u);
   EXPECT_EQ(c.heartbeat_ms, 1000u);
   EXPECT_EQ(c.stuck_sec, 60.0);
-  EXPECT_EQ(c.buffer_mb, 32u);
+  EXPECT_EQ(c.buffer_mb, 64u);
   EXPECT_TRUE(c.warnings.empty());
 }
 
@@ -72,7 +72,7 @@ TEST(ConfigTest, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.flush_ms, 100u);
   EXPECT_EQ(c.heartbeat_ms, 1000u);
   EXPECT_EQ(c.stuck_sec, 60.0);
-  EXPECT_EQ(c.buffer_mb, 32u);
+  EXPECT_EQ(c.buffer_mb, 64u);
   EXPECT_EQ(c.nccl_mask, DefaultMask());
   EXPECT_TRUE(c.enabled);
   ASSERT_EQ(c.warnings.size(), 6u);

@@ -22,8 +22,8 @@ thread_local ThreadBuf* t_buf = nullptr;
 thread_local uint64_t t_gen = 0;
 
 constexpr uint32_t kRingRecords = 2048;  // per thread, power of two
-constexpr uint32_t kSlotsPerThread = 1024;  // power of two
-constexpr uint32_t kAllocTries = 8;
+constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per thread
+constexpr uint32_t kAllocTries = 64;
 constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + kSlotsPerThread * sizeof(Slot);
 
 bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
@@ -242,19 +242,19 @@ Slot* Profiler::AllocSlot(ThreadBuf* tb) {
     s->state.store(kSlotLive, std::memory_order_release);
     return s;
   }
-  tb->counters.pool_exhausted.fetch_add(1, std::memory_order_relaxed);
+  Bump(tb->counters.pool_exhausted);
   return nullptr;
 }
 
 Slot* Profiler::ValidParent(void* p, ThreadBuf* tb) {
   if (p == nullptr) return nullptr;
   if (!SlotIsOurs(p)) {
-    tb->counters.bad_parent.fetch_add(1, std::memory_order_relaxed);
+    Bump(tb->counters.bad_parent);
     return nullptr;
   }
   auto* s = static_cast<Slot*>(p);
   if (s->state.load(std::memory_order_acquire) == kSlotFree) {
-    tb->counters.bad_parent.fetch_add(1, std::memory_order_relaxed);
+    Bump(tb->counters.bad_parent);
     return nullptr;
   }
   return s;
@@ -262,7 +262,7 @@ Slot* Profiler::ValidParent(void* p, ThreadBuf* tb) {
 
 Rec* Profiler::Push(ThreadBuf* tb) {
   Rec* r = tb->ring.Reserve();
-  if (r == nullptr) tb->counters.ring_full.fetch_add(1, std::memory_order_relaxed);
+  if (r == nullptr) Bump(tb->counters.ring_full);
   return r;
 }
 
@@ -412,7 +412,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) return nullptr;
-  const uint64_t now = NowNs();
+  const uint64_t now = Ticks();
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
   if (IsOp(d.kind)) {
@@ -430,7 +430,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   Slot* op = nullptr;
   if (d.kind == kEvProxyOp && d.parent != nullptr && d.pid != pid_) {
     // PXN: the parent lives in another process's address space.
-    tb->counters.foreign_parent.fetch_add(1, std::memory_order_relaxed);
+    Bump(tb->counters.foreign_parent);
   } else {
     parent = ValidParent(d.parent, tb);
   }
@@ -476,7 +476,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
       break;
   }
   if (raw) StartRaw(tb, s, d, now);
-  tb->counters.recorded.fetch_add(1, std::memory_order_relaxed);
+  Bump(tb->counters.recorded);
   return s;
 }
 
@@ -486,8 +486,8 @@ void Profiler::MaybeComplete(Slot* op, ThreadBuf* tb, uint64_t now) {
   if (op->proxy_stopped.load() < op->proxy_started.load()) return;
   uint32_t z = 0;
   if (!op->done.compare_exchange_strong(z, 1)) return;
-  op->ctx->ops_completed.fetch_add(1, std::memory_order_relaxed);
   if (tb != nullptr) {
+    Bump(tb->counters.ops_completed);
     if (Rec* r = Push(tb)) {
       r->kind = kRecOpDone;
       r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
@@ -517,7 +517,7 @@ void Profiler::Stop(void* handle) {
   if (handle == nullptr) return;
   auto* s = static_cast<Slot*>(handle);
   ThreadBuf* tb = CurrentThread();
-  const uint64_t now = NowNs();
+  const uint64_t now = Ticks();
   const uint32_t kind = s->kind.load(std::memory_order_relaxed);
 
   if (IsOp(kind)) {
@@ -527,10 +527,9 @@ void Profiler::Stop(void* handle) {
       if (Rec* r = Push(tb)) {
         memcpy(r, &s->rec, sizeof(Rec));
         tb->ring.Commit();
-        tb->counters.recorded.fetch_add(1, std::memory_order_relaxed);
+        Bump(tb->counters.recorded);
       }
     }
-    s->ctx->ops_enqueued.fetch_add(1, std::memory_order_relaxed);
     s->enqueued.store(1);
     if (s->tracked.load(std::memory_order_relaxed)) {
       MaybeComplete(s, tb, now);
@@ -589,7 +588,7 @@ void Profiler::State(void* handle, int state, const StateArgs& a) {
   if (handle == nullptr) return;
   auto* s = static_cast<Slot*>(handle);
   const uint32_t kind = s->kind.load(std::memory_order_relaxed);
-  const uint64_t now = NowNs();
+  const uint64_t now = Ticks();
   switch (kind) {
     case kEvKernelCh:
       if (state == nccl::kKernelChStop && a.has_ptimer) {

@@ -57,8 +57,6 @@ struct Context {
   // Point-to-point order per peer (indexed by peer rank, size nranks).
   std::unique_ptr<std::atomic<uint32_t>[]> send_seq;
   std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
-  std::atomic<uint64_t> ops_enqueued{0};
-  std::atomic<uint64_t> ops_completed{0};
   std::atomic<bool> finalized{false};
 };
 
@@ -75,7 +73,7 @@ struct alignas(64) Slot {
   Slot* parent;                 // validated parent handle
   Slot* op;                     // the Op slot this event serves (null: none)
   Context* ctx;
-  uint64_t start_ns;
+  uint64_t start_ns;  // ticks (clock.h)
   uint64_t ptimer_start;
   uint64_t ptimer_stop;
   uint64_t step_bytes;  // ProxyStep: last transSize
@@ -98,7 +96,7 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> px_desc;
   // last step started (low 32 bits) | last state << 32 | stopped << 63.
   std::atomic<uint64_t> px_progress;
-  std::atomic<uint64_t> px_update_ns;
+  std::atomic<uint64_t> px_update_ns;  // ticks
   Rec rec;  // Op: the record being built, pushed at stopEvent
 };
 
@@ -118,13 +116,20 @@ inline int32_t PxStep(uint64_t p) { return static_cast<int32_t>(static_cast<uint
 inline uint32_t PxState(uint64_t p) { return static_cast<uint32_t>((p >> 32) & 0x7fffffff); }
 inline bool PxStopped(uint64_t p) { return (p >> 63) & 1; }
 
+// Written by the owning thread only (Bump: no locked instruction), read by
+// the writer.
 struct ThreadCounters {
   std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> ops_completed{0};
   std::atomic<uint64_t> ring_full{0};
   std::atomic<uint64_t> pool_exhausted{0};
   std::atomic<uint64_t> foreign_parent{0};
   std::atomic<uint64_t> bad_parent{0};
 };
+
+inline void Bump(std::atomic<uint64_t>& c) {
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 
 enum ThreadBufState : uint32_t { kBufFree = 0, kBufOwned = 1, kBufOrphaned = 2 };
 

@@ -50,6 +50,7 @@ Writer::~Writer() {
 
 bool Writer::Open(std::string* error) {
   const Config& c = prof_->config();
+  ticks_.Init(/*allow_tsc=*/true);
   info_ = ReadProcessInfo();
   ClockPair cp = ReadClockPair();
   mono_base_ = cp.mono_ns;
@@ -200,6 +201,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
         it = it->second.comm == c.ctx->comm ? in_flight_.erase(it) : std::next(it);
     }
   ReclaimThreads();
+  ticks_.Refine();
   MaybeEncodeDrops(now, false);
   if (now >= next_heartbeat_) {
     EncodeHeartbeat(now);
@@ -222,6 +224,10 @@ void Writer::DrainRings() {
     tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
       if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
       staged_.push_back(r);
+      // From here on, record times are CLOCK_MONOTONIC ns.
+      Rec& x = staged_.back();
+      x.t0 = ticks_.ToNs(x.t0);
+      if (x.kind == kRecOp) x.t1 = ticks_.ToNs(x.t1);
     });
   }
 }
@@ -279,6 +285,11 @@ void Writer::ReclaimThreads() {
 
 size_t Writer::BeginRecord() {
   if (wire_.size() + kRecordHeadroom > buf_.size()) WriteOut();
+  if (wire_.size() == 0) {
+    // A new batch: its base time opens the Op start chain.
+    batch_base_ = Rel(NowNs());
+    prev_op_start_ = batch_base_;
+  }
   ++records_;
   return wire_.BeginRecord();
 }
@@ -292,7 +303,7 @@ void Writer::WriteOut() {
   size_t at = h.BeginRecord();
   size_t m = h.BeginMessage(kRBatch);
   h.U64(1, ++batch_seq_);
-  h.U64(2, Rel(NowNs()));
+  h.U64(2, batch_base_);
   h.U64(3, records_written_);
   h.EndMessage(m);
   h.EndRecord(at);
@@ -438,8 +449,9 @@ void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
   size_t m = wire_.BeginMessage(kRCommFinalize);
   wire_.U64(1, ctx->comm);
   wire_.U64(2, Rel(time_ns));
-  wire_.U64(3, ctx->ops_enqueued.load(std::memory_order_relaxed));
-  wire_.U64(4, ctx->ops_completed.load(std::memory_order_relaxed));
+  const CommCounts& n = comm_counts_[ctx->comm];
+  wire_.U64(3, n.enqueued);
+  wire_.U64(4, n.completed);
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -481,6 +493,9 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
     }
   }
   const bool tracked = (r.flags & kFlagTracked) != 0;
+  CommCounts& counts = comm_counts_[r.comm];
+  ++counts.enqueued;
+  if (done != nullptr) ++counts.completed;
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kROp);
   // A folded op needs no id unless raw records may name it as their parent.
@@ -497,7 +512,9 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   wire_.U64(11, proto);
   wire_.U64(12, r.nchannels);
   wire_.U64(13, r.nwarps);
-  wire_.U64(14, Rel(r.t0));
+  const uint64_t start = Rel(r.t0);
+  wire_.S64(26, static_cast<int64_t>(start - prev_op_start_));
+  prev_op_start_ = start;
   wire_.U64(15, r.t1 - r.t0);
   wire_.U64(16, r.parent_id);
   wire_.U64(17, r.op.send_buff);
@@ -533,6 +550,7 @@ void Writer::EncodeOpDone(const Rec& r) {
   EncodeDoneBody(r, nullptr);
   wire_.EndMessage(m);
   EndRecord(at);
+  ++comm_counts_[r.comm].completed;
   if (in_flight_.erase(r.id) == 0) early_done_.insert(r.id);
 }
 
@@ -833,7 +851,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
         wire_.I32(4, PxNsteps(d));
         wire_.I32(5, PxStep(g));
         wire_.U64(6, PxState(g));
-        wire_.U64(7, Rel(p->px_update_ns.load(std::memory_order_relaxed)));
+        wire_.U64(7, Rel(ticks_.ToNs(p->px_update_ns.load(std::memory_order_relaxed))));
         wire_.Bool(8, PxStopped(g));
         wire_.EndMessage(q);
       }

@@ -33,6 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "plugin/clock.h"
 #include "plugin/core.h"
 #include "plugin/process_info.h"
 #include "plugin/record.h"
@@ -114,6 +115,7 @@ class Writer {
   std::string path_;
   int fd_ = -1;
   ProcessInfo info_;
+  TickConverter ticks_;
   uint64_t mono_base_ = 0;
   uint64_t realtime_base_ = 0;
   uint64_t clock_error_ = 0;
@@ -124,6 +126,8 @@ class Writer {
   uint64_t records_ = 0;           // encoded into buf_ since the last write
   uint64_t records_written_ = 0;   // records written to the file
   uint64_t batch_seq_ = 0;
+  uint64_t batch_base_ = 0;     // Batch.time_ns of the batch being encoded
+  uint64_t prev_op_start_ = 0;  // the Op start chain within the batch
   uint64_t bytes_written_ = 0;
   uint64_t write_failed_records_ = 0;
   std::string last_write_error_;
@@ -140,6 +144,11 @@ class Writer {
   uint64_t gpu_base_ = 0;
   uint64_t gpu_offset_ = 0;  // gpu_base_ - (its CPU time relative to mono_base_)
 
+  struct CommCounts {
+    uint64_t enqueued = 0;
+    uint64_t completed = 0;
+  };
+  std::unordered_map<uint16_t, CommCounts> comm_counts_;
   std::unordered_map<uint64_t, InFlight> in_flight_;
   std::unordered_set<uint64_t> early_done_;
   uint64_t last_drops_sum_ = 0;

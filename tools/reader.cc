@@ -142,6 +142,15 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
       unknown_reported_ = true;
       AddIssue(ReadIssue::kUnknownFields, at, "record has fields this reader does not know (a newer plugin?); ignored");
     }
+    // Resolve Op start times (a delta chain within each Batch) to start_ns.
+    if (record->has_batch()) {
+      chain_ns_ = record->batch().time_ns();
+    } else if (record->has_op() && record->op().start_delta_ns() != 0) {
+      chain_ns_ = static_cast<uint64_t>(static_cast<int64_t>(chain_ns_) + record->op().start_delta_ns());
+      record->mutable_op()->set_start_ns(chain_ns_);
+    } else if (record->has_op() && record->op().start_ns() == 0) {
+      record->mutable_op()->set_start_ns(chain_ns_);  // a delta of zero
+    }
     ++records_;
     *offset = at;
     return true;

@@ -8,6 +8,9 @@
 // file and is reported as such, not as an error. A record that does not
 // parse is skipped (the framing is intact) and reported.
 //
+// It also resolves encodings meant only to save bytes: Op.start_ns is filled
+// from the start_delta_ns chain, so consumers read absolute times.
+//
 // Thread safety: one TraceReader per thread.
 
 #ifndef TOOLS_READER_H_
@@ -68,7 +71,8 @@ class TraceReader {
   bool done_ = false;
   bool cut_tail_ = false;
   bool unknown_reported_ = false;
-  bool header_checked_ = false;  // the first record that is not a Batch must be the header
+  bool header_checked_ = false;
+  uint64_t chain_ns_ = 0;  // Op.start_delta_ns chain (see trace.proto Batch)  // the first record that is not a Batch must be the header
   uint64_t records_ = 0;
   std::vector<ReadIssue> issues_;
 };
