@@ -372,6 +372,7 @@ TEST_P(AbiTest, EveryFieldArrives) {
         EXPECT_EQ(pd.nsteps(), s.nsteps);
         EXPECT_EQ(pd.chunk_size(), s.chunk_size);
         EXPECT_EQ(pd.op_id(), op.event_id());
+        EXPECT_EQ(px->nccl_rank(), kPlans[i].rank);  // the descriptor's originating rank
         EXPECT_EQ(px->comm(), comm);
         EXPECT_NE(px->tid(), 0u);
         EXPECT_EQ(t->stop_by_id.count(px->event_id()), 1u);

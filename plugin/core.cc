@@ -165,11 +165,12 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
 
 void Profiler::FinalizeContext(Context* ctx) {
   if (ctx == nullptr) return;
-  // Everything this communicator recorded reaches the file before its
-  // CommFinalize record.
-  writer_->FlushNow();
+  // One writer cycle drains the rings before it encodes the CommFinalize,
+  // so everything this communicator recorded precedes it, and the flush puts
+  // it on disk before NCCL goes on.
   ctx->finalized.store(true, std::memory_order_release);
   writer_->NotifyCommFinalize(ctx, NowNs());
+  writer_->FlushNow();
 }
 
 void Profiler::ForceFlush() { writer_->FlushNow(); }
@@ -372,6 +373,7 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
       r->px.nsteps = d.nsteps;
       r->px.chunk_size = d.chunk_size;
       r->px.step = d.step;
+      r->px.rank = d.rank;
       r->px.ptimer = d.ptimer;
       if (d.is_send) flags |= kFlagIsSend;
       if (d.has_ptimer) flags |= kFlagHasGpu;

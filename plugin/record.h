@@ -95,7 +95,7 @@ struct Rec {
       int32_t nsteps;
       int32_t chunk_size;
       int32_t step;
-      int32_t pad;
+      int32_t rank;  // descriptor's originating rank (differs under PXN)
       uint64_t ptimer;
     } px;
     struct {

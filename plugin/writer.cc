@@ -570,6 +570,7 @@ void Writer::EncodeEvStart(const Rec& r) {
   wire_.U64(3, r.parent_id);
   wire_.U64(4, r.comm);
   wire_.U64(5, Rel(r.t0));
+  if (r.etype == kEvProxyOp || r.etype == kEvProxyStep || r.etype == kEvKernelCh) wire_.I32(6, r.px.rank);
   wire_.U64(7, r.t1);
   const bool graph = r.flags & kFlagGraph;
   size_t d;
