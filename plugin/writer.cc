@@ -480,7 +480,9 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   uint32_t dtype = Intern(r.op.datatype);
   uint32_t algo = Intern(r.op.algo);
   uint32_t proto = Intern(r.op.proto);
-  if (done != nullptr && (done->flags & kFlagHasGpu)) DefineGpuClock(done->done.gpu_start, done->t0);
+  // The GPU clock is anchored on a kernel stop and the CPU time it was seen,
+  // the closest pair the plugin has.
+  if (done != nullptr && (done->flags & kFlagHasGpu)) DefineGpuClock(done->done.gpu_stop, done->t0);
   auto ann = comm_announced_.find(r.comm);
   if (ann == comm_announced_.end() || !ann->second) {
     for (Context* ctx : prof_->ContextsSnapshot()) {
@@ -543,7 +545,7 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
 }
 
 void Writer::EncodeOpDone(const Rec& r) {
-  if (r.flags & kFlagHasGpu) DefineGpuClock(r.done.gpu_start, r.t0);
+  if (r.flags & kFlagHasGpu) DefineGpuClock(r.done.gpu_stop, r.t0);
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kROpDone);
   wire_.U64(1, r.id);

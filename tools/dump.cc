@@ -74,7 +74,10 @@ int Dump(const std::vector<std::string>& files, const DumpOptions& opts, std::os
         printer.PrintToString(rec, &s);
         if (rec.has_op()) {
           const auto& o = rec.op();
-          auto name = [&](uint32_t id) { return strings.count(id) ? strings[id] : std::string("?"); };
+          auto name = [&](uint32_t id) {
+            if (id == 0) return std::string("-");
+            return strings.count(id) ? strings[id] : std::string("?");
+          };
           s = name(o.func()) + " " + name(o.datatype()) + " " + name(o.algo()) + "/" + name(o.proto()) + "  " + s;
         }
         out << "@" << off << " " << s << "\n";
