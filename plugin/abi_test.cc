@@ -515,7 +515,10 @@ TEST_P(AbiTest, EveryFieldArrives) {
     EXPECT_NE(s->type(), trace::COLL) << "Coll events are Op records";
     EXPECT_NE(s->type(), trace::P2P) << "P2p events are Op records";
   }
-  EXPECT_EQ(t->gpu_clocks, v >= 4 ? 1 : 0);
+  // v4+: at least one GpuClock (re-anchored when a tighter GPU/CPU pair is
+  // seen; every GPU time above still decodes exactly); none before v4.
+  if (v >= 4) EXPECT_GE(t->gpu_clocks, 1);
+  else EXPECT_EQ(t->gpu_clocks, 0);
   EXPECT_TRUE(t->drops.empty()) << t->drops[0]->DebugString();
 
   // ---- finalize

@@ -22,6 +22,7 @@ constexpr size_t kWriteThreshold = 4 << 20;   // write early past this
 constexpr size_t kRecordHeadroom = 64 << 10;  // room kept for one record
 constexpr uint32_t kDrainPerRing = 1 << 16;
 constexpr size_t kMaxStuckOps = 4096;
+constexpr int64_t kGpuReanchorNs = 2000;  // re-anchor the GPU clock for a 2 us tighter pair
 
 // Record field numbers (trace.proto).
 enum : uint32_t {
@@ -378,7 +379,14 @@ uint32_t Writer::Intern(const char* s) {
 }
 
 void Writer::DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns) {
-  if (gpu_base_set_) return;
+  if (gpu_base_set_) {
+    // Re-anchor when this pair is tighter: the GPU moment seen sooner by the
+    // CPU than the anchor's was (the first operations of a job are often seen
+    // late, while NCCL's proxy thread warms up). Deltas stay lossless: each
+    // refers to the GpuClock before it.
+    const int64_t lag = static_cast<int64_t>(Rel(cpu_ns)) - static_cast<int64_t>(gpu_ns - gpu_offset_);
+    if (lag > -kGpuReanchorNs) return;
+  }
   gpu_base_set_ = true;
   gpu_base_ = gpu_ns;
   gpu_offset_ = gpu_ns - Rel(cpu_ns);
@@ -390,8 +398,7 @@ void Writer::DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns) {
   EndRecord(at);
 }
 
-int64_t Writer::GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) {
-  DefineGpuClock(gpu_ns, ref_cpu_ns);
+int64_t Writer::GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) const {
   return static_cast<int64_t>(gpu_ns - (Rel(ref_cpu_ns) + gpu_offset_));
 }
 
@@ -564,7 +571,10 @@ void Writer::EncodeEvStart(const Rec& r) {
     if (r.etype == kEvCeColl) sync = Intern(r.api.sync_strategy);
   }
   int64_t gdelta = 0;
-  if (r.etype == kEvKernelCh && (r.flags & kFlagHasGpu)) gdelta = GpuDelta(r.px.ptimer, r.t0);
+  if (r.etype == kEvKernelCh && (r.flags & kFlagHasGpu)) {
+    DefineGpuClock(r.px.ptimer, r.t0);
+    gdelta = GpuDelta(r.px.ptimer, r.t0);
+  }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kREventStart);
   wire_.U64(1, r.id);
@@ -695,7 +705,10 @@ void Writer::EncodeEvStart(const Rec& r) {
 void Writer::EncodeEvStop(const Rec& r) {
   int64_t g = 0;
   const bool has = r.flags & kFlagHasGpuStop;
-  if (has) g = GpuDelta(r.st.ptimer, r.t0);
+  if (has) {
+    DefineGpuClock(r.st.ptimer, r.t0);
+    g = GpuDelta(r.st.ptimer, r.t0);
+  }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kREventStop);
   wire_.U64(1, r.id);
@@ -711,7 +724,10 @@ void Writer::EncodeEvStop(const Rec& r) {
 void Writer::EncodeEvState(const Rec& r) {
   int64_t g = 0;
   const bool has = r.flags & kFlagHasGpu;
-  if (has) g = GpuDelta(r.st.ptimer, r.t0);
+  if (has) {
+    DefineGpuClock(r.st.ptimer, r.t0);
+    g = GpuDelta(r.st.ptimer, r.t0);
+  }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kREventState);
   wire_.U64(1, r.id);

@@ -101,10 +101,12 @@ class Writer {
   void MaybeStuckReport(uint64_t now);
   void EncodeFinalize(uint64_t now, bool clean);
   uint32_t Intern(const char* s);
-  // Defines the file's GPU clock relation once (before the record that needs it begins).
+  // Defines the file's GPU clock relation, or re-anchors it on a tighter
+  // (GPU time, CPU time seen) pair: writes a GpuClock record, so call it only
+  // between records, before the record that holds GPU times.
   void DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns);
   // A GPU time relative to a reference CPU time of the same message.
-  int64_t GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns);
+  int64_t GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) const;
   uint64_t Rel(uint64_t t) const { return t > mono_base_ ? t - mono_base_ : 0; }
   // Begins a record, making room (by writing out) when the buffer is nearly full.
   size_t BeginRecord();

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tools/dump.h"
+#include "tools/order.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -13,6 +14,7 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  dump     print every record of trace files, then a summary per file\n"
+    "  merge    the cross-rank order of operations of a job (all ranks' files)\n"
     "\n"
     "Run 'ncclwatch <command> --help' for a command's options.\n";
 
@@ -59,6 +61,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     }
     return Dump(files, opts, out, err);
   }
+  if (cmd == "merge") return RunMerge(args, out, err);
   err << "ncclwatch: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }

@@ -1,0 +1,616 @@
+#include "tools/model.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "proto/trace.pb.h"
+#include "tools/reader.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+bool IsDir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Every *.ncclwatch file of a directory, sorted.
+std::vector<std::string> ListTraceFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (EndsWith(name, ".ncclwatch")) out.push_back(dir + "/" + name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct FileState {
+  std::unordered_map<uint32_t, uint16_t> strings;          // file id -> model id
+  std::unordered_map<uint32_t, uint32_t> comms;            // file comm -> model comm
+  std::unordered_map<uint32_t, uint32_t> member_of_comm;   // file comm -> index in Comm::members
+  std::unordered_map<uint64_t, uint32_t> op_by_event;      // event_id -> model op
+  std::unordered_map<uint64_t, trace::OpDone> early_done;  // OpDone before its Op
+  uint64_t base = 0;                                       // header.mono_base_ns
+};
+
+void Seen(Proc* p, int64_t t) {
+  if (t == kNoTime) return;
+  if (p->first_ns == kNoTime || t < p->first_ns) p->first_ns = t;
+  if (p->last_ns == kNoTime || t > p->last_ns) p->last_ns = t;
+}
+
+void ApplyDone(const trace::OpDone& d, int64_t done_abs, Op* op) {
+  op->state = OpState::kCompleted;
+  op->done_ns = done_abs;
+  if (d.gpu_duration_ns() > 0 || d.gpu_timing()) {
+    op->has_gpu = true;
+    // gpu (CPU clock) = reference + delta, the reference being the completion time.
+    op->gpu_start_ns = done_abs + d.gpu_start_delta_ns();
+    op->gpu_duration_ns = static_cast<uint32_t>(std::min<uint64_t>(d.gpu_duration_ns(), UINT32_MAX));
+  }
+}
+
+uint32_t CommFor(Model* m, FileState* fs, uint32_t file_comm) {
+  auto it = fs->comms.find(file_comm);
+  return it == fs->comms.end() ? kNone : it->second;
+}
+
+void LoadFile(const std::string& path, Model* m) {
+  TraceReader reader;
+  std::string error;
+  if (!reader.Open(path, &error)) {
+    m->errors.push_back(error);
+    return;
+  }
+  const uint32_t pi = static_cast<uint32_t>(m->procs.size());
+  m->procs.emplace_back();
+  Proc* p = &m->procs.back();
+  p->path = path;
+  FileState fs;
+  bool have_header = false;
+  trace::Record rec;
+  uint64_t off = 0;
+  while (reader.Next(&rec, &off)) {
+    if (!have_header && !rec.has_header() && !rec.has_batch()) continue;  // reported by the reader
+    const int64_t base = static_cast<int64_t>(fs.base);
+    switch (rec.body_case()) {
+      case trace::Record::kHeader: {
+        const auto& h = rec.header();
+        have_header = true;
+        p->host = h.hostname();
+        p->pid = h.pid();
+        p->launcher_rank = h.launcher_rank();
+        p->launcher_world_size = h.launcher_world_size();
+        p->api_version = h.profiler_api_version();
+        p->mono_base_ns = h.mono_base_ns();
+        p->realtime_base_ns = h.realtime_base_ns();
+        p->heartbeat_ms = h.heartbeat_ms();
+        p->stuck_sec = h.stuck_sec();
+        fs.base = h.mono_base_ns();
+        Seen(p, static_cast<int64_t>(fs.base));
+        break;
+      }
+      case trace::Record::kBatch:
+        if (have_header) Seen(p, base + static_cast<int64_t>(rec.batch().time_ns()));
+        break;
+      case trace::Record::kStringDef:
+        fs.strings[rec.string_def().id()] = m->Intern(rec.string_def().text());
+        break;
+      case trace::Record::kCommInit: {
+        const auto& c = rec.comm_init();
+        uint32_t ci = kNone;
+        if (c.comm_hash() != 0) {
+          for (uint32_t i = 0; i < m->comms.size(); ++i)
+            if (m->comms[i].hash == c.comm_hash()) ci = i;
+        }
+        if (ci == kNone) {
+          ci = static_cast<uint32_t>(m->comms.size());
+          m->comms.emplace_back();
+          m->comms.back().hash = c.comm_hash();
+        }
+        Comm& comm = m->comms[ci];
+        if (!c.name().empty()) comm.name = c.name();
+        if (c.nranks() > comm.nranks) comm.nranks = c.nranks();
+        auto known = fs.member_of_comm.find(c.comm());
+        if (known == fs.member_of_comm.end()) {
+          CommMember mem;
+          mem.proc = pi;
+          mem.rank = c.from_event() ? -1 : c.rank();
+          mem.init_ns = base + static_cast<int64_t>(c.time_ns());
+          fs.member_of_comm[c.comm()] = static_cast<uint32_t>(comm.members.size());
+          comm.members.push_back(mem);
+        }
+        fs.comms[c.comm()] = ci;
+        Seen(p, base + static_cast<int64_t>(c.time_ns()));
+        break;
+      }
+      case trace::Record::kCommFinalize: {
+        const auto& c = rec.comm_finalize();
+        uint32_t ci = CommFor(m, &fs, c.comm());
+        auto mi = fs.member_of_comm.find(c.comm());
+        if (ci != kNone && mi != fs.member_of_comm.end())
+          m->comms[ci].members[mi->second].finalize_ns = base + static_cast<int64_t>(c.time_ns());
+        Seen(p, base + static_cast<int64_t>(c.time_ns()));
+        break;
+      }
+      case trace::Record::kOp: {
+        const auto& o = rec.op();
+        uint32_t ci = CommFor(m, &fs, o.comm());
+        if (ci == kNone) {
+          p->issues.push_back(path + ": offset " + std::to_string(off) + ": operation on communicator " +
+                              std::to_string(o.comm()) + ", which the file never defined; skipped");
+          break;
+        }
+        Op op;
+        op.proc = pi;
+        op.comm = ci;
+        op.rank = m->comms[ci].members[fs.member_of_comm[o.comm()]].rank;
+        op.kind = o.kind() == trace::OP_KIND_P2P ? OpKind::kP2p : OpKind::kColl;
+        op.seq = op.kind == OpKind::kP2p ? o.p2p_seq() : o.seq();
+        auto str = [&](uint32_t id) -> uint16_t {
+          auto it = fs.strings.find(id);
+          return it == fs.strings.end() ? 0 : it->second;
+        };
+        op.func = str(o.func());
+        op.datatype = str(o.datatype());
+        op.algo = str(o.algo());
+        op.proto = str(o.proto());
+        op.count = o.count();
+        op.peer_or_root = op.kind == OpKind::kP2p ? o.peer() : o.root();
+        op.nchannels = static_cast<uint8_t>(std::min<uint32_t>(o.nchannels(), 255));
+        op.start_ns = base + static_cast<int64_t>(o.start_ns());
+        op.enqueue_ns = static_cast<uint32_t>(std::min<uint64_t>(o.enqueue_ns(), UINT32_MAX));
+        op.state = o.completion_tracked() ? OpState::kInFlight : OpState::kUntracked;
+        if (o.has_completion()) {
+          ApplyDone(o.completion(), op.start_ns + static_cast<int64_t>(o.completion().done_after_start_ns()), &op);
+        }
+        const uint32_t oi = static_cast<uint32_t>(m->ops.size());
+        if (o.event_id() != 0) {
+          auto early = fs.early_done.find(o.event_id());
+          if (early != fs.early_done.end()) {
+            ApplyDone(early->second, base + static_cast<int64_t>(early->second.done_ns()), &op);
+            fs.early_done.erase(early);
+          }
+          fs.op_by_event[o.event_id()] = oi;
+        }
+        Seen(p, op.start_ns);
+        if (op.state == OpState::kCompleted) Seen(p, op.done_ns);
+        m->ops.push_back(op);
+        p->ops.push_back(oi);
+        break;
+      }
+      case trace::Record::kOpDone: {
+        const auto& d = rec.op_done();
+        const int64_t t = base + static_cast<int64_t>(d.done_ns());
+        auto it = fs.op_by_event.find(d.event_id());
+        if (it != fs.op_by_event.end()) ApplyDone(d, t, &m->ops[it->second]);
+        else fs.early_done[d.event_id()] = d;
+        Seen(p, t);
+        break;
+      }
+      case trace::Record::kHeartbeat: {
+        const int64_t t = base + static_cast<int64_t>(rec.heartbeat().time_ns());
+        p->last_heartbeat_ns = std::max(p->last_heartbeat_ns, t);
+        ++p->heartbeats;
+        Seen(p, t);
+        break;
+      }
+      case trace::Record::kStuck: {
+        const auto& s = rec.stuck();
+        StuckReport r;
+        r.time_ns = base + static_cast<int64_t>(s.time_ns());
+        r.threshold_sec = s.threshold_sec();
+        for (const auto& f : s.ops()) {
+          StuckOp so;
+          auto it = fs.op_by_event.find(f.event_id());
+          if (it != fs.op_by_event.end()) so.op = it->second;
+          so.comm = CommFor(m, &fs, f.comm());
+          so.seq = f.seq();
+          auto sit = fs.strings.find(f.func());
+          so.func = sit == fs.strings.end() ? 0 : sit->second;
+          so.age_ns = static_cast<int64_t>(f.age_ns());
+          so.nchannels = f.nchannels();
+          so.kernel_started = f.kernel_channels_started();
+          so.kernel_stopped = f.kernel_channels_stopped();
+          so.proxy_started = f.proxy_ops_started();
+          so.proxy_stopped = f.proxy_ops_stopped();
+          for (const auto& x : f.proxy()) {
+            ProxyState ps;
+            ps.channel = x.channel();
+            ps.peer = x.peer();
+            ps.is_send = x.is_send();
+            ps.nsteps = x.nsteps();
+            ps.last_step = x.last_step();
+            ps.last_state = x.last_state();
+            ps.last_update_ns = base + static_cast<int64_t>(x.last_update_ns());
+            ps.stopped = x.stopped();
+            so.proxy.push_back(ps);
+          }
+          r.ops.push_back(std::move(so));
+        }
+        p->stucks.push_back(std::move(r));
+        Seen(p, base + static_cast<int64_t>(s.time_ns()));
+        break;
+      }
+      case trace::Record::kDrops: {
+        const auto& d = rec.drops();
+        p->drops.ring_full = d.ring_full();
+        p->drops.pool_exhausted = d.pool_exhausted();
+        p->drops.no_thread_slot = d.no_thread_slot();
+        p->drops.write_failed = d.write_failed();
+        p->drops.foreign_parent = d.foreign_parent();
+        p->drops.bad_parent = d.bad_parent();
+        p->drops.last_write_error = d.last_write_error();
+        Seen(p, base + static_cast<int64_t>(d.time_ns()));
+        break;
+      }
+      case trace::Record::kFinalize:
+        p->finalized = true;
+        p->clean = rec.finalize().clean();
+        Seen(p, base + static_cast<int64_t>(rec.finalize().time_ns()));
+        break;
+      default:
+        break;  // raw events, GPU clock: not needed by the analyses
+    }
+  }
+  p->cut_tail = reader.cut_tail();
+  for (const std::string& line : reader.IssueLines()) p->issues.push_back(line);
+  if (!have_header) {
+    m->errors.push_back(path + ": no process header; not an ncclwatch trace file" +
+                        (reader.issues().empty() ? std::string() : " (" + reader.IssueLines()[0] + ")"));
+    // Drop what this file added (its ops are the last ones).
+    m->ops.resize(m->ops.size() - p->ops.size());
+    for (Comm& c : m->comms)
+      c.members.erase(std::remove_if(c.members.begin(), c.members.end(),
+                                     [&](const CommMember& mem) { return mem.proc == pi; }),
+                      c.members.end());
+    m->procs.pop_back();
+    return;
+  }
+  if (!fs.early_done.empty())
+    p->issues.push_back(path + ": " + std::to_string(fs.early_done.size()) +
+                        " completion record(s) name operations the file does not have");
+}
+
+// Program order: by enqueue start, file order breaking ties.
+void OrderProc(Model* m, uint32_t pi) {
+  Proc& p = m->procs[pi];
+  std::stable_sort(p.ops.begin(), p.ops.end(),
+                   [&](uint32_t a, uint32_t b) { return m->ops[a].start_ns < m->ops[b].start_ns; });
+  std::unordered_map<uint64_t, uint32_t> per_comm;  // (comm, kind) -> next position
+  for (uint32_t i = 0; i < p.ops.size(); ++i) {
+    Op& o = m->ops[p.ops[i]];
+    o.index = i;
+    o.comm_index = per_comm[uint64_t{o.comm} << 1 | static_cast<uint64_t>(o.kind)]++;
+  }
+}
+
+int64_t EndOf(const Op& o) {
+  if (o.has_gpu) return o.gpu_end_ns();
+  return o.state == OpState::kCompleted ? o.done_ns : kNoTime;
+}
+
+int64_t Median(std::vector<int64_t>* v) {
+  if (v->empty()) return 0;
+  auto mid = v->begin() + static_cast<std::ptrdiff_t>(v->size() / 2);
+  std::nth_element(v->begin(), mid, v->end());
+  return *mid;
+}
+
+void Shift(Model* m, uint32_t pi, int64_t d) {
+  Proc& p = m->procs[pi];
+  p.offset_ns += d;
+  auto sh = [d](int64_t* t) {
+    if (*t != kNoTime) *t += d;
+  };
+  sh(&p.first_ns);
+  sh(&p.last_ns);
+  sh(&p.last_heartbeat_ns);
+  for (StuckReport& r : p.stucks) {
+    sh(&r.time_ns);
+    for (StuckOp& s : r.ops)
+      for (ProxyState& x : s.proxy) sh(&x.last_update_ns);
+  }
+  for (uint32_t oi : p.ops) {
+    Op& o = m->ops[oi];
+    sh(&o.start_ns);
+    sh(&o.done_ns);
+    sh(&o.gpu_start_ns);
+  }
+  for (Comm& c : m->comms)
+    for (CommMember& mem : c.members)
+      if (mem.proc == pi) {
+        sh(&mem.init_ns);
+        sh(&mem.finalize_ns);
+      }
+}
+
+}  // namespace
+
+uint16_t Model::Intern(const std::string& s) {
+  auto it = string_ids.find(s);
+  if (it != string_ids.end()) return it->second;
+  if (strings.size() >= 65535) return 0;
+  uint16_t id = static_cast<uint16_t>(strings.size());
+  strings.push_back(s);
+  string_ids.emplace(s, id);
+  return id;
+}
+
+std::string Comm::Label() const {
+  std::string n;
+  if (!name.empty()) {
+    n = "'" + name + "'";
+  } else {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(hash));
+    n = buf;
+  }
+  return n + tag + " (" + std::to_string(nranks) + " ranks)";
+}
+
+std::string ProcName(const Model& m, uint32_t proc) {
+  if (proc >= m.procs.size()) return "unknown process";
+  const Proc& p = m.procs[proc];
+  if (p.launcher_rank >= 0) return "rank " + std::to_string(p.launcher_rank);
+  // The rank in the largest communicator it belongs to (the world, usually).
+  int32_t best_rank = -1, best_size = -1;
+  for (const Comm& c : m.comms)
+    for (const CommMember& mem : c.members)
+      if (mem.proc == proc && mem.rank >= 0 && c.nranks > best_size) {
+        best_size = c.nranks;
+        best_rank = mem.rank;
+      }
+  if (best_rank >= 0) return "rank " + std::to_string(best_rank);
+  return "pid " + std::to_string(p.pid) + "@" + p.host;
+}
+
+bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* m, std::string* error) {
+  std::vector<std::string> files;
+  for (const std::string& in : inputs) {
+    if (IsDir(in)) {
+      std::vector<std::string> f = ListTraceFiles(in);
+      if (f.empty()) m->errors.push_back(in + ": directory holds no *.ncclwatch file");
+      files.insert(files.end(), f.begin(), f.end());
+    } else {
+      files.push_back(in);
+    }
+  }
+  for (const std::string& f : files) {
+    size_t before = m->errors.size();
+    LoadFile(f, m);
+    if (!opts.keep_going && m->errors.size() > before) {
+      *error = m->errors.back();
+      return false;
+    }
+  }
+  if (m->procs.empty()) {
+    *error = m->errors.empty() ? "no trace files given" : m->errors.front();
+    if (m->errors.size() > 1) *error += " (and " + std::to_string(m->errors.size() - 1) + " more)";
+    return false;
+  }
+  // Ranks of communicators the file named only by their events (API v1..v3):
+  // the launcher's rank stands in.
+  for (Comm& c : m->comms) {
+    int32_t max_rank = -1;
+    for (CommMember& mem : c.members) {
+      if (mem.rank < 0) mem.rank = m->procs[mem.proc].launcher_rank;
+      max_rank = std::max(max_rank, mem.rank);
+    }
+    if (c.nranks <= max_rank) c.nranks = max_rank + 1;
+    c.proc_of_rank.assign(static_cast<size_t>(std::max(c.nranks, 0)), kNone);
+    for (const CommMember& mem : c.members)
+      if (mem.rank >= 0 && mem.rank < c.nranks) c.proc_of_rank[static_cast<size_t>(mem.rank)] = mem.proc;
+  }
+  for (Op& o : m->ops)
+    if (o.rank < 0) {
+      for (const CommMember& mem : m->comms[o.comm].members)
+        if (mem.proc == o.proc) o.rank = mem.rank;
+    }
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) OrderProc(m, pi);
+  // Communicators sharing a name get a tag naming their members.
+  for (Comm& c : m->comms) {
+    size_t same = 0;
+    for (const Comm& d : m->comms) same += d.name == c.name;
+    if (same < 2) continue;
+    if (c.members.size() <= 8) {
+      std::string t;
+      for (uint32_t pr : c.proc_of_rank) {
+        if (pr == kNone) continue;
+        std::string n = ProcName(*m, pr);
+        if (n.rfind("rank ", 0) == 0) n = n.substr(5);
+        t += (t.empty() ? "" : ",") + n;
+      }
+      c.tag = " {" + t + "}";
+    } else {
+      char buf[32];
+      snprintf(buf, sizeof(buf), " [0x%04llx]", static_cast<unsigned long long>(c.hash & 0xffff));
+      c.tag = buf;
+    }
+  }
+  for (const Proc& p : m->procs)
+    if (std::find(m->hosts.begin(), m->hosts.end(), p.host) == m->hosts.end()) m->hosts.push_back(p.host);
+  return true;
+}
+
+void MatchOps(Model* m) {
+  // NCCL counts seqNumber per communicator and collective function, so a
+  // collective is (comm, func, seq).
+  struct Key {
+    uint32_t comm;
+    uint16_t func;
+    uint8_t kind;
+    int32_t src, dst;
+    uint64_t seq;
+    bool operator==(const Key& o) const {
+      return comm == o.comm && func == o.func && kind == o.kind && src == o.src && dst == o.dst && seq == o.seq;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = k.seq * 0x9e3779b97f4a7c15ull;
+      h ^= (uint64_t{k.comm} << 32 | uint32_t(k.src)) + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
+      h ^= (uint64_t(uint32_t(k.dst)) << 24 | uint64_t{k.func} << 8 | k.kind) + (h << 6) + (h >> 2);
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<Key, uint32_t, KeyHash> index;
+  index.reserve(m->ops.size() / 2 + 16);
+  m->matches.clear();
+  for (uint32_t oi = 0; oi < m->ops.size(); ++oi) {
+    Op& o = m->ops[oi];
+    o.match = kNone;
+    if (o.rank < 0) continue;
+    Key k{o.comm, o.kind == OpKind::kColl ? o.func : uint16_t{0}, static_cast<uint8_t>(o.kind), -1, -1, o.seq};
+    size_t slot = 0;
+    if (o.kind == OpKind::kP2p) {
+      const bool recv = m->Str(o.func) == "Recv";
+      k.src = recv ? o.peer_or_root : o.rank;
+      k.dst = recv ? o.rank : o.peer_or_root;
+      slot = recv ? 1 : 0;
+    } else {
+      slot = static_cast<size_t>(o.rank);
+    }
+    auto it = index.find(k);
+    uint32_t mi;
+    if (it == index.end()) {
+      mi = static_cast<uint32_t>(m->matches.size());
+      Match match;
+      match.comm = o.comm;
+      match.kind = o.kind;
+      match.seq = o.seq;
+      match.src = k.src;
+      match.dst = k.dst;
+      match.ops.assign(o.kind == OpKind::kP2p ? 2 : static_cast<size_t>(std::max(m->comms[o.comm].nranks, 1)), kNone);
+      m->matches.push_back(std::move(match));
+      index.emplace(k, mi);
+    } else {
+      mi = it->second;
+    }
+    Match& match = m->matches[mi];
+    if (slot >= match.ops.size()) match.ops.resize(slot + 1, kNone);
+    if (match.ops[slot] != kNone) continue;  // a duplicate on the same rank stays unmatched
+    match.ops[slot] = oi;
+    o.match = mi;
+  }
+}
+
+void AlignClocks(Model* m) {
+  // 1. The header's clock pair puts each process on CLOCK_REALTIME.
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) {
+    Proc& p = m->procs[pi];
+    Shift(m, pi, static_cast<int64_t>(p.realtime_base_ns) - static_cast<int64_t>(p.mono_base_ns) - p.offset_ns);
+  }
+  // 2. Processes of one host share its clocks; hosts differ by their NTP
+  // error. Refine each host's offset with collective end times, which every
+  // rank reaches at nearly the same moment: breadth-first from the host with
+  // the most processes, each host corrected by the median difference of end
+  // times with the hosts already placed.
+  std::vector<uint32_t> host_of(m->procs.size());
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi)
+    host_of[pi] = static_cast<uint32_t>(std::find(m->hosts.begin(), m->hosts.end(), m->procs[pi].host) - m->hosts.begin());
+  const size_t nh = m->hosts.size();
+  uint64_t samples_used = 0;
+  if (nh > 1) {
+    // diffs[(a, b)]: end(a) - end(b) for ops of one collective on hosts a and b.
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> diffs;
+    constexpr size_t kMaxSamples = 2000;
+    for (const Match& match : m->matches) {
+      if (match.kind != OpKind::kColl) continue;
+      // One op per host is enough.
+      std::vector<int64_t> end_of_host(nh, kNoTime);
+      for (uint32_t oi : match.ops) {
+        if (oi == kNone) continue;
+        int64_t e = EndOf(m->ops[oi]);
+        if (e != kNoTime && end_of_host[host_of[m->ops[oi].proc]] == kNoTime) end_of_host[host_of[m->ops[oi].proc]] = e;
+      }
+      for (uint32_t a = 0; a < nh; ++a)
+        for (uint32_t b = a + 1; b < nh; ++b)
+          if (end_of_host[a] != kNoTime && end_of_host[b] != kNoTime) {
+            auto& v = diffs[{a, b}];
+            if (v.size() < kMaxSamples) v.push_back(end_of_host[a] - end_of_host[b]);
+          }
+    }
+    std::vector<uint32_t> procs_on(nh, 0);
+    for (uint32_t h : host_of) ++procs_on[h];
+    uint32_t ref = static_cast<uint32_t>(std::max_element(procs_on.begin(), procs_on.end()) - procs_on.begin());
+    std::vector<bool> placed(nh, false);
+    placed[ref] = true;
+    std::vector<int64_t> correction(nh, 0);
+    for (bool progress = true; progress;) {
+      progress = false;
+      // Place the unplaced host with the most samples against placed hosts.
+      size_t best_n = 0;
+      uint32_t best = 0;
+      for (uint32_t h = 0; h < nh; ++h) {
+        if (placed[h]) continue;
+        size_t n = 0;
+        for (uint32_t g = 0; g < nh; ++g)
+          if (placed[g]) {
+            auto it = diffs.find({std::min(g, h), std::max(g, h)});
+            if (it != diffs.end()) n += it->second.size();
+          }
+        if (n > best_n) best_n = n, best = h;
+      }
+      if (best_n == 0) break;
+      std::vector<int64_t> d;  // end(placed) - end(best), corrected
+      for (uint32_t g = 0; g < nh; ++g) {
+        if (!placed[g]) continue;
+        auto it = diffs.find({std::min(g, best), std::max(g, best)});
+        if (it == diffs.end()) continue;
+        for (int64_t x : it->second) d.push_back((g < best ? x : -x) + correction[g]);
+      }
+      correction[best] = Median(&d);
+      samples_used += d.size();
+      placed[best] = true;
+      progress = true;
+    }
+    for (uint32_t pi = 0; pi < m->procs.size(); ++pi)
+      if (correction[host_of[pi]] != 0) Shift(m, pi, correction[host_of[pi]]);
+    size_t unplaced = static_cast<size_t>(std::count(placed.begin(), placed.end(), false));
+    m->alignment_method = std::to_string(nh) + " hosts: header clock pairs, refined by " +
+                          std::to_string(samples_used) + " collective end-time differences" +
+                          (unplaced ? "; " + std::to_string(unplaced) + " host(s) share no completed collective and keep their header clock" : "");
+  } else {
+    m->alignment_method = "one host: its processes share one clock";
+  }
+  // Quality: median spread of a collective's end times across ranks.
+  std::vector<int64_t> spread;
+  for (const Match& match : m->matches) {
+    if (match.kind != OpKind::kColl) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int n = 0;
+    for (uint32_t oi : match.ops) {
+      if (oi == kNone) continue;
+      int64_t e = EndOf(m->ops[oi]);
+      if (e == kNoTime) continue;
+      lo = std::min(lo, e);
+      hi = std::max(hi, e);
+      ++n;
+    }
+    if (n >= 2) spread.push_back(hi - lo);
+    if (spread.size() >= 100000) break;
+  }
+  m->alignment_error_ns = static_cast<double>(Median(&spread));
+}
+
+bool BuildModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error) {
+  if (!LoadModel(inputs, opts, model, error)) return false;
+  MatchOps(model);
+  AlignClocks(model);
+  return true;
+}
+
+}  // namespace ncclwatch::tools

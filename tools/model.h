@@ -1,0 +1,209 @@
+// The tools' in-memory picture of a job, built from every rank's trace file:
+// processes, communicators (linked across processes by their hash), every
+// rank's operations in program order, the same operation matched across the
+// ranks of its communicator, and clocks aligned onto one timeline.
+//
+// Pipeline: LoadModel (reader -> model) -> MatchOps (match) -> AlignClocks
+// -> the analyses (order.h, diagnose.h, stats.h, export.h) read it.
+//
+// Memory: an Op is 96 bytes and holds ids, not strings, so 1,024 ranks with
+// 10,000 collectives each fit in about 1 GB. Trace files are streamed: no
+// file is held whole in memory.
+//
+// Thread safety: build on one thread; afterwards read-only and shareable.
+
+#ifndef TOOLS_MODEL_H_
+#define TOOLS_MODEL_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ncclwatch::tools {
+
+inline constexpr uint32_t kNone = 0xffffffffu;
+inline constexpr int64_t kNoTime = INT64_MIN;
+
+enum class OpKind : uint8_t { kColl = 0, kP2p = 1 };
+
+enum class OpState : uint8_t {
+  kCompleted = 0,  // the plugin saw it complete (kernel channels and proxy ops done)
+  kInFlight = 1,   // enqueued, completion tracked, never completed in the file
+  kUntracked = 2,  // enqueued; the capture could not see completion (no KernelCh, API < v4)
+};
+
+// One rank's view of one operation. Times are ns on the job's aligned
+// timeline (see AlignClocks); before alignment, on the process's own
+// CLOCK_MONOTONIC.
+struct Op {
+  uint32_t proc = kNone;   // Model::procs index
+  uint32_t comm = kNone;   // Model::comms index
+  int32_t rank = -1;       // the process's rank in `comm`
+  OpKind kind = OpKind::kColl;
+  OpState state = OpState::kUntracked;
+  uint8_t nchannels = 0;
+  bool has_gpu = false;
+  uint16_t func = 0;       // Model::strings ids (0: none)
+  uint16_t datatype = 0;
+  uint16_t algo = 0;
+  uint16_t proto = 0;
+  int32_t peer_or_root = 0;  // collectives: root; p2p: the peer's rank in `comm`
+  // Collectives: NCCL's seqNumber, which NCCL counts per communicator AND
+  // function (AllReduce #0, #1, ... and Broadcast #0, ... on one comm).
+  // P2p: order of this rank's sends to (or receives from) that peer, 1-based.
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  int64_t start_ns = kNoTime;   // enqueue began
+  int64_t done_ns = kNoTime;    // completion seen by the plugin (kCompleted)
+  int64_t gpu_start_ns = kNoTime;  // first kernel channel start, carried into the CPU clock
+  uint32_t enqueue_ns = 0;      // enqueue duration
+  uint32_t gpu_duration_ns = 0; // first channel start to last channel stop
+  uint32_t match = kNone;       // Model::matches index
+  uint32_t index = 0;           // position in its process's program order
+  // Position among this rank's collectives (or p2p ops) on this comm: the
+  // "same position" across ranks when comparing what each rank issued.
+  uint32_t comm_index = 0;
+
+  int64_t gpu_end_ns() const { return has_gpu ? gpu_start_ns + gpu_duration_ns : kNoTime; }
+};
+static_assert(sizeof(Op) <= 96, "Op must stay small: 10 M of them must fit in 1 GB");
+
+struct ProxyState {  // trace::ProxyProgress, kept from stuck reports
+  uint32_t channel = 0;
+  int32_t peer = 0;
+  bool is_send = false;
+  int32_t nsteps = 0;
+  int32_t last_step = 0;
+  uint32_t last_state = 0;
+  int64_t last_update_ns = kNoTime;
+  bool stopped = false;
+};
+
+struct StuckOp {  // trace::InFlightOp
+  uint32_t op = kNone;  // Model::ops index when the file has that op
+  uint32_t comm = kNone;
+  uint64_t seq = 0;
+  uint16_t func = 0;
+  int64_t age_ns = 0;
+  uint32_t nchannels = 0;
+  uint32_t kernel_started = 0, kernel_stopped = 0;
+  uint32_t proxy_started = 0, proxy_stopped = 0;
+  std::vector<ProxyState> proxy;
+};
+
+struct StuckReport {
+  int64_t time_ns = kNoTime;
+  double threshold_sec = 0;
+  std::vector<StuckOp> ops;
+};
+
+struct Drops {
+  uint64_t ring_full = 0, pool_exhausted = 0, no_thread_slot = 0, write_failed = 0;
+  uint64_t foreign_parent = 0, bad_parent = 0;
+  std::string last_write_error;
+  uint64_t lost() const { return ring_full + pool_exhausted + no_thread_slot + write_failed; }
+};
+
+struct Proc {
+  std::string path;
+  std::string host;
+  int64_t pid = 0;
+  int32_t launcher_rank = -1;
+  int32_t launcher_world_size = -1;
+  uint32_t api_version = 0;
+  uint64_t mono_base_ns = 0;      // header: CLOCK_MONOTONIC at plugin start
+  uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
+  uint32_t heartbeat_ms = 0;
+  double stuck_sec = 0;
+  // Aligned time = own CLOCK_MONOTONIC + offset_ns (AlignClocks).
+  int64_t offset_ns = 0;
+  int64_t first_ns = kNoTime;           // first record time
+  int64_t last_ns = kNoTime;            // last sign of life: the latest time in any record
+  int64_t last_heartbeat_ns = kNoTime;
+  uint32_t heartbeats = 0;
+  bool finalized = false;  // a Finalize record
+  bool clean = false;      // ... saying every communicator was finalized
+  bool cut_tail = false;
+  std::vector<std::string> issues;  // read issues, "FILE: offset N: ..."
+  Drops drops;
+  std::vector<StuckReport> stucks;
+  std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
+};
+
+struct CommMember {
+  uint32_t proc = kNone;
+  int32_t rank = -1;
+  int64_t init_ns = kNoTime;
+  int64_t finalize_ns = kNoTime;  // CommFinalize seen
+};
+
+struct Comm {
+  uint64_t hash = 0;
+  std::string name;
+  int32_t nranks = 0;
+  std::vector<CommMember> members;  // one per process that has it
+  std::vector<uint32_t> proc_of_rank;  // rank -> Model::procs index (kNone: no file has that rank)
+  // Tells apart communicators of one name (e.g. the 'tp' groups): " {0,1}",
+  // the members' process names, or " [0x1234]" for large ones. Set by LoadModel.
+  std::string tag;
+  std::string Label() const;  // "'world' (4 ranks)", "'tp' {2,3} (2 ranks)" or "0x1234abcd (4 ranks)"
+};
+
+// One operation matched across ranks: a collective (comm, function, seq) or a
+// point-to-point pair (comm, src rank -> dst rank, n-th between them).
+struct Match {
+  uint32_t comm = kNone;
+  OpKind kind = OpKind::kColl;
+  uint64_t seq = 0;
+  int32_t src = -1, dst = -1;  // p2p only
+  std::vector<uint32_t> ops;   // collectives: by rank (kNone: that rank has no such op); p2p: {send, recv}
+};
+
+struct LoadOptions {
+  // Files that cannot be read at all are errors; with `keep_going` they are
+  // skipped (and named in Model::errors) instead of failing the load.
+  bool keep_going = true;
+};
+
+struct Model {
+  std::vector<Proc> procs;
+  std::vector<Comm> comms;
+  std::vector<Op> ops;
+  std::vector<Match> matches;
+  std::vector<std::string> strings{""};  // id 0: none
+  std::vector<std::string> errors;       // files that could not be used, with why
+  // Clock alignment (AlignClocks).
+  std::string alignment_method;          // e.g. "header clock pairs, refined by 1234 collective completions"
+  double alignment_error_ns = 0;         // median residual of collective end times after alignment
+  std::vector<std::string> hosts;        // distinct host names
+
+  const std::string& Str(uint16_t id) const { return strings[id]; }
+  uint16_t Intern(const std::string& s);
+  std::unordered_map<std::string, uint16_t> string_ids;
+};
+
+// Reads every file (paths of files, or directories: every *.ncclwatch in them).
+// False with `error` when nothing usable was found.
+bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
+
+// Matches collectives by (comm, function, seq) and p2p operations by (comm,
+// src, dst, n). A function mismatch therefore shows as partial matches; compare
+// Op::comm_index across ranks to see what each rank issued at one position.
+void MatchOps(Model* model);
+
+// Aligns every process onto one timeline: the header's realtime/monotonic
+// pair, then per-host offsets refined with the end times of collectives
+// (every rank of a collective finishes it at nearly the same moment).
+void AlignClocks(Model* model);
+
+// LoadModel + MatchOps + AlignClocks.
+bool BuildModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
+
+// "rank 3" (launcher rank) or "pid 1234@host" when the launcher said nothing.
+std::string ProcName(const Model& m, uint32_t proc);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_MODEL_H_
