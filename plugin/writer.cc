@@ -795,11 +795,12 @@ void Writer::MaybeStuckReport(uint64_t now) {
   const double stuck_sec = prof_->config().stuck_sec;
   if (stuck_sec <= 0 || in_flight_.empty()) return;
   const uint64_t threshold = static_cast<uint64_t>(stuck_sec * 1e9);
-  uint64_t trigger = 0;
+  // The trigger is the oldest operation past the threshold not yet reported.
+  uint64_t trigger = 0, trigger_start = UINT64_MAX;
   for (auto& [id, f] : in_flight_) {
-    if (!f.reported && now > f.start_ns && now - f.start_ns >= threshold) {
+    if (!f.reported && now > f.start_ns && now - f.start_ns >= threshold && f.start_ns < trigger_start) {
       trigger = id;
-      break;
+      trigger_start = f.start_ns;
     }
   }
   if (trigger == 0) return;

@@ -138,7 +138,18 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
                      "; fields it does not know are ignored");
       }
     }
-    if (!unknown_reported_ && HasUnknownFields(*record)) {
+    // Unknown fields: operations (nearly every record) are checked directly,
+    // the rest through reflection.
+    bool unknown = false;
+    if (!unknown_reported_) {
+      if (record->has_op()) {
+        auto has = [](const google::protobuf::Message& x) { return !x.GetReflection()->GetUnknownFields(x).empty(); };
+        unknown = has(*record) || has(record->op()) || (record->op().has_completion() && has(record->op().completion()));
+      } else {
+        unknown = HasUnknownFields(*record);
+      }
+    }
+    if (unknown) {
       unknown_reported_ = true;
       AddIssue(ReadIssue::kUnknownFields, at, "record has fields this reader does not know (a newer plugin?); ignored");
     }
