@@ -3,8 +3,12 @@
 #include <string>
 #include <vector>
 
+#include "tools/diagnose/diagnose.h"
 #include "tools/dump.h"
+#include "tools/export/export.h"
 #include "tools/order.h"
+#include "tools/stats/check.h"
+#include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -13,8 +17,14 @@ constexpr char kUsage[] =
     "usage: ncclwatch <command> [options] FILE...\n"
     "\n"
     "commands:\n"
+    "  diagnose what went wrong and who caused it (the verdict is the first line)\n"
+    "  merge    the cross-rank order of operations of a job\n"
+    "  export   a Chrome-trace / Perfetto JSON timeline (ui.perfetto.dev, chrome://tracing)\n"
+    "  stats    per-collective latency, bandwidth, enqueue delay and arrival skew\n"
+    "  check    the CI gate: stats against a baseline, and no diagnose error\n"
     "  dump     print every record of trace files, then a summary per file\n"
-    "  merge    the cross-rank order of operations of a job (all ranks' files)\n"
+    "\n"
+    "Each takes the trace files of all ranks: files, or directories of *.ncclwatch.\n"
     "\n"
     "Run 'ncclwatch <command> --help' for a command's options.\n";
 
@@ -62,6 +72,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return Dump(files, opts, out, err);
   }
   if (cmd == "merge") return RunMerge(args, out, err);
+  if (cmd == "diagnose") return RunDiagnose(args, out, err);
+  if (cmd == "export") return RunExport(args, out, err);
+  if (cmd == "stats") return RunStats(args, out, err);
+  if (cmd == "check") return RunCheck(args, out, err);
   err << "ncclwatch: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }

@@ -427,6 +427,21 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
       for (const CommMember& mem : m->comms[o.comm].members)
         if (mem.proc == o.proc) o.rank = mem.rank;
     }
+  // Completions that were the abort's doing (see model.h).
+  for (Op& o : m->ops) {
+    if (o.state != OpState::kCompleted || o.done_ns == kNoTime) continue;
+    if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < kAbortMinWaitSec) continue;
+    for (const CommMember& mem : m->comms[o.comm].members) {
+      if (mem.proc != o.proc || mem.finalize_ns == kNoTime) continue;
+      const double before = static_cast<double>(mem.finalize_ns - o.done_ns) / 1e9;
+      if (before >= 0 && before < kAbortWindowSec) {
+        o.state = OpState::kInFlight;
+        o.ended_by_abort = true;
+        o.has_gpu = false;
+        o.done_ns = kNoTime;
+      }
+    }
+  }
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) OrderProc(m, pi);
   // Communicators sharing a name get a tag naming their members.
   for (Comm& c : m->comms) {

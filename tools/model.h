@@ -25,6 +25,8 @@ namespace ncclwatch::tools {
 
 inline constexpr uint32_t kNone = 0xffffffffu;
 inline constexpr int64_t kNoTime = INT64_MIN;
+inline constexpr double kAbortMinWaitSec = 1.0;
+inline constexpr double kAbortWindowSec = 3.0;
 
 enum class OpKind : uint8_t { kColl = 0, kP2p = 1 };
 
@@ -45,6 +47,9 @@ struct Op {
   OpState state = OpState::kUntracked;
   uint8_t nchannels = 0;
   bool has_gpu = false;
+  // The kernels stopped because the communicator was aborted, not because
+  // the operation completed (state is then kInFlight). See LoadModel.
+  bool ended_by_abort = false;
   uint16_t func = 0;       // Model::strings ids (0: none)
   uint16_t datatype = 0;
   uint16_t algo = 0;
@@ -186,6 +191,13 @@ struct Model {
 
 // Reads every file (paths of files, or directories: every *.ncclwatch in them).
 // False with `error` when nothing usable was found.
+//
+// An abort (ncclCommAbort, what a framework's watchdog calls) makes hung
+// kernels exit, and the plugin then sees their channels stop as if they had
+// completed; NCCL calls the profiler's finalize at the end of the abort. An
+// operation "completed" after more than kAbortMinWaitSec in flight and less
+// than kAbortWindowSec before its communicator's finalize on that process is
+// taken as ended by the abort: kInFlight, ended_by_abort, no GPU timing.
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
 
 // Matches collectives by (comm, function, seq) and p2p operations by (comm,

@@ -60,6 +60,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -88,7 +89,8 @@ enum ExitCode : int {
   kExitAsyncError = 125,
 };
 
-constexpr int kAbortGraceSec = 20;       // reaper: max time for the aborts
+constexpr int kAbortGraceSec = 10;       // reaper: max time for the aborts
+constexpr int kParentGraceSec = 5;       // parent: kill the rest T + this after a failure
 constexpr int kWatchdogPollMs = 20;      // watchdog thread period
 constexpr size_t kMinBytes = 4 << 10;    // 4 KiB
 constexpr size_t kFullMaxBytes = 64 << 20;
@@ -166,7 +168,7 @@ struct Options {
   bool nonblocking = false;
   int fault_rank = -1;  // -1: the scenario's default
   int fault_step = -1;  // -1: steps / 2
-  int delay_ms = 50;
+  int delay_ms = -1;    // -1: the scenario's default
   int log_every = 1;
 };
 
@@ -175,7 +177,7 @@ struct Options {
 enum CommId : int { kWorld = 0, kTp = 1, kDp = 2, kNumComms = 3 };
 const char* const kCommNames[kNumComms] = {"world", "tp", "dp"};
 
-enum class OpKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSendRecvRing };
+enum class OpKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSendRecvRing, kSend };
 
 const char* OpKindName(OpKind k) {
   switch (k) {
@@ -184,21 +186,45 @@ const char* OpKindName(OpKind k) {
     case OpKind::kReduceScatter: return "reduce_scatter";
     case OpKind::kBroadcast: return "broadcast";
     case OpKind::kSendRecvRing: return "send_recv_ring";
+    case OpKind::kSend: return "send";
   }
   return "?";
 }
 
+const char* DtypeName(ncclDataType_t t) {
+  switch (t) {
+    case ncclFloat: return "float32";
+    case ncclHalf: return "float16";
+    default: return "other";
+  }
+}
+
+size_t DtypeBytes(ncclDataType_t t) { return t == ncclHalf ? 2 : 4; }
+
 struct Op {
   OpKind kind;
   CommId comm;
-  size_t bytes;  // total bytes of the operation's (largest) buffer
-  int root;      // broadcast only
+  size_t bytes;  // total bytes of the operation's (largest) float32 buffer
+  int root;      // broadcast: the root; send: the peer
+  // Set by scenarios only (the defaults are the healthy program):
+  size_t count = 0;                  // elements; 0: bytes / sizeof(float)
+  ncclDataType_t dtype = ncclFloat;  // all_reduce and broadcast honour it
+  bool scratch = false;              // use the scenario's scratch buffers (Child::scratch_*)
+  const char* note = nullptr;        // what the scenario changed, for the logs
 };
+
+size_t ElemCount(const Op& op) {
+  return op.count != 0 ? op.count : std::max<size_t>(1, op.bytes / sizeof(float));
+}
 
 std::string Describe(const Op& op) {
   std::string s = std::string(OpKindName(op.kind)) + "(" + kCommNames[op.comm] + ") " +
                   HumanBytes(op.bytes);
   if (op.kind == OpKind::kBroadcast) s += " root " + std::to_string(op.root);
+  if (op.kind == OpKind::kSend) s += " to " + std::to_string(op.root);
+  if (op.count != 0 || op.dtype != ncclFloat)
+    s += " (count " + std::to_string(ElemCount(op)) + " " + DtypeName(op.dtype) + ")";
+  if (op.note != nullptr) s += std::string(" [") + op.note + "]";
   return s;
 }
 
@@ -207,6 +233,7 @@ size_t SizeAt(int level, size_t max_bytes) {
 }
 
 // The step's program. Sizes walk 4 KiB..max with a different phase per op.
+// Scenarios' shape_step hooks may edit a rank's copy (see kScenarios).
 std::vector<Op> BuildStep(int step, int nranks, size_t max_bytes) {
   return {
       {OpKind::kAllReduce, kWorld, SizeAt(step, max_bytes), 0},
@@ -226,11 +253,25 @@ struct StepCtx {
   const Options* opt;
   int fault_rank;  // resolved
   int fault_step;  // resolved
+  int delay_ms;    // resolved (--delay-ms, else the scenario's default)
 };
 
-enum class Verdict { kRun, kSkip };
+// kIdle: stop issuing NCCL work for good; the rank idles in host code (its
+// watchdog is disarmed: nothing of it is outstanding in NCCL).
+enum class Verdict { kRun, kSkip, kIdle };
 
 bool IsWorldAllReduce(const Op& op) { return op.kind == OpKind::kAllReduce && op.comm == kWorld; }
+bool IsWorldBroadcast(const Op& op) { return op.kind == OpKind::kBroadcast && op.comm == kWorld; }
+bool AtFault(const StepCtx& c) { return c.rank == c.fault_rank && c.step == c.fault_step; }
+
+int IndexOf(const std::vector<Op>& ops, bool (*pred)(const Op&)) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (pred(ops[i])) return int(i);
+  return -1;
+}
+
+constexpr size_t kSendNoRecvBytes = size_t(256) << 20;  // far more than NCCL buffers in flight
+constexpr size_t kNetStallBytes = size_t(512) << 20;    // long enough to be caught mid-transfer
 
 struct Scenario {
   const char* name;
@@ -239,12 +280,186 @@ struct Scenario {
   int min_ranks;
   int default_fault_rank;  // -1: last rank; ignored when the scenario has no faulty rank
   bool uses_fault_step;    // whether --fault-step means anything
-  // Hooks (nullptr: nothing). before_op runs before an op is enqueued and may
-  // skip it; after_enqueue runs right after it was enqueued (before the wait).
+  // Hooks (nullptr: nothing). shape_step may edit this rank's ops of a step
+  // (reorder, insert, change counts, types, roots); before_op runs before an
+  // op is enqueued and may skip it or idle the rank; after_enqueue runs right
+  // after it was enqueued (before the wait).
   Verdict (*before_op)(const StepCtx&, const Op&);
   void (*after_enqueue)(const StepCtx&, const Op&);
+  void (*shape_step)(const StepCtx&, std::vector<Op>*) = nullptr;
+  size_t scratch_bytes = 0;  // extra device send+recv buffers of this size (ops with scratch)
+  int default_delay_ms = 0;  // --delay-ms when not given
+  // Extra argument checks: an error message, or nullptr when fine.
+  const char* (*check)(const Options&, int fault_rank) = nullptr;
 };
 
+// ----- hooks
+
+Verdict SkipBefore(const StepCtx& c, const Op& op) {
+  if (AtFault(c) && IsWorldAllReduce(op)) {
+    Log("scenario skip: skipping %s of step %d", Describe(op).c_str(), c.step);
+    return Verdict::kSkip;
+  }
+  return Verdict::kRun;
+}
+
+void KillAfter(const StepCtx& c, const Op& op) {
+  if (AtFault(c) && IsWorldAllReduce(op)) {
+    Log("scenario kill: raising SIGKILL after enqueuing %s of step %d", Describe(op).c_str(),
+        c.step);
+    raise(SIGKILL);
+  }
+}
+
+Verdict StragglerBefore(const StepCtx& c, const Op& op) {
+  if (c.rank == c.fault_rank && IsWorldAllReduce(op)) {
+    if (c.step == 0)
+      Log("scenario straggler: sleeping %d ms before every world all_reduce", c.delay_ms);
+    usleep(useconds_t(c.delay_ms) * 1000);
+  }
+  return Verdict::kRun;
+}
+
+// extra: one more world all_reduce, right after the step's own.
+void ExtraShape(const StepCtx& c, std::vector<Op>* ops) {
+  int i = AtFault(c) ? IndexOf(*ops, IsWorldAllReduce) : -1;
+  if (i < 0) return;
+  Op extra = (*ops)[i];
+  extra.note = "extra: not issued by the other ranks";
+  ops->insert(ops->begin() + i + 1, extra);
+  Log("scenario extra: issuing an extra %s after the step's own in step %d",
+      Describe(extra).c_str(), c.step);
+}
+
+void CountShape(const StepCtx& c, std::vector<Op>* ops) {
+  int i = AtFault(c) ? IndexOf(*ops, IsWorldAllReduce) : -1;
+  if (i < 0) return;
+  Op& op = (*ops)[i];
+  size_t want = ElemCount(op);
+  op.count = std::max<size_t>(1, want / 2);
+  op.note = "fault: half the count of the other ranks";
+  Log("scenario count: %s of step %d with count %zu where the others use %zu",
+      Describe(op).c_str(), c.step, op.count, want);
+}
+
+void DtypeShape(const StepCtx& c, std::vector<Op>* ops) {
+  int i = AtFault(c) ? IndexOf(*ops, IsWorldAllReduce) : -1;
+  if (i < 0) return;
+  Op& op = (*ops)[i];
+  op.count = ElemCount(op);  // same count, half the bytes
+  op.dtype = ncclHalf;
+  op.note = "fault: float16 where the other ranks use float32";
+  Log("scenario dtype: %s of step %d", Describe(op).c_str(), c.step);
+}
+
+void FuncShape(const StepCtx& c, std::vector<Op>* ops) {
+  int i = AtFault(c) ? IndexOf(*ops, IsWorldAllReduce) : -1;
+  if (i < 0) return;
+  Op& op = (*ops)[i];
+  op.kind = OpKind::kBroadcast;  // same count and buffers as the all_reduce
+  op.root = c.fault_rank == 0 ? 1 : 0;
+  op.note = "fault: broadcast where the other ranks all_reduce";
+  Log("scenario func: %s of step %d", Describe(op).c_str(), c.step);
+}
+
+void RootShape(const StepCtx& c, std::vector<Op>* ops) {
+  int i = AtFault(c) ? IndexOf(*ops, IsWorldBroadcast) : -1;
+  if (i < 0) return;
+  Op& op = (*ops)[i];
+  int want = op.root;
+  op.root = (op.root + 1) % c.nranks;
+  op.note = "fault: root differs from the other ranks'";
+  Log("scenario root: %s of step %d with root %d where the others use root %d",
+      Describe(op).c_str(), c.step, op.root, want);
+}
+
+// swap: the fault rank and the rank below it (ranks 0 and 1 for fault rank 0)
+// issue the step's world all_reduce and world broadcast in swapped order.
+void SwapShape(const StepCtx& c, std::vector<Op>* ops) {
+  if (c.step != c.fault_step) return;
+  int lo = c.fault_rank > 0 ? c.fault_rank - 1 : 0;
+  if (c.rank != lo && c.rank != lo + 1) return;
+  int a = IndexOf(*ops, IsWorldAllReduce), b = IndexOf(*ops, IsWorldBroadcast);
+  if (a < 0 || b < 0) return;
+  std::swap((*ops)[a], (*ops)[b]);
+  (*ops)[a].note = "fault: broadcast issued before the all_reduce";
+  (*ops)[b].note = "fault: all_reduce issued after the broadcast";
+  Log("scenario swap: ranks %d and %d issue the world broadcast before the world all_reduce "
+      "in step %d",
+      lo, lo + 1, c.step);
+}
+
+const char* SwapCheck(const Options& o, int) {
+  return o.nranks < 3 ? "swap needs --nranks >= 3 (someone must keep the healthy order)" : nullptr;
+}
+
+// send-no-recv: a large send to a peer that never posts the receive, in its
+// own group, before the step's ops (so the rank's stream is stuck in it).
+void SendNoRecvShape(const StepCtx& c, std::vector<Op>* ops) {
+  if (!AtFault(c)) return;
+  Op send{OpKind::kSend, kWorld, kSendNoRecvBytes, c.fault_rank == 0 ? 1 : 0};
+  send.scratch = true;
+  send.note = "fault: no rank posts the matching receive";
+  ops->insert(ops->begin(), send);
+  Log("scenario send-no-recv: %s in step %d", Describe(send).c_str(), c.step);
+}
+
+Verdict HostStuckBefore(const StepCtx& c, const Op&) {
+  if (AtFault(c)) return Verdict::kIdle;  // before the step's first op
+  return Verdict::kRun;
+}
+
+// cross-wait: every rank gets an extra all_reduce on tp in the fault step;
+// the fault rank issues it before the world all_reduce, everyone else after.
+// The fault rank waits in tp for its partner, which waits in world for it.
+void CrossWaitShape(const StepCtx& c, std::vector<Op>* ops) {
+  if (c.step != c.fault_step) return;
+  int i = IndexOf(*ops, IsWorldAllReduce);
+  if (i < 0) return;
+  Op tp{OpKind::kAllReduce, kTp, (*ops)[i].bytes, 0};
+  if (c.rank == c.fault_rank) {
+    tp.note = "fault: tp all_reduce before the world all_reduce";
+    ops->insert(ops->begin() + i, tp);
+    Log("scenario cross-wait: all_reduce(tp) before all_reduce(world) in step %d", c.step);
+  } else {
+    tp.note = "cross-wait: tp all_reduce after the world all_reduce";
+    ops->insert(ops->begin() + i + 1, tp);
+  }
+}
+
+const char* CrossWaitCheck(const Options& o, int fault_rank) {
+  return (fault_rank ^ 1) >= o.nranks
+             ? "cross-wait: the fault rank needs a partner in its tp communicator (rank r^1)"
+             : nullptr;
+}
+
+// net-stall: the fault step's world all_reduce is large for every rank; the
+// fault rank stops its whole process (SIGSTOP) --delay-ms after enqueuing it.
+void NetStallShape(const StepCtx& c, std::vector<Op>* ops) {
+  if (c.step != c.fault_step) return;
+  int i = IndexOf(*ops, IsWorldAllReduce);
+  if (i < 0) return;
+  Op& op = (*ops)[i];
+  op.bytes = kNetStallBytes;
+  op.scratch = true;
+  op.note = "net-stall: enlarged on every rank";
+}
+
+void NetStallAfter(const StepCtx& c, const Op& op) {
+  if (!AtFault(c) || !IsWorldAllReduce(op)) return;
+  int ms = c.delay_ms;
+  Log("scenario net-stall: stopping this process (SIGSTOP) %d ms after enqueuing %s of step %d",
+      ms, Describe(op).c_str(), c.step);
+  std::thread([ms] {
+    usleep(useconds_t(ms) * 1000);
+    Log("scenario net-stall: SIGSTOP");
+    kill(getpid(), SIGSTOP);  // stops every thread: proxy, watchdog, plugin
+  }).detach();
+}
+
+// Positional rows: name, summary, expected, min_ranks, default_fault_rank,
+// uses_fault_step, before_op, after_enqueue, shape_step, scratch_bytes,
+// default_delay_ms, check.
 const Scenario kScenarios[] = {
     {"healthy", "every rank runs all steps; comms finalized and destroyed",
      "every rank exits 0", 1, 0, false, nullptr, nullptr},
@@ -253,41 +468,90 @@ const Scenario kScenarios[] = {
      "the fault rank (default: last) skips the world all_reduce of the fault step (default: S/2)",
      "the other ranks hang in that all_reduce, the fault rank in its next op; "
      "every watchdog fires: all ranks exit 124 (or 125 on an async NCCL error)",
-     2, -1, true,
-     [](const StepCtx& c, const Op& op) {
-       if (c.rank == c.fault_rank && c.step == c.fault_step && IsWorldAllReduce(op)) {
-         Log("scenario skip: skipping %s of step %d", Describe(op).c_str(), c.step);
-         return Verdict::kSkip;
-       }
-       return Verdict::kRun;
-     },
-     nullptr},
+     2, -1, true, SkipBefore, nullptr},
 
     {"kill",
      "the fault rank (default: 1) raises SIGKILL right after enqueuing the world all_reduce "
      "of the fault step (default: S/2)",
      "the fault rank dies by SIGKILL; the others time out (124) or see an async NCCL error (125)",
-     2, 1, true, nullptr,
-     [](const StepCtx& c, const Op& op) {
-       if (c.rank == c.fault_rank && c.step == c.fault_step && IsWorldAllReduce(op)) {
-         Log("scenario kill: raising SIGKILL after enqueuing %s of step %d", Describe(op).c_str(),
-             c.step);
-         raise(SIGKILL);
-       }
-     }},
+     2, 1, true, nullptr, KillAfter},
 
     {"straggler",
      "the fault rank (default: 0) sleeps --delay-ms (default 50) before every world all_reduce",
      "every rank exits 0; the others' world all_reduces each wait about the delay", 1, 0, false,
-     [](const StepCtx& c, const Op& op) {
-       if (c.rank == c.fault_rank && IsWorldAllReduce(op)) {
-         if (c.step == 0) Log("scenario straggler: sleeping %d ms before every world all_reduce",
-                              c.opt->delay_ms);
-         usleep(useconds_t(c.opt->delay_ms) * 1000);
-       }
-       return Verdict::kRun;
-     },
-     nullptr},
+     StragglerBefore, nullptr, nullptr, 0, 50},
+
+    {"extra",
+     "the fault rank (default: last) issues one extra world all_reduce right after the world "
+     "all_reduce of the fault step",
+     "the fault rank hangs in the extra all_reduce; its tp partner hangs in the all_gather and "
+     "the dp ranks in the reduce_scatter waiting for it: all ranks exit 124",
+     2, -1, true, nullptr, nullptr, ExtraShape},
+
+    {"count",
+     "the fault rank (default: last) passes half the count to the world all_reduce of the "
+     "fault step",
+     "undefined in NCCL: usually a hang (all ranks 124), possibly completion with wrong data "
+     "(0); the traces record both counts",
+     2, -1, true, nullptr, nullptr, CountShape},
+
+    {"dtype",
+     "the fault rank (default: last) passes ncclHalf (float16, same count) instead of ncclFloat "
+     "to the world all_reduce of the fault step",
+     "undefined in NCCL: a hang (all ranks 124) or completion with wrong data (0); the traces "
+     "record both datatypes",
+     2, -1, true, nullptr, nullptr, DtypeShape},
+
+    {"func",
+     "the fault rank (default: last) calls ncclBroadcast (root 0, or 1 if it is rank 0; same "
+     "count and buffers) "
+     "instead of the world all_reduce of the fault step",
+     "the others' all_reduce cannot complete: usually every rank exits 124 (mismatched NCCL "
+     "calls are undefined, so a completion cannot be ruled out)",
+     2, -1, true, nullptr, nullptr, FuncShape},
+
+    {"root",
+     "the fault rank (default: last) uses root (r+1)%N instead of r in the world broadcast of "
+     "the fault step",
+     "undefined in NCCL: usually a hang (all ranks 124) in that broadcast or a later op; "
+     "possibly completion with wrong data (0)",
+     2, -1, true, nullptr, nullptr, RootShape},
+
+    {"swap",
+     "the fault rank (default: last) and the rank below it issue the world broadcast before "
+     "the world all_reduce in the fault step",
+     "the others wait in the all_reduce while the pair runs the broadcast: all ranks exit 124",
+     3, -1, true, nullptr, nullptr, SwapShape, 0, 0, SwapCheck},
+
+    {"send-no-recv",
+     "the fault rank (default: last) sends 256 MiB on world to rank 0 (1 if it is rank 0), in "
+     "its own group, at the start of the fault step; nobody receives it",
+     "the fault rank hangs in the send, the others in the world all_reduce of the step (queued "
+     "behind the send on the fault rank): all ranks exit 124",
+     2, -1, true, nullptr, nullptr, SendNoRecvShape, kSendNoRecvBytes},
+
+    {"host-stuck",
+     "the fault rank (default: last) stops calling NCCL at the fault step and sleeps in host "
+     "code, alive, with its watchdog disarmed (no NCCL work outstanding)",
+     "the others hang in the world all_reduce of the step and exit 124; the parent SIGKILLs "
+     "the fault rank T+5 s after the first rank failed",
+     2, -1, true, HostStuckBefore, nullptr},
+
+    {"cross-wait",
+     "every rank adds an all_reduce on tp to the fault step: the fault rank (default: 0) "
+     "before the world all_reduce, the others after it",
+     "the fault rank waits in tp for its partner, which waits in world for the fault rank (a "
+     "cycle across communicators); the rest wait in world: all ranks exit 124",
+     2, 0, true, nullptr, nullptr, CrossWaitShape, 0, 0, CrossWaitCheck},
+
+    {"net-stall",
+     "the fault step's world all_reduce is 512 MiB on every rank; the fault rank (default: "
+     "last) SIGSTOPs its own process --delay-ms (default 10) after enqueuing it. Run with "
+     "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 so the transfer needs the stopped proxy thread",
+     "the transfer stalls; the others' watchdogs fire (124); the parent SIGKILLs the stopped "
+     "rank once every other rank has exited (without --net the GPU finishes the step and the "
+     "others hang in the next one)",
+     2, -1, true, nullptr, NetStallAfter, NetStallShape, kNetStallBytes, 10},
 };
 
 const Scenario* FindScenario(const std::string& name) {
@@ -302,6 +566,14 @@ int ResolveFaultRank(const Options& o, const Scenario& s) {
 }
 
 int ResolveFaultStep(const Options& o) { return o.fault_step >= 0 ? o.fault_step : o.steps / 2; }
+
+int ResolveDelayMs(const Options& o, const Scenario& s) {
+  return o.delay_ms >= 0 ? o.delay_ms : s.default_delay_ms;
+}
+
+bool HasFaultRank(const Scenario& s) {
+  return s.before_op != nullptr || s.after_enqueue != nullptr || s.shape_step != nullptr;
+}
 
 // ---------------------------------------------------------------- watchdog
 
@@ -472,6 +744,8 @@ struct Child {
   cudaStream_t stream = nullptr;
   float* sendbuf = nullptr;
   float* recvbuf = nullptr;
+  void* scratch_send = nullptr;  // Scenario::scratch_bytes each, for ops with .scratch
+  void* scratch_recv = nullptr;
 
   Child(const Options& o, const Scenario& s, int r) : opt(o), scen(s), rank(r), nranks(o.nranks) {}
 
@@ -541,6 +815,12 @@ struct Child {
     CUDA_CHECK(cudaMalloc(&recvbuf, opt.max_bytes));
     CUDA_CHECK(cudaMemset(sendbuf, 0, opt.max_bytes));
     CUDA_CHECK(cudaMemset(recvbuf, 0, opt.max_bytes));
+    if (scen.scratch_bytes > 0) {
+      CUDA_CHECK(cudaMalloc(&scratch_send, scen.scratch_bytes));
+      CUDA_CHECK(cudaMalloc(&scratch_recv, scen.scratch_bytes));
+      CUDA_CHECK(cudaMemset(scratch_send, 0, scen.scratch_bytes));
+      CUDA_CHECK(cudaMemset(scratch_recv, 0, scen.scratch_bytes));
+    }
     CUDA_CHECK(cudaDeviceSynchronize());
     Log("ready on GPU %d (%s, bus %02x:%02x): world %d/%d, tp %d/%d (color %d), dp %d/%d "
         "(color %d), %s comms, init %.0f ms",
@@ -551,10 +831,21 @@ struct Child {
 
   void Issue(const Op& op) {
     ncclComm_t c = comms[op.comm];
-    size_t count = std::max<size_t>(1, op.bytes / sizeof(float));
+    size_t count = ElemCount(op);
+    void* sb = sendbuf;
+    void* rb = recvbuf;
+    size_t cap = opt.max_bytes;
+    if (op.scratch) {
+      sb = scratch_send;
+      rb = scratch_recv;
+      cap = scen.scratch_bytes;
+    }
+    // Never let a scenario overrun a buffer (a crash is not the fault we want).
+    if (sb == nullptr || count * DtypeBytes(op.dtype) > cap)
+      Fatal(__FILE__, __LINE__, "Issue", "op does not fit its buffers: " + Describe(op));
     switch (op.kind) {
       case OpKind::kAllReduce:
-        NCCL_CHECK(ncclAllReduce(sendbuf, recvbuf, count, ncclFloat, ncclSum, c, stream));
+        NCCL_CHECK(ncclAllReduce(sb, rb, count, op.dtype, ncclSum, c, stream));
         break;
       case OpKind::kAllGather: {  // recv total = bytes
         size_t per = std::max<size_t>(1, count / comm_size[op.comm]);
@@ -567,7 +858,12 @@ struct Child {
         break;
       }
       case OpKind::kBroadcast:
-        NCCL_CHECK(ncclBroadcast(sendbuf, recvbuf, count, ncclFloat, op.root, c, stream));
+        NCCL_CHECK(ncclBroadcast(sb, rb, count, op.dtype, op.root, c, stream));
+        break;
+      case OpKind::kSend:  // alone in its own group
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclSend(sb, count, op.dtype, op.root, c, stream));
+        NCCL_CHECK(ncclGroupEnd());
         break;
       case OpKind::kSendRecvRing: {
         int n = comm_size[op.comm], r = comm_rank[op.comm];
@@ -609,8 +905,21 @@ struct Child {
     }
   }
 
+  // host-stuck: no NCCL call of this rank is outstanding (the previous step
+  // completed), so its watchdog, like a framework's, has nothing to time out.
+  // The process stays alive (the plugin's heartbeat thread keeps going) until
+  // the parent kills it, or an async error on a communicator fires the watchdog.
+  [[noreturn]] void IdleForever(int step, const Op& next) {
+    wd.Disarm();
+    wd.SetWhere("host code (idle, no NCCL call outstanding)");
+    Log("scenario %s: idling in host code from step %d on, before %s; no more NCCL calls",
+        scen.name, step, Describe(next).c_str());
+    for (;;) sleep(1);
+  }
+
   void RunSteps() {
-    const StepCtx base{rank, nranks, 0, &opt, ResolveFaultRank(opt, scen), ResolveFaultStep(opt)};
+    const StepCtx base{rank,   nranks, 0, &opt, ResolveFaultRank(opt, scen), ResolveFaultStep(opt),
+                       ResolveDelayMs(opt, scen)};
     std::vector<cudaEvent_t> done(5);
     for (cudaEvent_t& ev : done) CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     int64_t t_all = NowNs();
@@ -618,6 +927,7 @@ struct Child {
       StepCtx ctx = base;
       ctx.step = step;
       std::vector<Op> ops = BuildStep(step, nranks, opt.max_bytes);
+      if (scen.shape_step) scen.shape_step(ctx, &ops);
       std::vector<bool> issued(ops.size(), false);
       if (done.size() < ops.size()) {
         size_t old = done.size();
@@ -629,7 +939,9 @@ struct Child {
       wd.Arm("collective", opt.timeout_sec);
       for (size_t i = 0; i < ops.size(); ++i) {
         const Op& op = ops[i];
-        if (scen.before_op && scen.before_op(ctx, op) == Verdict::kSkip) continue;
+        Verdict v = scen.before_op ? scen.before_op(ctx, op) : Verdict::kRun;
+        if (v == Verdict::kSkip) continue;
+        if (v == Verdict::kIdle) IdleForever(step, op);
         wd.SetWhere("step " + std::to_string(step) + ", enqueuing " + Describe(op));
         Issue(op);
         CUDA_CHECK(cudaEventRecord(done[i], stream));
@@ -639,8 +951,9 @@ struct Child {
       WaitStep(step, ops, done, issued);
       wd.Disarm();
       if (opt.log_every > 0 && (step % opt.log_every == 0 || step + 1 == opt.steps))
-        Log("step %d/%d done in %.2f ms (all_reduce %s)", step + 1, opt.steps, SecSince(t0) * 1e3,
-            HumanBytes(ops[0].bytes).c_str());
+        Log("step %d/%d done in %.2f ms (%zu ops, world all_reduce %s)", step + 1, opt.steps,
+            SecSince(t0) * 1e3, ops.size(),
+            HumanBytes(ops[std::max(0, IndexOf(ops, IsWorldAllReduce))].bytes).c_str());
     }
     Log("%d steps in %.2f s", opt.steps, SecSince(t_all));
     for (cudaEvent_t ev : done) CUDA_CHECK(cudaEventDestroy(ev));
@@ -664,6 +977,8 @@ struct Child {
     wd.Stop();
     CUDA_CHECK(cudaFree(sendbuf));
     CUDA_CHECK(cudaFree(recvbuf));
+    if (scratch_send) CUDA_CHECK(cudaFree(scratch_send));
+    if (scratch_recv) CUDA_CHECK(cudaFree(scratch_recv));
     CUDA_CHECK(cudaStreamDestroy(stream));
     Log("communicators finalized and destroyed");
   }
@@ -700,7 +1015,8 @@ void Usage(FILE* f) {
           "  --nonblocking        non-blocking communicators (config.blocking=0)\n"
           "  --fault-rank R       the faulty rank (default: the scenario's)\n"
           "  --fault-step K       the faulty step (default: S/2)\n"
-          "  --delay-ms D         straggler delay (default 50)\n"
+          "  --delay-ms D         straggler delay (default 50), net-stall SIGSTOP delay\n"
+          "                       (default 10)\n"
           "  --log-every E        progress line every E steps (default 1, 0: none)\n"
           "exit status: 0 if every rank exited 0, 1 otherwise, 2 on a usage error.\n"
           "ranks exit 0 ok, 1 error, 124 watchdog timeout, 125 async NCCL error.\n");
@@ -708,7 +1024,7 @@ void Usage(FILE* f) {
 
 void ListScenarios() {
   for (const Scenario& s : kScenarios)
-    printf("%-10s %s\n%-10s expected: %s\n", s.name, s.summary, "", s.expected);
+    printf("%-13s %s\n%-13s expected: %s\n", s.name, s.summary, "", s.expected);
 }
 
 bool ParseInt(const char* s, int* out) {
@@ -788,6 +1104,8 @@ bool MakeDirs(const std::string& path) {
 struct ChildState {
   pid_t pid = -1;
   bool running = true;
+  bool stopped = false;      // by a signal (SIGSTOP), seen through WUNTRACED
+  bool was_stopped = false;  // stopped at some point
   int status = 0;
   bool killed_by_parent = false;
 };
@@ -803,36 +1121,76 @@ std::string DescribeStatus(const ChildState& c) {
     snprintf(buf, sizeof(buf), "exited with status %d (%s)", code, what);
   } else if (WIFSIGNALED(c.status)) {
     int sig = WTERMSIG(c.status);
-    snprintf(buf, sizeof(buf), "killed by signal %d (%s)%s", sig, strsignal(sig),
-             c.killed_by_parent ? " sent by the parent after the grace period" : "");
+    snprintf(buf, sizeof(buf), "killed by signal %d (%s)%s%s", sig, strsignal(sig),
+             c.killed_by_parent ? " sent by the parent" : "",
+             c.was_stopped ? " while stopped" : "");
   } else {
     snprintf(buf, sizeof(buf), "raw wait status 0x%x", c.status);
   }
   return buf;
 }
 
-void WriteSummary(const Options& o, int nccl_version, const std::vector<ChildState>& kids,
-                  int parent_status, double wall_sec) {
+std::string JsonString(const char* v) {
+  std::string out = "\"";
+  for (const char* p = v; *p; ++p) {
+    unsigned char ch = static_cast<unsigned char>(*p);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += char(ch);
+    } else if (ch < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += char(ch);
+    }
+  }
+  return out + "\"";
+}
+
+void WriteSummary(const Options& o, const Scenario& scen, int nccl_version,
+                  const std::vector<ChildState>& kids, int parent_status, double wall_sec) {
   std::string path = o.out_dir + "/scenario.json";
   FILE* f = fopen(path.c_str(), "w");
   if (!f) {
     Log("cannot write %s: %s", path.c_str(), strerror(errno));
     return;
   }
-  fprintf(f, "{\n  \"scenario\": \"%s\",\n  \"nranks\": %d,\n  \"steps\": %d,\n", o.scenario.c_str(),
-          o.nranks, o.steps);
+  const bool faulty = HasFaultRank(scen);
+  fprintf(f, "{\n  \"scenario\": %s,\n  \"nranks\": %d,\n  \"steps\": %d,\n",
+          JsonString(o.scenario.c_str()).c_str(), o.nranks, o.steps);
+  fprintf(f, "  \"fault_rank\": %d,\n  \"fault_step\": %d,\n  \"delay_ms\": %d,\n",
+          faulty ? ResolveFaultRank(o, scen) : -1,
+          faulty && scen.uses_fault_step ? ResolveFaultStep(o) : -1, ResolveDelayMs(o, scen));
   fprintf(f, "  \"timeout_sec\": %g,\n  \"max_bytes\": %zu,\n  \"nonblocking\": %s,\n",
           o.timeout_sec, o.max_bytes, o.nonblocking ? "true" : "false");
+  fprintf(f, "  \"summary\": %s,\n  \"expected\": %s,\n", JsonString(scen.summary).c_str(),
+          JsonString(scen.expected).c_str());
+  // The environment that shapes the run and its traces.
+  static const char* const kEnv[] = {"NCCL_NVLS_ENABLE",     "NCCL_P2P_DISABLE",
+                                     "NCCL_SHM_DISABLE",     "NCCL_PROFILER_PLUGIN",
+                                     "NCCLWATCH_DIR",        "NCCLWATCH_EVENTS",
+                                     "NCCLWATCH_STUCK_SEC",  "NCCLWATCH_HEARTBEAT_MS",
+                                     "NCCLWATCH_FLUSH_MS"};
+  fprintf(f, "  \"env\": {");
+  bool first = true;
+  for (const char* name : kEnv) {
+    const char* v = getenv(name);
+    if (v == nullptr) continue;
+    fprintf(f, "%s\n    %s: %s", first ? "" : ",", JsonString(name).c_str(), JsonString(v).c_str());
+    first = false;
+  }
+  fprintf(f, "%s},\n", first ? "" : "\n  ");
   fprintf(f, "  \"nccl_version\": %d,\n  \"wall_sec\": %.3f,\n  \"status\": %d,\n  \"ranks\": [\n",
           nccl_version, wall_sec, parent_status);
   for (size_t r = 0; r < kids.size(); ++r) {
     const ChildState& c = kids[r];
-    int code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
-    int sig = WIFSIGNALED(c.status) ? WTERMSIG(c.status) : 0;
+    int code = !c.running && WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
+    int sig = !c.running && WIFSIGNALED(c.status) ? WTERMSIG(c.status) : 0;
     fprintf(f, "    {\"rank\": %zu, \"pid\": %d, \"exit_code\": %d, \"signal\": %d, "
-               "\"killed_by_parent\": %s}%s\n",
+               "\"killed_by_parent\": %s, \"was_stopped\": %s}%s\n",
             r, int(c.pid), code, sig, c.killed_by_parent ? "true" : "false",
-            r + 1 < kids.size() ? "," : "");
+            c.was_stopped ? "true" : "false", r + 1 < kids.size() ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
   fclose(f);
@@ -856,7 +1214,7 @@ int ParentMain(int argc, char** argv) {
     return kExitUsage;
   }
   int fault_rank = ResolveFaultRank(o, *scen);
-  if (scen->before_op || scen->after_enqueue) {
+  if (HasFaultRank(*scen)) {
     if (fault_rank >= o.nranks) {
       fprintf(stderr, "nccl_scenarios: --fault-rank %d is not below --nranks %d\n", fault_rank,
               o.nranks);
@@ -866,6 +1224,12 @@ int ParentMain(int argc, char** argv) {
       fprintf(stderr, "nccl_scenarios: --fault-step %d is not below --steps %d\n",
               ResolveFaultStep(o), o.steps);
       return kExitUsage;
+    }
+    if (scen->check != nullptr) {
+      if (const char* err = scen->check(o, fault_rank)) {
+        fprintf(stderr, "nccl_scenarios: %s\n", err);
+        return kExitUsage;
+      }
     }
   }
 
@@ -896,9 +1260,14 @@ int ParentMain(int argc, char** argv) {
       HumanBytes(o.max_bytes).c_str(), version, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
       plugin ? plugin : "(unset)", wdir ? wdir : "(unset)");
   if (scen->uses_fault_step)
-    Log("fault rank %d, fault step %d", fault_rank, ResolveFaultStep(o));
-  else if (scen->before_op || scen->after_enqueue)
-    Log("fault rank %d", fault_rank);
+    Log("fault rank %d, fault step %d, delay %d ms", fault_rank, ResolveFaultStep(o),
+        ResolveDelayMs(o, *scen));
+  else if (HasFaultRank(*scen))
+    Log("fault rank %d, delay %d ms", fault_rank, ResolveDelayMs(o, *scen));
+  if (std::string(scen->name) == "net-stall" &&
+      (getenv("NCCL_P2P_DISABLE") == nullptr || getenv("NCCL_SHM_DISABLE") == nullptr))
+    Log("note: net-stall without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 stalls only the host: "
+        "NVLink/shared-memory transfers go on without the stopped process");
 
   // No CUDA in the parent: the id is a plain struct copied into each child by fork.
   ncclUniqueId id;
@@ -906,6 +1275,7 @@ int ParentMain(int argc, char** argv) {
 
   int64_t t0 = NowNs();
   std::vector<ChildState> kids(o.nranks);
+  const pid_t parent_pid = getpid();
   fflush(nullptr);
   for (int r = 0; r < o.nranks; ++r) {
     pid_t pid = fork();
@@ -916,6 +1286,10 @@ int ParentMain(int argc, char** argv) {
     }
     if (pid == 0) {
       g_rank = r;
+      // If the parent dies (e.g. killed by `timeout`), take the rank down too,
+      // so no rank (host-stuck, a stopped net-stall rank) outlives the run.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent_pid) _exit(kExitError);
       int n = snprintf(g_crash_msg, sizeof(g_crash_msg),
                        "[rank %d] watchdog: crashed while aborting; exiting with its status\n", r);
       g_crash_len = size_t(std::max(0, std::min(n, int(sizeof(g_crash_msg)) - 1)));
@@ -933,41 +1307,70 @@ int ParentMain(int argc, char** argv) {
     kids[r].pid = pid;
   }
 
-  // Reap. Once one child has failed, give the rest time for their own
-  // watchdogs, then kill them so the parent never hangs.
-  const double grace = 2 * o.timeout_sec + 30;
+  // Reap. Once one child has exited (failed, or done while others are not),
+  // the rest get T + kParentGraceSec seconds (their own watchdogs fire within
+  // T of their step's start, then abort and exit; healthy ranks only have
+  // their teardown left), then the parent SIGKILLs them, so it never hangs: a
+  // rank idling in host code (host-stuck) has no deadline of its own. A rank
+  // stopped by a signal (SIGSTOP: net-stall) cannot move on by itself; once
+  // every rank still running is stopped, the stopped ones are killed at once.
+  const double grace = o.timeout_sec + kParentGraceSec;
   int64_t kill_at = 0;
   int running = o.nranks;
+  auto kill_rest = [&](const char* why) {
+    for (ChildState& c : kids) {
+      if (!c.running || c.killed_by_parent) continue;
+      Log("killing pid %d (%s)", int(c.pid), why);
+      c.killed_by_parent = true;
+      kill(c.pid, SIGKILL);  // SIGKILL also ends a stopped process
+    }
+  };
   while (running > 0) {
     int st = 0;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
+    pid_t pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED);
     if (pid < 0 && errno != EINTR) {
       Log("waitpid: %s", strerror(errno));
       break;
     }
     if (pid > 0) {
       for (int r = 0; r < o.nranks; ++r) {
-        if (kids[r].pid != pid) continue;
-        kids[r].running = false;
-        kids[r].status = st;
+        ChildState& c = kids[r];
+        if (c.pid != pid || !c.running) continue;
+        if (WIFSTOPPED(st)) {
+          c.stopped = c.was_stopped = true;
+          Log("rank %d (pid %d) stopped by signal %d (%s) after %.1f s", r, int(pid),
+              WSTOPSIG(st), strsignal(WSTOPSIG(st)), SecSince(t0));
+          break;
+        }
+        if (WIFCONTINUED(st)) {
+          c.stopped = false;
+          Log("rank %d (pid %d) continued after %.1f s", r, int(pid), SecSince(t0));
+          break;
+        }
+        c.running = false;
+        c.stopped = false;
+        c.status = st;
         --running;
-        Log("rank %d (pid %d) %s after %.1f s", r, int(pid), DescribeStatus(kids[r]).c_str(),
+        Log("rank %d (pid %d) %s after %.1f s", r, int(pid), DescribeStatus(c).c_str(),
             SecSince(t0));
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok && kill_at == 0 && running > 0) {
+        if (kill_at == 0 && running > 0) {
           kill_at = NowNs() + int64_t(grace * 1e9);
-          Log("a rank failed; the others get %.0f s to exit before the parent kills them", grace);
+          if (!ok)
+            Log("a rank failed; the others get %.0f s (T + %d s) to exit before the parent "
+                "kills them",
+                grace, kParentGraceSec);
         }
+        break;
       }
       continue;
     }
-    if (kill_at != 0 && NowNs() > kill_at) {
-      for (ChildState& c : kids) {
-        if (!c.running || c.killed_by_parent) continue;
-        Log("killing pid %d (still running after the grace period)", int(c.pid));
-        c.killed_by_parent = true;
-        kill(c.pid, SIGKILL);
-      }
+    if (running > 0 && running < o.nranks) {
+      bool all_stopped = true;
+      for (const ChildState& c : kids)
+        if (c.running && !c.stopped) all_stopped = false;
+      if (all_stopped) kill_rest("stopped by a signal, and every other rank has exited");
+      else if (kill_at != 0 && NowNs() > kill_at) kill_rest("still running after the grace period");
     }
     usleep(50 * 1000);
   }
@@ -982,7 +1385,7 @@ int ParentMain(int argc, char** argv) {
   int status = all_ok ? kExitOk : kExitError;
   Log("expected: %s", scen->expected);
   Log("exit status %d", status);
-  if (!o.out_dir.empty()) WriteSummary(o, version, kids, status, SecSince(t0));
+  if (!o.out_dir.empty()) WriteSummary(o, *scen, version, kids, status, SecSince(t0));
   return status;
 }
 

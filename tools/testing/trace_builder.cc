@@ -810,11 +810,11 @@ std::vector<TraceBuilder> BuildJob(const JobSpec& spec, JobPlan* plan_out) {
     for (size_t k = 0; k < ops.size(); ++k)
       if (ops[k].issued) idx.push_back(k);
     std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ops[a].start_ns < ops[b].start_ns; });
-    std::map<int, uint64_t> next_seq;
+    std::map<std::pair<int, std::string>, uint64_t> next_seq;  // NCCL: per communicator and function
     for (size_t k : idx) {
       order[r][ops[k].comm].push_back(k);
       if (!ops[k].p2p) {
-        uint64_t& s = next_seq[ops[k].comm];
+        uint64_t& s = next_seq[{ops[k].comm, ops[k].func}];
         if (!ops[k].seq) ops[k].seq = s;
         s = *ops[k].seq + 1;
       }

@@ -270,8 +270,9 @@ class TraceBuilder {
 //   blocked behind an earlier operation that never completed; `never_completes`
 //   makes it never complete on that rank only (and blocks that rank's later
 //   operations on the communicator);
-// - NCCL's seq counts the collectives a rank issued on a communicator, in
-//   issue order (start time): a skipped or reordered collective shifts them.
+// - NCCL's seq counts the collectives of each function a rank issued on a
+//   communicator (AllReduce #0, #1, ... and Broadcast #0, ... apart), in issue
+//   order (start time): a skipped or reordered collective shifts its function's.
 
 struct CommSpec {
   std::string name;

@@ -385,14 +385,17 @@ JobRead ReadJob(const std::vector<TraceBuilder>& files) {
   for (const auto& f : files) {
     j.files.push_back(ReadBytes(f.Bytes()));
     EXPECT_TRUE(j.files.back().issues.empty());
+    // Keyed by position in the file: NCCL's seq repeats across functions.
     std::map<uint64_t, trace::Op> colls;
     std::map<uint64_t, bool> done;
     std::map<uint64_t, uint64_t> by_id;
+    uint64_t pos = 0;
     for (const auto& r : j.files.back().records) {
       if (r.has_op() && r.op().kind() == trace::OP_KIND_COLL && r.op().comm() == 1) {
-        colls[r.op().seq()] = r.op();
-        done[r.op().seq()] = r.op().has_completion();
-        by_id[r.op().event_id()] = r.op().seq();
+        colls[pos] = r.op();
+        done[pos] = r.op().has_completion();
+        if (r.op().event_id() != 0) by_id[r.op().event_id()] = pos;
+        ++pos;
       }
       if (r.has_op_done() && by_id.count(r.op_done().event_id())) done[by_id[r.op_done().event_id()]] = true;
     }

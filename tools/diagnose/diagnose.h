@@ -1,0 +1,96 @@
+// `ncclwatch diagnose`: what went wrong in a job, and who caused it, from
+// every rank's trace file.
+//
+// Diagnose() reads a Model (tools/model.h) and fills one report::Diagnosis
+// (proto/report.proto); the text (FormatText) and JSON (FormatJson) views
+// are both printed from that message. The first line of the text is the
+// verdict: one sentence naming the communicator, the operation, its sequence
+// number and the culprit ranks.
+//
+// Findings (report::FindingKind), in the order the verdict prefers them (the
+// root cause first; later kinds are usually consequences of earlier ones):
+//   1. WAIT_CYCLE        "DEADLOCK: ..."  ranks blocked in different
+//      communicators, each waiting for a rank that waits for it. It explains
+//      the MISSING_RANK findings of the ranks on the cycle.
+//   2. ORDER_MISMATCH    "ORDER MISMATCH: ..."  the same operations issued in
+//      different orders (a programming error; the hang follows from it).
+//   3. MISMATCH          "MISMATCH: ..."  function, count, datatype or root
+//      differ at the same (comm, #seq). Culprits: ranks outside the strict
+//      majority (never the majority); with no strict majority, every rank.
+//   4. MISSING_RANK      "HANG: ..."  ranks that never issued #seq that the
+//      others wait in, with what each did instead (left cleanly, died, idle
+//      outside NCCL, waits in another communicator).
+//   5. UNMATCHED_P2P     "UNMATCHED P2P: ..."  a send without a receive (or
+//      the reverse), or a send and a receive whose sizes differ.
+//   6. DEAD_RANK         "DEAD: ..."  heartbeats stop without a finalize. It
+//      explains its peers' STUCK_IN_PROGRESS when it died inside the op.
+//   7. STUCK_IN_PROGRESS "STUCK: ..."  every rank issued #seq, it never
+//      finished on some; names the stalled channel/peer from stuck reports.
+//   8. STRAGGLER         "STRAGGLER: ..."  (warning) a rank that arrives
+//      last at most collectives.
+// Within one kind, the finding about the earliest operation comes first.
+//
+// Severity and exit status: every kind but STRAGGLER is an error; STRAGGLER
+// is a warning. ExitStatus: 0 no finding, 1 any finding (warning included;
+// `ncclwatch check` will fail only on errors), 2 unusable input (RunDiagnose,
+// when BuildModel fails). Input issues (cut tails, drops, read issues,
+// missing files) are reported but change neither the severity nor the exit.
+//
+// A hang needs time: an operation counts as hung when the waiting ranks were
+// alive for `min_wait_sec` after enqueuing it, or a stuck report names it.
+// So a job killed while its last operation was in flight is still healthy.
+//
+// Thread safety: pure functions of their arguments.
+
+#ifndef TOOLS_DIAGNOSE_DIAGNOSE_H_
+#define TOOLS_DIAGNOSE_DIAGNOSE_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "proto/report.pb.h"
+#include "tools/model.h"
+
+namespace ncclwatch::tools {
+
+struct DiagnoseOptions {
+  // An in-flight operation is a hang once its waiting ranks stayed alive this
+  // long after enqueuing it (or a stuck report names it).
+  double min_wait_sec = 1.0;
+  // DEAD_RANK: last sign of life earlier than the job's last record by more
+  // than max(dead_heartbeats x heartbeat interval, dead_min_sec).
+  double dead_heartbeats = 3.0;
+  double dead_min_sec = 2.0;
+  // STRAGGLER: a rank is "late" at a collective when it arrives last, later
+  // than the median arrival by more than straggler_threshold_ms and by more
+  // than straggler_duration_fraction of the collective's median duration.
+  // It is a straggler when late at >= straggler_min_fraction of at least
+  // straggler_min_collectives completed collectives.
+  double straggler_threshold_ms = 1.0;
+  double straggler_duration_fraction = 0.2;
+  double straggler_min_fraction = 0.5;
+  int straggler_min_collectives = 3;
+  // ORDER_MISMATCH: how many operations ahead to look for a permutation.
+  int order_window = 8;
+};
+
+report::Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts = {});
+
+// The text view: the verdict on the first line, then findings with their
+// evidence (at most 16 lines each; JSON has all), what completed before the
+// problem, stuck reports, input issues and clock alignment.
+std::string FormatText(const report::Diagnosis& d);
+// The JSON view (protobuf's JSON encoder, fields in lowerCamelCase).
+std::string FormatJson(const report::Diagnosis& d);
+
+// 0 healthy, 1 any finding, 2 unusable input.
+int ExitStatus(const report::Diagnosis& d);
+
+// `ncclwatch diagnose [--format=text|json] FILE|DIR...` (args after the
+// subcommand). Returns the exit status.
+int RunDiagnose(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_DIAGNOSE_DIAGNOSE_H_

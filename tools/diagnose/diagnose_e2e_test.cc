@@ -1,0 +1,154 @@
+// End to end: synthetic trace files (tools/testing/trace_builder.h) through
+// BuildModel and Diagnose, and RunDiagnose on a directory.
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model.h"
+#include "tools/testing/trace_builder.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using testing::BuildJob;
+using testing::JobSpec;
+using testing::kMs;
+using testing::kSec;
+using testing::OpPlan;
+using testing::RankPlan;
+
+std::string TempDir() {
+  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  std::string tmpl = base + "/diagnose_e2eXXXXXX";
+  char* d = mkdtemp(&tmpl[0]);
+  return d ? std::string(d) : base;
+}
+
+report::Diagnosis RunJob(const JobSpec& spec, std::string* dir_out = nullptr) {
+  std::string dir = TempDir();
+  testing::WriteJob(BuildJob(spec), dir);
+  if (dir_out) *dir_out = dir;
+  Model m;
+  std::string err;
+  EXPECT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  report::Diagnosis d = Diagnose(m);
+  std::cout << "---- " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << "\n" << FormatText(d);
+  return d;
+}
+
+std::vector<std::string> Names(const report::Finding& f) {
+  std::vector<std::string> v;
+  for (const auto& r : f.culprits()) v.push_back(r.name());
+  return v;
+}
+
+TEST(DiagnoseE2E, HealthyJobOnTwoHostsWithClockErrors) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ranks_per_host = 2;
+  spec.ncolls = 20;
+  spec.funcs = {"AllReduce", "AllGather"};
+  spec.rank_hook = [](int rank, RankPlan& r) { r.realtime_error_ns = rank >= 2 ? 3 * kMs : 0; };
+  std::string dir;
+  report::Diagnosis d = RunJob(spec, &dir);
+  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
+  EXPECT_EQ(ExitStatus(d), 0);
+  EXPECT_EQ(d.verdict().substr(0, 3), "OK:");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDiagnose({dir}, out, err), 0) << err.str();
+}
+
+TEST(DiagnoseE2E, IdleRankNeverJoins) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ncolls = 10;
+  spec.stuck_sec = 5;
+  spec.rank_hook = [&](int rank, RankPlan& r) {
+    if (rank == 3) {
+      r.idle_after_ns = static_cast<int64_t>(spec.first_op_ns + 5 * spec.step_ns + kMs);
+      r.end = testing::RankEnd::kNone;
+    }
+  };
+  std::string dir;
+  report::Diagnosis d = RunJob(spec, &dir);
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::MISSING_RANK) << FormatText(d);
+  EXPECT_EQ(Names(d.findings(0)), std::vector<std::string>{"rank 3"});
+  EXPECT_EQ(d.findings(0).seq(), 6u);  // NCCL's seq counts from 0: the 7th collective
+  EXPECT_EQ(d.findings(0).fates(0), report::FATE_IDLE) << FormatText(d);
+  EXPECT_NE(d.verdict().find("HANG: rank 3 never joined AllReduce #6 on comm 'world' (4 ranks); ranks 0,1,2 waited"),
+            std::string::npos)
+      << d.verdict();
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDiagnose({"--format=json", dir}, out, err), 1) << err.str();
+  report::Diagnosis back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out.str(), &back).ok());
+  EXPECT_EQ(back.verdict(), d.verdict());
+  std::ostringstream tout, terr;
+  EXPECT_EQ(RunDiagnose({dir}, tout, terr), 1);
+  EXPECT_EQ(tout.str().substr(0, tout.str().find('\n')), d.verdict());
+}
+
+TEST(DiagnoseE2E, RankDiesMidJob) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ncolls = 10;
+  spec.stuck_sec = 5;
+  spec.rank_hook = [&](int rank, RankPlan& r) {
+    if (rank == 2) r.dies_at_ns = static_cast<int64_t>(spec.first_op_ns + 4 * spec.step_ns + kMs);
+  };
+  report::Diagnosis d = RunJob(spec);
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(Names(d.findings(0)), std::vector<std::string>{"rank 2"}) << FormatText(d);
+  // Its records of #1-#4 were lost with the kill, but the others completed them: it died after #4.
+  EXPECT_EQ(d.findings(0).seq(), 5u);
+  EXPECT_NE(d.verdict().find("rank 2 died after AllReduce #4"), std::string::npos) << d.verdict();
+  EXPECT_NE(d.findings(0).evidence(0).text().find("its file lacks #1-#4, which the others completed"), std::string::npos)
+      << d.findings(0).evidence(0).text();
+  bool dead = false;
+  for (const auto& f : d.findings()) dead |= f.kind() == report::DEAD_RANK;
+  EXPECT_TRUE(dead) << FormatText(d);
+}
+
+TEST(DiagnoseE2E, CountMismatch) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ncolls = 6;
+  spec.stuck_sec = 5;
+  spec.op_hook = [](int rank, int k, OpPlan& p) {
+    if (rank == 1 && k == 3) {
+      p.count = 7;
+      p.never_completes = true;
+    }
+  };
+  report::Diagnosis d = RunJob(spec);
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::MISMATCH) << FormatText(d);
+  EXPECT_EQ(Names(d.findings(0)), std::vector<std::string>{"rank 1"});
+  EXPECT_EQ(d.findings(0).seq(), 3u);
+  EXPECT_NE(d.verdict().find("rank 1 called count 7 where ranks 0,2,3 called count 1,048,576"), std::string::npos)
+      << d.verdict();
+}
+
+TEST(DiagnoseE2E, Straggler) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ncolls = 20;
+  spec.op_hook = [](int rank, int k, OpPlan& p) {
+    if (rank == 2) p.start_ns += 4 * kMs;
+  };
+  report::Diagnosis d = RunJob(spec);
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::STRAGGLER);
+  EXPECT_EQ(Names(d.findings(0)), std::vector<std::string>{"rank 2"});
+  EXPECT_EQ(d.severity(), report::SEVERITY_WARNING);
+  EXPECT_EQ(ExitStatus(d), 1);
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools

@@ -1,0 +1,752 @@
+#include "tools/diagnose/diagnose.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace ncclwatch::tools {
+namespace {
+
+constexpr int64_t kSec = 1000000000;
+int64_t Ns(double sec) { return static_cast<int64_t>(sec * 1e9); }
+
+// Builds a Model by hand: processes, communicators, operations; Finish()
+// orders each process's ops and matches them (as MatchOps would).
+struct Job {
+  Model m;
+
+  uint32_t Proc(int rank, double last_sec, const std::string& host = "node0") {
+    tools::Proc p;
+    p.path = "/traces/" + host + "-" + std::to_string(1000 + rank) + ".ncclwatch";
+    p.host = host;
+    p.pid = 1000 + rank;
+    p.launcher_rank = rank;
+    p.launcher_world_size = -1;
+    p.api_version = 5;
+    p.heartbeat_ms = 1000;
+    p.stuck_sec = 60;
+    p.first_ns = 0;
+    p.last_ns = Ns(last_sec);
+    p.last_heartbeat_ns = Ns(last_sec);
+    p.heartbeats = static_cast<uint32_t>(last_sec);
+    m.procs.push_back(p);
+    return static_cast<uint32_t>(m.procs.size() - 1);
+  }
+  // Processes 0..n-1 alive until `last_sec`.
+  void Procs(int n, double last_sec) {
+    for (int i = 0; i < n; ++i) Proc(i, last_sec);
+  }
+  // A communicator whose rank r is process procs[r].
+  uint32_t Comm(const std::string& name, uint64_t hash, const std::vector<uint32_t>& procs) {
+    tools::Comm c;
+    c.hash = hash;
+    c.name = name;
+    c.nranks = static_cast<int32_t>(procs.size());
+    for (size_t r = 0; r < procs.size(); ++r) {
+      CommMember mem;
+      mem.proc = procs[r];
+      mem.rank = static_cast<int32_t>(r);
+      mem.init_ns = 0;
+      c.members.push_back(mem);
+      c.proc_of_rank.push_back(procs[r]);
+    }
+    m.comms.push_back(c);
+    return static_cast<uint32_t>(m.comms.size() - 1);
+  }
+  int32_t RankOf(uint32_t proc, uint32_t comm) {
+    for (const CommMember& mem : m.comms[comm].members)
+      if (mem.proc == proc) return mem.rank;
+    return -1;
+  }
+  // done_sec < 0: in flight.
+  uint32_t Coll(uint32_t proc, uint32_t comm, uint64_t seq, const std::string& func, uint64_t count, double start_sec,
+                double done_sec, const std::string& dtype = "ncclFloat32", int32_t root = 0) {
+    Op op;
+    op.proc = proc;
+    op.comm = comm;
+    op.rank = RankOf(proc, comm);
+    op.kind = OpKind::kColl;
+    op.func = m.Intern(func);
+    op.datatype = m.Intern(dtype);
+    op.count = count;
+    op.seq = seq;
+    op.peer_or_root = root;
+    op.nchannels = 2;
+    op.start_ns = Ns(start_sec);
+    if (done_sec >= 0) {
+      op.state = OpState::kCompleted;
+      op.done_ns = Ns(done_sec);
+    } else {
+      op.state = OpState::kInFlight;
+    }
+    m.ops.push_back(op);
+    m.procs[proc].ops.push_back(static_cast<uint32_t>(m.ops.size() - 1));
+    return static_cast<uint32_t>(m.ops.size() - 1);
+  }
+  uint32_t P2p(uint32_t proc, uint32_t comm, const std::string& func, int32_t peer, uint64_t seq, uint64_t count,
+               double start_sec, double done_sec, const std::string& dtype = "ncclFloat32") {
+    uint32_t oi = Coll(proc, comm, seq, func, count, start_sec, done_sec, dtype, peer);
+    m.ops[oi].kind = OpKind::kP2p;
+    return oi;
+  }
+  // Collectives #1..#n on every rank of `comm`, 0.1 s apart, each 10 ms long.
+  void Steps(uint32_t comm, int n, double t = 0.1, const std::string& func = "AllReduce") {
+    for (int k = 1; k <= n; ++k)
+      for (uint32_t p : m.comms[comm].proc_of_rank) Coll(p, comm, k, func, 1024, t + 0.1 * (k - 1), t + 0.1 * (k - 1) + 0.01);
+  }
+  void Finalize(uint32_t proc, double at) {
+    m.procs[proc].finalized = true;
+    m.procs[proc].clean = true;
+    m.procs[proc].last_ns = Ns(at);
+    for (tools::Comm& c : m.comms)
+      for (CommMember& mem : c.members)
+        if (mem.proc == proc) mem.finalize_ns = Ns(at) - Ns(0.01);
+  }
+  Model& Finish() {
+    for (tools::Proc& p : m.procs) {
+      std::stable_sort(p.ops.begin(), p.ops.end(), [&](uint32_t a, uint32_t b) { return m.ops[a].start_ns < m.ops[b].start_ns; });
+      for (uint32_t i = 0; i < p.ops.size(); ++i) m.ops[p.ops[i]].index = i;
+    }
+    std::map<std::tuple<uint32_t, int, int32_t, int32_t, uint64_t>, uint32_t> idx;
+    m.matches.clear();
+    for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
+      Op& o = m.ops[oi];
+      int32_t src = -1, dst = -1;
+      size_t slot = static_cast<size_t>(o.rank);
+      if (o.kind == OpKind::kP2p) {
+        const bool recv = m.Str(o.func) == "Recv";
+        src = recv ? o.peer_or_root : o.rank;
+        dst = recv ? o.rank : o.peer_or_root;
+        slot = recv ? 1 : 0;
+      }
+      auto key = std::make_tuple(o.comm, static_cast<int>(o.kind), src, dst, o.seq);
+      auto it = idx.find(key);
+      if (it == idx.end()) {
+        Match mt;
+        mt.comm = o.comm;
+        mt.kind = o.kind;
+        mt.seq = o.seq;
+        mt.src = src;
+        mt.dst = dst;
+        mt.ops.assign(o.kind == OpKind::kP2p ? 2 : static_cast<size_t>(m.comms[o.comm].nranks), kNone);
+        m.matches.push_back(mt);
+        it = idx.emplace(key, static_cast<uint32_t>(m.matches.size() - 1)).first;
+      }
+      m.matches[it->second].ops[slot] = oi;
+      o.match = it->second;
+    }
+    m.alignment_method = "one host: its processes share one clock";
+    m.alignment_error_ns = 20000;
+    m.hosts = {"node0"};
+    return m;
+  }
+};
+
+std::vector<std::string> Names(const google::protobuf::RepeatedPtrField<report::ProcRef>& refs) {
+  std::vector<std::string> v;
+  for (const auto& r : refs) v.push_back(r.name());
+  return v;
+}
+
+std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+const report::Finding* FindKind(const report::Diagnosis& d, report::FindingKind k) {
+  for (const auto& f : d.findings())
+    if (f.kind() == k) return &f;
+  return nullptr;
+}
+
+using V = std::vector<std::string>;
+
+// ---------------------------------------------------------------- healthy
+
+TEST(Diagnose, HealthyJob) {
+  Job j;
+  j.Procs(4, 2.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 2.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
+  EXPECT_EQ(ExitStatus(d), 0);
+  EXPECT_EQ(d.severity(), report::SEVERITY_OK);
+  EXPECT_EQ(d.verdict(), "OK: no problem found in 4 processes (1 communicator, 40 operations, 40 completed)");
+  ASSERT_EQ(d.completed_before_hang_size(), 1);
+  EXPECT_EQ(d.completed_before_hang(0).last_completed_seq(), 10u);
+  EXPECT_EQ(d.completed_before_hang(0).completed_everywhere(), 10u);
+}
+
+// A job killed while its last collective was in flight (0.2 s): not a hang.
+TEST(Diagnose, KilledMidOperationIsNotAHang) {
+  Job j;
+  j.Procs(4, 1.3);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 11, "AllReduce", 1024, 1.1, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
+  EXPECT_EQ(ExitStatus(d), 0);
+  EXPECT_NE(d.verdict().find("4 operations were in flight when the files end"), std::string::npos) << d.verdict();
+}
+
+// ---------------------------------------------------------------- 1. missing rank
+
+// Ranks 0..2 enter AllReduce #12 at 5 s and wait until 15 s; rank 3 stops after #11.
+Job MissingRankJob() {
+  Job j;
+  j.Procs(4, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 11);
+  for (uint32_t p = 0; p < 3; ++p) j.Coll(p, w, 12, "AllReduce", 1024, 5.0, -1);
+  return j;
+}
+
+TEST(Diagnose, MissingRankLeftCleanly) {
+  Job j = MissingRankJob();
+  j.Finalize(3, 5.2);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
+            "rank 3 left cleanly after AllReduce #11");
+  ASSERT_GE(d.findings_size(), 1);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::MISSING_RANK);
+  EXPECT_EQ(f.severity(), report::SEVERITY_ERROR);
+  EXPECT_EQ(f.comm_name(), "world");
+  EXPECT_EQ(f.comm_hash(), 0xabcu);
+  EXPECT_EQ(f.func(), "AllReduce");
+  EXPECT_EQ(f.seq(), 12u);
+  EXPECT_EQ(Names(f.culprits()), V{"rank 3"});
+  EXPECT_EQ(Names(f.waiting()), (V{"rank 0", "rank 1", "rank 2"}));
+  ASSERT_EQ(f.fates_size(), 1);
+  EXPECT_EQ(f.fates(0), report::FATE_LEFT_CLEANLY);
+  EXPECT_DOUBLE_EQ(f.waited_sec(), 10.0);
+  EXPECT_EQ(d.findings_size(), 1) << FormatText(d);  // a clean exit is not a dead rank
+  EXPECT_EQ(ExitStatus(d), 1);
+  ASSERT_EQ(d.completed_before_hang_size(), 1);
+  EXPECT_EQ(d.completed_before_hang(0).last_completed_seq(), 11u);
+  EXPECT_EQ(d.completed_before_hang(0).highest_seq_issued(), 12u);
+}
+
+TEST(Diagnose, MissingRankDied) {
+  Job j = MissingRankJob();
+  j.m.procs[3].last_ns = Ns(5.0);
+  j.m.procs[3].last_heartbeat_ns = Ns(4.9);
+  j.m.procs[3].cut_tail = true;
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
+            "rank 3 died after AllReduce #11 (silent for the last 10.0 s)");
+  EXPECT_EQ(d.findings(0).fates(0), report::FATE_DIED);
+  // The death is also its own finding, after the hang it explains.
+  const report::Finding* dead = FindKind(d, report::DEAD_RANK);
+  ASSERT_NE(dead, nullptr);
+  EXPECT_EQ(Names(dead->culprits()), V{"rank 3"});
+  EXPECT_DOUBLE_EQ(dead->silent_sec(), 10.0);
+  EXPECT_NE(dead->evidence(0).text().find("ends mid-record"), std::string::npos);
+}
+
+TEST(Diagnose, MissingRankIdle) {
+  Job j = MissingRankJob();  // rank 3's heartbeats go on until 15 s, no op in flight
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
+            "rank 3 is alive but idle outside NCCL after AllReduce #11");
+  EXPECT_EQ(d.findings(0).fates(0), report::FATE_IDLE);
+  EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
+}
+
+// Rank 3 waits in 'pp' for rank 4, which idles: rank 4 is the root cause,
+// and the 'world' hang follows from it.
+TEST(Diagnose, MissingRankWaitsInAnotherComm) {
+  Job j = MissingRankJob();
+  j.Proc(4, 15.0);
+  uint32_t pp = j.Comm("pp", 0xdef, {3, 4});
+  j.Coll(3, pp, 1, "Broadcast", 4096, 5.1, -1, "ncclBfloat16", 0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "HANG: rank 4 never joined Broadcast #1 on comm 'pp' (2 ranks); rank 3 waited 9.9 s; "
+            "rank 4 is alive but idle outside NCCL");
+  ASSERT_EQ(d.findings_size(), 2) << FormatText(d);
+  const report::Finding& f = d.findings(1);
+  EXPECT_EQ(f.summary(),
+            "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
+            "rank 3 waits in Broadcast #1 on comm 'pp' (2 ranks)");
+  EXPECT_EQ(f.fates(0), report::FATE_WAITS_ELSEWHERE);
+}
+
+// Rank 3 waits in 'pp' for rank 2, which waits in 'world' for rank 3.
+TEST(Diagnose, MissingRanksOnACycleAreADeadlock) {
+  Job j = MissingRankJob();
+  uint32_t pp = j.Comm("pp", 0xdef, {2, 3});
+  j.Coll(3, pp, 5, "Broadcast", 4096, 4.9, -1, "ncclBfloat16", 0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "DEADLOCK: rank 2 waits in AllReduce #12 on comm 'world' (4 ranks) for rank 3, which waits in Broadcast #5 "
+            "on comm 'pp' (2 ranks) for rank 2; neither issued the other's operation (waited 10.0 s)");
+  const report::Finding* missing = FindKind(d, report::MISSING_RANK);
+  ASSERT_NE(missing, nullptr);
+}
+
+// Records lost at the tail of a file (the op completed elsewhere, so the rank took part): not a hang.
+TEST(Diagnose, CompletedElsewhereIsDataLossNotAbsence) {
+  Job j;
+  j.Procs(2, 5.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.Steps(w, 3);
+  j.Coll(0, w, 4, "AllReduce", 1024, 1.0, 1.1);
+  for (uint32_t p = 0; p < 2; ++p) j.Finalize(p, 5.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
+}
+
+// ---------------------------------------------------------------- 2. mismatch
+
+TEST(Diagnose, MismatchNamesTheOddRankOutNotTheMajority) {
+  Job j;
+  j.Procs(4, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 2);
+  for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 3, "AllReduce", p == 1 ? 512 : 1024, 1.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "MISMATCH: AllReduce #3 on comm 'world' (4 ranks): rank 1 called count 512 where ranks 0,2,3 called count 1,024");
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::MISMATCH);
+  EXPECT_EQ(Names(f.culprits()), V{"rank 1"});
+  EXPECT_EQ(Names(f.waiting()), (V{"rank 0", "rank 2", "rank 3"}));
+  // The hang at #3 is explained by the mismatch: no STUCK finding for it.
+  EXPECT_EQ(FindKind(d, report::STUCK_IN_PROGRESS), nullptr) << FormatText(d);
+  EXPECT_EQ(ExitStatus(d), 1);
+}
+
+TEST(Diagnose, MismatchOfFunctionAndDatatype) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("", 0x12ab, {0, 1, 2});
+  j.Coll(0, w, 1, "AllReduce", 1024, 1.0, -1);
+  j.Coll(1, w, 1, "AllGather", 256, 1.0, -1, "ncclBfloat16");
+  j.Coll(2, w, 1, "AllReduce", 1024, 1.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "MISMATCH: AllReduce #1 on comm 0x12ab (3 ranks): rank 1 called AllGather count 256 ncclBfloat16 where "
+            "ranks 0,2 called AllReduce count 1,024 ncclFloat32");
+}
+
+TEST(Diagnose, MismatchOfRoot) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  for (uint32_t p = 0; p < 3; ++p) j.Coll(p, w, 1, "Broadcast", 64, 1.0, -1, "ncclFloat32", p == 0 ? 1 : 0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(), "MISMATCH: Broadcast #1 on comm 'world' (3 ranks): rank 0 called root 1 where ranks 1,2 called root 0");
+}
+
+TEST(Diagnose, MismatchWithoutMajorityNamesEverySide) {
+  Job j;
+  j.Procs(2, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.Coll(0, w, 1, "AllReduce", 1024, 1.0, -1);
+  j.Coll(1, w, 1, "AllReduce", 2048, 1.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.findings(0).kind(), report::MISMATCH);
+  EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"}));
+  EXPECT_NE(d.verdict().find("no majority"), std::string::npos) << d.verdict();
+}
+
+// Rank 2 skipped AllReduce #3: its later collectives are the others' next ones.
+TEST(Diagnose, SkippedCollective) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  const char* f[] = {"AllReduce", "AllGather", "AllReduce", "AllGather", "AllReduce", "AllGather"};
+  for (uint32_t p = 0; p < 3; ++p) {
+    uint64_t seq = 1;
+    for (int k = 0; k < 6; ++k) {
+      if (p == 2 && k == 2) continue;
+      j.Coll(p, w, seq++, f[k], k % 2 ? 256 : 1024, 1.0 + 0.1 * k, -1);
+    }
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "MISMATCH: rank 2 skipped AllReduce(1,024 ncclFloat32) #3 on comm 'world' (3 ranks): its #3 is the #4 of ranks 0,1");
+  EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"});
+}
+
+TEST(Diagnose, ExtraCollective) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  for (uint32_t p = 0; p < 3; ++p) {
+    uint64_t seq = 1;
+    for (int k = 0; k < 4; ++k) {
+      if (p == 0 && k == 1) j.Coll(p, w, seq++, "Broadcast", 8, 1.05, -1, "ncclInt64", 0);
+      j.Coll(p, w, seq++, k % 2 ? "AllGather" : "AllReduce", k % 2 ? 256 : 1024, 1.0 + 0.1 * k, -1);
+    }
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "MISMATCH: rank 0 issued Broadcast(8 ncclInt64) as #2 on comm 'world' (3 ranks), which ranks 1,2 never "
+            "issued: its #3 is their #2");
+}
+
+// ---------------------------------------------------------------- 3. order mismatch
+
+TEST(Diagnose, SwappedOrder) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.Steps(w, 4);
+  for (uint32_t p = 0; p < 3; ++p) {
+    const bool odd = p == 2;
+    j.Coll(p, w, 5, odd ? "AllGather" : "AllReduce", odd ? 256 : 1024, 1.0, -1);
+    j.Coll(p, w, 6, odd ? "AllReduce" : "AllGather", odd ? 1024 : 256, 1.1, -1);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "ORDER MISMATCH: comm 'world' (3 ranks) #5-#6: rank 2 issued AllGather(256 ncclFloat32) then "
+            "AllReduce(1,024 ncclFloat32) where ranks 0,1 issued AllReduce(1,024 ncclFloat32) then AllGather(256 ncclFloat32)");
+  EXPECT_EQ(d.findings(0).kind(), report::ORDER_MISMATCH);
+  EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"});
+  EXPECT_EQ(FindKind(d, report::MISMATCH), nullptr);
+}
+
+// ---------------------------------------------------------------- 4. stuck in progress
+
+TEST(Diagnose, StuckInProgressNamesChannelAndPeer) {
+  Job j;
+  j.Procs(4, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 11);
+  uint32_t stuck_op = 0;
+  for (uint32_t p = 0; p < 4; ++p) {
+    uint32_t oi = j.Coll(p, w, 12, "AllReduce", 1024, 5.0, -1);
+    if (p == 1) stuck_op = oi;
+  }
+  StuckReport r;
+  r.time_ns = Ns(11.0);
+  r.threshold_sec = 6;
+  StuckOp so;
+  so.op = stuck_op;
+  so.comm = w;
+  so.seq = 12;
+  so.func = j.m.Intern("AllReduce");
+  so.age_ns = 6 * kSec;
+  so.nchannels = 2;
+  so.kernel_started = 2;
+  so.kernel_stopped = 1;
+  so.proxy_started = 4;
+  so.proxy_stopped = 3;
+  ProxyState done;
+  done.channel = 0;
+  done.peer = 2;
+  done.nsteps = 8;
+  done.last_step = 8;
+  done.stopped = true;
+  ProxyState stalled;
+  stalled.channel = 1;
+  stalled.peer = 2;
+  stalled.is_send = false;
+  stalled.nsteps = 8;
+  stalled.last_step = 3;
+  stalled.last_state = 10;
+  stalled.last_update_ns = Ns(5.2);
+  so.proxy = {done, stalled};
+  r.ops.push_back(so);
+  j.m.procs[1].stucks.push_back(r);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "STUCK: AllReduce #12 on comm 'world' (4 ranks) was issued by every rank and never finished on any "
+            "(ranks 0-3) (in flight 10.0 s); rank 1: receive from rank 2 never completed on channel 1");
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::STUCK_IN_PROGRESS);
+  ASSERT_EQ(f.stalled_size(), 1);
+  EXPECT_EQ(f.stalled(0).proc(), "rank 1");
+  EXPECT_EQ(f.stalled(0).peer(), "rank 2");
+  EXPECT_EQ(f.stalled(0).channel(), 1u);
+  EXPECT_FALSE(f.stalled(0).is_send());
+  EXPECT_EQ(f.stalled(0).last_state(), "RecvWait");
+  EXPECT_NEAR(f.stalled(0).idle_sec(), 5.8, 1e-9);
+  ASSERT_EQ(d.stuck_reports_size(), 1);
+  EXPECT_EQ(d.stuck_reports(0).proc(), "rank 1");
+  EXPECT_EQ(ExitStatus(d), 1);
+}
+
+TEST(Diagnose, StuckOnSomeRanksNamesThem) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  for (uint32_t p = 0; p < 3; ++p) j.Coll(p, w, 1, "Broadcast", 64, 1.0, p == 0 ? 1.01 : -1, "ncclFloat32", 0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "STUCK: Broadcast #1 on comm 'world' (3 ranks) was issued by every rank and never finished on ranks 1,2 "
+            "(in flight 14.0 s)");
+  EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 1", "rank 2"}));
+}
+
+// ---------------------------------------------------------------- 5. point-to-point
+
+TEST(Diagnose, SendWithoutReceive) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.P2p(0, w, "Send", 2, 1, 4096, 1.0, 1.2);
+  j.P2p(2, w, "Recv", 0, 1, 4096, 1.0, 1.2);
+  j.P2p(0, w, "Send", 2, 2, 4096, 2.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "UNMATCHED P2P: rank 0 sent 4,096 x ncclFloat32 to rank 2 on comm 'world' (3 ranks) (Send #2 between them); "
+            "rank 2 never posted the matching Recv; rank 0 waited 13.0 s; rank 2 is alive but idle outside NCCL "
+            "after Recv #1 from rank 0");
+  EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"});
+  EXPECT_EQ(Names(d.findings(0).waiting()), V{"rank 0"});
+  EXPECT_TRUE(d.findings(0).p2p());
+}
+
+TEST(Diagnose, SendAndReceiveSizesDisagree) {
+  Job j;
+  j.Procs(2, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.P2p(0, w, "Send", 1, 1, 1024, 1.0, -1);
+  j.P2p(1, w, "Recv", 0, 1, 2048, 1.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "UNMATCHED P2P: sizes disagree on comm 'world' (2 ranks): rank 0's Send #1 to rank 1 carries 1,024 x ncclFloat32 "
+            "but rank 1's Recv expects 2,048 x ncclFloat32");
+  EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"}));
+}
+
+TEST(Diagnose, SameBytesInDifferentDatatypesAgree) {
+  Job j;
+  j.Procs(2, 2.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.P2p(0, w, "Send", 1, 1, 1024, 1.0, 1.1, "ncclFloat32");
+  j.P2p(1, w, "Recv", 0, 1, 2048, 1.0, 1.1, "ncclBfloat16");
+  for (uint32_t p = 0; p < 2; ++p) j.Finalize(p, 2.0);
+  EXPECT_EQ(Diagnose(j.Finish()).findings_size(), 0);
+}
+
+// ---------------------------------------------------------------- 6. dead rank
+
+TEST(Diagnose, DeadRankInsideTheOperationOthersWaitIn) {
+  Job j;
+  j.Procs(4, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 11);
+  for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 12, "AllReduce", 1024, 5.0, -1);
+  j.m.procs[3].last_ns = Ns(5.5);
+  j.m.procs[3].last_heartbeat_ns = Ns(5.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "DEAD: rank 3 stopped without finalizing at 5.50 s (9.5 s before the job's last record), inside AllReduce #12 "
+            "on comm 'world' (4 ranks); ranks 0,1,2 wait in it (10.0 s)");
+  EXPECT_EQ(d.findings(0).kind(), report::DEAD_RANK);
+  EXPECT_DOUBLE_EQ(d.findings(0).t_last_sign_of_life_sec(), 5.5);
+  // The stuck collective is reported too, after the death that explains it.
+  ASSERT_NE(FindKind(d, report::STUCK_IN_PROGRESS), nullptr);
+}
+
+TEST(Diagnose, RecentSilenceIsNotDeath) {
+  Job j;
+  j.Procs(2, 5.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.Steps(w, 3);
+  j.m.procs[1].last_ns = Ns(3.5);  // 1.5 s before the job's end: within max(3 x 1 s, 2 s)
+  EXPECT_EQ(FindKind(Diagnose(j.Finish()), report::DEAD_RANK), nullptr);
+}
+
+// ---------------------------------------------------------------- 7. wait cycle
+
+TEST(Diagnose, CrossCommunicatorDeadlock) {
+  Job j;
+  j.Procs(2, 15.0);
+  uint32_t a = j.Comm("a", 0xa, {0, 1});
+  uint32_t b = j.Comm("b", 0xb, {0, 1});
+  j.Steps(a, 4);
+  j.Steps(b, 2, 0.15);
+  j.Coll(0, a, 5, "AllReduce", 1024, 1.0, -1);
+  j.Coll(1, b, 3, "AllReduce", 1024, 1.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "DEADLOCK: rank 0 waits in AllReduce #5 on comm 'a' (2 ranks) for rank 1, which waits in AllReduce #3 on "
+            "comm 'b' (2 ranks) for rank 0; neither issued the other's operation (waited 14.0 s)");
+  EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"}));
+  // Both missing-rank findings follow, each naming the other communicator.
+  int missing = 0;
+  for (const auto& f : d.findings()) missing += f.kind() == report::MISSING_RANK;
+  EXPECT_EQ(missing, 2) << FormatText(d);
+}
+
+// ---------------------------------------------------------------- 8. straggler
+
+TEST(Diagnose, StragglerIsAWarning) {
+  Job j;
+  j.Procs(4, 3.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  for (int k = 1; k <= 10; ++k)
+    for (uint32_t p = 0; p < 4; ++p) {
+      double t = 0.1 * k;
+      double late = p == 2 ? 0.005 + 0.001 * (k % 3) : 0.0001 * p;
+      j.Coll(p, w, k, "AllReduce", 1024, t + late, t + 0.009);
+    }
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 3.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::STRAGGLER);
+  EXPECT_EQ(f.severity(), report::SEVERITY_WARNING);
+  EXPECT_EQ(d.severity(), report::SEVERITY_WARNING);
+  EXPECT_EQ(Names(f.culprits()), V{"rank 2"});
+  EXPECT_EQ(f.straggler().collectives(), 10u);
+  EXPECT_EQ(f.straggler().late(), 10u);
+  EXPECT_NEAR(f.straggler().max_lag_ms(), 6.8, 0.01);
+  EXPECT_NEAR(f.straggler().median_lag_ms(), 5.8, 0.01);
+  EXPECT_EQ(d.verdict(),
+            "STRAGGLER: rank 2 arrived last at 10 of 10 collectives (100%), a median 5.8 ms after the median rank "
+            "(max 6.8 ms)");
+  EXPECT_EQ(ExitStatus(d), 1);
+}
+
+TEST(Diagnose, EvenArrivalsAreNoStraggler) {
+  Job j;
+  j.Procs(4, 3.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  for (int k = 1; k <= 10; ++k)
+    for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, k, "AllReduce", 1024, 0.1 * k + 0.0002 * ((p + k) % 4), 0.1 * k + 0.009);
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 3.0);
+  EXPECT_EQ(Diagnose(j.Finish()).findings_size(), 0);
+}
+
+// ---------------------------------------------------------------- precedence, input, output
+
+TEST(Diagnose, MismatchComesBeforeMissingRankAndStuck) {
+  Job j = MissingRankJob();  // a missing rank on 'world'
+  uint32_t t = j.Comm("tp", 0x7, {0, 1, 2});
+  for (uint32_t p = 0; p < 3; ++p) j.Coll(p, t, 1, "AllGather", p == 0 ? 128 : 256, 6.0, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 2);
+  EXPECT_EQ(d.findings(0).kind(), report::MISMATCH);
+  EXPECT_EQ(d.findings(1).kind(), report::MISSING_RANK);
+}
+
+TEST(Diagnose, InputIssues) {
+  Job j;
+  j.Procs(3, 2.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.m.comms[w].nranks = 4;
+  j.m.comms[w].proc_of_rank.push_back(kNone);
+  j.m.procs[2].drops.write_failed = 1234;
+  j.m.procs[2].drops.last_write_error = "No space left on device";
+  j.m.procs[1].cut_tail = true;
+  j.m.procs[1].issues.push_back("/traces/node0-1001.ncclwatch: offset 4096: cut tail: the last record's length is incomplete");
+  j.m.errors.push_back("cannot open /traces/x.ncclwatch: Permission denied");
+  for (uint32_t p = 0; p < 3; ++p) j.Finalize(p, 2.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(ExitStatus(d), 0) << FormatText(d);  // notes do not change the exit status
+  std::string text = FormatText(d);
+  EXPECT_NE(text.find("rank 2 lost 1,234 events: 1,234 in failed writes (No space left on device)"), std::string::npos) << text;
+  EXPECT_NE(text.find("cut tail: the last record's length is incomplete (normal for a killed process)"), std::string::npos);
+  EXPECT_NE(text.find("comm 'world' (4 ranks): no trace file for its rank 3 (3 of 4 given)"), std::string::npos);
+  EXPECT_NE(text.find("cannot open /traces/x.ncclwatch: Permission denied"), std::string::npos);
+  int drops = 0;
+  for (const auto& i : d.input_issues())
+    if (i.kind() == report::InputIssue::DROPS) {
+      ++drops;
+      EXPECT_EQ(i.lost_events(), 1234u);
+    }
+  EXPECT_EQ(drops, 1);
+}
+
+TEST(Diagnose, JsonRoundTrip) {
+  Job j = MissingRankJob();
+  j.Finalize(3, 5.2);
+  report::Diagnosis d = Diagnose(j.Finish());
+  std::string json = FormatJson(d);
+  EXPECT_NE(json.find("\"verdict\": \"HANG: rank 3 never joined"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"kind\": \"MISSING_RANK\""), std::string::npos) << json;
+  report::Diagnosis back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok());
+  EXPECT_EQ(back.SerializeAsString(), d.SerializeAsString());
+  EXPECT_EQ(FormatText(back), FormatText(d));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The whole text of one hang. To regenerate:
+//   bazel test //tools/diagnose:diagnose_test --test_env=UPDATE_GOLDEN=$PWD/tools/diagnose/testdata
+TEST(Diagnose, GoldenTextOfAHang) {
+  Job j = MissingRankJob();
+  j.m.procs[3].last_ns = Ns(5.0);
+  j.m.procs[3].last_heartbeat_ns = Ns(4.9);
+  j.m.procs[3].cut_tail = true;
+  j.m.procs[3].issues.push_back("/traces/node0-1003.ncclwatch: offset 8190: cut tail: the last record's length is incomplete");
+  StuckReport r;
+  r.time_ns = Ns(11.0);
+  r.threshold_sec = 6;
+  StuckOp so;
+  so.op = j.m.procs[0].ops.back();
+  so.comm = 0;
+  so.seq = 12;
+  so.func = j.m.Intern("AllReduce");
+  so.age_ns = 6 * kSec;
+  so.nchannels = 2;
+  so.kernel_started = 2;
+  so.kernel_stopped = 0;
+  ProxyState x;
+  x.channel = 0;
+  x.peer = 3;
+  x.nsteps = 8;
+  x.last_step = 0;
+  x.last_state = 10;
+  x.last_update_ns = Ns(5.0);
+  so.proxy = {x};
+  r.ops.push_back(so);
+  j.m.procs[0].stucks.push_back(r);
+  report::Diagnosis d = Diagnose(j.Finish());
+  const std::string text = FormatText(d);
+  EXPECT_EQ(FirstLine(text), d.verdict());
+  if (const char* dir = getenv("UPDATE_GOLDEN")) {
+    std::ofstream(std::string(dir) + "/hang.txt") << text;
+  }
+  EXPECT_EQ(text, ReadFile("tools/diagnose/testdata/hang.txt"));
+}
+
+TEST(RunDiagnose, Usage) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDiagnose({"--help"}, out, err), 0);
+  EXPECT_NE(out.str().find("usage: ncclwatch diagnose"), std::string::npos);
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunDiagnose({"--bogus"}, out2, err2), 2);
+  EXPECT_NE(err2.str().find("unknown option '--bogus'"), std::string::npos);
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunDiagnose({}, out3, err3), 2);
+  std::ostringstream out4, err4;
+  EXPECT_EQ(RunDiagnose({"--format=xml", "x"}, out4, err4), 2);
+}
+
+TEST(RunDiagnose, UnusableInputIsExit2) {
+  const std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/garbage.ncclwatch";
+  std::ofstream(path) << "this is not a trace file";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDiagnose({path}, out, err), 2);
+  EXPECT_NE(err.str().find(path), std::string::npos) << err.str();
+  std::ostringstream jout, jerr;
+  EXPECT_EQ(RunDiagnose({"--format=json", "/nonexistent/dir/x.ncclwatch"}, jout, jerr), 2);
+  report::Diagnosis d;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(jout.str(), &d).ok()) << jout.str();
+  EXPECT_EQ(d.exit_status(), 2);
+  EXPECT_EQ(ExitStatus(d), 2);
+  EXPECT_NE(d.verdict().find("UNUSABLE INPUT: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools

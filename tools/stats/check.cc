@@ -1,0 +1,493 @@
+#include "tools/stats/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <tuple>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model.h"
+#include "tools/stats/stats.h"
+#include "tools/stats/text.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+constexpr char kCheckUsage[] =
+    "usage: ncclwatch check --baseline FILE [--tolerance METRIC=PCT]... [--junit FILE] [--strict] FILE|DIR...\n"
+    "\n"
+    "The CI gate: compares the run's stats with a baseline made by\n"
+    "'ncclwatch stats --format=json' (rows of the same communicator, function\n"
+    "and size bucket), and runs 'diagnose'. Fails (exit 1) when a metric is\n"
+    "worse than the baseline by more than its tolerance, or on any diagnose\n"
+    "finding of error severity (hang, mismatch, dead rank...).\n"
+    "  --baseline FILE           the baseline stats JSON\n"
+    "  --tolerance METRIC=PCT    allowed change in percent of the baseline\n"
+    "                            (METRIC=off: not compared); repeatable, or\n"
+    "                            comma-separated. Defaults: latency_p50=10,\n"
+    "                            latency_p99=20, busbw=10. Also: algbw, delay_p50,\n"
+    "                            delay_p99, skew_p50, skew_p99.\n"
+    "  --junit FILE              also write a JUnit XML report for CI systems\n"
+    "  --strict                  baseline rows missing from the run fail too\n"
+    "                            (by default they are reported only)\n"
+    "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
+
+struct MetricDef {
+  const char* name;
+  bool higher_is_worse;
+  bool depends_on_timing;  // measured from GPU or CPU times (StatRow.timing)
+  const char* unit;
+  std::function<bool(const stats::StatRow&)> has;
+  std::function<double(const stats::StatRow&)> get;
+};
+
+#define NCCLWATCH_METRIC(n, field, worse, timed, unit)                                          \
+  MetricDef {                                                                                   \
+    n, worse, timed, unit, [](const stats::StatRow& r) { return r.has_##field(); },            \
+        [](const stats::StatRow& r) { return r.field(); }                                       \
+  }
+
+const std::vector<MetricDef>& Metrics() {
+  static const std::vector<MetricDef> kMetrics = {
+      NCCLWATCH_METRIC("latency_p50", latency_p50_us, true, true, "us"),
+      NCCLWATCH_METRIC("latency_p99", latency_p99_us, true, true, "us"),
+      NCCLWATCH_METRIC("algbw", algbw_gbps, false, true, "GB/s"),
+      NCCLWATCH_METRIC("busbw", busbw_gbps, false, true, "GB/s"),
+      NCCLWATCH_METRIC("delay_p50", delay_p50_us, true, false, "us"),
+      NCCLWATCH_METRIC("delay_p99", delay_p99_us, true, false, "us"),
+      NCCLWATCH_METRIC("skew_p50", skew_p50_us, true, false, "us"),
+      NCCLWATCH_METRIC("skew_p99", skew_p99_us, true, false, "us"),
+  };
+  return kMetrics;
+}
+#undef NCCLWATCH_METRIC
+
+const MetricDef* FindMetric(const std::string& name) {
+  for (const MetricDef& m : Metrics())
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+using Key = std::tuple<std::string, std::string, int32_t>;
+Key KeyOf(const stats::StatRow& r) { return Key(r.comm(), r.func(), r.bucket_log2()); }
+
+stats::CheckItem ItemFor(const stats::StatRow& r) {
+  stats::CheckItem it;
+  it.set_comm(r.comm());
+  it.set_func(r.func());
+  it.set_bucket(r.bucket());
+  it.set_bucket_log2(r.bucket_log2());
+  return it;
+}
+
+std::string Fmt(double v, const char* fmt) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string Value(const stats::CheckItem& it, bool baseline) {
+  const bool has = baseline ? it.has_baseline() : it.has_current();
+  if (!has) return "-";
+  const MetricDef* m = FindMetric(it.metric());
+  return Fmt(baseline ? it.baseline() : it.current(), "%.2f") + (m ? std::string(" ") + m->unit : "");
+}
+
+std::string Change(const stats::CheckItem& it) {
+  return it.has_change_pct() ? Fmt(it.change_pct(), "%+.1f%%") : "-";
+}
+
+std::string Limit(const stats::CheckItem& it) {
+  const MetricDef* m = FindMetric(it.metric());
+  if (m == nullptr) return "-";
+  return Fmt(m->higher_is_worse ? it.tolerance_pct() : -it.tolerance_pct(), "%+.1f%%");
+}
+
+std::string RowName(const stats::CheckItem& it) {
+  return it.comm() + " " + it.func() + " " + it.bucket();
+}
+
+// One line saying what the item is about.
+std::string Describe(const stats::CheckItem& it) {
+  if (it.status() == "missing" || it.status() == "new") return RowName(it) + ": " + it.note();
+  std::string s = RowName(it) + " " + it.metric() + ": " + Value(it, true) + " -> " + Value(it, false);
+  if (it.has_change_pct()) s += " (" + Change(it) + ", limit " + Limit(it) + ")";
+  if (!it.note().empty()) s += "; " + it.note();
+  return s;
+}
+
+class Table {
+ public:
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  bool empty() const { return rows_.size() <= 1; }
+  void Print(std::ostream& out, const std::string& indent) const {
+    std::vector<size_t> w;
+    for (const auto& r : rows_) {
+      w.resize(std::max(w.size(), r.size()), 0);
+      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], DisplayWidth(r[i]));
+    }
+    for (const auto& r : rows_) {
+      std::string line = indent;
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (i > 0) line += "  ";
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(w[i] - DisplayWidth(r[i]), ' ');
+      }
+      out << line << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+const char* SeverityName(report::Severity s) {
+  switch (s) {
+    case report::SEVERITY_ERROR: return "ERROR";
+    case report::SEVERITY_WARNING: return "WARNING";
+    case report::SEVERITY_INFO: return "INFO";
+    default: return "OK";
+  }
+}
+
+}  // namespace
+
+bool CheckResult::failed() const { return regressed > 0 || error_findings > 0 || (strict && missing > 0); }
+
+CheckOptions DefaultCheckOptions() {
+  CheckOptions o;
+  o.tolerance_pct = {{"latency_p50", 10.0}, {"latency_p99", 20.0}, {"busbw", 10.0}};
+  return o;
+}
+
+std::vector<std::string> CheckMetrics() {
+  std::vector<std::string> v;
+  for (const MetricDef& m : Metrics()) v.push_back(m.name);
+  return v;
+}
+
+bool ParseTolerance(const std::string& arg, CheckOptions* opts, std::string* error) {
+  std::stringstream ss(arg);
+  std::string part;
+  bool any = false;
+  while (std::getline(ss, part, ',')) {
+    if (part.empty()) continue;
+    any = true;
+    const size_t eq = part.find('=');
+    const std::string metric = part.substr(0, eq);
+    if (eq == std::string::npos || FindMetric(metric) == nullptr) {
+      std::string names;
+      for (const std::string& n : CheckMetrics()) names += (names.empty() ? "" : ", ") + n;
+      *error = "--tolerance wants METRIC=PCT with METRIC one of " + names + "; got '" + part + "'";
+      return false;
+    }
+    std::string v = part.substr(eq + 1);
+    if (v == "off") {
+      opts->tolerance_pct.erase(metric);
+      continue;
+    }
+    if (!v.empty() && v.back() == '%') v.pop_back();
+    char* end = nullptr;
+    const double pct = v.empty() ? NAN : strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(pct) || pct < 0) {
+      *error = "--tolerance " + metric + ": '" + part.substr(eq + 1) + "' is not a percentage >= 0 (or 'off')";
+      return false;
+    }
+    opts->tolerance_pct[metric] = pct;
+  }
+  if (!any) {
+    *error = "--tolerance wants METRIC=PCT";
+    return false;
+  }
+  return true;
+}
+
+CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, const CheckOptions& opts) {
+  CheckResult res;
+  std::map<Key, const stats::StatRow*> current;
+  for (const stats::StatRow& r : run.rows()) current.emplace(KeyOf(r), &r);
+  std::map<Key, const stats::StatRow*> base;
+  for (const stats::StatRow& r : baseline.rows()) base.emplace(KeyOf(r), &r);
+
+  std::vector<stats::CheckItem> missing, added;
+  for (const auto& [key, b] : base) {
+    auto it = current.find(key);
+    if (it == current.end()) {
+      stats::CheckItem item = ItemFor(*b);
+      item.set_status("missing");
+      item.set_note("in the baseline (" + std::to_string(b->calls()) + " calls), not in this run");
+      missing.push_back(std::move(item));
+      continue;
+    }
+    const stats::StatRow& c = *it->second;
+    for (const MetricDef& m : Metrics()) {
+      auto tol = opts.tolerance_pct.find(m.name);
+      if (tol == opts.tolerance_pct.end()) continue;
+      if (!m.has(*b)) continue;  // nothing to hold the run to
+      stats::CheckItem item = ItemFor(*b);
+      item.set_metric(m.name);
+      item.set_tolerance_pct(tol->second);
+      item.set_baseline(m.get(*b));
+      if (m.has(c)) item.set_current(m.get(c));
+      if (!item.has_current()) {
+        item.set_status("skipped");
+        item.set_note("no value in this run");
+      } else if (m.depends_on_timing && b->timing() != c.timing()) {
+        item.set_status("skipped");
+        item.set_note("not comparable: timing from " + b->timing() + " in the baseline, " + c.timing() + " in this run");
+      } else if (!(item.baseline() > 0)) {
+        item.set_status("skipped");
+        item.set_note("baseline value is not positive");
+      } else {
+        const double change = (item.current() - item.baseline()) / item.baseline() * 100.0;
+        item.set_change_pct(change);
+        const double worse = m.higher_is_worse ? change : -change;
+        if (worse > tol->second) item.set_status("regressed");
+        else if (worse < -tol->second) item.set_status("improved");
+        else item.set_status("ok");
+      }
+      res.items.push_back(std::move(item));
+    }
+  }
+  for (const auto& [key, c] : current) {
+    if (base.count(key)) continue;
+    stats::CheckItem item = ItemFor(*c);
+    item.set_status("new");
+    item.set_note("in this run (" + std::to_string(c->calls()) + " calls), not in the baseline");
+    added.push_back(std::move(item));
+  }
+  for (auto& i : missing) res.items.push_back(std::move(i));
+  for (auto& i : added) res.items.push_back(std::move(i));
+  for (const stats::CheckItem& i : res.items) {
+    const std::string& s = i.status();
+    if (s == "regressed") ++res.regressed;
+    else if (s == "improved") ++res.improved;
+    else if (s == "skipped") ++res.skipped;
+    else if (s == "missing") ++res.missing;
+    else if (s == "new") ++res.added;
+    else ++res.ok;
+  }
+  res.strict = opts.strict;
+  return res;
+}
+
+void AddFindings(const report::Diagnosis& d, CheckResult* r) {
+  for (const report::Finding& f : d.findings()) {
+    r->findings.push_back(f);
+    if (f.severity() == report::SEVERITY_ERROR) ++r->error_findings;
+  }
+}
+
+void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& out) {
+  int compared = 0;
+  for (const stats::CheckItem& i : r.items)
+    if (!i.metric().empty()) ++compared;
+  out << "compared " << compared << " metric(s): " << r.regressed << " regressed, " << r.ok << " ok, " << r.improved
+      << " improved, " << r.skipped << " skipped; " << r.missing << " baseline row(s) missing from the run, "
+      << r.added << " new row(s)\n";
+  std::string tols;
+  for (const std::string& m : CheckMetrics()) {
+    auto t = opts.tolerance_pct.find(m);
+    if (t != opts.tolerance_pct.end()) tols += (tols.empty() ? "" : ", ") + m + " " + Fmt(t->second, "%g") + "%";
+  }
+  out << "tolerances: " << (tols.empty() ? "none" : tols) << "\n";
+
+  auto table_of = [&](const std::vector<std::string>& statuses) {
+    Table t;
+    t.Add({"status", "comm", "func", "size", "metric", "baseline", "run", "change", "limit", "note"});
+    for (const std::string& st : statuses)
+      for (const stats::CheckItem& i : r.items)
+        if (i.status() == st)
+          t.Add({i.status(), Printable(i.comm()), Printable(i.func()), i.bucket(), i.metric().empty() ? "-" : i.metric(),
+                 Value(i, true), Value(i, false), Change(i), i.metric().empty() ? "-" : Limit(i), i.note()});
+    return t;
+  };
+  Table regressed = table_of({"regressed"});
+  if (!regressed.empty()) {
+    out << "\nREGRESSED:\n";
+    regressed.Print(out, "  ");
+  }
+  std::vector<std::string> other = {"missing", "skipped", "improved", "new"};
+  Table rest = table_of(other);
+  if (!rest.empty()) {
+    out << "\nnot failing" << (opts.strict ? " (except missing rows: --strict)" : "") << ":\n";
+    rest.Print(out, "  ");
+  }
+  out << "\ndiagnose: " << r.findings.size() << " finding(s), " << r.error_findings << " of error severity\n";
+  for (const report::Finding& f : r.findings)
+    out << "  " << SeverityName(f.severity()) << " " << report::FindingKind_Name(f.kind()) << ": "
+        << Printable(f.summary()) << "\n";
+  out << "\n";
+  if (!r.failed()) {
+    out << "PASS\n";
+    return;
+  }
+  std::vector<std::string> why;
+  if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
+  if (opts.strict && r.missing) why.push_back(std::to_string(r.missing) + " baseline row(s) missing (--strict)");
+  if (r.error_findings) why.push_back(std::to_string(r.error_findings) + " diagnose finding(s) of error severity");
+  std::string s;
+  for (const std::string& w : why) s += (s.empty() ? "" : ", ") + w;
+  out << "FAIL: " << s << "\n";
+}
+
+std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
+  std::ostringstream stats_cases, diag_cases;
+  int stats_tests = 0, stats_failures = 0, stats_skipped = 0;
+  for (const stats::CheckItem& i : r.items) {
+    ++stats_tests;
+    const std::string classname = "stats." + i.comm() + "." + i.func() + "." + i.bucket();
+    const std::string name = i.metric().empty() ? "row" : i.metric();
+    stats_cases << "    <testcase classname=\"" << XmlEscape(classname) << "\" name=\"" << XmlEscape(name)
+                << "\" time=\"0\"";
+    const std::string& st = i.status();
+    const bool fail = st == "regressed" || (st == "missing" && opts.strict);
+    const bool skip = !fail && (st == "missing" || st == "new" || st == "skipped");
+    const std::string what = Describe(i);
+    if (fail) {
+      ++stats_failures;
+      stats_cases << ">\n      <failure type=\"" << XmlEscape(st) << "\" message=\"" << XmlEscape(what) << "\">"
+                  << XmlEscape(what) << "</failure>\n    </testcase>\n";
+    } else if (skip) {
+      ++stats_skipped;
+      stats_cases << ">\n      <skipped message=\"" << XmlEscape(st + ": " + what) << "\"/>\n    </testcase>\n";
+    } else {
+      stats_cases << ">\n      <system-out>" << XmlEscape(st + ": " + what) << "</system-out>\n    </testcase>\n";
+    }
+  }
+  int diag_tests = 0, diag_failures = 0;
+  for (const report::Finding& f : r.findings) {
+    ++diag_tests;
+    const std::string name = report::FindingKind_Name(f.kind()) + ": " + f.summary();
+    std::string detail = f.summary();
+    for (const report::Evidence& e : f.evidence()) detail += "\n" + (e.proc().empty() ? "" : e.proc() + ": ") + e.text();
+    diag_cases << "    <testcase classname=\"diagnose." << XmlEscape(report::FindingKind_Name(f.kind())) << "\" name=\""
+               << XmlEscape(name) << "\" time=\"0\">\n";
+    if (f.severity() == report::SEVERITY_ERROR) {
+      ++diag_failures;
+      diag_cases << "      <failure type=\"" << SeverityName(f.severity()) << "\" message=\"" << XmlEscape(f.summary())
+                 << "\">" << XmlEscape(detail) << "</failure>\n";
+    } else {
+      diag_cases << "      <system-out>" << SeverityName(f.severity()) << ": " << XmlEscape(detail) << "</system-out>\n";
+    }
+    diag_cases << "    </testcase>\n";
+  }
+  if (r.findings.empty()) {
+    ++diag_tests;
+    diag_cases << "    <testcase classname=\"diagnose\" name=\"no findings\" time=\"0\"/>\n";
+  }
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"ncclwatch check\" tests=\"" << stats_tests + diag_tests << "\" failures=\""
+    << stats_failures + diag_failures << "\" errors=\"0\" skipped=\"" << stats_skipped << "\">\n";
+  x << "  <testsuite name=\"stats\" tests=\"" << stats_tests << "\" failures=\"" << stats_failures
+    << "\" errors=\"0\" skipped=\"" << stats_skipped << "\" time=\"0\">\n"
+    << stats_cases.str() << "  </testsuite>\n";
+  x << "  <testsuite name=\"diagnose\" tests=\"" << diag_tests << "\" failures=\"" << diag_failures
+    << "\" errors=\"0\" skipped=\"0\" time=\"0\">\n"
+    << diag_cases.str() << "  </testsuite>\n";
+  x << "</testsuites>\n";
+  return x.str();
+}
+
+int RunCheck(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CheckOptions opts = DefaultCheckOptions();
+  std::string baseline_path, junit_path;
+  std::vector<std::string> inputs;
+  auto value = [&](size_t* i, const std::string& flag, std::string* v) -> bool {
+    const std::string& a = args[*i];
+    if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) {
+      *v = a.substr(flag.size() + 1);
+      return true;
+    }
+    if (a == flag) {
+      if (*i + 1 >= args.size()) {
+        err << "ncclwatch check: " << flag << " needs a value\n" << kCheckUsage;
+        *v = "\x01";
+        return true;
+      }
+      *v = args[++*i];
+      return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      out << kCheckUsage;
+      return 0;
+    } else if (a == "--strict") {
+      opts.strict = true;
+    } else if (value(&i, "--baseline", &v)) {
+      if (v == "\x01") return 2;
+      baseline_path = v;
+    } else if (value(&i, "--junit", &v)) {
+      if (v == "\x01") return 2;
+      junit_path = v;
+    } else if (value(&i, "--tolerance", &v)) {
+      if (v == "\x01") return 2;
+      std::string error;
+      if (!ParseTolerance(v, &opts, &error)) {
+        err << "ncclwatch check: " << error << "\n";
+        return 2;
+      }
+    } else if (a == "--") {
+      inputs.insert(inputs.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    } else if (!a.empty() && a[0] == '-') {
+      err << "ncclwatch check: unknown option '" << a << "'\n" << kCheckUsage;
+      return 2;
+    } else {
+      inputs.push_back(a);
+    }
+  }
+  if (baseline_path.empty()) {
+    err << "ncclwatch check: --baseline FILE is required (make one with 'ncclwatch stats --format=json')\n"
+        << kCheckUsage;
+    return 2;
+  }
+  if (inputs.empty()) {
+    err << "ncclwatch check: no trace file or directory given\n" << kCheckUsage;
+    return 2;
+  }
+  std::ifstream bf(baseline_path, std::ios::binary);
+  if (!bf) {
+    err << "ncclwatch check: cannot read baseline " << baseline_path << "\n";
+    return 2;
+  }
+  std::stringstream buf;
+  buf << bf.rdbuf();
+  stats::Stats baseline;
+  std::string error;
+  if (!StatsFromJson(buf.str(), &baseline, &error)) {
+    err << "ncclwatch check: baseline " << baseline_path << ": " << error << "\n";
+    return 2;
+  }
+  Model m;
+  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
+    err << "ncclwatch check: " << error << "\n";
+    return 2;
+  }
+  for (const std::string& e : m.errors) err << "ncclwatch check: skipped " << e << "\n";
+  CheckResult r = CompareStats(baseline, ComputeStats(m), opts);
+  AddFindings(Diagnose(m), &r);
+  PrintCheck(r, opts, out);
+  if (!junit_path.empty()) {
+    std::ofstream jf(junit_path, std::ios::binary | std::ios::trunc);
+    jf << JUnitXml(r, opts);
+    jf.close();
+    if (!jf) {
+      err << "ncclwatch check: cannot write " << junit_path << "\n";
+      return 2;
+    }
+  }
+  return r.failed() ? 1 : 0;
+}
+
+}  // namespace ncclwatch::tools

@@ -1,0 +1,382 @@
+#include "tools/stats/stats.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <stdio.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "tools/stats/text.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+constexpr char kFormat[] = "ncclwatch-stats/1";
+
+constexpr char kStatsUsage[] =
+    "usage: ncclwatch stats [--format=text|json] FILE|DIR...\n"
+    "\n"
+    "Per communicator, function and message size (power-of-two buckets of\n"
+    "bytes as nccl-tests counts them): calls, latency p50/p99 (GPU kernel\n"
+    "time where the trace has it, else CPU enqueue-to-completion, marked\n"
+    "'cpu'), algorithm and bus bandwidth at the median latency (nccl-tests'\n"
+    "formulas), enqueue-to-kernel delay and arrival skew across ranks.\n"
+    "  --format=text   an aligned table (the default)\n"
+    "  --format=json   JSON (proto/stats.proto, message Stats): a baseline for\n"
+    "                  'ncclwatch check --baseline'\n";
+
+int32_t Log2Floor(uint64_t v) {
+  int32_t k = -1;
+  while (v != 0) {
+    v >>= 1;
+    ++k;
+  }
+  return k;
+}
+
+struct RowKey {
+  std::string comm;
+  std::string func;
+  int32_t bucket;
+  bool operator<(const RowKey& o) const {
+    return std::tie(comm, func, bucket) < std::tie(o.comm, o.func, o.bucket);
+  }
+};
+
+struct Acc {
+  int32_t nranks = 0;
+  double bytes_sum = 0;
+  uint64_t bytes_n = 0;
+  std::vector<uint32_t> matches;  // sorted and deduplicated at the end
+  uint32_t unmatched = 0;
+  uint32_t incomplete = 0;
+  std::vector<int64_t> gpu, cpu, delay, skew;
+};
+
+double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+std::string FuncName(const Model& m, uint16_t id) {
+  return m.Str(id).empty() ? std::string("(unknown)") : m.Str(id);
+}
+
+// Bucket of an op and, when known, its bytes.
+int32_t BucketOf(const Model& m, const Op& o, double* bytes, bool* known) {
+  const Comm& c = m.comms[o.comm];
+  *known = OpBytes(m.Str(o.func), m.Str(o.datatype), o.count, c.nranks, bytes);
+  if (!*known) return -2;
+  return Log2Floor(static_cast<uint64_t>(std::llround(*bytes)));  // -1 for 0 bytes
+}
+
+}  // namespace
+
+int DatatypeSize(const std::string& datatype) {
+  std::string d = datatype;
+  if (d.compare(0, 4, "nccl") == 0) d = d.substr(4);
+  static const std::map<std::string, int> kSizes = {
+      {"Int8", 1},      {"Char", 1},     {"Uint8", 1},       {"Float8e4m3", 1}, {"Float8e5m2", 1},
+      {"Float16", 2},   {"Half", 2},     {"Bfloat16", 2},    {"Int32", 4},      {"Int", 4},
+      {"Uint32", 4},    {"Float32", 4},  {"Float", 4},       {"Int64", 8},      {"Uint64", 8},
+      {"Float64", 8},   {"Double", 8},
+  };
+  auto it = kSizes.find(d);
+  return it == kSizes.end() ? 0 : it->second;
+}
+
+bool OpBytes(const std::string& func, const std::string& datatype, uint64_t count, int32_t nranks, double* bytes) {
+  const int size = DatatypeSize(datatype);
+  if (size == 0) return false;
+  double b = static_cast<double>(count) * size;
+  // nccl-tests doc/PERFORMANCE.md: for AllGather and ReduceScatter "S is the
+  // size in bytes of the total array, which for NCCL is equal to
+  // sendcount*sizeof(datatype)*n" (recvcount for ReduceScatter): NCCL's
+  // count, which the profiler reports, is per rank for those two.
+  if (func == "AllGather" || func == "ReduceScatter") b *= std::max(nranks, 1);
+  *bytes = b;
+  return true;
+}
+
+bool BusBwFactor(const std::string& func, int32_t nranks, double* factor) {
+  const double n = std::max(nranks, 1);
+  if (func == "AllReduce") {
+    *factor = 2.0 * (n - 1) / n;
+  } else if (func == "AllGather" || func == "ReduceScatter") {
+    *factor = (n - 1) / n;
+  } else if (func == "Broadcast" || func == "Reduce" || func == "Send" || func == "Recv" || func == "SendRecv") {
+    *factor = 1.0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int64_t Percentile(std::vector<int64_t>* v, double p) {
+  // Nearest rank: ceil(p/100 * n), 1-based.
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v->size())));
+  rank = std::min(std::max<size_t>(rank, 1), v->size());
+  auto nth = v->begin() + static_cast<std::ptrdiff_t>(rank - 1);
+  std::nth_element(v->begin(), nth, v->end());
+  return *nth;
+}
+
+std::string CommKey(const Comm& c) {
+  if (!c.name.empty()) return c.name;
+  return "(unnamed, " + std::to_string(c.nranks) + " ranks)";
+}
+
+std::string BucketLabel(int32_t log2) {
+  if (log2 == -2) return "unknown";
+  if (log2 < 0) return "0 B";
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  return std::to_string(uint64_t{1} << (log2 % 10)) + " " + kUnits[log2 / 10];
+}
+
+stats::Stats ComputeStats(const Model& m) {
+  std::map<RowKey, Acc> rows;
+  auto row_of = [&](const Op& o, double* bytes, bool* known) -> Acc& {
+    const Comm& c = m.comms[o.comm];
+    RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
+    Acc& a = rows[k];
+    a.nranks = std::max(a.nranks, c.nranks);
+    return a;
+  };
+  for (const Op& o : m.ops) {
+    if (o.comm >= m.comms.size()) continue;
+    double bytes = 0;
+    bool known = false;
+    Acc& a = row_of(o, &bytes, &known);
+    if (known) {
+      a.bytes_sum += bytes;
+      ++a.bytes_n;
+    }
+    if (o.match != kNone) a.matches.push_back(o.match);
+    else ++a.unmatched;
+    if (o.state != OpState::kCompleted) {
+      ++a.incomplete;
+      continue;
+    }
+    if (o.has_gpu) {
+      a.gpu.push_back(o.gpu_duration_ns);
+      if (o.start_ns != kNoTime && o.gpu_start_ns != kNoTime) a.delay.push_back(o.gpu_start_ns - o.start_ns);
+    }
+    if (o.start_ns != kNoTime && o.done_ns != kNoTime) a.cpu.push_back(o.done_ns - o.start_ns);
+  }
+  // Arrival skew, per collective seen on two ranks or more.
+  for (const Match& match : m.matches) {
+    if (match.kind != OpKind::kColl) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int n = 0;
+    uint32_t first = kNone;
+    for (uint32_t oi : match.ops) {
+      if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
+      if (first == kNone) first = oi;
+      lo = std::min(lo, m.ops[oi].start_ns);
+      hi = std::max(hi, m.ops[oi].start_ns);
+      ++n;
+    }
+    if (n < 2) continue;
+    double bytes;
+    bool known;
+    row_of(m.ops[first], &bytes, &known).skew.push_back(hi - lo);
+  }
+
+  stats::Stats out;
+  out.set_format(kFormat);
+  out.set_processes(static_cast<uint32_t>(m.procs.size()));
+  out.set_alignment_method(m.alignment_method);
+  out.set_alignment_error_us(m.alignment_error_ns / 1000.0);
+  for (auto& [key, a] : rows) {
+    std::sort(a.matches.begin(), a.matches.end());
+    a.matches.erase(std::unique(a.matches.begin(), a.matches.end()), a.matches.end());
+    stats::StatRow* r = out.add_rows();
+    r->set_comm(SanitizeUtf8(key.comm));
+    r->set_nranks(a.nranks);
+    r->set_func(SanitizeUtf8(key.func));
+    r->set_bucket_log2(key.bucket);
+    r->set_bucket(BucketLabel(key.bucket));
+    if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
+    r->set_calls(static_cast<uint32_t>(a.matches.size()) + a.unmatched);
+    r->set_incomplete(a.incomplete);
+    std::vector<int64_t>* lat = !a.gpu.empty() ? &a.gpu : !a.cpu.empty() ? &a.cpu : nullptr;
+    r->set_timing(!a.gpu.empty() ? "gpu" : !a.cpu.empty() ? "cpu" : "none");
+    if (lat != nullptr) {
+      r->set_samples(static_cast<uint32_t>(lat->size()));
+      const int64_t p50 = Percentile(lat, 50);
+      r->set_latency_p50_us(Us(p50));
+      r->set_latency_p99_us(Us(Percentile(lat, 99)));
+      double factor;
+      const bool has_factor = BusBwFactor(key.func, a.nranks, &factor);
+      if (has_factor) r->set_busbw_factor(factor);
+      if (r->has_bytes() && p50 > 0) {
+        const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s
+        r->set_algbw_gbps(algbw);
+        if (has_factor) r->set_busbw_gbps(algbw * factor);
+      }
+    }
+    if (!a.delay.empty()) {
+      r->set_delay_p50_us(Us(Percentile(&a.delay, 50)));
+      r->set_delay_p99_us(Us(Percentile(&a.delay, 99)));
+    }
+    r->set_skew_samples(static_cast<uint32_t>(a.skew.size()));
+    if (!a.skew.empty()) {
+      r->set_skew_p50_us(Us(Percentile(&a.skew, 50)));
+      r->set_skew_p99_us(Us(Percentile(&a.skew, 99)));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string Num(double v, int decimals) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+// A table with aligned columns: text columns left, numbers right.
+class Table {
+ public:
+  explicit Table(std::vector<std::pair<std::string, bool>> cols) : cols_(std::move(cols)) {
+    std::vector<std::string> h;
+    for (auto& c : cols_) h.push_back(c.first);
+    rows_.push_back(std::move(h));
+  }
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Print(std::ostream& out) const {
+    std::vector<size_t> w(cols_.size(), 0);
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], DisplayWidth(r[i]));
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        const std::string pad(w[i] - DisplayWidth(r[i]), ' ');
+        if (i > 0) line += "  ";
+        line += cols_[i].second ? pad + r[i] : r[i] + (i + 1 < r.size() ? pad : "");
+      }
+      out << line << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, bool>> cols_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace
+
+void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
+  out << s.processes() << " process(es); clocks: " << (s.alignment_method().empty() ? "not aligned" : s.alignment_method())
+      << "\n";
+  if (s.rows().empty()) {
+    out << "no operations\n";
+    return;
+  }
+  Table t({{"comm", false},
+           {"func", false},
+           {"size", true},
+           {"calls", true},
+           {"samples", true},
+           {"timing", false},
+           {"p50 us", true},
+           {"p99 us", true},
+           {"algbw GB/s", true},
+           {"busbw GB/s", true},
+           {"delay p50 us", true},
+           {"delay p99 us", true},
+           {"skew p50 us", true},
+           {"skew p99 us", true},
+           {"incomplete", true}});
+  bool any_cpu = false;
+  for (const stats::StatRow& r : s.rows()) {
+    auto opt = [](bool has, double v, int decimals) { return has ? Num(v, decimals) : std::string("-"); };
+    any_cpu |= r.timing() == "cpu";
+    t.Add({Printable(r.comm()), Printable(r.func()), r.bucket(), std::to_string(r.calls()), std::to_string(r.samples()),
+           r.timing(), opt(r.has_latency_p50_us(), r.latency_p50_us(), 1),
+           opt(r.has_latency_p99_us(), r.latency_p99_us(), 1), opt(r.has_algbw_gbps(), r.algbw_gbps(), 2),
+           opt(r.has_busbw_gbps(), r.busbw_gbps(), 2), opt(r.has_delay_p50_us(), r.delay_p50_us(), 1),
+           opt(r.has_delay_p99_us(), r.delay_p99_us(), 1), opt(r.has_skew_p50_us(), r.skew_p50_us(), 1),
+           opt(r.has_skew_p99_us(), r.skew_p99_us(), 1), std::to_string(r.incomplete())});
+  }
+  t.Print(out);
+  out << "size: bytes as nccl-tests counts them (AllGather, ReduceScatter: the whole array), bucket [size, 2 x size);"
+         " bandwidths at the p50 latency\n";
+  if (any_cpu)
+    out << "timing 'cpu': no GPU kernel timestamps for that row; latency is enqueue start to completion as the"
+           " plugin saw it (includes queueing behind earlier work)\n";
+}
+
+std::string StatsToJson(const stats::Stats& s) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  o.add_whitespace = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(s, &json, o);
+  return json;
+}
+
+bool StatsFromJson(const std::string& json, stats::Stats* s, std::string* error) {
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  auto status = google::protobuf::util::JsonStringToMessage(json, s, o);
+  if (!status.ok()) {
+    *error = "not ncclwatch stats JSON: " + std::string(status.message());
+    return false;
+  }
+  if (s->format().compare(0, 16, "ncclwatch-stats/") != 0) {
+    *error = "not ncclwatch stats JSON (no \"format\": \"ncclwatch-stats/1\"; make one with 'ncclwatch stats --format=json')";
+    return false;
+  }
+  return true;
+}
+
+int RunStats(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string format = "text";
+  std::vector<std::string> inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out << kStatsUsage;
+      return 0;
+    } else if (a.compare(0, 9, "--format=") == 0) {
+      format = a.substr(9);
+    } else if (a == "--format") {
+      if (i + 1 >= args.size()) {
+        err << "ncclwatch stats: --format needs a value\n" << kStatsUsage;
+        return 2;
+      }
+      format = args[++i];
+    } else if (a == "--") {
+      inputs.insert(inputs.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    } else if (!a.empty() && a[0] == '-') {
+      err << "ncclwatch stats: unknown option '" << a << "'\n" << kStatsUsage;
+      return 2;
+    } else {
+      inputs.push_back(a);
+    }
+  }
+  if (format != "text" && format != "json") {
+    err << "ncclwatch stats: --format must be text or json, not '" << format << "'\n";
+    return 2;
+  }
+  if (inputs.empty()) {
+    err << "ncclwatch stats: no trace file or directory given\n" << kStatsUsage;
+    return 2;
+  }
+  Model m;
+  std::string error;
+  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
+    err << "ncclwatch stats: " << error << "\n";
+    return 2;
+  }
+  for (const std::string& e : m.errors) err << "ncclwatch stats: skipped " << e << "\n";
+  stats::Stats s = ComputeStats(m);
+  if (format == "json") out << StatsToJson(s);
+  else PrintStatsTable(s, out);
+  return 0;
+}
+
+}  // namespace ncclwatch::tools

@@ -1,0 +1,69 @@
+// `ncclwatch stats`: latency, bandwidth, enqueue delay and arrival skew per
+// communicator, function and message-size bucket, as a table or as JSON
+// (proto/stats.proto, the baseline format of `ncclwatch check`).
+//
+// Conventions (the full list is in proto/stats.proto, StatRow):
+// - Bytes follow nccl-tests (doc/PERFORMANCE.md): the "size" S of an
+//   operation is count x datatype size, except AllGather and ReduceScatter,
+//   where NCCL's count is per rank (AllGather's sendcount, ReduceScatter's
+//   recvcount) and S is the whole array: count x datatype size x nranks.
+//   Send and Recv: count x datatype size.
+// - algbw = S / t and busbw = algbw x factor with nccl-tests' factors:
+//   AllReduce 2(n-1)/n; AllGather, ReduceScatter (n-1)/n; Broadcast, Reduce,
+//   Send, Recv 1. t is the row's median latency.
+// - Latency is GPU time (first kernel channel start to last stop) for rows
+//   where any op has GPU timing (only those ops are sampled); otherwise CPU
+//   time (completion seen by the plugin minus enqueue start), labelled "cpu".
+
+#ifndef TOOLS_STATS_STATS_H_
+#define TOOLS_STATS_STATS_H_
+
+#include <stdint.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "proto/stats.pb.h"
+#include "tools/model.h"
+
+namespace ncclwatch::tools {
+
+// Bytes per element of an NCCL datatype name ("ncclFloat32", also NCCL's
+// aliases "ncclFloat", "ncclHalf", ... and the names without "nccl"); 0 when
+// unknown.
+int DatatypeSize(const std::string& datatype);
+
+// nccl-tests' size S in bytes of one operation (see above); false when the
+// datatype is unknown.
+bool OpBytes(const std::string& func, const std::string& datatype, uint64_t count, int32_t nranks, double* bytes);
+
+// nccl-tests' bus bandwidth factor; false for a function it does not define.
+bool BusBwFactor(const std::string& func, int32_t nranks, double* factor);
+
+// Nearest-rank percentile (p in (0, 100]) of `v`, which it reorders; v non-empty.
+int64_t Percentile(std::vector<int64_t>* v, double p);
+
+// The row key of a communicator: its name, or "(unnamed, N ranks)".
+std::string CommKey(const Comm& c);
+
+// "0 B", "512 B", "1 KiB", "64 MiB", "2 GiB" for 2^log2 bytes; "unknown" for -1.
+std::string BucketLabel(int32_t log2);
+
+// The rows, sorted by communicator, function and bucket.
+stats::Stats ComputeStats(const Model& m);
+
+// An aligned table, one line per row.
+void PrintStatsTable(const stats::Stats& s, std::ostream& out);
+
+// JSON (protobuf's encoder, proto field names), and back.
+std::string StatsToJson(const stats::Stats& s);
+bool StatsFromJson(const std::string& json, stats::Stats* s, std::string* error);
+
+// `ncclwatch stats [--format=text|json] FILE|DIR...`: exit status 0, or 2 for
+// bad flags or unusable input.
+int RunStats(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_STATS_STATS_H_

@@ -1,0 +1,362 @@
+#include "tools/stats/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <tuple>
+
+namespace ncclwatch::tools {
+namespace {
+
+constexpr int64_t kT0 = 1'700'000'000'000'000'000;  // aligned ns (CLOCK_REALTIME-like)
+
+// A hand-built job: `nranks` processes, one per rank, on one communicator.
+struct Job {
+  Model m;
+  uint32_t comm = 0;
+
+  Job(int nranks, const std::string& name, uint64_t hash = 0x1234) {
+    Comm c;
+    c.hash = hash;
+    c.name = name;
+    c.nranks = nranks;
+    for (int r = 0; r < nranks; ++r) {
+      Proc p;
+      p.host = "node0";
+      p.pid = 100 + r;
+      p.launcher_rank = r;
+      p.first_ns = kT0;
+      m.procs.push_back(p);
+      c.members.push_back({static_cast<uint32_t>(r), r, kT0, kNoTime});
+      c.proc_of_rank.push_back(static_cast<uint32_t>(r));
+    }
+    m.comms.push_back(c);
+    m.alignment_method = "one host: its processes share one clock";
+  }
+
+  uint32_t AddComm(const std::string& name, uint64_t hash, int nranks) {
+    Comm c;
+    c.hash = hash;
+    c.name = name;
+    c.nranks = nranks;
+    for (int r = 0; r < nranks; ++r) {
+      c.members.push_back({static_cast<uint32_t>(r), r, kT0, kNoTime});
+      c.proc_of_rank.push_back(static_cast<uint32_t>(r));
+    }
+    m.comms.push_back(c);
+    return static_cast<uint32_t>(m.comms.size() - 1);
+  }
+
+  // One op on rank `r`; gpu_dur 0: no GPU timing; done < 0: in flight.
+  uint32_t AddOp(uint32_t ci, int r, const std::string& func, uint64_t seq, uint64_t count, const std::string& dtype,
+                 int64_t start, int64_t done, int64_t gpu_start = 0, uint32_t gpu_dur = 0) {
+    Op o;
+    o.proc = static_cast<uint32_t>(r);
+    o.comm = ci;
+    o.rank = r;
+    o.kind = (func == "Send" || func == "Recv") ? OpKind::kP2p : OpKind::kColl;
+    o.func = m.Intern(func);
+    o.datatype = m.Intern(dtype);
+    o.seq = seq;
+    o.count = count;
+    o.start_ns = kT0 + start;
+    if (done >= 0) {
+      o.state = OpState::kCompleted;
+      o.done_ns = kT0 + done;
+    } else {
+      o.state = OpState::kInFlight;
+    }
+    if (gpu_dur > 0) {
+      o.has_gpu = true;
+      o.gpu_start_ns = kT0 + gpu_start;
+      o.gpu_duration_ns = gpu_dur;
+    }
+    const uint32_t oi = static_cast<uint32_t>(m.ops.size());
+    m.ops.push_back(o);
+    m.procs[static_cast<size_t>(r)].ops.push_back(oi);
+    return oi;
+  }
+
+  void Match() {
+    // Collectives by (comm, seq).
+    std::map<std::pair<uint32_t, uint64_t>, uint32_t> idx;
+    for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
+      Op& o = m.ops[oi];
+      if (o.kind != OpKind::kColl) continue;
+      auto key = std::make_pair(o.comm, o.seq);
+      auto it = idx.find(key);
+      if (it == idx.end()) {
+        ::ncclwatch::tools::Match mt;
+        mt.comm = o.comm;
+        mt.seq = o.seq;
+        mt.ops.assign(static_cast<size_t>(m.comms[o.comm].nranks), kNone);
+        it = idx.emplace(key, static_cast<uint32_t>(m.matches.size())).first;
+        m.matches.push_back(mt);
+      }
+      m.matches[it->second].ops[static_cast<size_t>(o.rank)] = oi;
+      o.match = it->second;
+    }
+  }
+};
+
+const stats::StatRow* FindRow(const stats::Stats& s, const std::string& comm, const std::string& func, int bucket) {
+  for (const auto& r : s.rows())
+    if (r.comm() == comm && r.func() == func && r.bucket_log2() == bucket) return &r;
+  return nullptr;
+}
+
+TEST(StatsTest, DatatypeSizes) {
+  EXPECT_EQ(DatatypeSize("ncclInt8"), 1);
+  EXPECT_EQ(DatatypeSize("ncclUint8"), 1);
+  EXPECT_EQ(DatatypeSize("ncclFloat8e4m3"), 1);
+  EXPECT_EQ(DatatypeSize("ncclFloat8e5m2"), 1);
+  EXPECT_EQ(DatatypeSize("ncclFloat16"), 2);
+  EXPECT_EQ(DatatypeSize("ncclBfloat16"), 2);
+  EXPECT_EQ(DatatypeSize("ncclInt32"), 4);
+  EXPECT_EQ(DatatypeSize("ncclUint32"), 4);
+  EXPECT_EQ(DatatypeSize("ncclFloat32"), 4);
+  EXPECT_EQ(DatatypeSize("ncclInt64"), 8);
+  EXPECT_EQ(DatatypeSize("ncclUint64"), 8);
+  EXPECT_EQ(DatatypeSize("ncclFloat64"), 8);
+  EXPECT_EQ(DatatypeSize("ncclFloat"), 4);
+  EXPECT_EQ(DatatypeSize("Float32"), 4);
+  EXPECT_EQ(DatatypeSize(""), 0);
+  EXPECT_EQ(DatatypeSize("ncclComplex"), 0);
+}
+
+TEST(StatsTest, BytesFollowNcclTests) {
+  double b = 0;
+  // AllReduce, Broadcast, Reduce, Send, Recv: count x size.
+  ASSERT_TRUE(OpBytes("AllReduce", "ncclFloat32", 1024, 8, &b));
+  EXPECT_EQ(b, 4096);
+  ASSERT_TRUE(OpBytes("Send", "ncclBfloat16", 1024, 8, &b));
+  EXPECT_EQ(b, 2048);
+  // AllGather / ReduceScatter: NCCL's count is per rank; S is the whole array.
+  ASSERT_TRUE(OpBytes("AllGather", "ncclFloat32", 1024, 8, &b));
+  EXPECT_EQ(b, 4096 * 8);
+  ASSERT_TRUE(OpBytes("ReduceScatter", "ncclFloat16", 1024, 4, &b));
+  EXPECT_EQ(b, 2048 * 4);
+  EXPECT_FALSE(OpBytes("AllReduce", "ncclMystery", 1024, 8, &b));
+
+  double f = 0;
+  ASSERT_TRUE(BusBwFactor("AllReduce", 8, &f));
+  EXPECT_DOUBLE_EQ(f, 2.0 * 7 / 8);
+  ASSERT_TRUE(BusBwFactor("AllGather", 8, &f));
+  EXPECT_DOUBLE_EQ(f, 7.0 / 8);
+  ASSERT_TRUE(BusBwFactor("ReduceScatter", 4, &f));
+  EXPECT_DOUBLE_EQ(f, 3.0 / 4);
+  ASSERT_TRUE(BusBwFactor("Broadcast", 4, &f));
+  EXPECT_EQ(f, 1);
+  ASSERT_TRUE(BusBwFactor("Reduce", 4, &f));
+  EXPECT_EQ(f, 1);
+  ASSERT_TRUE(BusBwFactor("Send", 2, &f));
+  EXPECT_EQ(f, 1);
+  ASSERT_TRUE(BusBwFactor("Recv", 2, &f));
+  EXPECT_EQ(f, 1);
+  EXPECT_FALSE(BusBwFactor("AllToAllMaybe", 2, &f));
+}
+
+TEST(StatsTest, PercentileIsNearestRank) {
+  std::vector<int64_t> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  EXPECT_EQ(Percentile(&v, 50), 50);
+  EXPECT_EQ(Percentile(&v, 99), 99);
+  EXPECT_EQ(Percentile(&v, 100), 100);
+  std::vector<int64_t> one{7};
+  EXPECT_EQ(Percentile(&one, 50), 7);
+  EXPECT_EQ(Percentile(&one, 99), 7);
+  std::vector<int64_t> two{20, 10};
+  EXPECT_EQ(Percentile(&two, 50), 10);
+  EXPECT_EQ(Percentile(&two, 99), 20);
+}
+
+TEST(StatsTest, BucketLabels) {
+  EXPECT_EQ(BucketLabel(-2), "unknown");
+  EXPECT_EQ(BucketLabel(-1), "0 B");
+  EXPECT_EQ(BucketLabel(0), "1 B");
+  EXPECT_EQ(BucketLabel(9), "512 B");
+  EXPECT_EQ(BucketLabel(10), "1 KiB");
+  EXPECT_EQ(BucketLabel(26), "64 MiB");
+  EXPECT_EQ(BucketLabel(31), "2 GiB");
+}
+
+TEST(StatsTest, GpuLatencyBandwidthSkewAndDelay) {
+  Job j(4, "world");
+  // Two AllReduces of 1 MiB (262144 floats) on 4 ranks. GPU durations
+  // 100..103 us and 200..203 us; rank r arrives r us late; kernel starts 5 us
+  // after enqueue.
+  for (int seq = 0; seq < 2; ++seq)
+    for (int r = 0; r < 4; ++r) {
+      const int64_t start = seq * 1'000'000 + r * 1000;
+      const uint32_t dur = static_cast<uint32_t>((seq + 1) * 100'000 + r * 1000);
+      j.AddOp(0, r, "AllReduce", seq, 262144, "ncclFloat32", start, start + 300'000, start + 5000, dur);
+    }
+  j.Match();
+  stats::Stats s = ComputeStats(j.m);
+  ASSERT_EQ(s.rows_size(), 1);
+  const stats::StatRow& r = s.rows(0);
+  EXPECT_EQ(r.comm(), "world");
+  EXPECT_EQ(r.func(), "AllReduce");
+  EXPECT_EQ(r.nranks(), 4);
+  EXPECT_EQ(r.bucket_log2(), 20);
+  EXPECT_EQ(r.bucket(), "1 MiB");
+  EXPECT_EQ(r.bytes(), 1048576);
+  EXPECT_EQ(r.calls(), 2u);
+  EXPECT_EQ(r.samples(), 8u);
+  EXPECT_EQ(r.incomplete(), 0u);
+  EXPECT_EQ(r.timing(), "gpu");
+  // Samples 100,101,102,103,200,201,202,203 us: nearest-rank p50 = 4th = 103, p99 = 203.
+  EXPECT_DOUBLE_EQ(r.latency_p50_us(), 103.0);
+  EXPECT_DOUBLE_EQ(r.latency_p99_us(), 203.0);
+  // algbw = 1048576 B / 103 us; busbw = algbw x 2(n-1)/n = x 1.5.
+  EXPECT_NEAR(r.algbw_gbps(), 1048576.0 / 103000.0, 1e-9);
+  EXPECT_NEAR(r.busbw_gbps(), 1048576.0 / 103000.0 * 1.5, 1e-9);
+  EXPECT_DOUBLE_EQ(r.busbw_factor(), 1.5);
+  EXPECT_DOUBLE_EQ(r.delay_p50_us(), 5.0);
+  EXPECT_DOUBLE_EQ(r.delay_p99_us(), 5.0);
+  EXPECT_EQ(r.skew_samples(), 2u);
+  EXPECT_DOUBLE_EQ(r.skew_p50_us(), 3.0);
+  EXPECT_DOUBLE_EQ(r.skew_p99_us(), 3.0);
+}
+
+TEST(StatsTest, CpuOnlyRowsSayCpu) {
+  Job j(2, "world");
+  for (int r = 0; r < 2; ++r) {
+    j.AddOp(0, r, "AllGather", 0, 1024, "ncclFloat16", 0, 50'000);  // 1024 x 2 B x 2 ranks = 4 KiB
+    j.AddOp(0, r, "AllGather", 1, 1024, "ncclFloat16", 100'000, -1);  // never completes
+  }
+  j.Match();
+  stats::Stats s = ComputeStats(j.m);
+  const stats::StatRow* r = FindRow(s, "world", "AllGather", 12);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->timing(), "cpu");
+  EXPECT_EQ(r->samples(), 2u);
+  EXPECT_EQ(r->incomplete(), 2u);
+  EXPECT_EQ(r->calls(), 2u);
+  EXPECT_DOUBLE_EQ(r->latency_p50_us(), 50.0);
+  EXPECT_NEAR(r->busbw_gbps(), 4096.0 / 50000.0 * 0.5, 1e-12);
+  EXPECT_FALSE(r->has_delay_p50_us());
+
+  std::ostringstream table;
+  PrintStatsTable(s, table);
+  EXPECT_NE(table.str().find("timing 'cpu'"), std::string::npos) << table.str();
+}
+
+TEST(StatsTest, GpuSamplesWinOverCpuOnes) {
+  Job j(2, "world");
+  j.AddOp(0, 0, "AllReduce", 0, 256, "ncclFloat32", 0, 900'000, 1000, 10'000);
+  j.AddOp(0, 1, "AllReduce", 0, 256, "ncclFloat32", 0, 800'000);  // no GPU timing: not mixed in
+  j.Match();
+  stats::Stats s = ComputeStats(j.m);
+  ASSERT_EQ(s.rows_size(), 1);
+  EXPECT_EQ(s.rows(0).timing(), "gpu");
+  EXPECT_EQ(s.rows(0).samples(), 1u);
+  EXPECT_DOUBLE_EQ(s.rows(0).latency_p50_us(), 10.0);
+}
+
+TEST(StatsTest, RowsByCommFuncAndBucket) {
+  Job j(2, "world");
+  const uint32_t anon = j.AddComm("", 0xfeed, 2);
+  for (int r = 0; r < 2; ++r) {
+    j.AddOp(0, r, "AllReduce", 0, 1000, "ncclFloat32", 0, 10'000);      // 4000 B -> 2 KiB bucket
+    j.AddOp(0, r, "AllReduce", 1, 1024, "ncclFloat32", 20'000, 30'000);  // 4096 B -> 4 KiB bucket
+    j.AddOp(0, r, "AllReduce", 2, 0, "ncclFloat32", 40'000, 41'000);     // 0 B
+    j.AddOp(0, r, "AllReduce", 3, 10, "ncclWeird", 50'000, 51'000);      // unknown size
+    j.AddOp(anon, r, "Broadcast", 0, 10, "ncclInt8", 60'000, 61'000);
+  }
+  j.AddOp(0, 0, "Send", 1, 100, "ncclInt8", 70'000, 71'000);
+  j.AddOp(0, 1, "Recv", 1, 100, "ncclInt8", 70'000, 72'000);
+  j.Match();
+  stats::Stats s = ComputeStats(j.m);
+  EXPECT_NE(FindRow(s, "world", "AllReduce", 11), nullptr);
+  EXPECT_NE(FindRow(s, "world", "AllReduce", 12), nullptr);
+  ASSERT_NE(FindRow(s, "world", "AllReduce", -1), nullptr);
+  EXPECT_EQ(FindRow(s, "world", "AllReduce", -1)->bucket(), "0 B");
+  const stats::StatRow* unknown = FindRow(s, "world", "AllReduce", -2);
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_EQ(unknown->bucket(), "unknown");
+  EXPECT_FALSE(unknown->has_bytes());
+  EXPECT_FALSE(unknown->has_algbw_gbps());
+  EXPECT_TRUE(unknown->has_latency_p50_us());
+  EXPECT_NE(FindRow(s, "(unnamed, 2 ranks)", "Broadcast", 3), nullptr);
+  const stats::StatRow* send = FindRow(s, "world", "Send", 6);
+  ASSERT_NE(send, nullptr);
+  EXPECT_EQ(send->calls(), 1u);
+  EXPECT_EQ(send->skew_samples(), 0u);  // p2p: no arrival skew
+  EXPECT_DOUBLE_EQ(send->busbw_gbps(), send->algbw_gbps());
+  // Sorted by comm, func, bucket.
+  for (int i = 1; i < s.rows_size(); ++i) {
+    const auto& a = s.rows(i - 1);
+    const auto& b = s.rows(i);
+    EXPECT_TRUE(std::make_tuple(a.comm(), a.func(), a.bucket_log2()) < std::make_tuple(b.comm(), b.func(), b.bucket_log2()));
+  }
+}
+
+TEST(StatsTest, JsonRoundTripWithProtoFieldNames) {
+  Job j(2, "we\"ird\\name\n\xC3\xA9");
+  for (int r = 0; r < 2; ++r) j.AddOp(0, r, "AllReduce", 0, 256, "ncclFloat32", r * 1000, 50'000, 2000, 20'000);
+  j.Match();
+  stats::Stats s = ComputeStats(j.m);
+  const std::string json = StatsToJson(s);
+  EXPECT_NE(json.find("\"latency_p50_us\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"bucket_log2\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"ncclwatch-stats/1\""), std::string::npos);
+  EXPECT_NE(json.find("we\\\"ird\\\\name\\n\xC3\xA9"), std::string::npos) << json;
+  stats::Stats back;
+  std::string error;
+  ASSERT_TRUE(StatsFromJson(json, &back, &error)) << error;
+  ASSERT_EQ(back.rows_size(), 1);
+  EXPECT_EQ(back.rows(0).comm(), "we\"ird\\name\n\xC3\xA9");
+  EXPECT_EQ(back.rows(0).SerializeAsString(), s.rows(0).SerializeAsString());
+
+  EXPECT_FALSE(StatsFromJson("{\"rows\": 3}", &back, &error));
+  EXPECT_FALSE(StatsFromJson("{}", &back, &error));
+  EXPECT_NE(error.find("ncclwatch stats --format=json"), std::string::npos);
+}
+
+TEST(StatsTest, InvalidUtf8NamesSurvive) {
+  Job j(2, std::string("bad\xFF\xFEname"));
+  for (int r = 0; r < 2; ++r) j.AddOp(0, r, "AllReduce", 0, 256, "ncclFloat32", 0, 50'000);
+  j.Match();
+  stats::Stats back;
+  std::string error;
+  ASSERT_TRUE(StatsFromJson(StatsToJson(ComputeStats(j.m)), &back, &error)) << error;
+  ASSERT_EQ(back.rows_size(), 1);
+  EXPECT_EQ(back.rows(0).comm(), "bad\xEF\xBF\xBD\xEF\xBF\xBDname");
+}
+
+TEST(StatsTest, TableColumnsAlign) {
+  Job j(2, "world");
+  const uint32_t tp = j.AddComm("tensor-parallel-\xC3\xA9", 0x77, 2);
+  for (int r = 0; r < 2; ++r) {
+    j.AddOp(0, r, "AllReduce", 0, 1 << 20, "ncclFloat32", 0, 500'000, 1000, 400'000);
+    j.AddOp(tp, r, "AllGather", 0, 16, "ncclBfloat16", 600'000, 610'000, 601'000, 5'000);
+  }
+  j.Match();
+  std::ostringstream out;
+  PrintStatsTable(ComputeStats(j.m), out);
+  std::istringstream in(out.str());
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  ASSERT_GE(lines.size(), 4u) << out.str();
+  EXPECT_EQ(lines[1].rfind("comm", 0), 0u) << out.str();
+  // The right edge of the "p50 us" column lines up on every row (display columns).
+  auto col_end = [](const std::string& l, size_t byte_pos) {
+    size_t w = 0;
+    for (size_t i = 0; i < byte_pos; ++i)
+      if ((static_cast<unsigned char>(l[i]) & 0xC0) != 0x80) ++w;
+    return w;
+  };
+  const size_t h = lines[1].find("p50 us") + 6;
+  const size_t want = col_end(lines[1], h);
+  // Rows sorted by comm: "tensor-parallel-é" (AllGather, 5 us) before "world" (AllReduce, 400 us).
+  ASSERT_NE(lines[2].find("AllGather"), std::string::npos) << out.str();
+  ASSERT_NE(lines[3].find("400.0"), std::string::npos) << out.str();
+  EXPECT_EQ(col_end(lines[2], lines[2].find("5.0") + 3), want) << out.str();
+  EXPECT_EQ(col_end(lines[3], lines[3].find("400.0") + 5), want) << out.str();
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
