@@ -1,0 +1,134 @@
+// The model on synthetic trace files: ranks linked through communicators,
+// collectives matched by (comm, function, seq), clocks of several hosts
+// aligned, and what a watchdog's abort does to a hung job's files.
+
+#include "tools/model.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/testing/trace_builder.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using testing::kMs;
+using testing::kNever;
+using testing::kSec;
+using testing::kUs;
+
+std::string TempDir(const std::string& tag) {
+  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  std::string t = base + "/" + tag + "-XXXXXX";
+  return mkdtemp(&t[0]);
+}
+
+// Four ranks; rank 3 skips AllReduce #2 and goes on to Broadcast #2, which
+// hangs; at 10 s the watchdog aborts every communicator: the abort makes the
+// hung kernels exit, so ranks 0 and 1 report AllReduce #2 "completed" at
+// 10.4 s, just before their communicator's finalize (the abort) at 10.9 s.
+std::string WriteAbortedSkip() {
+  std::string dir = TempDir("abort");
+  for (int r = 0; r < 4; ++r) {
+    testing::ProcSpec spec;
+    spec.host = "node0";
+    spec.pid = 500 + r;
+    spec.launcher_rank = r;
+    spec.stuck_sec = 0;
+    testing::TraceBuilder b(spec);
+    int world = b.AddComm(0xabc, "world", 4, r, 1 * kMs);
+    for (uint64_t k = 0; k < 2; ++k) {
+      b.Coll(world, "AllReduce", k, 1024, (10 + k * 10) * kMs, static_cast<int64_t>((12 + k * 10) * kMs));
+      b.Coll(world, "Broadcast", k, 1024, (15 + k * 10) * kMs, static_cast<int64_t>((17 + k * 10) * kMs));
+    }
+    if (r != 3) {
+      int64_t fake_done = r < 2 ? static_cast<int64_t>(10400 * kMs) : kNever;
+      b.Coll(world, "AllReduce", 2, 1024, 30 * kMs, fake_done);
+    }
+    b.Coll(world, "Broadcast", 2, 1024, 35 * kMs, kNever);
+    b.Heartbeats(0, 10 * kSec);
+    b.FinalizeComm(world, 10900 * kMs);
+    b.Finalize(11 * kSec, true);
+    EXPECT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
+  return dir;
+}
+
+TEST(ModelTest, AbortedCompletionsAreNotCompletions) {
+  std::string dir = WriteAbortedSkip();
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.procs.size(), 4u);
+  ASSERT_EQ(m.comms.size(), 1u);
+  int aborted = 0, completed_ar2 = 0;
+  for (const Op& o : m.ops) {
+    if (m.Str(o.func) == "AllReduce" && o.seq == 2) {
+      EXPECT_EQ(o.state, OpState::kInFlight) << "rank " << o.rank;
+      completed_ar2 += o.state == OpState::kCompleted;
+      aborted += o.ended_by_abort;
+    }
+    if (o.seq < 2) {
+      EXPECT_EQ(o.state, OpState::kCompleted);
+    }
+  }
+  EXPECT_EQ(aborted, 2);  // ranks 0 and 1
+  EXPECT_EQ(completed_ar2, 0);
+  // AllReduce #0 and Broadcast #0 are two matches, not one (seq is per function).
+  int ar0 = 0, bc0 = 0;
+  for (const Match& mt : m.matches) {
+    uint16_t f = 0;
+    for (uint32_t oi : mt.ops)
+      if (oi != kNone) f = m.ops[oi].func;
+    if (mt.seq == 0 && m.Str(f) == "AllReduce") ++ar0;
+    if (mt.seq == 0 && m.Str(f) == "Broadcast") ++bc0;
+  }
+  EXPECT_EQ(ar0, 1);
+  EXPECT_EQ(bc0, 1);
+}
+
+TEST(ModelTest, TheAbortedSkipIsDiagnosedAsTheSkip) {
+  std::string dir = WriteAbortedSkip();
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  auto d = Diagnose(m);
+  EXPECT_EQ(d.verdict().rfind("HANG: rank 3 never joined AllReduce #2 on comm 'world' (4 ranks); ranks 0,1,2 waited", 0),
+            0u)
+      << d.verdict();
+  EXPECT_NE(d.verdict().find("rank 3 is still in Broadcast #2"), std::string::npos) << d.verdict();
+  EXPECT_EQ(ExitStatus(d), 1);
+}
+
+TEST(ModelTest, HostsAreAlignedByCollectiveEnds) {
+  // Two hosts whose realtime clocks disagree by 3 ms: after alignment the
+  // collectives' ends agree.
+  std::string dir = TempDir("align");
+  for (int r = 0; r < 2; ++r) {
+    testing::ProcSpec spec;
+    spec.host = r == 0 ? "a" : "b";
+    spec.pid = 700 + r;
+    spec.launcher_rank = r;
+    spec.mono_base_ns = (r == 0 ? 5 : 900) * kSec;            // unrelated monotonic clocks
+    spec.realtime_base_ns += r == 0 ? 0 : 3 * kMs;              // host b's realtime is 3 ms fast
+    testing::TraceBuilder b(spec);
+    int w = b.AddComm(0x77, "world", 2, r, 1 * kMs);
+    for (uint64_t k = 0; k < 20; ++k) {
+      testing::OpOpts o;
+      b.Coll(w, "AllReduce", k, 4096, (10 + k) * kMs, static_cast<int64_t>((10 + k) * kMs + 500 * kUs), o);
+    }
+    b.Finalize(1 * kSec);
+    ASSERT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.hosts.size(), 2u);
+  EXPECT_LT(m.alignment_error_ns, 50 * kUs) << m.alignment_method;
+  // The header pairs alone would leave host b 3 ms off; the ends pull it back.
+  EXPECT_NE(m.alignment_method.find("refined"), std::string::npos) << m.alignment_method;
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
