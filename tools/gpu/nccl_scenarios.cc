@@ -34,7 +34,7 @@
 //  * Aborting while the main thread is still inside an NCCL call is what NCCL
 //    abort is for, but it is the risky part, so two backstops keep the exit
 //    status meaningful: a reaper thread _exit()s with the same status if the
-//    aborts have not returned within 20 s, and a SIGSEGV/SIGBUS/SIGABRT
+//    aborts have not returned within 10 s, and a SIGSEGV/SIGBUS/SIGABRT
 //    handler _exit()s with that status if the process crashes after firing.
 //  * _exit skips static destructors on purpose: other threads may still be
 //    inside NCCL. The ncclwatch plugin sees the aborts (NCCL finalizes the
@@ -47,11 +47,14 @@
 // Exit status. Child: 0 ok, 1 CUDA/NCCL/setup error (comms aborted first),
 // 124 watchdog timeout, 125 asynchronous NCCL error. Parent: 0 when every
 // child exited 0, else 1 (2 for a usage error); it prints each child's exit
-// status or signal. Once a child has failed, the parent gives the others
-// 2*T+30 s to finish (their watchdogs should fire first), then SIGKILLs them.
+// status or signal. Once a child has exited, the parent gives the others
+// T+5 s to finish (their watchdogs fire first), then SIGKILLs them; a child
+// stopped by a signal (net-stall) is killed as soon as every other child has
+// exited. Children die with the parent (PR_SET_PDEATHSIG).
 //
 // Scenarios are a table of name -> hooks (kScenarios below); a new fault is a
-// new row with a before_op and/or after_enqueue hook.
+// new row with shape_step (edit a rank's ops of a step), before_op (skip an op,
+// sleep, idle) and/or after_enqueue (crash, stop) hooks.
 
 #include <cuda_runtime.h>
 #include <nccl.h>

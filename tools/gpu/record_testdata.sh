@@ -96,7 +96,7 @@ for s in "${scenarios[@]}"; do
   mkdir -p "$d"
   env_extra=()
   if [[ $s == net-stall ]]; then
-    env_extra=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCLWATCH_EVENTS=default,proxyop,proxystep)
+    env_extra=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "NCCLWATCH_EVENTS=default,proxyop,proxystep")
   fi
   echo "=== $s ${env_extra[*]}" >&2
   t0=$SECONDS
@@ -133,6 +133,7 @@ else
   got=$?
   [[ $got == 0 ]] || got=1  # torchrun's own status for a failed worker varies
   record torch_skip "$got" 1 "$((SECONDS - t0))"
+  # shellcheck disable=SC2012
   ls -l "$d/fr" | sed 's/^/    /' >&2
 
   # torchfrtrace DIR --prefix P: analysis (first mismatch per process group);
