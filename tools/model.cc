@@ -427,19 +427,25 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
       for (const CommMember& mem : m->comms[o.comm].members)
         if (mem.proc == o.proc) o.rank = mem.rank;
     }
-  // Completions that were the abort's doing (see model.h).
+  // Completions that were the abort's doing (see model.h): after a long time
+  // in flight, shortly before the communicator's finalize (the abort) or the
+  // end of the process's file (a framework that aborts, then SIGABRTs).
+  auto near_end = [](int64_t done, int64_t end) {
+    if (end == kNoTime) return false;
+    const double before = static_cast<double>(end - done) / 1e9;
+    return before >= 0 && before < kAbortWindowSec;
+  };
   for (Op& o : m->ops) {
     if (o.state != OpState::kCompleted || o.done_ns == kNoTime) continue;
     if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < kAbortMinWaitSec) continue;
-    for (const CommMember& mem : m->comms[o.comm].members) {
-      if (mem.proc != o.proc || mem.finalize_ns == kNoTime) continue;
-      const double before = static_cast<double>(mem.finalize_ns - o.done_ns) / 1e9;
-      if (before >= 0 && before < kAbortWindowSec) {
-        o.state = OpState::kInFlight;
-        o.ended_by_abort = true;
-        o.has_gpu = false;
-        o.done_ns = kNoTime;
-      }
+    bool abort = near_end(o.done_ns, m->procs[o.proc].last_ns);
+    for (const CommMember& mem : m->comms[o.comm].members)
+      if (mem.proc == o.proc) abort |= near_end(o.done_ns, mem.finalize_ns);
+    if (abort) {
+      o.state = OpState::kInFlight;
+      o.ended_by_abort = true;
+      o.has_gpu = false;
+      o.done_ns = kNoTime;
     }
   }
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) OrderProc(m, pi);

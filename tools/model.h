@@ -196,7 +196,8 @@ struct Model {
 // kernels exit, and the plugin then sees their channels stop as if they had
 // completed; NCCL calls the profiler's finalize at the end of the abort. An
 // operation "completed" after more than kAbortMinWaitSec in flight and less
-// than kAbortWindowSec before its communicator's finalize on that process is
+// than kAbortWindowSec before its communicator's finalize on that process, or
+// before the end of that process's file (PyTorch aborts, then SIGABRTs), is
 // taken as ended by the abort: kInFlight, ended_by_abort, no GPU timing.
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
 

@@ -1,5 +1,7 @@
 #include "tools/diagnose/diagnose.h"
 
+#include "tools/order.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -336,9 +338,18 @@ void Prepare(Ctx* c) {
   for (uint32_t mi = 0; mi < m.matches.size(); ++mi) {
     const Match& mt = m.matches[mi];
     if (mt.kind == OpKind::kColl && mt.comm < m.comms.size()) c->colls_of_comm[mt.comm].push_back(mi);
+  }  // Each communicator's collectives by earliest enqueue: the first one that
+  // hung is the one to explain.
+  for (auto& list : c->colls_of_comm) {
+    auto first_start = [&](uint32_t mi) {
+      int64_t t = INT64_MAX;
+      for (uint32_t oi : m.matches[mi].ops)
+        if (oi != kNone) t = std::min(t, m.ops[oi].start_ns);
+      return t;
+    };
+    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) { return first_start(a) < first_start(b); });
   }
-  for (auto& v : c->colls_of_comm)
-    std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) { return m.matches[a].seq < m.matches[b].seq; });
+
   c->mismatch_seq.assign(m.comms.size(), 0);
 }
 
@@ -708,6 +719,7 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
   const Model& m = c->m;
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const Comm& comm = m.comms[ci];
+    bool stuck_found = false;
     for (uint32_t mi : c->colls_of_comm[ci]) {
       const Match& mt = m.matches[mi];
       auto present = Present(mt);
@@ -746,6 +758,42 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
       const std::string func = m.Str(m.ops[present[0].second].func);
       const std::string opname = (func.empty() ? "operation" : func) + " #" + std::to_string(mt.seq);
 
+      // An extra collective: issued by a minority while the majority, which
+      // never issued it, went on and waits in a later operation of this
+      // communicator. The minority is the odd one out.
+      if (!absent.empty() && absent.size() > waiting.size() && !completed && hung) {
+        // Moved on: each of them issued a later operation on this communicator.
+        int64_t issued_at = INT64_MAX;
+        for (uint32_t oi : unfinished) issued_at = std::min(issued_at, m.ops[oi].start_ns);
+        bool moved_on = true;
+        for (uint32_t pr : absent) {
+          bool later = false;
+          for (uint32_t oi : m.procs[pr].ops) later |= m.ops[oi].comm == ci && m.ops[oi].start_ns > issued_at;
+          moved_on = moved_on && later && c->oldest_inflight[pr] != kNone;
+        }
+        if (moved_on) {
+          Finding f;
+          f.set_kind(report::MISMATCH);
+          SetComm(*c, ci, &f);
+          f.set_func(func);
+          f.set_seq(mt.seq);
+          f.set_waited_sec(waited);
+          for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
+          for (uint32_t pr : absent) *f.add_waiting() = c->Ref(pr, ci);
+          f.set_summary("MISMATCH: " + c->Names(waiting) + " issued an extra " + opname + " on " + c->CommLabel(ci) +
+                        " that " + c->Names(absent) + " never issued; they went on past it (" + Dur(waited) + ")");
+          for (uint32_t oi : unfinished)
+            AddEvidence(&f, c->Name(m.ops[oi].proc),
+                        "issued " + opname + " at " + At(c->T(m.ops[oi].start_ns)) + ", never completed");
+          for (uint32_t pr : absent) {
+            const Op& b = m.ops[c->oldest_inflight[pr]];
+            AddEvidence(&f, c->Name(pr), "never issued it; waits in " + c->OpName(b) + " on " + c->CommLabel(b.comm) +
+                                             " since " + At(c->T(b.start_ns)));
+          }
+          Emit(out, EarliestStart(m, ops), std::move(f));
+          break;
+        }
+      }
       if ((!absent.empty() || (!no_file.empty() && !hole)) && !completed && hung) {
         // 1. Missing rank.
         Finding f;
@@ -801,8 +849,13 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         break;
       }
       if (absent.empty() && no_file.empty() && hung) {
-        // 4. Stuck in progress; a mismatch at or before this op explains it instead.
+        // 4. Stuck in progress; a mismatch at or before this op explains it
+        // instead. One per communicator; the scan goes on, since a later
+        // collective that a rank skipped (found above) is the better answer:
+        // a rank that skipped one races ahead and hangs first in the next.
         if (c->mismatch_seq[ci] != 0 && c->mismatch_seq[ci] <= mt.seq) break;
+        if (stuck_found) continue;
+        stuck_found = true;
         Finding f;
         f.set_kind(report::STUCK_IN_PROGRESS);
         SetComm(*c, ci, &f);
@@ -859,7 +912,7 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         if (!first_stall.empty()) sum += "; " + first_stall;
         f.set_summary(sum);
         Emit(out, EarliestStart(m, ops), std::move(f));
-        break;
+        continue;
       }
     }
   }
@@ -1100,6 +1153,99 @@ void FindCycles(Ctx* c, std::vector<Ranked>* out) {
     if (color[pi] == 0) dfs(pi);
 }
 
+// ------------------------------------------------- 3 and 7: order cycles
+
+// Ranks that issued the same operations in different orders make the merged
+// order (order.h) cyclic. Among the operations of each cycle, the pair that
+// ranks issued in opposite orders names the odd ranks out (the minority);
+// within one communicator that is an order mismatch, across communicators a
+// deadlock. Only cycles holding a hung operation are reported: on separate
+// streams, a different order across communicators is harmless.
+void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  GlobalOrder g = ComputeOrder(m);
+  if (g.cycles.empty()) return;
+  std::vector<size_t> pos_of(m.ops.size(), SIZE_MAX);
+  for (size_t p = 0; p < g.nodes.size(); ++p)
+    for (uint32_t oi : g.nodes[p]) pos_of[oi] = p;
+  for (const auto& cyc : g.cycles) {
+    bool hung = false;
+    for (size_t p : cyc)
+      for (uint32_t oi : g.nodes[p]) hung |= c->Hung(oi);
+    if (!hung || cyc.size() > 256) continue;
+    std::set<size_t> in(cyc.begin(), cyc.end());
+    // Each process's cycle operations in its program order.
+    std::vector<std::vector<size_t>> seq(m.procs.size());
+    for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+      for (uint32_t oi : m.procs[pi].ops)
+        if (in.count(pos_of[oi])) seq[pi].push_back(pos_of[oi]);
+    // The earliest pair issued in opposite orders.
+    size_t best_u = SIZE_MAX, best_v = SIZE_MAX;
+    std::vector<uint32_t> first_uv, first_vu;
+    int64_t best_when = INT64_MAX;
+    for (size_t i = 0; i < cyc.size(); ++i)
+      for (size_t j = i + 1; j < cyc.size(); ++j) {
+        const size_t u = cyc[i], v = cyc[j];
+        // Collectives only: a send/recv shifted by an unmatched send is
+        // FindP2p's; and a communicator with a mismatch explains its own shifts.
+        const Op& a0 = m.ops[g.nodes[u][0]];
+        const Op& b0 = m.ops[g.nodes[v][0]];
+        if (a0.kind != OpKind::kColl || b0.kind != OpKind::kColl) continue;
+        if (c->mismatch_seq[a0.comm] != 0 || c->mismatch_seq[b0.comm] != 0) continue;
+        std::vector<uint32_t> uv, vu;
+        for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+          auto a = std::find(seq[pi].begin(), seq[pi].end(), u);
+          auto b = std::find(seq[pi].begin(), seq[pi].end(), v);
+          if (a == seq[pi].end() || b == seq[pi].end()) continue;
+          (a < b ? uv : vu).push_back(pi);
+        }
+        if (uv.empty() || vu.empty()) continue;
+        int64_t when = INT64_MAX;
+        for (uint32_t oi : g.nodes[u]) when = std::min(when, m.ops[oi].start_ns);
+        if (when < best_when) best_when = when, best_u = u, best_v = v, first_uv = uv, first_vu = vu;
+      }
+    if (best_u == SIZE_MAX) continue;
+    const Op& ou = m.ops[g.nodes[best_u][0]];
+    const Op& ov = m.ops[g.nodes[best_v][0]];
+    const bool one_comm = ou.comm == ov.comm;
+    // The odd ranks out: the smaller side (both sides when they are equal).
+    const bool majority = first_uv.size() != first_vu.size();
+    const std::vector<uint32_t>& odd = first_uv.size() < first_vu.size() ? first_uv : first_vu;
+    const std::vector<uint32_t>& rest = &odd == &first_uv ? first_vu : first_uv;
+    const bool odd_uv = &odd == &first_uv;
+    // "rank 3" / "ranks 2,3" from the processes' names.
+    auto names = [&](const std::vector<uint32_t>& ps) {
+      std::string s;
+      for (size_t i = 0; i < ps.size(); ++i) s += (i ? "," : "") + c->Name(ps[i]).substr(c->Name(ps[i]).rfind(' ') + 1);
+      return (ps.size() == 1 ? "rank " : "ranks ") + s;
+    };
+    auto opname = [&](const Op& o) { return c->OpName(o) + (one_comm ? "" : " on " + c->CommLabel(o.comm)); };
+    const std::string a = opname(odd_uv ? ou : ov), b = opname(odd_uv ? ov : ou);
+    double waited = 0;
+    for (size_t p : {best_u, best_v})
+      for (uint32_t oi : g.nodes[p])
+        if (c->Hung(oi)) waited = std::max(waited, c->WaitSec(m.ops[oi]));
+    Finding f;
+    f.set_kind(one_comm ? report::ORDER_MISMATCH : report::WAIT_CYCLE);
+    SetComm(*c, ou.comm, &f);
+    f.set_func(c->Str(ou.func));
+    f.set_seq(ou.seq);
+    f.set_waited_sec(waited);
+    for (uint32_t pi : odd) *f.add_culprits() = c->Ref(pi, ou.comm);
+    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi, ou.comm);
+    std::string sum = one_comm ? "ORDER MISMATCH: " : "DEADLOCK: ";
+    sum += names(odd) + " issued " + a + " before " + b + (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) +
+           " where " + names(rest) + " issued " + b + " first";
+    sum += majority ? "" : " (no majority)";
+    sum += one_comm ? "; the collectives cannot match (waited " + Dur(waited) + ")"
+                    : "; each waits for the other (waited " + Dur(waited) + ")";
+    f.set_summary(sum);
+    for (uint32_t pi : odd) AddEvidence(&f, c->Name(pi), "issued " + a + " then " + b);
+    for (uint32_t pi : rest) AddEvidence(&f, c->Name(pi), "issued " + b + " then " + a);
+    Emit(out, best_when, std::move(f));
+  }
+}
+
 // ------------------------------------------------------------ 8: straggler
 
 double MedianOf(std::vector<double> v) {
@@ -1319,6 +1465,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FindP2p(&c, &found);
   FindDead(&c, &found);
   FindCycles(&c, &found);
+  FindOrderCycles(&c, &found);
   FindStragglers(&c, &found);
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
