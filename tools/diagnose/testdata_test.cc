@@ -1,0 +1,67 @@
+// ncclwatch diagnose on every trace recorded on real GPUs (testdata/gpu/,
+// each with one injected fault): the verdict, the operation and the culprit
+// ranks, as testdata/gpu/README.md states them.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+struct Case {
+  const char* scenario;
+  int exit_status;
+  std::vector<std::string> verdict_has;  // fragments of the first line, in order
+};
+
+const Case kCases[] = {
+    {"healthy", 0, {"OK: no problem found"}},
+    {"skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks); ranks 0,1,2 waited"}},
+    {"kill", 1, {"HANG: rank 1 never joined", "rank 1 died"}},
+    {"straggler", 1, {"STRAGGLER: rank 0 arrived last"}},
+    {"extra", 1, {"MISMATCH: rank 3 issued an extra AllReduce #5 on comm 'world' (4 ranks) that ranks 0,1,2 never issued"}},
+    {"count", 1, {"MISMATCH: AllReduce #4 on comm 'world' (4 ranks): rank 3 called count 8,192 where ranks 0,1,2 called count 16,384"}},
+    {"dtype", 1, {"MISMATCH: AllReduce #4 on comm 'world' (4 ranks): rank 3 called ncclFloat16 where ranks 0,1,2 called ncclFloat32"}},
+    {"func", 1, {"MISMATCH: rank 3 issued Broadcast", "as #4 on comm 'world' (4 ranks)"}},
+    {"root", 1, {"MISMATCH: Broadcast #4 on comm 'world' (4 ranks): rank 3 called root 1 where ranks 0,1,2 called root 0"}},
+    {"swap", 1, {"ORDER MISMATCH: ranks 2,3 issued Broadcast #4 before AllReduce #4 on comm 'world' (4 ranks)"}},
+    {"send-no-recv", 1, {"UNMATCHED P2P:", "rank 3's Send #5 to rank 0"}},
+    {"host-stuck", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks)", "rank 3 is alive but idle outside NCCL"}},
+    {"cross-wait", 1, {"DEADLOCK: rank 0 issued AllReduce #0 on comm 'tp' {0,1} (2 ranks) before AllReduce #4 on comm 'world' (4 ranks) where rank 1"}},
+    {"net-stall", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks)", "rank 3 died"}},
+    {"torch_skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 0x", "(4 ranks); ranks 0,1,2 waited"}},
+};
+
+class TestdataTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TestdataTest, VerdictNamesTheOperationAndTheCulprits) {
+  const Case& c = GetParam();
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({std::string("testdata/gpu/") + c.scenario}, LoadOptions(), &m, &err)) << err;
+  EXPECT_EQ(m.procs.size(), 4u);
+  auto d = Diagnose(m);
+  size_t at = 0;
+  for (const std::string& frag : c.verdict_has) {
+    size_t p = d.verdict().find(frag, at);
+    EXPECT_NE(p, std::string::npos) << "'" << frag << "' not in: " << d.verdict();
+    if (p != std::string::npos) at = p + frag.size();
+  }
+  EXPECT_EQ(ExitStatus(d), c.exit_status) << d.verdict();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.scenario;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace ncclwatch::tools
