@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The README's main job on a fresh Debian 12 machine: installs what is
-# missing, builds the plugin and the ncclwatch command, runs a small job on
-# the fake NCCL host with the plugin loaded (one all_reduce hangs), and prints
-# what the plugin recorded.
+# missing, builds the ncclwatch command, and diagnoses a real hang recorded on
+# 4 GPUs (testdata/gpu/skip: rank 3 skipped an all_reduce; the others' watchdog
+# aborted after 8 s). Prints the verdict and its evidence.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install_deps.sh
-bazel build -c opt //plugin:libnccl-profiler-ncclwatch.so //plugin/testing:demo_job //tools:ncclwatch
-out=$(mktemp -d "${TMPDIR:-/tmp}/ncclwatch-demo.XXXXXX")
-bazel run -c opt //plugin/testing:demo_job -- "$out"
+bazel build -c opt //tools:ncclwatch
 echo
-bazel-bin/tools/ncclwatch dump "$out"/*.ncclwatch
+echo "\$ ncclwatch diagnose testdata/gpu/skip"
+set +e
+bazel-out/k8-opt/bin/tools/ncclwatch diagnose testdata/gpu/skip
+status=$?
+set -e
+echo
+echo "(exit status $status: 0 healthy, 1 problem found, 2 unusable input)"
+# A problem found is what this recording holds: only unusable input fails the demo.
+[[ $status -le 1 ]]

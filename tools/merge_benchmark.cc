@@ -26,9 +26,7 @@
 #include "tools/order.h"
 #include "tools/testing/trace_builder.h"
 
-#ifdef NCCLWATCH_HAVE_DIAGNOSE
 #include "tools/diagnose/diagnose.h"
-#endif
 
 namespace t = ncclwatch::tools::testing;
 using ncclwatch::tools::BuildModel;
@@ -95,14 +93,10 @@ int Run(const std::string& dir) {
   auto t1 = std::chrono::steady_clock::now();
   auto order = ComputeOrder(m);
   double ord = Seconds(t1);
-  double diag = 0;
-  std::string verdict = "(diagnose not built)";
-#ifdef NCCLWATCH_HAVE_DIAGNOSE
   auto t2 = std::chrono::steady_clock::now();
   auto d = ncclwatch::tools::Diagnose(m, ncclwatch::tools::DiagnoseOptions());
-  diag = Seconds(t2);
-  verdict = d.verdict();
-#endif
+  double diag = Seconds(t2);
+  std::string verdict = d.verdict();
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("processes %zu, ops %zu, matches %zu, order nodes %zu\n", m.procs.size(), m.ops.size(), m.matches.size(),
