@@ -39,9 +39,30 @@ void AtomicMax(std::atomic<uint64_t>& a, uint64_t v) {
   }
 }
 
+// fork(): the child has none of the parent's threads, so no writer; its copy
+// of the Profiler must never be flushed, finalized or freed there (that would
+// wait on, or join, a thread that does not exist, and the file is the
+// parent's). The child abandons it: events on inherited communicators are
+// ignored, and a communicator the child creates gets a new Profiler and a file
+// of its own. g_mu is held across fork so the child's copy is consistent.
+void AtForkPrepare() { g_mu.lock(); }
+void AtForkParent() { g_mu.unlock(); }
+void AtForkChild() {
+  if (g_prof != nullptr) {
+    g_prof->Abandon();
+    g_prof = nullptr;
+  }
+  g_current.store(nullptr, std::memory_order_release);
+  g_mu.unlock();
+}
+
 }  // namespace
 
 Profiler* Profiler::Acquire(const ProfilerOptions& opts, std::string* error) {
+  // Registered once per load of the library; glibc drops the handlers when
+  // the library is unloaded.
+  static const bool atfork_registered = pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild) == 0;
+  (void)atfork_registered;
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_prof != nullptr) {
     ++g_prof->refs_;
@@ -57,7 +78,7 @@ Profiler* Profiler::Acquire(const ProfilerOptions& opts, std::string* error) {
 
 void Profiler::Release(Profiler* p) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (p == nullptr || p != g_prof) return;
+  if (p == nullptr || p != g_prof) return;  // abandoned in a forked child: kept, never freed
   if (--p->refs_ > 0) return;
   g_prof = nullptr;
   g_current.store(nullptr, std::memory_order_release);
@@ -164,7 +185,7 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
 }
 
 void Profiler::FinalizeContext(Context* ctx) {
-  if (ctx == nullptr) return;
+  if (ctx == nullptr || abandoned_.load(std::memory_order_relaxed)) return;
   // One writer cycle drains the rings before it encodes the CommFinalize,
   // so everything this communicator recorded precedes it, and the flush puts
   // it on disk before NCCL goes on.
@@ -173,7 +194,11 @@ void Profiler::FinalizeContext(Context* ctx) {
   writer_->FlushNow();
 }
 
-void Profiler::ForceFlush() { writer_->FlushNow(); }
+void Profiler::ForceFlush() {
+  if (!abandoned_.load(std::memory_order_relaxed)) writer_->FlushNow();
+}
+
+void Profiler::Abandon() { abandoned_.store(true, std::memory_order_relaxed); }
 
 const std::string& Profiler::writer_path() const { return writer_->path(); }
 
@@ -412,6 +437,7 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
 
 void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
+  if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) return nullptr;
   const uint64_t now = Ticks();

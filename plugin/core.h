@@ -188,6 +188,9 @@ class Profiler {
   const Slot* slots_begin() const { return slots_begin_; }
   const Slot* slots_end() const { return slots_end_; }
   Writer* writer() { return writer_.get(); }
+  // In a forked child: the inherited Profiler goes quiet (see core.cc).
+  void Abandon();
+  bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
   const std::string& writer_path() const;
   void ForceFlush();
 
@@ -227,6 +230,7 @@ class Profiler {
   std::vector<std::unique_ptr<Context>> contexts_;  // guarded by ctx_mu_
   std::unique_ptr<Writer> writer_;
   std::atomic<uint64_t> no_thread_slot_{0};
+  std::atomic<bool> abandoned_{false};
   int refs_ = 0;  // guarded by the global mutex
 
   friend class Writer;

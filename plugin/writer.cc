@@ -186,6 +186,16 @@ void Writer::Cycle(uint64_t now, bool force_write) {
     std::lock_guard<std::mutex> lock(mu_);
     cold.swap(cold_);
   }
+  // After a lost write, communicators are defined again.
+  if (reannounce_) {
+    reannounce_ = false;
+    comm_announced_.clear();
+    for (Context* ctx : prof_->ContextsSnapshot())
+      if (!ctx->finalized.load(std::memory_order_acquire)) {
+        EncodeCommInit(ctx, false, ctx->comm_hash);
+        comm_announced_[ctx->comm] = ctx->comm_hash != 0;
+      }
+  }
   // Communicators defined before the operations that name them.
   for (const Cold& c : cold)
     if (c.kind == Cold::kInit) {
@@ -342,17 +352,65 @@ void Writer::WriteOut() {
   if (err == 0) {
     records_written_ += records_ + 1;
     bytes_written_ += total;
-  } else {
-    write_failed_records_ += records_ + 1;
-    last_write_error_ = strerror(err);
-    if (!write_error_logged_) {
-      write_error_logged_ = true;
-      prof_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
-                 path_.c_str(), last_write_error_.c_str());
-    }
+    good_size_ += total;
+    records_ = 0;
+    wire_.Reset();
+    return;
+  }
+  // A failed write (disk full, RLIMIT_FSIZE, I/O error). Cut off any part of
+  // the batch that did reach the file, so the file stays a stream of whole
+  // records that later writes extend cleanly.
+  if (done > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) {
+    // Nothing more to do: the reader stops at the torn record.
+  }
+  write_failed_records_ += records_ + 1;
+  last_write_error_ = strerror(err);
+  if (!write_error_logged_) {
+    write_error_logged_ = true;
+    prof_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
+               path_.c_str(), last_write_error_.c_str());
   }
   records_ = 0;
   wire_.Reset();
+  // Definitions in the lost batch must be written again before use.
+  string_ptr_ids_.clear();
+  string_ids_.clear();
+  gpu_base_set_ = false;
+  reannounce_ = true;
+  WriteLossNotice();
+}
+
+void Writer::WriteLossNotice() {
+  // The loss itself must show in the file: a batch of its own with the drop
+  // counts and a heartbeat (a few dozen bytes, which often still fit when a
+  // large batch did not). If it fails too, the file ends at its last whole batch.
+  Wire w(notice_buf_, sizeof(notice_buf_));
+  const uint64_t now = NowNs();
+  size_t at = w.BeginRecord();
+  size_t m = w.BeginMessage(kRBatch);
+  w.U64(1, ++batch_seq_);
+  w.U64(2, Rel(now));
+  w.U64(3, records_written_);
+  w.EndMessage(m);
+  w.EndRecord(at);
+  at = w.BeginRecord();
+  EncodeDrops(&w, now);
+  w.EndRecord(at);
+  at = w.BeginRecord();
+  m = w.BeginMessage(kRHeartbeat);
+  w.U64(1, Rel(now));
+  w.U64(2, in_flight_.size());
+  w.EndMessage(m);
+  w.EndRecord(at);
+  if (!w.ok()) return;
+  ssize_t n = write(fd_, w.data(), w.size());
+  if (n == static_cast<ssize_t>(w.size())) {
+    good_size_ += w.size();
+    records_written_ += 3;
+    bytes_written_ += w.size();
+  } else if (n > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) {
+    // As above.
+  }
 }
 
 uint32_t Writer::Intern(const char* s) {
@@ -365,7 +423,7 @@ uint32_t Writer::Intern(const char* s) {
   if (jt != string_ids_.end()) {
     id = jt->second;
   } else {
-    id = static_cast<uint32_t>(string_ids_.size() + 1);
+    id = ++last_string_id_;  // never reused, also after a lost write resets the table
     string_ids_.emplace(text, id);
     size_t at = BeginRecord();
     size_t m = wire_.BeginMessage(kRStringDef);
@@ -763,31 +821,42 @@ void Writer::EncodeHeartbeat(uint64_t now) {
   EndRecord(at);
 }
 
-void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
-  uint64_t ring_full = 0, pool = 0, foreign = 0, bad = 0;
+void Writer::DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const {
+  *ring_full = *pool = *foreign = *bad = 0;
   for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
     const ThreadCounters& c = prof_->thread_buf(i)->counters;
-    ring_full += c.ring_full.load(std::memory_order_relaxed);
-    pool += c.pool_exhausted.load(std::memory_order_relaxed);
-    foreign += c.foreign_parent.load(std::memory_order_relaxed);
-    bad += c.bad_parent.load(std::memory_order_relaxed);
+    *ring_full += c.ring_full.load(std::memory_order_relaxed);
+    *pool += c.pool_exhausted.load(std::memory_order_relaxed);
+    *foreign += c.foreign_parent.load(std::memory_order_relaxed);
+    *bad += c.bad_parent.load(std::memory_order_relaxed);
   }
-  uint64_t no_slot = prof_->no_thread_slot();
+  *no_slot = prof_->no_thread_slot();
+}
+
+void Writer::EncodeDrops(Wire* w, uint64_t now) const {
+  uint64_t ring_full, pool, no_slot, foreign, bad;
+  DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
+  size_t m = w->BeginMessage(kRDrops);
+  w->U64(1, Rel(now));
+  w->U64(2, ring_full);
+  w->U64(3, pool);
+  w->U64(4, no_slot);
+  w->U64(5, write_failed_records_);
+  w->U64(6, foreign);
+  w->U64(7, bad);
+  w->Bytes(8, last_write_error_.data(), last_write_error_.size());
+  w->EndMessage(m);
+}
+
+void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
+  uint64_t ring_full, pool, no_slot, foreign, bad;
+  DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
   uint64_t sum = ring_full + pool + foreign + bad + no_slot + write_failed_records_;
   if (!force && sum == last_drops_sum_) return;
   if (force && sum == 0) return;
   last_drops_sum_ = sum;
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRDrops);
-  wire_.U64(1, Rel(now));
-  wire_.U64(2, ring_full);
-  wire_.U64(3, pool);
-  wire_.U64(4, no_slot);
-  wire_.U64(5, write_failed_records_);
-  wire_.U64(6, foreign);
-  wire_.U64(7, bad);
-  wire_.Bytes(8, last_write_error_.data(), last_write_error_.size());
-  wire_.EndMessage(m);
+  EncodeDrops(&wire_, now);
   EndRecord(at);
 }
 

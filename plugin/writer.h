@@ -98,6 +98,9 @@ class Writer {
   void EncodeEvState(const Rec& r);
   void EncodeHeartbeat(uint64_t now);
   void MaybeEncodeDrops(uint64_t now, bool force);
+  void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
+  void EncodeDrops(Wire* w, uint64_t now) const;
+  void WriteLossNotice();
   void MaybeStuckReport(uint64_t now);
   void EncodeFinalize(uint64_t now, bool clean);
   uint32_t Intern(const char* s);
@@ -124,7 +127,11 @@ class Writer {
 
   std::vector<uint8_t> buf_;
   Wire wire_;
-  uint8_t head_buf_[256];  // the Batch record opening each write
+  uint8_t head_buf_[256];    // the Batch record opening each write
+  uint8_t notice_buf_[512];  // WriteLossNotice's batch
+  uint64_t good_size_ = 0;   // file size after the last whole batch
+  bool reannounce_ = false;  // a write was lost: define communicators again
+  uint32_t last_string_id_ = 0;
   uint64_t records_ = 0;           // encoded into buf_ since the last write
   uint64_t records_written_ = 0;   // records written to the file
   uint64_t batch_seq_ = 0;

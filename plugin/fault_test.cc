@@ -1,0 +1,154 @@
+// Faults around the plugin, each with the host program going on unharmed and
+// the loss visible: fork() in the host process, a file-size limit reached
+// mid-run (as a full disk would), and a communicator finalized (aborted) with
+// an operation in flight.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "plugin/testing/fake_nccl_host.h"
+#include "tools/model.h"
+
+namespace ncclwatch::testing {
+namespace {
+
+// Waits for `pid` at most `sec` seconds; kills it after. Returns the wait status.
+int WaitFor(pid_t pid, double sec) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(sec);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+OpSpec Coll(uint64_t seq) {
+  OpSpec s;
+  s.seq = seq;
+  s.api_events = false;
+  s.net_plugin = false;
+  return s;
+}
+
+TEST(FaultTest, ForkedChildIsUnharmedAndWritesItsOwnFile) {
+  std::string dir = MakeTempDir("fork");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "20"}});
+  PluginLib* lib = PluginLib::Shared();
+  {
+    FakeComm parent(lib, 5);
+    ASSERT_EQ(parent.Init(0xf0, "world", 1, 2, 0), 0);
+    for (uint64_t k = 0; k < 5; ++k) parent.RunOp(Coll(k));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // The child: events on the inherited communicator are ignored, its
+      // finalize returns at once, and a communicator of its own works.
+      parent.RunOp(Coll(100));
+      FakeComm own(lib, 5);
+      if (own.Init(0xf1, "child", 1, 1, 0) != 0) _exit(3);
+      own.RunOp(Coll(0));
+      own.Finalize();
+      parent.Finalize();
+      _exit(0);
+    }
+    int status = WaitFor(child, 10);
+    ASSERT_TRUE(WIFEXITED(status)) << "child did not exit cleanly: status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    for (uint64_t k = 5; k < 8; ++k) parent.RunOp(Coll(k));
+    parent.Finalize();
+  }
+  auto files = TraceFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  int parent_ops = -1, child_ops = -1;
+  for (const std::string& f : files) {
+    auto t = ReadTrace(f);
+    ASSERT_NE(t->header, nullptr);
+    EXPECT_TRUE(t->raw.issues.empty()) << f;
+    if (t->header->pid() == getpid()) parent_ops = static_cast<int>(t->ops.size());
+    else child_ops = static_cast<int>(t->ops.size());
+  }
+  EXPECT_EQ(parent_ops, 8);  // the child's events went nowhere near the parent's file
+  EXPECT_EQ(child_ops, 1);
+}
+
+TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
+  std::string dir = MakeTempDir("fsize");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A full disk, as RLIMIT_FSIZE makes it: writes past 16 KiB fail (EFBIG;
+    // SIGXFSZ would kill the host if the writer thread did not block it).
+    rlimit rl{16 << 10, 16 << 10};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
+    SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "10"}, {"NCCLWATCH_HEARTBEAT_MS", "50"}});
+    PluginLib* lib = PluginLib::Shared();
+    FakeComm c(lib, 5);
+    if (c.Init(0xd15c, "world", 1, 2, 0) != 0) _exit(5);
+    for (uint64_t k = 0; k < 1500; ++k) {
+      c.RunOp(Coll(k));
+      if (k % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    }
+    c.Finalize();
+    _exit(0);
+  }
+  int status = WaitFor(child, 30);
+  ASSERT_TRUE(WIFEXITED(status)) << "the host did not survive: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto files = TraceFiles(dir);
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_LE(st.st_size, 16 << 10);
+  // The file is whole records only (no torn batch), and says what was lost.
+  auto t = ReadTrace(files[0]);
+  EXPECT_TRUE(t->raw.issues.empty()) << t->raw.issues[0];
+  ASSERT_NE(t->LastDrops(), nullptr);
+  EXPECT_GT(t->LastDrops()->write_failed(), 0u);
+  EXPECT_EQ(t->LastDrops()->last_write_error(), "File too large");
+  EXPECT_GT(t->ops.size(), 50u);
+  EXPECT_LT(t->ops.size(), 1500u);
+  // And the tools report the loss.
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir}, tools::LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.procs.size(), 1u);
+  EXPECT_GT(m.procs[0].drops.write_failed, 0u);
+  EXPECT_EQ(m.procs[0].drops.last_write_error, "File too large");
+}
+
+TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {
+  std::string dir = MakeTempDir("abort");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "20"}});
+  PluginLib* lib = PluginLib::Shared();
+  FakeComm c(lib, 5);
+  ASSERT_EQ(c.Init(0xab0, "world", 1, 2, 0), 0);
+  c.RunOp(Coll(0));
+  OpSpec hung = Coll(1);
+  hung.kernel_stop = 0;        // the kernel never finishes...
+  hung.stop_proxies = false;   // ...and its transfers stall
+  c.RunOp(hung);
+  EXPECT_EQ(c.Finalize(), 0);  // ncclCommAbort calls the profiler's finalize like this
+  auto t = ReadSingleTrace(dir);
+  EXPECT_TRUE(t->raw.issues.empty());
+  ASSERT_EQ(t->ops.size(), 2u);
+  EXPECT_EQ(t->ops[0].done_count, 1);
+  EXPECT_EQ(t->ops[1].done_count, 0);  // in flight at the abort: no completion
+  ASSERT_EQ(t->comm_finalizes.size(), 1u);
+  EXPECT_EQ(t->comm_finalizes[0]->ops_enqueued(), 2u);
+  EXPECT_EQ(t->comm_finalizes[0]->ops_completed(), 1u);
+}
+
+}  // namespace
+}  // namespace ncclwatch::testing
