@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -32,7 +33,7 @@ TEST(RingTest, ProducerConsumerKeepOrderAndCountDrops) {
   Ring ring;
   ring.Init(storage.data(), 64);
   constexpr uint64_t kN = 200000;
-  uint64_t dropped = 0;
+  std::atomic<uint64_t> dropped{0};
   std::thread producer([&] {
     for (uint64_t i = 0; i < kN; ++i) {
       Rec* r = ring.Reserve();

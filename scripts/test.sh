@@ -1,59 +1,71 @@
 #!/usr/bin/env bash
-# Builds and tests everything with Bazel (offline, Debian system packages).
+# Builds and tests everything with Bazel (offline, Debian system packages):
+# every test in the default configuration, then the plugin's and the tools'
+# tests under AddressSanitizer+UBSan and the plugin's under ThreadSanitizer
+# (clang-14; see .bazelrc).
 #
-#   bash scripts/test.sh                    # default config
-#   bash scripts/test.sh --config=asan      # extra args go to `bazel test`
+#   bash scripts/test.sh                         # all three configurations
+#   NCCLWATCH_TEST_CONFIGS=default bash scripts/test.sh   # just the default one
+#   bash scripts/test.sh --test_filter=...       # extra args go to every `bazel test`
 #
-# Last line of output is exactly "N passed, N failed". Exit status is 0 only
-# if the build succeeded and every test passed (zero tests is a success).
+# The last line is exactly "N passed, N failed", summed over the
+# configurations (a test counts once per configuration it ran in). Exit
+# status is 0 only if every build succeeded and every test passed.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install_deps.sh || { echo "install_deps.sh failed" >&2; echo "0 passed, 1 failed"; exit 1; }
 
+configs="${NCCLWATCH_TEST_CONFIGS:-default asan tsan}"
+total_passed=0
+total_failed=0
+overall=0
+
 log=$(mktemp "${TMPDIR:-/tmp}/ncclwatch-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
 
-# --keep_going: a target that fails to build does not hide the other results;
-# such tests are reported as "FAILED TO BUILD" / "NO STATUS".
-bazel test //... --test_output=errors --test_summary=short --keep_going "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+# run_config NAME TARGETS... : one `bazel test`, its results added to the totals.
+run_config() {
+  local name="$1"
+  shift
+  local flags=()
+  [[ "$name" == default ]] || flags=(--config="$name" --test_tag_filters=-no-sanitizer --build_tag_filters=-no-sanitizer)
+  echo "=== bazel test ${flags[*]} $* ($name)"
+  # --keep_going: a target that fails to build does not hide the other results.
+  bazel test "${flags[@]}" --test_output=errors --test_summary=short --keep_going "$@" "${extra[@]}" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  # Summary lines: "//pkg:name   (cached) PASSED in 0.1s", "... FAILED in ...",
+  # "... NO STATUS", "... FAILED TO BUILD". PASSED and FLAKY count as passed.
+  local passed failed
+  read -r passed failed < <(
+    sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' "$log" | awk '
+      /^(\/\/|@)[^ \t]+[ \t]+(\(cached\) )?(PASSED|FLAKY|FAILED|TIMEOUT|NO STATUS|INCOMPLETE|REMOTE FAILURE|BUILD FAILED|FAILED TO BUILD|TOOL HALTED)/ {
+        label = $1; line = $0
+        sub(/^[^ \t]+[ \t]+(\(cached\) )?/, "", line)
+        status[label] = (line ~ /^(PASSED|FLAKY)/) ? "pass" : "fail"
+      }
+      END { p = 0; f = 0; for (l in status) { if (status[l] == "pass") p++; else f++ }; print p, f }')
+  case "$rc" in
+    0) ;;
+    4) if ((passed + failed > 0)); then failed=$((failed > 0 ? failed : 1)); else rc=0; fi ;;  # no test targets
+    *) if ((failed == 0)); then failed=1; fi ;;  # died before listing a failing test (BUILD error)
+  esac
+  echo "--- $name: ${passed} passed, ${failed} failed"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  if ((rc != 0 || failed != 0)); then overall=1; fi
+}
 
-# Summary lines look like
-#   //pkg:name                                 (cached) PASSED in 0.1s
-#   //pkg:name                                          FAILED in 2 out of 2 in 0.3s
-#   //pkg:name                                          NO STATUS
-#   //pkg:name                                          FAILED TO BUILD
-# PASSED and FLAKY (passed on retry) count as passed, anything else as failed.
-read -r passed failed < <(
-  sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' "$log" | awk '
-    /^(\/\/|@)[^ \t]+[ \t]+(\(cached\) )?(PASSED|FLAKY|FAILED|TIMEOUT|NO STATUS|INCOMPLETE|REMOTE FAILURE|BUILD FAILED|FAILED TO BUILD|TOOL HALTED)/ {
-      label = $1
-      line = $0
-      sub(/^[^ \t]+[ \t]+(\(cached\) )?/, "", line)
-      status[label] = (line ~ /^(PASSED|FLAKY)/) ? "pass" : "fail"
-    }
-    END {
-      p = 0; f = 0
-      for (l in status) { if (status[l] == "pass") p++; else f++ }
-      print p, f
-    }')
+extra=("$@")
+for c in $configs; do
+  case "$c" in
+    default) run_config default //... ;;
+    asan) run_config asan //plugin/... //tools/... ;;
+    tsan) run_config tsan //plugin/... ;;
+    *) echo "unknown configuration '$c'" >&2; overall=1; total_failed=$((total_failed + 1)) ;;
+  esac
+done
 
-case "$rc" in
-  0) ;;                                   # all built, all tests passed
-  4) if ((passed + failed > 0)); then     # "no test targets" is fine when
-       failed=$((failed > 0 ? failed : 1)) # there really are none
-     else
-       rc=0
-     fi ;;
-  *) # Build/test failure. If Bazel died before listing any failing test
-     # (e.g. a BUILD file error), still report at least one failure.
-     if ((failed == 0)); then failed=1; fi ;;
-esac
-
-echo "${passed} passed, ${failed} failed"
-if ((rc != 0 || failed != 0)); then
-  exit 1
-fi
-exit 0
+echo "${total_passed} passed, ${total_failed} failed"
+exit "$overall"
