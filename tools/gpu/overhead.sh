@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# GPU overhead benchmark of the ncclwatch plugin (BENCHMARKS.md, "GPU overhead").
+#
+#   tools/gpu/overhead.sh [OUTDIR] [ROUNDS]     (defaults: out/overhead/<time>, 5)
+#
+# Builds out/nccl_overhead and out/libnccl-profiler-noop.so with g++ (NCCL
+# found as tools/gpu/build.sh finds it: NCCL_HOME, else the system, else
+# $CUDA), then, round after round, runs nccl_overhead once per (nranks,
+# configuration), the configurations in a shuffled order each round (fixed
+# seed), into OUTDIR/results.csv:
+#
+#   none      no profiler plugin (NCCL_PROFILER_PLUGIN=none)
+#   noop      the do-nothing plugin asking for ncclwatch's default events (0x46)
+#   default   ncclwatch, default capture
+#   noop_all  the do-nothing plugin asking for every event type (0x7fff)
+#   all       ncclwatch, NCCLWATCH_EVENTS=all
+#
+# Then tools/gpu/overhead_report.py writes OUTDIR/report.md (tables, ratios,
+# PASS/MISS against the targets) and prints it. Each process's log is in
+# OUTDIR/logs/, the machine description in OUTDIR/machine.txt. Run it from
+# anywhere; paths are relative to the repository.
+#
+# Environment:
+#   PLUGIN       the ncclwatch plugin (default out/libnccl-profiler-ncclwatch.so,
+#                else bazel-bin/plugin/libnccl-profiler-ncclwatch.so)
+#   NRANKS       rank counts, each a run per configuration and round (default "4 2")
+#   CONFIGS      configurations (default "none noop default noop_all all")
+#   OPS, SIZES, MODES, TARGET_MS
+#                passed to nccl_overhead (--op, --sizes, --mode, --target-ms);
+#                defaults all; 8,1K,64K,1M,16M,256M; both; 20
+#   QUICK=1      a smoke test: sizes 8,1M,256M, target 5 ms, 2 rounds unless given
+#   BUDGET_SEC   no new round starts when the rounds so far say it would end
+#                after this many seconds from the start, build included (default 200)
+#   HARD_SEC     no new process starts after this many seconds (default 225): a
+#                round cut short leaves some configurations with one round less
+#   PROC_TIMEOUT_SEC  limit for one nccl_overhead process (default 60)
+#   SKIP_BUILD=1 use the binaries already in out/
+#   CUDA, NCCL_HOME, CXX  as for tools/gpu/build.sh
+#
+# NCCL_NVLS_ENABLE=0 is exported (and nccl_overhead forces it too).
+# Exit status: 0 when every run succeeded and loaded the expected plugin, else 1.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+t_start=$SECONDS
+
+QUICK="${QUICK:-0}"
+OUTDIR="${1:-$repo/out/overhead/$(date +%Y%m%d-%H%M%S)}"
+if [[ "$QUICK" == 1 ]]; then
+  ROUNDS="${2:-2}"
+  SIZES="${SIZES:-8,1M,256M}"
+  TARGET_MS="${TARGET_MS:-5}"
+else
+  ROUNDS="${2:-5}"
+  SIZES="${SIZES:-8,1K,64K,1M,16M,256M}"
+  TARGET_MS="${TARGET_MS:-20}"
+fi
+OPS="${OPS:-all}"
+MODES="${MODES:-both}"
+NRANKS="${NRANKS:-4 2}"
+CONFIGS="${CONFIGS:-none noop default noop_all all}"
+BUDGET_SEC="${BUDGET_SEC:-200}"
+HARD_SEC="${HARD_SEC:-225}"
+PROC_TIMEOUT_SEC="${PROC_TIMEOUT_SEC:-60}"
+CUDA="${CUDA:-/usr/local/cuda}"
+CXX="${CXX:-g++}"
+multiarch="/usr/lib/$(uname -m)-linux-gnu"
+
+die() { echo "overhead.sh: $*" >&2; exit 1; }
+now() { if [[ -n "${EPOCHREALTIME:-}" ]]; then echo "${EPOCHREALTIME/,/.}"; else date +%s.%N; fi; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+say() { echo "overhead.sh: $*" >&2; }
+
+export NCCL_NVLS_ENABLE=0
+# Nothing from the caller's environment may change what a configuration means.
+unset NCCL_PROFILER_PLUGIN NCCLWATCH_EVENTS NCCLWATCH_ENABLE NOOP_PROFILER_MASK NOOP_PROFILER_NULL_HANDLE \
+      OVERHEAD_LABEL OVERHEAD_ROUND
+
+if [[ -z "${PLUGIN:-}" ]]; then
+  for p in "$repo/out/libnccl-profiler-ncclwatch.so" "$repo/bazel-bin/plugin/libnccl-profiler-ncclwatch.so"; do
+    if [[ -f "$p" ]]; then PLUGIN="$p"; break; fi
+  done
+fi
+[[ -n "${PLUGIN:-}" && -f "$PLUGIN" ]] || die "ncclwatch plugin not found (out/libnccl-profiler-ncclwatch.so); set PLUGIN"
+PLUGIN="$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")"  # NCCL wants an absolute path
+
+BIN="$repo/out/nccl_overhead"
+NOOP="$repo/out/libnccl-profiler-noop.so"
+
+# ------------------------------------------------------------------ build
+build() {
+  [[ -f "$CUDA/include/cuda_runtime.h" ]] || die "no cuda_runtime.h under CUDA=$CUDA"
+  local cuda_lib="" d
+  for d in "$CUDA/lib64" "$CUDA/lib" "$CUDA/targets/$(uname -m)-linux/lib"; do
+    if compgen -G "$d/libcudart.so*" >/dev/null; then cuda_lib="$d"; break; fi
+  done
+  [[ -n "$cuda_lib" ]] || die "no libcudart.so under $CUDA"
+  find_lib() {
+    local x
+    for x in "$@"; do
+      if compgen -G "$x/libnccl.so*" >/dev/null; then echo "$x"; return 0; fi
+    done
+    return 1
+  }
+  local nccl_inc="" nccl_lib=""
+  if [[ -n "${NCCL_HOME:-}" ]]; then
+    nccl_inc="$NCCL_HOME/include"
+    nccl_lib="$(find_lib "$NCCL_HOME/lib64" "$NCCL_HOME/lib")" || die "no libnccl.so* under NCCL_HOME=$NCCL_HOME"
+  elif [[ -f /usr/include/nccl.h ]] && nccl_lib="$(find_lib "$multiarch" /usr/lib64 /usr/lib)"; then
+    nccl_inc=/usr/include
+  elif [[ -f "$CUDA/include/nccl.h" ]] && nccl_lib="$(find_lib "$cuda_lib" "$CUDA/lib64" "$CUDA/lib")"; then
+    nccl_inc="$CUDA/include"
+  else
+    die "NCCL not found (looked in /usr/include + $multiarch and in $CUDA); set NCCL_HOME"
+  fi
+  local nccl_link=(-L"$nccl_lib" -lnccl)
+  if [[ ! -e "$nccl_lib/libnccl.so" ]]; then
+    nccl_link=("$(compgen -G "$nccl_lib/libnccl.so.2*" | head -n1)")
+  fi
+  say "CUDA $CUDA (libs $cuda_lib); NCCL headers $nccl_inc, libs $nccl_lib"
+  mkdir -p "$repo/out"
+  "$CXX" -std=c++17 -O2 -g -Wall -Wextra -o "$BIN" "$here/nccl_overhead.cc" \
+    -I"$nccl_inc" -I"$CUDA/include" "${nccl_link[@]}" -L"$cuda_lib" -lcudart -lpthread \
+    -Wl,-rpath,"$nccl_lib" -Wl,-rpath,"$cuda_lib"
+  "$CXX" -std=c++17 -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -I"$repo" \
+    -o "$NOOP" "$here/noop_plugin.cc"
+  say "built $BIN and $NOOP ($((SECONDS - t_start)) s)"
+}
+
+if [[ "${SKIP_BUILD:-0}" == 1 && -x "$BIN" && -f "$NOOP" ]]; then
+  say "SKIP_BUILD=1: using $BIN and $NOOP"
+else
+  build
+fi
+
+# ------------------------------------------------------------------ setup
+mkdir -p "$OUTDIR/logs"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+CSV="$OUTDIR/results.csv"
+[[ ! -s "$CSV" ]] || die "$CSV exists already; give a new OUTDIR"
+TRACES="$(mktemp -d "${TMPDIR:-/tmp}/ncclwatch-overhead.XXXXXX")"
+trap 'rm -rf "$TRACES"' EXIT
+
+ngpus=0
+if command -v nvidia-smi >/dev/null; then ngpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"; fi
+ranks_list=()
+for n in $NRANKS; do
+  if (( ngpus > 0 && n > ngpus )); then say "skipping nranks $n: only $ngpus GPUs"; continue; fi
+  ranks_list+=("$n")
+done
+(( ${#ranks_list[@]} > 0 )) || die "no usable rank count in NRANKS='$NRANKS' ($ngpus GPUs)"
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(hostname)"
+  echo "kernel: $(uname -srm)"
+  # shellcheck disable=SC1091
+  [[ -r /etc/os-release ]] && echo "os: $(. /etc/os-release; echo "$PRETTY_NAME")"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') ($(nproc) cores visible)"
+  if command -v git >/dev/null && git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "git: $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet || echo ' (modified)')"
+  fi
+  echo "plugin: $PLUGIN sha256 $(sha256sum "$PLUGIN" | cut -c1-16)"
+  echo "args: rounds $ROUNDS, nranks ${ranks_list[*]}, configs $CONFIGS, ops $OPS, sizes $SIZES, modes $MODES, target ${TARGET_MS} ms"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,persistence_mode --format=csv 2>&1 || true
+    nvidia-smi topo -m 2>&1 || true
+  fi
+} > "$OUTDIR/machine.txt"
+
+# ------------------------------------------------------------------ runs
+failures=0
+skipped=0
+run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
+  local cfg="$1" n="$2" round="$3" csv="${4:-$CSV}"
+  local log="$OUTDIR/logs/r${round}-n${n}-${cfg}.log"
+  local want="libnccl-profiler-ncclwatch.so" env=()
+  rm -rf "$TRACES/run" && mkdir -p "$TRACES/run"
+  case "$cfg" in
+    none)     env=(NCCL_PROFILER_PLUGIN=none); want="-" ;;
+    noop)     env=(NCCL_PROFILER_PLUGIN="$NOOP" NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
+    noop_all) env=(NCCL_PROFILER_PLUGIN="$NOOP" NOOP_PROFILER_MASK=0x7fff); want="libnccl-profiler-noop.so" ;;
+    default)  env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run") ;;
+    all)      env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_EVENTS=all) ;;
+    *) die "unknown configuration '$cfg'" ;;
+  esac
+  local t0 rc=0
+  t0="$(now)"
+  env "${env[@]}" OVERHEAD_LABEL="$cfg" OVERHEAD_ROUND="$round" \
+    timeout -k 5 "$PROC_TIMEOUT_SEC" "$BIN" --nranks "$n" --op "$OPS" --sizes "$SIZES" --mode "$MODES" \
+    --target-ms "$TARGET_MS" --timeout-sec "$((PROC_TIMEOUT_SEC - 5))" --out "$csv" >"$log" 2>&1 || rc=$?
+  local got traces
+  got="$(sed -n 's/.*profiler plugin loaded: \([^,]*\),.*/\1/p' "$log" | head -n1)"
+  traces="$(du -sk "$TRACES/run" 2>/dev/null | cut -f1)"
+  local msg
+  msg="round $round  nranks $n  $(printf '%-8s' "$cfg") $(since "$t0") s  plugin ${got:-?}  traces ${traces} KiB"
+  if (( rc != 0 )); then
+    say "$msg  FAILED (exit $rc); last lines of $log:"
+    tail -n 8 "$log" >&2
+    failures=$((failures + 1))
+  elif [[ "$got" != "$want" ]]; then
+    say "$msg  WRONG PLUGIN (expected $want): see $log"
+    failures=$((failures + 1))
+  else
+    say "$msg"
+  fi
+}
+
+# A discarded warm-up process first (GPU clocks, page cache, driver state).
+say "warm-up run (discarded)"
+run_one none "${ranks_list[0]}" 0 "$OUTDIR/warmup.csv"
+
+RANDOM=20240607  # fixed seed: the same shuffled orders every time
+max_round_sec=0
+done_rounds=0
+for ((round = 1; round <= ROUNDS; round++)); do
+  elapsed=$((SECONDS - t_start))
+  if (( round > 1 && elapsed + max_round_sec > BUDGET_SEC )); then
+    say "stopping after $done_rounds rounds: $elapsed s so far, a round takes up to $max_round_sec s, budget $BUDGET_SEC s"
+    break
+  fi
+  r0=$SECONDS
+  for n in "${ranks_list[@]}"; do
+    read -r -a order <<< "$CONFIGS"
+    for ((i = ${#order[@]} - 1; i > 0; i--)); do  # Fisher-Yates
+      j=$((RANDOM % (i + 1)))
+      tmp="${order[i]}"; order[i]="${order[j]}"; order[j]="$tmp"
+    done
+    for cfg in "${order[@]}"; do
+      if (( SECONDS - t_start >= HARD_SEC )); then
+        skipped=$((skipped + 1))
+        continue
+      fi
+      run_one "$cfg" "$n" "$round"
+    done
+  done
+  if (( skipped > 0 )); then
+    say "round $round cut short: $skipped runs skipped, past HARD_SEC=$HARD_SEC s"
+    break
+  fi
+  done_rounds=$round
+  (( SECONDS - r0 > max_round_sec )) && max_round_sec=$((SECONDS - r0))
+  say "round $round done in $((SECONDS - r0)) s ($((SECONDS - t_start)) s in all)"
+done
+echo "rounds: $done_rounds of $ROUNDS; total $((SECONDS - t_start)) s; failures $failures; runs skipped (HARD_SEC) $skipped" >> "$OUTDIR/machine.txt"
+
+# ------------------------------------------------------------------ report
+if [[ -s "$CSV" ]]; then
+  python3 "$here/overhead_report.py" "$CSV" --out "$OUTDIR/report.md" || failures=$((failures + 1))
+else
+  say "no results in $CSV"
+  failures=$((failures + 1))
+fi
+say "done in $((SECONDS - t_start)) s: $done_rounds rounds, $failures failures, $skipped runs skipped; results in $OUTDIR"
+(( failures == 0 ))

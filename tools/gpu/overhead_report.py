@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Summarises tools/gpu/overhead.sh results: tables and PASS/MISS for BENCHMARKS.md.
+
+    python3 tools/gpu/overhead_report.py OUTDIR/results.csv [--out REPORT.md] [--metric auto|cuda|wall]
+                                         [--all-checks]
+
+Input: the CSV that nccl_overhead appends to (one row per configuration, round,
+rank count, op, mode and size; times in microseconds per operation, the maximum
+over ranks). For each (rank count, mode, op, size, configuration) it takes the
+median over rounds and the spread (half the min-max range, relative to the
+median), and compares configurations by the ratio of their medians:
+
+    default/noop   ncclwatch's own cost at default capture (above NCCL's floor)
+    default/none   the whole cost of running with ncclwatch, default capture
+    noop/none      NCCL's own instrumentation for the default events (the floor)
+    all/none       the whole cost with NCCLWATCH_EVENTS=all
+    all/noop_all   ncclwatch's own cost with everything captured
+
+Metric (--metric auto): the CUDA-event time for pipelined runs (throughput of
+back-to-back operations) and the wall clock for synced runs (latency of one
+operation including the host's enqueue and synchronisation). Targets, checked
+for every rank count, mode and op:
+
+    default within 1% of noop at every size
+    default within 3% of none at the smallest size (8 B)
+    all within 5% of none at 1 MiB and above
+
+Rows whose `plugin` column is not what the configuration should have loaded
+are left out (and listed). Writes the report (markdown) to --out (default:
+report.md next to the CSV) and prints it. Only the standard library is used.
+"""
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+CONFIGS = ["none", "noop", "default", "noop_all", "all"]
+EXPECTED_PLUGIN = {
+    "none": "-",
+    "noop": "libnccl-profiler-noop.so",
+    "noop_all": "libnccl-profiler-noop.so",
+    "default": "libnccl-profiler-ncclwatch.so",
+    "all": "libnccl-profiler-ncclwatch.so",
+}
+RATIOS = [  # (numerator, denominator)
+    ("default", "noop"),
+    ("default", "none"),
+    ("noop", "none"),
+    ("all", "none"),
+    ("all", "noop_all"),
+]
+MIB = 1 << 20
+# (name, numerator, denominator, limit as a ratio, which sizes: fn(bytes, smallest))
+TARGETS = [
+    ("default within 1% of noop, every size", "default", "noop", 1.01, lambda b, smallest: True),
+    ("default within 3% of none at 8 B", "default", "none", 1.03, lambda b, smallest: b == smallest and b <= 8),
+    ("all within 5% of none at >= 1 MiB", "all", "none", 1.05, lambda b, smallest: b >= MIB),
+]
+OP_ORDER = {"allreduce": 0, "allgather": 1, "sendrecv": 2}
+MODE_ORDER = {"pipelined": 0, "synced": 1}
+
+
+def human_bytes(b):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= (1 << shift) and b % (1 << shift) == 0:
+            return "%d %s" % (b >> shift, unit)
+    return "%d B" % b
+
+
+def fmt_us(v):
+    if v >= 1000:
+        return "%.0f" % v
+    if v >= 100:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def fmt_pct(ratio):
+    return "%+.1f%%" % ((ratio - 1.0) * 100.0)
+
+
+class Cell:
+    """The values of one (nranks, mode, op, bytes, config) over rounds."""
+
+    def __init__(self):
+        self.by_round = {}
+
+    def add(self, rnd, value):
+        self.by_round[rnd] = value
+
+    @property
+    def values(self):
+        return list(self.by_round.values())
+
+    def median(self):
+        return statistics.median(self.values)
+
+    def spread(self):
+        """Half the min-max range relative to the median (0.01 = +-1%)."""
+        v = self.values
+        m = statistics.median(v)
+        return (max(v) - min(v)) / 2.0 / m if m > 0 else 0.0
+
+    def text(self):
+        if not self.by_round:
+            return "n/a"
+        return "%s ±%.1f%%" % (fmt_us(self.median()), self.spread() * 100.0)
+
+
+def load(path, metric):
+    cells = defaultdict(Cell)  # (nranks, mode, op, bytes, config) -> Cell
+    skipped = []
+    versions = set()
+    rounds = defaultdict(set)  # (nranks, config) -> rounds
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                cfg = row["config"]
+                mode = row["mode"]
+                nranks = int(row["nranks"])
+                op = row["op"]
+                nbytes = int(row["bytes"])
+                rnd = int(row["round"])
+                use = metric
+                if use == "auto":
+                    use = "cuda" if mode == "pipelined" else "wall"
+                value = float(row["us_per_op_" + use])
+            except (KeyError, ValueError) as e:
+                skipped.append("unreadable row %r (%s)" % (row, e))
+                continue
+            want = EXPECTED_PLUGIN.get(cfg)
+            got = row.get("plugin", "")
+            if want is not None and got and got != want:
+                skipped.append("%s round %d nranks %d: plugin %s loaded, expected %s" % (cfg, rnd, nranks, got, want))
+                continue
+            if row.get("nccl_version"):
+                versions.add(row["nccl_version"])
+            cells[(nranks, mode, op, nbytes, cfg)].add(rnd, value)
+            rounds[(nranks, cfg)].add(rnd)
+    return cells, skipped, versions, rounds
+
+
+def paired_ratios(a, b):
+    """Per-round ratios a/b for the rounds both have."""
+    common = sorted(set(a.by_round) & set(b.by_round))
+    return [a.by_round[r] / b.by_round[r] for r in common if b.by_round[r] > 0]
+
+
+def nccl_version_text(versions):
+    out = []
+    for v in sorted(versions):
+        try:
+            n = int(v)
+            out.append("%d.%d.%d" % (n // 10000, (n // 100) % 100, n % 100))
+        except ValueError:
+            out.append(v)
+    return ", ".join(out) or "?"
+
+
+def build_report(path, metric, all_checks=False):
+    cells, skipped, versions, rounds = load(path, metric)
+    keys = sorted({k[:4] for k in cells}, key=lambda k: (-k[0], MODE_ORDER.get(k[1], 9), OP_ORDER.get(k[2], 9), k[3]))
+    configs = [c for c in CONFIGS if any(k[4] == c for k in cells)]
+    configs += sorted({k[4] for k in cells} - set(configs))
+    lines = []
+    w = lines.append
+
+    w("# ncclwatch GPU overhead")
+    w("")
+    w("Source: `%s`; NCCL %s." % (path, nccl_version_text(versions)))
+    nr = sorted({k[0] for k in rounds}, reverse=True)
+    for n in nr:
+        w("Rounds with %d ranks: %s." % (n, ", ".join("%s %d" % (c, len(rounds[(n, c)])) for c in configs)))
+    w("")
+    w("Times are microseconds per operation (the maximum over ranks), the median over rounds "
+      "±half the min-max range; %s. Ratios are of medians, as the change from the second "
+      "configuration to the first." %
+      ("pipelined: CUDA-event time of a batch / iterations; synced: median wall clock of one "
+       "enqueue + stream synchronisation" if metric == "auto" else "metric: " + metric))
+    w("")
+
+    # ---------------------------------------------------------------- targets
+    checks = []  # (target name, ok, key, ratio, paired min, paired max)
+    for name, num, den, limit, which in TARGETS:
+        for k in keys:
+            nranks, mode, op, nbytes = k
+            smallest = min(kk[3] for kk in keys if kk[:3] == k[:3])
+            if not which(nbytes, smallest):
+                continue
+            a, b = cells.get(k + (num,)), cells.get(k + (den,))
+            if a is None or b is None or not a.by_round or not b.by_round or b.median() <= 0:
+                continue
+            ratio = a.median() / b.median()
+            pr = paired_ratios(a, b)
+            checks.append((name, ratio <= limit, limit, k, ratio, min(pr) if pr else ratio, max(pr) if pr else ratio))
+
+    w("## Targets")
+    w("")
+    if not checks:
+        w("No target could be checked (configurations missing).")
+    else:
+        w("| target | checked | pass | miss |")
+        w("| --- | --- | --- | --- |")
+        for name, _, _, _, _ in TARGETS:
+            these = [c for c in checks if c[0] == name]
+            w("| %s | %d | %d | %d |" % (name, len(these), sum(1 for c in these if c[1]),
+                                         sum(1 for c in these if not c[1])))
+        w("")
+        listed = checks if all_checks else [c for c in checks if not c[1]]
+        w("%s: the ratio of medians; in brackets the range of the per-round ratios (same round, "
+          "so drift between rounds cancels). A MISS whose bracket reaches the limit is marked "
+          "(noise): some rounds passed." % ("Every check" if all_checks else "The misses"))
+        w("")
+        if not listed:
+            w("No misses.")
+        else:
+            w("| result | target | ranks | mode | op | size | ratio | per-round |")
+            w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for name, ok, limit, k, ratio, lo, hi in listed:
+            nranks, mode, op, nbytes = k
+            res = "PASS" if ok else ("MISS (noise)" if lo <= limit else "MISS")
+            w("| %s | %s | %d | %s | %s | %s | %s | [%s, %s] |" % (
+                res, name, nranks, mode, op, human_bytes(nbytes), fmt_pct(ratio), fmt_pct(lo), fmt_pct(hi)))
+    w("")
+
+    # ---------------------------------------------------------------- tables
+    ratio_cols = [(a, b) for a, b in RATIOS if a in configs and b in configs]
+    for nranks in nr:
+        for mode in sorted({k[1] for k in keys if k[0] == nranks}, key=lambda m: MODE_ORDER.get(m, 9)):
+            w("## %d GPUs, %s" % (nranks, mode))
+            w("")
+            head = ["op", "size"] + ["%s (us)" % c for c in configs] + ["%s/%s" % r for r in ratio_cols]
+            w("| " + " | ".join(head) + " |")
+            w("| " + " | ".join(["---"] * len(head)) + " |")
+            for k in keys:
+                if k[0] != nranks or k[1] != mode:
+                    continue
+                row = [k[2], human_bytes(k[3])]
+                for c in configs:
+                    cell = cells.get(k + (c,))
+                    row.append(cell.text() if cell else "n/a")
+                for a, b in ratio_cols:
+                    ca, cb = cells.get(k + (a,)), cells.get(k + (b,))
+                    if ca and cb and ca.by_round and cb.by_round and cb.median() > 0:
+                        row.append(fmt_pct(ca.median() / cb.median()))
+                    else:
+                        row.append("n/a")
+                w("| " + " | ".join(row) + " |")
+            w("")
+
+    if skipped:
+        w("## Rows left out")
+        w("")
+        for s in skipped:
+            w("- " + s)
+        w("")
+
+    machine = os.path.join(os.path.dirname(os.path.abspath(path)), "machine.txt")
+    if os.path.exists(machine):
+        w("## Machine")
+        w("")
+        w("```")
+        with open(machine) as f:
+            w(f.read().rstrip("\n"))
+        w("```")
+        w("")
+    summary = {name: [sum(1 for c in checks if c[0] == name and c[1]),
+                      sum(1 for c in checks if c[0] == name)] for name, *_ in TARGETS}
+    return "\n".join(lines), summary
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("csv", help="results.csv written by nccl_overhead / overhead.sh")
+    ap.add_argument("--out", help="report file (default: report.md next to the CSV; '-' for none)")
+    ap.add_argument("--metric", choices=["auto", "cuda", "wall"], default="auto")
+    ap.add_argument("--all-checks", action="store_true", help="list every check, not only the misses")
+    args = ap.parse_args()
+    text, summary = build_report(args.csv, args.metric, args.all_checks)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.csv)), "report.md")
+    if out != "-":
+        with open(out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+    for name, (ok, n) in summary.items():
+        print("target: %s: %d/%d pass" % (name, ok, n), file=sys.stderr)
+    if out != "-":
+        print("report written to %s" % out, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
