@@ -39,11 +39,29 @@ std::vector<std::string> ListTraceFiles(const std::string& dir) {
 struct FileState {
   std::unordered_map<uint32_t, uint16_t> strings;          // file id -> model id
   std::unordered_map<uint32_t, uint32_t> comms;            // file comm -> model comm
-  std::unordered_map<uint32_t, uint32_t> member_of_comm;   // file comm -> index in Comm::members
+  // file comm -> index in Comm::members of the model comm it maps to now (a
+  // file comm that a later CommInit maps to another hash gets a new member).
+  std::unordered_map<uint32_t, uint32_t> member_of_comm;
   std::unordered_map<uint64_t, uint32_t> op_by_event;      // event_id -> model op
   std::unordered_map<uint64_t, trace::OpDone> early_done;  // OpDone before its Op
   uint64_t base = 0;                                       // header.mono_base_ns
 };
+
+// Times in a file are bounded so that no arithmetic on them can overflow,
+// whatever a corrupt file says: CLOCK_MONOTONIC bases and times relative to
+// them up to kMaxRelNs (9 years), CLOCK_REALTIME up to kMaxRealtimeNs (the
+// year 2116). Real files are far inside.
+constexpr int64_t kMaxRelNs = int64_t{1} << 58;
+constexpr uint64_t kMaxRealtimeNs = uint64_t{1} << 62;
+
+int64_t Rel(uint64_t t) { return static_cast<int64_t>(std::min<uint64_t>(t, kMaxRelNs)); }
+
+// a + b, saturated (never kNoTime).
+int64_t AddSat(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN + 1;
+  return r == kNoTime ? INT64_MIN + 1 : r;
+}
 
 void Seen(Proc* p, int64_t t) {
   if (t == kNoTime) return;
@@ -57,7 +75,7 @@ void ApplyDone(const trace::OpDone& d, int64_t done_abs, Op* op) {
   if (d.gpu_duration_ns() > 0 || d.gpu_timing()) {
     op->has_gpu = true;
     // gpu (CPU clock) = reference + delta, the reference being the completion time.
-    op->gpu_start_ns = done_abs + d.gpu_start_delta_ns();
+    op->gpu_start_ns = done_abs + std::clamp<int64_t>(d.gpu_start_delta_ns(), -kMaxRelNs, kMaxRelNs);
     op->gpu_duration_ns = static_cast<uint32_t>(std::min<uint64_t>(d.gpu_duration_ns(), UINT32_MAX));
   }
 }
@@ -67,13 +85,9 @@ uint32_t CommFor(Model* m, FileState* fs, uint32_t file_comm) {
   return it == fs->comms.end() ? kNone : it->second;
 }
 
-void LoadFile(const std::string& path, Model* m) {
-  TraceReader reader;
-  std::string error;
-  if (!reader.Open(path, &error)) {
-    m->errors.push_back(error);
-    return;
-  }
+// One opened file (or in-memory bytes) into the model.
+void LoadFile(TraceReader& reader, Model* m) {
+  const std::string& path = reader.path();
   const uint32_t pi = static_cast<uint32_t>(m->procs.size());
   m->procs.emplace_back();
   Proc* p = &m->procs.back();
@@ -91,25 +105,32 @@ void LoadFile(const std::string& path, Model* m) {
         have_header = true;
         p->host = h.hostname();
         p->pid = h.pid();
-        p->launcher_rank = h.launcher_rank();
+        // A rank beyond any communicator's size is corrupt: no rank.
+        p->launcher_rank = h.launcher_rank() < kMaxCommRanks ? std::max(h.launcher_rank(), -1) : -1;
         p->launcher_world_size = h.launcher_world_size();
         p->api_version = h.profiler_api_version();
-        p->mono_base_ns = h.mono_base_ns();
-        p->realtime_base_ns = h.realtime_base_ns();
+        p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
+        p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
         p->heartbeat_ms = h.heartbeat_ms();
         p->stuck_sec = h.stuck_sec();
-        fs.base = h.mono_base_ns();
+        fs.base = p->mono_base_ns;
         Seen(p, static_cast<int64_t>(fs.base));
         break;
       }
       case trace::Record::kBatch:
-        if (have_header) Seen(p, base + static_cast<int64_t>(rec.batch().time_ns()));
+        if (have_header) Seen(p, base + Rel(rec.batch().time_ns()));
         break;
       case trace::Record::kStringDef:
         fs.strings[rec.string_def().id()] = m->Intern(rec.string_def().text());
         break;
       case trace::Record::kCommInit: {
         const auto& c = rec.comm_init();
+        if (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks))) {
+          p->issues.push_back(path + ": offset " + std::to_string(off) + ": communicator " + std::to_string(c.comm()) +
+                              " with rank " + std::to_string(c.rank()) + " of " + std::to_string(c.nranks()) +
+                              " ranks (at most " + std::to_string(kMaxCommRanks) + "): corrupt, skipped");
+          break;
+        }
         uint32_t ci = kNone;
         if (c.comm_hash() != 0) {
           for (uint32_t i = 0; i < m->comms.size(); ++i)
@@ -124,16 +145,17 @@ void LoadFile(const std::string& path, Model* m) {
         if (!c.name().empty()) comm.name = c.name();
         if (c.nranks() > comm.nranks) comm.nranks = c.nranks();
         auto known = fs.member_of_comm.find(c.comm());
-        if (known == fs.member_of_comm.end()) {
+        auto mapped = fs.comms.find(c.comm());
+        if (known == fs.member_of_comm.end() || mapped == fs.comms.end() || mapped->second != ci) {
           CommMember mem;
           mem.proc = pi;
           mem.rank = c.from_event() ? -1 : c.rank();
-          mem.init_ns = base + static_cast<int64_t>(c.time_ns());
+          mem.init_ns = base + Rel(c.time_ns());
           fs.member_of_comm[c.comm()] = static_cast<uint32_t>(comm.members.size());
           comm.members.push_back(mem);
         }
         fs.comms[c.comm()] = ci;
-        Seen(p, base + static_cast<int64_t>(c.time_ns()));
+        Seen(p, base + Rel(c.time_ns()));
         break;
       }
       case trace::Record::kCommFinalize: {
@@ -141,8 +163,8 @@ void LoadFile(const std::string& path, Model* m) {
         uint32_t ci = CommFor(m, &fs, c.comm());
         auto mi = fs.member_of_comm.find(c.comm());
         if (ci != kNone && mi != fs.member_of_comm.end())
-          m->comms[ci].members[mi->second].finalize_ns = base + static_cast<int64_t>(c.time_ns());
-        Seen(p, base + static_cast<int64_t>(c.time_ns()));
+          m->comms[ci].members[mi->second].finalize_ns = base + Rel(c.time_ns());
+        Seen(p, base + Rel(c.time_ns()));
         break;
       }
       case trace::Record::kOp: {
@@ -170,17 +192,17 @@ void LoadFile(const std::string& path, Model* m) {
         op.count = o.count();
         op.peer_or_root = op.kind == OpKind::kP2p ? o.peer() : o.root();
         op.nchannels = static_cast<uint8_t>(std::min<uint32_t>(o.nchannels(), 255));
-        op.start_ns = base + static_cast<int64_t>(o.start_ns());
+        op.start_ns = base + Rel(o.start_ns());
         op.enqueue_ns = static_cast<uint32_t>(std::min<uint64_t>(o.enqueue_ns(), UINT32_MAX));
         op.state = o.completion_tracked() ? OpState::kInFlight : OpState::kUntracked;
         if (o.has_completion()) {
-          ApplyDone(o.completion(), op.start_ns + static_cast<int64_t>(o.completion().done_after_start_ns()), &op);
+          ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), &op);
         }
         const uint32_t oi = static_cast<uint32_t>(m->ops.size());
         if (o.event_id() != 0) {
           auto early = fs.early_done.find(o.event_id());
           if (early != fs.early_done.end()) {
-            ApplyDone(early->second, base + static_cast<int64_t>(early->second.done_ns()), &op);
+            ApplyDone(early->second, base + Rel(early->second.done_ns()), &op);
             fs.early_done.erase(early);
           }
           fs.op_by_event[o.event_id()] = oi;
@@ -193,7 +215,7 @@ void LoadFile(const std::string& path, Model* m) {
       }
       case trace::Record::kOpDone: {
         const auto& d = rec.op_done();
-        const int64_t t = base + static_cast<int64_t>(d.done_ns());
+        const int64_t t = base + Rel(d.done_ns());
         auto it = fs.op_by_event.find(d.event_id());
         if (it != fs.op_by_event.end()) ApplyDone(d, t, &m->ops[it->second]);
         else fs.early_done[d.event_id()] = d;
@@ -201,7 +223,7 @@ void LoadFile(const std::string& path, Model* m) {
         break;
       }
       case trace::Record::kHeartbeat: {
-        const int64_t t = base + static_cast<int64_t>(rec.heartbeat().time_ns());
+        const int64_t t = base + Rel(rec.heartbeat().time_ns());
         p->last_heartbeat_ns = std::max(p->last_heartbeat_ns, t);
         ++p->heartbeats;
         Seen(p, t);
@@ -210,7 +232,7 @@ void LoadFile(const std::string& path, Model* m) {
       case trace::Record::kStuck: {
         const auto& s = rec.stuck();
         StuckReport r;
-        r.time_ns = base + static_cast<int64_t>(s.time_ns());
+        r.time_ns = base + Rel(s.time_ns());
         r.threshold_sec = s.threshold_sec();
         for (const auto& f : s.ops()) {
           StuckOp so;
@@ -220,7 +242,7 @@ void LoadFile(const std::string& path, Model* m) {
           so.seq = f.seq();
           auto sit = fs.strings.find(f.func());
           so.func = sit == fs.strings.end() ? 0 : sit->second;
-          so.age_ns = static_cast<int64_t>(f.age_ns());
+          so.age_ns = Rel(f.age_ns());
           so.nchannels = f.nchannels();
           so.kernel_started = f.kernel_channels_started();
           so.kernel_stopped = f.kernel_channels_stopped();
@@ -234,14 +256,14 @@ void LoadFile(const std::string& path, Model* m) {
             ps.nsteps = x.nsteps();
             ps.last_step = x.last_step();
             ps.last_state = x.last_state();
-            ps.last_update_ns = base + static_cast<int64_t>(x.last_update_ns());
+            ps.last_update_ns = base + Rel(x.last_update_ns());
             ps.stopped = x.stopped();
             so.proxy.push_back(ps);
           }
           r.ops.push_back(std::move(so));
         }
         p->stucks.push_back(std::move(r));
-        Seen(p, base + static_cast<int64_t>(s.time_ns()));
+        Seen(p, base + Rel(s.time_ns()));
         break;
       }
       case trace::Record::kDrops: {
@@ -253,13 +275,13 @@ void LoadFile(const std::string& path, Model* m) {
         p->drops.foreign_parent = d.foreign_parent();
         p->drops.bad_parent = d.bad_parent();
         p->drops.last_write_error = d.last_write_error();
-        Seen(p, base + static_cast<int64_t>(d.time_ns()));
+        Seen(p, base + Rel(d.time_ns()));
         break;
       }
       case trace::Record::kFinalize:
         p->finalized = true;
         p->clean = rec.finalize().clean();
-        Seen(p, base + static_cast<int64_t>(rec.finalize().time_ns()));
+        Seen(p, base + Rel(rec.finalize().time_ns()));
         break;
       default:
         break;  // raw events, GPU clock: not needed by the analyses
@@ -311,9 +333,9 @@ int64_t Median(std::vector<int64_t>* v) {
 
 void Shift(Model* m, uint32_t pi, int64_t d) {
   Proc& p = m->procs[pi];
-  p.offset_ns += d;
+  p.offset_ns = AddSat(p.offset_ns, d);
   auto sh = [d](int64_t* t) {
-    if (*t != kNoTime) *t += d;
+    if (*t != kNoTime) *t = AddSat(*t, d);
   };
   sh(&p.first_ns);
   sh(&p.last_ns);
@@ -377,6 +399,23 @@ std::string ProcName(const Model& m, uint32_t proc) {
   return "pid " + std::to_string(p.pid) + "@" + p.host;
 }
 
+namespace {
+
+void LoadPath(const std::string& path, Model* m) {
+  TraceReader reader;
+  std::string error;
+  if (!reader.Open(path, &error)) {
+    m->errors.push_back(error);
+    return;
+  }
+  LoadFile(reader, m);
+}
+
+// What LoadModel does once every file was read.
+bool FinishLoad(Model* m, std::string* error);
+
+}  // namespace
+
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* m, std::string* error) {
   std::vector<std::string> files;
   for (const std::string& in : inputs) {
@@ -398,12 +437,36 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
   m->ops.reserve(m->ops.size() + bytes / 44 + 16);
   for (const std::string& f : files) {
     size_t before = m->errors.size();
-    LoadFile(f, m);
+    LoadPath(f, m);
     if (!opts.keep_going && m->errors.size() > before) {
       *error = m->errors.back();
       return false;
     }
   }
+  return FinishLoad(m, error);
+}
+
+bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& named_files, const LoadOptions& opts,
+                        Model* m, std::string* error) {
+  uint64_t bytes = 0;
+  for (const auto& f : named_files) bytes += f.second.size();
+  m->ops.reserve(m->ops.size() + bytes / 44 + 16);
+  for (const auto& f : named_files) {
+    size_t before = m->errors.size();
+    TraceReader reader;
+    reader.OpenBytes(f.first, f.second);
+    LoadFile(reader, m);
+    if (!opts.keep_going && m->errors.size() > before) {
+      *error = m->errors.back();
+      return false;
+    }
+  }
+  return FinishLoad(m, error);
+}
+
+namespace {
+
+bool FinishLoad(Model* m, std::string* error) {
   if (m->procs.empty()) {
     *error = m->errors.empty() ? "no trace files given" : m->errors.front();
     if (m->errors.size() > 1) *error += " (and " + std::to_string(m->errors.size() - 1) + " more)";
@@ -474,6 +537,8 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
   return true;
 }
 
+}  // namespace
+
 void MatchOps(Model* m) {
   // NCCL counts seqNumber per communicator and collective function, so a
   // collective is (comm, func, seq).
@@ -497,6 +562,10 @@ void MatchOps(Model* m) {
   };
   std::unordered_map<Key, uint32_t, KeyHash> index;
   index.reserve(m->ops.size() / 2 + 16);
+  std::vector<int32_t> max_member_rank(m->comms.size(), -1);
+  for (uint32_t ci = 0; ci < m->comms.size(); ++ci)
+    for (const CommMember& mem : m->comms[ci].members)
+      max_member_rank[ci] = std::max(max_member_rank[ci], std::min(mem.rank, m->comms[ci].nranks - 1));
   m->matches.clear();
   for (uint32_t oi = 0; oi < m->ops.size(); ++oi) {
     Op& o = m->ops[oi];
@@ -522,7 +591,10 @@ void MatchOps(Model* m) {
       match.seq = o.seq;
       match.src = k.src;
       match.dst = k.dst;
-      match.ops.assign(o.kind == OpKind::kP2p ? 2 : static_cast<size_t>(std::max(m->comms[o.comm].nranks, 1)), kNone);
+      // Collectives: one slot per rank up to the highest rank that has a
+      // file (consumers treat slots past the end as absent), so a
+      // communicator claiming many more ranks than were traced costs nothing.
+      match.ops.assign(o.kind == OpKind::kP2p ? 2 : static_cast<size_t>(std::max(max_member_rank[o.comm] + 1, 1)), kNone);
       m->matches.push_back(std::move(match));
       index.emplace(k, mi);
     } else {
@@ -608,7 +680,7 @@ void AlignClocks(Model* m) {
         if (!placed[g]) continue;
         auto it = diffs.find({std::min(g, best), std::max(g, best)});
         if (it == diffs.end()) continue;
-        for (int64_t x : it->second) d.push_back((g < best ? x : -x) + correction[g]);
+        for (int64_t x : it->second) d.push_back(AddSat(g < best ? x : -x, correction[g]));
       }
       correction[best] = Median(&d);
       samples_used += d.size();

@@ -19,6 +19,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ncclwatch::tools {
@@ -27,6 +28,10 @@ inline constexpr uint32_t kNone = 0xffffffffu;
 inline constexpr int64_t kNoTime = INT64_MIN;
 inline constexpr double kAbortMinWaitSec = 1.0;
 inline constexpr double kAbortWindowSec = 3.0;
+// The most ranks a communicator may have (NCCL's largest jobs are well below):
+// a CommInit claiming more, or a rank at or beyond it, is corrupt and skipped,
+// so a corrupt file cannot make the analyses loop or allocate per claimed rank.
+inline constexpr int32_t kMaxCommRanks = 1 << 17;
 
 enum class OpKind : uint8_t { kColl = 0, kP2p = 1 };
 
@@ -200,6 +205,12 @@ struct Model {
 // before the end of that process's file (PyTorch aborts, then SIGABRTs), is
 // taken as ended by the abort: kInFlight, ended_by_abort, no GPU timing.
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
+
+// LoadModel on in-memory files, {name, bytes} each (tests, fuzzing): the same
+// code path per file, through TraceReader::OpenBytes; `name` is the file's
+// path in the model and in messages.
+bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& named_files, const LoadOptions& opts,
+                        Model* model, std::string* error);
 
 // Matches collectives by (comm, function, seq) and p2p operations by (comm,
 // src, dst, n). A function mismatch therefore shows as partial matches; compare

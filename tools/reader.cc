@@ -56,7 +56,9 @@ size_t TraceReader::Fill(size_t n) {
   base_ += pos_;
   pos_ = 0;
   while (buf_.size() < n && !eof_) {
-    size_t want = std::max(kChunk, n - buf_.size());
+    // One chunk at a time: the buffer grows with the data actually read, never
+    // by a record's claimed length (up to kMaxRecordBytes) ahead of it.
+    const size_t want = kChunk;
     size_t old = buf_.size();
     buf_.resize(old + want);
     size_t got = fread(&buf_[old], 1, want, file_);
@@ -157,7 +159,8 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
     if (record->has_batch()) {
       chain_ns_ = record->batch().time_ns();
     } else if (record->has_op() && record->op().start_delta_ns() != 0) {
-      chain_ns_ = static_cast<uint64_t>(static_cast<int64_t>(chain_ns_) + record->op().start_delta_ns());
+      // Unsigned: a corrupt delta wraps instead of overflowing (undefined).
+      chain_ns_ += static_cast<uint64_t>(record->op().start_delta_ns());
       record->mutable_op()->set_start_ns(chain_ns_);
     } else if (record->has_op() && record->op().start_ns() == 0) {
       record->mutable_op()->set_start_ns(chain_ns_);  // a delta of zero
