@@ -17,6 +17,18 @@
 #include "plugin/testing/fake_nccl_host.h"
 #include "tools/model.h"
 
+// Built with ThreadSanitizer? (gcc says __SANITIZE_THREAD__, clang __has_feature.)
+#if defined(__SANITIZE_THREAD__)
+#define NCCLWATCH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NCCLWATCH_TSAN 1
+#endif
+#endif
+#ifndef NCCLWATCH_TSAN
+#define NCCLWATCH_TSAN 0
+#endif
+
 namespace ncclwatch::testing {
 namespace {
 
@@ -43,7 +55,7 @@ OpSpec Coll(uint64_t seq) {
 }
 
 TEST(FaultTest, ForkedChildIsUnharmedAndWritesItsOwnFile) {
-#if defined(__SANITIZE_THREAD__) || (defined(__has_feature) && __has_feature(thread_sanitizer))
+#if NCCLWATCH_TSAN
   // ThreadSanitizer does not support a child of a multi-threaded process
   // (it exits 66); the default and ASan configurations run this test.
   GTEST_SKIP() << "fork() after threads is unsupported under ThreadSanitizer";
