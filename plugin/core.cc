@@ -468,6 +468,14 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
     else if (pk == kEvProxyOp || pk == kEvProxyStep) op = parent->op;
   }
   const bool feeds_op = op != nullptr && (d.kind == kEvKernelCh || d.kind == kEvProxyOp);
+  // Kernel channels without raw capture need no slot of their own: the handle
+  // is the op's slot, tagged (KernelChHandle). This is NCCL's proxy thread's
+  // path, once per channel of every operation.
+  if (d.kind == kEvKernelCh && feeds_op && !raw) {
+    if (d.has_ptimer) AtomicMin(op->gpu_min, d.ptimer);
+    op->kernel_started.fetch_add(1);
+    return KernelChHandle(op);
+  }
   const bool feeds_proxy = parent != nullptr && d.kind == kEvProxyStep &&
                            parent->kind.load(std::memory_order_relaxed) == kEvProxyOp;
   if (!raw && !feeds_op && !feeds_proxy) return nullptr;
@@ -543,6 +551,11 @@ void Profiler::MaybeComplete(Slot* op, ThreadBuf* tb, uint64_t now) {
 
 void Profiler::Stop(void* handle) {
   if (handle == nullptr) return;
+  if (Slot* op = OpOfKernelCh(handle)) {
+    op->kernel_stopped.fetch_add(1);
+    MaybeComplete(op, CurrentThread(), Ticks());
+    return;
+  }
   auto* s = static_cast<Slot*>(handle);
   ThreadBuf* tb = CurrentThread();
   const uint64_t now = Ticks();
@@ -614,6 +627,10 @@ void Profiler::Stop(void* handle) {
 
 void Profiler::State(void* handle, int state, const StateArgs& a) {
   if (handle == nullptr) return;
+  if (Slot* op = OpOfKernelCh(handle)) {
+    if (state == nccl::kKernelChStop && a.has_ptimer) AtomicMax(op->gpu_max, a.ptimer);
+    return;
+  }
   auto* s = static_cast<Slot*>(handle);
   const uint32_t kind = s->kind.load(std::memory_order_relaxed);
   const uint64_t now = Ticks();

@@ -236,6 +236,20 @@ class Profiler {
   friend class Writer;
 };
 
+// A kernel channel's handle when no raw record is kept for it: its op's slot
+// with the low bit set (slots are 64-byte aligned). Stop and State see the tag
+// and update the op directly.
+inline void* KernelChHandle(Slot* op) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1u); }
+inline Slot* OpOfKernelCh(void* handle) {
+  const uintptr_t h = reinterpret_cast<uintptr_t>(handle);
+  return (h & 1u) ? reinterpret_cast<Slot*>(h & ~uintptr_t{1}) : nullptr;
+}
+// The Slot behind any handle we gave out.
+inline Slot* SlotOfHandle(void* handle) {
+  Slot* op = OpOfKernelCh(handle);
+  return op != nullptr ? op : static_cast<Slot*>(handle);
+}
+
 // For tests: an id's thread index and local counter.
 inline uint32_t ThreadOfId(uint64_t id) { return static_cast<uint32_t>(id >> 40); }
 

@@ -106,7 +106,7 @@ void StartCommon(void* context, void** handle, const EventDesc& d) {
 
 nccl::Result Stop(void* handle) noexcept {
   if (handle == nullptr) return nccl::kSuccess;
-  static_cast<Slot*>(handle)->ctx->prof->Stop(handle);
+  SlotOfHandle(handle)->ctx->prof->Stop(handle);
   return nccl::kSuccess;
 }
 
@@ -122,7 +122,7 @@ nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept 
       a.appended_proxy_ops = args->proxyCtrl.appendedProxyOps;
     }
   }
-  static_cast<Slot*>(handle)->ctx->prof->State(handle, state, a);
+  SlotOfHandle(handle)->ctx->prof->State(handle, state, a);
   return nccl::kSuccess;
 }
 
@@ -142,7 +142,7 @@ nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept 
       a.has_ptimer = true;
     }
   }
-  static_cast<Slot*>(handle)->ctx->prof->State(handle, state, a);
+  SlotOfHandle(handle)->ctx->prof->State(handle, state, a);
   return nccl::kSuccess;
 }
 

@@ -1,0 +1,48 @@
+// libFuzzer target: every analysis of `ncclwatch` on arbitrary trace files.
+//
+// The input is split into up to 4 files (split.h), loaded in memory
+// (LoadModelFromBytes: LoadModel's per-file code path), then MatchOps,
+// AlignClocks, the merge order and its report, diagnose with its text and
+// JSON views, stats (table and JSON) and the Chrome trace export. Nothing may
+// crash, hang or allocate unbounded memory.
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sstream>
+#include <string>
+
+#include <google/protobuf/stubs/logging.h>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/export/export.h"
+#include "tools/fuzz/split.h"
+#include "tools/model.h"
+#include "tools/order.h"
+#include "tools/stats/stats.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Invalid UTF-8 in string fields is logged by libprotobuf on every parse.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
+  using namespace ncclwatch::tools;
+  Model model;
+  std::string error;
+  if (!LoadModelFromBytes(ncclwatch::fuzz::SplitFiles(data, size), LoadOptions{}, &model, &error)) return 0;
+  MatchOps(&model);
+  AlignClocks(&model);
+
+  GlobalOrder order = ComputeOrder(model);
+  ncclwatch::report::MergeReport merge = MergeReportOf(model, order);
+  std::ostringstream sink;
+  PrintMergeText(merge, sink);
+
+  ncclwatch::report::Diagnosis diagnosis = Diagnose(model);
+  sink << FormatText(diagnosis) << FormatJson(diagnosis) << ExitStatus(diagnosis);
+
+  ncclwatch::stats::Stats stats = ComputeStats(model);
+  PrintStatsTable(stats, sink);
+  sink << StatsToJson(stats);
+
+  sink << ChromeTraceJson(BuildChromeTrace(model));
+  return 0;
+}
