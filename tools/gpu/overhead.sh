@@ -84,6 +84,11 @@ if [[ -z "${PLUGIN:-}" ]]; then
 fi
 [[ -n "${PLUGIN:-}" && -f "$PLUGIN" ]] || die "ncclwatch plugin not found (out/libnccl-profiler-ncclwatch.so); set PLUGIN"
 PLUGIN="$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")"  # NCCL wants an absolute path
+PLUGIN_B="${PLUGIN_B:-$repo/out/libnccl-profiler-ncclwatch-b.so}"
+if [[ " $CONFIGS " == *" default_b "* ]]; then
+  [[ -f "$PLUGIN_B" ]] || die "no plugin at $PLUGIN_B (PLUGIN_B) for configuration default_b"
+  PLUGIN_B="$(cd "$(dirname "$PLUGIN_B")" && pwd)/$(basename "$PLUGIN_B")"
+fi
 
 BIN="$repo/out/nccl_overhead"
 NOOP="$repo/out/libnccl-profiler-noop.so"
@@ -182,6 +187,9 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     noop)     env=(NCCL_PROFILER_PLUGIN="$NOOP" NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
     noop_all) env=(NCCL_PROFILER_PLUGIN="$NOOP" NOOP_PROFILER_MASK=0x7fff); want="libnccl-profiler-noop.so" ;;
     default)  env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run") ;;
+    # Another build of ncclwatch at its default capture, for A/B comparisons
+    # of a change ($PLUGIN_B, default out/libnccl-profiler-ncclwatch-b.so).
+    default_b) env=(NCCL_PROFILER_PLUGIN="$PLUGIN_B" NCCLWATCH_DIR="$TRACES/run"); want="$(basename "$PLUGIN_B")" ;;
     all)      env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_EVENTS=all) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
