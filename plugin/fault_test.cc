@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "plugin/core.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "tools/model.h"
 
@@ -165,6 +166,40 @@ TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {
   ASSERT_EQ(t->comm_finalizes.size(), 1u);
   EXPECT_EQ(t->comm_finalizes[0]->ops_enqueued(), 2u);
   EXPECT_EQ(t->comm_finalizes[0]->ops_completed(), 1u);
+}
+
+TEST(FaultTest, FilesAreCreatedWithoutFollowingSymlinksAndWithTheUmask) {
+  std::string dir = MakeTempDir("nofollow");
+  const std::string victim = dir + "/victim", planted = dir + "/trace";
+  {
+    FILE* f = fopen(victim.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("original", f);
+    fclose(f);
+  }
+  ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
+  plugin::ProfilerOptions o;
+  o.config.dir = dir;
+  o.file_name_override = "trace";  // the name the symlink squats
+  o.api_version = 5;
+  const mode_t old = umask(077);
+  std::string err;
+  plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+  umask(old);
+  ASSERT_NE(p, nullptr) << err;
+  EXPECT_EQ(p->writer_path(), dir + "/trace.1");  // O_EXCL|O_NOFOLLOW: a new name, not the link
+  struct stat st;
+  ASSERT_EQ(stat(p->writer_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // 0666 less the umask
+  plugin::Profiler::Release(p);
+  ASSERT_EQ(lstat(planted.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  char buf[32] = {0};
+  FILE* f = fopen(victim.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(fgets(buf, sizeof(buf), f), nullptr);
+  fclose(f);
+  EXPECT_STREQ(buf, "original");  // the link's target was never touched
 }
 
 }  // namespace
