@@ -80,6 +80,8 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_common.h"
+
 namespace {
 
 // ---------------------------------------------------------------- basics
@@ -100,53 +102,11 @@ constexpr size_t kFullMaxBytes = 64 << 20;
 constexpr size_t kSmallMaxBytes = 1 << 20;
 constexpr int kSizeLevels = 15;          // 4 KiB << 0..14 = 4 KiB..64 MiB
 
-int g_rank = -1;  // -1 in the parent
-
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-double SecSince(int64_t t0) { return double(NowNs() - t0) / 1e9; }
-
-// One write(2) per line so that lines of different ranks do not interleave.
-void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Log(const char* fmt, ...) {
-  char buf[2048];
-  int n = g_rank >= 0 ? snprintf(buf, sizeof(buf), "[rank %d] ", g_rank)
-                      : snprintf(buf, sizeof(buf), "[parent] ");
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
-  va_end(ap);
-  n += std::min(m, int(sizeof(buf)) - n - 2);
-  buf[n++] = '\n';
-  ssize_t unused = write(2, buf, n);
-  (void)unused;
-}
-
-std::string HumanBytes(size_t b) {
-  char buf[32];
-  if (b >= (1u << 20) && b % (1u << 20) == 0) snprintf(buf, sizeof(buf), "%zu MiB", b >> 20);
-  else if (b >= 1024 && b % 1024 == 0) snprintf(buf, sizeof(buf), "%zu KiB", b >> 10);
-  else snprintf(buf, sizeof(buf), "%zu B", b);
-  return buf;
-}
-
 [[noreturn]] void Park() {
   for (;;) pause();
 }
 
 [[noreturn]] void Fatal(const char* file, int line, const char* call, const std::string& what);
-
-#define CUDA_CHECK(call)                                                        \
-  do {                                                                          \
-    cudaError_t e_ = (call);                                                    \
-    if (e_ != cudaSuccess)                                                      \
-      Fatal(__FILE__, __LINE__, #call,                                          \
-            std::string(cudaGetErrorName(e_)) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
 
 // ncclInProgress is only ever returned by non-blocking communicators, where it
 // means "issued, poll the communicator" (see WaitComm).
