@@ -46,13 +46,12 @@ void TickConverter::Init(bool allow_tsc) {
     return;
   }
 #if defined(__x86_64__)
+  // Only the first pair here (the host's thread, inside its first
+  // communicator's init); the scale is measured by the writer thread's first
+  // Refine(), before it converts anything.
   Pair(&tick0_, &ns0_);
-  uint64_t t1 = 0, n1 = 0;
-  do {
-    Pair(&t1, &n1);
-  } while (n1 - ns0_ < 2000000);
-  scale_ = static_cast<double>(n1 - ns0_) / static_cast<double>(t1 - tick0_);
-  last_refine_ns_ = n1;
+  scale_ = 0;
+  last_refine_ns_ = ns0_;
   g_ticks_are_tsc.store(true, std::memory_order_relaxed);
 #endif
 }
@@ -61,8 +60,14 @@ void TickConverter::Refine() {
 #if defined(__x86_64__)
   if (!tsc_) return;
   uint64_t now = NowNs();
-  // Double the baseline each time (2 ms, 4 ms, ... then every 60 s).
-  if (now - last_refine_ns_ < std::min<uint64_t>(now - ns0_, 60000000000ull)) return;
+  if (scale_ == 0) {
+    // The first calibration needs a 2 ms baseline: wait out what is left of it.
+    while (NowNs() - ns0_ < 2000000) {
+    }
+  } else if (now - last_refine_ns_ < std::min<uint64_t>(now - ns0_, 60000000000ull)) {
+    // Double the baseline each time (2 ms, 4 ms, ... then every 60 s).
+    return;
+  }
   uint64_t t = 0, n = 0;
   Pair(&t, &n);
   if (t > tick0_ && n > ns0_) scale_ = static_cast<double>(n - ns0_) / static_cast<double>(t - tick0_);

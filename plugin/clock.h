@@ -53,9 +53,11 @@ inline uint64_t Ticks() {
 class TickConverter {
  public:
   // Decides the tick source (reads the kernel's clocksource; `allow_tsc`
-  // false forces CLOCK_MONOTONIC) and takes the first calibration (~2 ms).
+  // false forces CLOCK_MONOTONIC) and takes the first (tick, ns) pair. Cheap:
+  // it runs on the host's thread.
   void Init(bool allow_tsc);
-  // Refines the scale; call now and then from the writer.
+  // Measures the scale (the first call waits until 2 ms have passed since
+  // Init) and refines it later; call it before ToNs, from the writer thread.
   void Refine();
   uint64_t ToNs(uint64_t ticks) const {
     if (!tsc_) return ticks;

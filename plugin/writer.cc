@@ -202,6 +202,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
       EncodeCommInit(c.ctx, false, c.ctx->comm_hash);
       comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
     }
+  ticks_.Refine();  // before the first conversion of ticks
   DrainRings();
   EncodeStaged();
   for (const Cold& c : cold)
@@ -212,7 +213,6 @@ void Writer::Cycle(uint64_t now, bool force_write) {
         it = it->second.comm == c.ctx->comm ? in_flight_.erase(it) : std::next(it);
     }
   ReclaimThreads();
-  ticks_.Refine();
   MaybeEncodeDrops(now, false);
   if (now >= next_heartbeat_) {
     EncodeHeartbeat(now);
