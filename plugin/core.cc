@@ -258,7 +258,6 @@ Slot* Profiler::AllocSlot(ThreadBuf* tb) {
     s->kernel_stopped.store(0, std::memory_order_relaxed);
     s->proxy_started.store(0, std::memory_order_relaxed);
     s->proxy_stopped.store(0, std::memory_order_relaxed);
-    s->stuck_reported.store(0, std::memory_order_relaxed);
     s->gpu_min.store(~0ull, std::memory_order_relaxed);
     s->gpu_max.store(0, std::memory_order_relaxed);
     s->proxy_bytes.store(0, std::memory_order_relaxed);

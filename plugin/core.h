@@ -88,7 +88,6 @@ struct alignas(64) Slot {
   std::atomic<uint32_t> kernel_stopped;
   std::atomic<uint32_t> proxy_started;
   std::atomic<uint32_t> proxy_stopped;
-  std::atomic<uint32_t> stuck_reported;
   std::atomic<uint64_t> gpu_min;
   std::atomic<uint64_t> gpu_max;
   std::atomic<uint64_t> proxy_bytes;
@@ -187,7 +186,6 @@ class Profiler {
   // Scans every slot (writer thread, for stuck reports).
   const Slot* slots_begin() const { return slots_begin_; }
   const Slot* slots_end() const { return slots_end_; }
-  Writer* writer() { return writer_.get(); }
   // In a forked child: the inherited Profiler goes quiet (see core.cc).
   void Abandon();
   bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }

@@ -604,7 +604,7 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   if (tracked && done == nullptr) {
     if (early_done_.erase(r.id) == 0) {
       in_flight_[r.id] = InFlight{r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0,
-                                  r.nchannels, true, false};
+                                  r.nchannels, false};
     }
   }
 }
@@ -909,7 +909,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
     if (f.kind == kEvP2p) wire_.S64(7, f.peer);
     wire_.U64(8, Rel(f.start_ns));
     wire_.U64(9, now - f.start_ns);
-    wire_.Bool(10, f.enqueued);
+    wire_.Bool(10, true);  // the table holds only enqueued ops (Op records)
     wire_.U64(11, f.nchannels);
     // The op's slot, if it still holds this op.
     const Slot* slot = nullptr;

@@ -74,7 +74,6 @@ class Writer {
     int32_t peer;
     uint64_t start_ns;
     uint32_t nchannels;
-    bool enqueued;
     bool reported;
   };
 
