@@ -182,6 +182,20 @@ TEST_P(AbiTest, EveryFieldArrives) {
   EXPECT_EQ(h.heartbeat_ms(), defaults.heartbeat_ms());
   EXPECT_EQ(h.stuck_sec(), defaults.stuck_sec());
   EXPECT_EQ(h.buffer_bytes(), defaults.buffer_bytes());
+  EXPECT_EQ(h.clock_source(), defaults.clock_source());
+  EXPECT_FALSE(h.clock_source().empty());
+  if (v >= 4) {  // NCCL hands a logger from v4 on: the info line names the clock
+    bool named = false;
+    for (const LogLine& l : Logs()) named |= l.text.find("clock " + h.clock_source()) != std::string::npos;
+    EXPECT_TRUE(named) << ::testing::PrintToString(Logs().size());
+    // The closing line: what the file holds, nothing dropped.
+    int closing = 0;
+    const std::string want = ": " + std::to_string(t->raw.records.size()) + " records, ";
+    for (const LogLine& l : Logs())
+      closing += l.level == nccl::kLogInfo && l.text.find("closed ") != std::string::npos &&
+                 l.text.find(want) != std::string::npos && l.text.find("dropped 0 events") != std::string::npos;
+    EXPECT_EQ(closing, 1) << want;
+  }
   // Only the info line: no warnings.
   EXPECT_TRUE(Warnings().empty()) << ::testing::PrintToString(Warnings());
 
@@ -774,6 +788,7 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
                 {"NCCLWATCH_BUFFER_MB", "1"},
                 {"NCCLWATCH_FLUSH_MS", "10"},
                 {"NCCLWATCH_HEARTBEAT_MS", "10"}});
+  ClearLogs();
   PluginLib* lib = PluginLib::Shared();
   FakeComm c(lib, 5);
   ASSERT_EQ(c.Init(0xB0057, "burst", 1, 2, 0), 0);
@@ -857,6 +872,21 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   EXPECT_GT(d->pool_exhausted(), 0u);
   EXPECT_GT(d->no_thread_slot(), 0u);
   EXPECT_EQ(d->write_failed(), 0u);
+  // The user hears of it through NCCL's logger: once while it happens, and
+  // in the closing line with the file's own totals.
+  std::vector<std::string> w = Warnings();
+  int dropping = 0, closing = 0;
+  const std::string total = "dropped " + std::to_string(d->ring_full() + d->pool_exhausted() + d->no_thread_slot()) +
+                            " events (buffer full " + std::to_string(d->ring_full()) + ", handles exhausted " +
+                            std::to_string(d->pool_exhausted()) + ", no buffer " + std::to_string(d->no_thread_slot()) +
+                            ", write failed 0)";
+  for (const std::string& line : w) {
+    dropping += line.find("events are being dropped") != std::string::npos &&
+                line.find("NCCLWATCH_BUFFER_MB (now 1)") != std::string::npos;
+    closing += line.find("closed ") != std::string::npos && line.find(total) != std::string::npos;
+  }
+  EXPECT_EQ(dropping, 1) << ::testing::PrintToString(w);
+  EXPECT_EQ(closing, 1) << total << "\n" << ::testing::PrintToString(w);
   // What did arrive arrived once.
   std::set<uint64_t> seqs, ids;
   for (const OpView& o : t->ops) {
@@ -881,6 +911,7 @@ TEST(Config, BadValuesWarnThroughTheLoggerAndUseDefaults) {
                 {"NCCLWATCH_HEARTBEAT_MS", "5"},
                 {"NCCLWATCH_STUCK_SEC", "-1"},
                 {"NCCLWATCH_BUFFER_MB", "0"},
+                {"NCCLWATCH_CLOCK", "hpet"},
                 {"NCCLWATCH_ENABLE", "maybe"}});
   ClearLogs();
   PluginLib* lib = PluginLib::Shared();
@@ -889,9 +920,9 @@ TEST(Config, BadValuesWarnThroughTheLoggerAndUseDefaults) {
   ASSERT_EQ(b.Init(2, "b", 1, 2, 1), 0);  // a second init warns no more
   EXPECT_EQ(a.mask(), nccl::kColl | nccl::kP2p | nccl::kKernelCh);
   std::vector<std::string> w = Warnings();
-  ASSERT_EQ(w.size(), 6u) << ::testing::PrintToString(w);
+  ASSERT_EQ(w.size(), 7u) << ::testing::PrintToString(w);
   for (const char* var : {"NCCLWATCH_EVENTS", "NCCLWATCH_FLUSH_MS", "NCCLWATCH_HEARTBEAT_MS", "NCCLWATCH_STUCK_SEC",
-                          "NCCLWATCH_BUFFER_MB", "NCCLWATCH_ENABLE"}) {
+                          "NCCLWATCH_BUFFER_MB", "NCCLWATCH_CLOCK", "NCCLWATCH_ENABLE"}) {
     int n = 0;
     for (const std::string& line : w) n += line.find(var) != std::string::npos;
     EXPECT_EQ(n, 1) << var;
@@ -911,6 +942,10 @@ TEST(Config, BadValuesWarnThroughTheLoggerAndUseDefaults) {
   EXPECT_GT(t->header->stuck_sec(), 0.0);
   EXPECT_EQ(t->header->event_mask(), uint64_t{nccl::kColl | nccl::kP2p | nccl::kKernelCh});
   EXPECT_EQ(t->header->events_config(), "default");
+  // NCCLWATCH_CLOCK=hpet was ignored: the automatic choice, with its reason.
+  const std::string& clock = t->header->clock_source();
+  EXPECT_TRUE(clock.rfind("tsc (", 0) == 0 || clock.rfind("monotonic (", 0) == 0) << clock;
+  EXPECT_EQ(clock.find("NCCLWATCH_CLOCK"), std::string::npos) << clock;
 }
 
 TEST(Config, V2WarnsOnStderr) {

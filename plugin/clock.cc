@@ -1,21 +1,54 @@
 #include "plugin/clock.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <sstream>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace ncclwatch::plugin {
 namespace {
 
-bool KernelUsesTsc() {
-  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[32] = {0};
+// The first line of a small sysfs file, without its newline ("" if unreadable).
+std::string ReadLine(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buf[256];
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
   close(fd);
-  return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+  if (n <= 0) return "";
+  std::string s(buf, static_cast<size_t>(n));
+  size_t nl = s.find('\n');
+  if (nl != std::string::npos) s.resize(nl);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+bool ListHas(const std::string& list, const std::string& word) {
+  std::istringstream in(list);
+  std::string w;
+  while (in >> w)
+    if (w == word) return true;
+  return false;
+}
+
+// The cheapest of a few batches' average: a system call shows up as hundreds
+// of ns whatever the noise, a vDSO read as tens.
+double GettimeNs() {
+  double best = 1e18;
+  for (int batch = 0; batch < 4; ++batch) {
+    uint64_t a = NowNs();
+    for (int i = 0; i < 8; ++i) (void)NowNs();
+    uint64_t b = NowNs();
+    best = std::min(best, static_cast<double>(b - a) / 9.0);
+  }
+  return best;
 }
 
 // A (ticks, ns) pair read as close together as the clock allows.
@@ -35,9 +68,39 @@ void Pair(uint64_t* ticks, uint64_t* ns) {
 
 }  // namespace
 
-void TickConverter::Init(bool allow_tsc) {
+TickChoice ChooseTicks(ClockMode mode, const ClockFacts& f) {
+  char cost[64];
+  snprintf(cost, sizeof(cost), "clock_gettime %.0f ns", f.gettime_ns);
+  const std::string src = "clocksource " + (f.clocksource.empty() ? std::string("unknown") : f.clocksource);
+  if (mode == ClockMode::kMonotonic) return {false, "monotonic (NCCLWATCH_CLOCK=monotonic; " + std::string(cost) + ")"};
+  if (!f.x86) return {false, "monotonic (no TSC on this CPU architecture)"};
+  if (mode == ClockMode::kTsc) return {true, "tsc (NCCLWATCH_CLOCK=tsc; " + src + ")"};
+  if (f.clocksource == "tsc") return {true, "tsc (kernel clocksource tsc)"};
+  if (f.gettime_ns < kSlowClockNs) return {false, "monotonic (" + src + ", " + cost + ")"};
+  if (!f.invariant_tsc) return {false, "monotonic (" + src + ", " + cost + "; TSC not invariant)"};
+  if (!ListHas(f.available, "tsc"))
+    return {false, "monotonic (" + src + ", " + cost + "; kernel does not list tsc as usable)"};
+  return {true, "tsc (invariant TSC; " + src + ", " + cost + ")"};
+}
+
+ClockFacts ReadClockFacts() {
+  ClockFacts f;
 #if defined(__x86_64__)
-  tsc_ = allow_tsc && KernelUsesTsc();
+  f.x86 = true;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  f.invariant_tsc = __get_cpuid(0x80000007, &a, &b, &c, &d) != 0 && (d & (1u << 8)) != 0;
+#endif
+  f.clocksource = ReadLine("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  f.available = ReadLine("/sys/devices/system/clocksource/clocksource0/available_clocksource");
+  f.gettime_ns = GettimeNs();
+  return f;
+}
+
+void TickConverter::Init(ClockMode mode) {
+  TickChoice choice = ChooseTicks(mode, ReadClockFacts());
+  why_ = choice.why;
+#if defined(__x86_64__)
+  tsc_ = choice.tsc;
 #else
   tsc_ = false;
 #endif

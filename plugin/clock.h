@@ -1,10 +1,17 @@
 // Clocks of the plugin.
 //
-// The hot path stamps events with Ticks(): the CPU's time-stamp counter
-// (rdtsc, ~10 ns in a VM where clock_gettime costs ~25 ns) when the kernel
-// itself uses the TSC as its clocksource (so it is invariant and synchronized
-// across cores), else CLOCK_MONOTONIC in nanoseconds. The writer thread turns
+// The hot path stamps events with Ticks(): either the CPU's time-stamp counter
+// (rdtsc, ~10 ns) or CLOCK_MONOTONIC in nanoseconds. The writer thread turns
 // ticks into CLOCK_MONOTONIC nanoseconds with TickConverter, off the hot path.
+//
+// Which one (ChooseTicks, NCCLWATCH_CLOCK=auto): the TSC when the kernel
+// itself uses it as its clocksource (so it is invariant and synchronized
+// across cores); also when the CPU says its TSC is invariant, the kernel still
+// lists `tsc` as a usable clocksource, and clock_gettime is slow here
+// (>= kSlowClockNs: a VM whose paravirtual clock has no vDSO path makes every
+// call a system call, ~0.5 us and more, paid several times per operation on
+// NCCL's threads). Otherwise CLOCK_MONOTONIC. NCCLWATCH_CLOCK=tsc|monotonic
+// forces one. The choice and its reason go into the file's header.
 //
 // NowNs() is CLOCK_MONOTONIC through the vDSO; ClockPair reads CLOCK_REALTIME
 // between two monotonic reads so files of many hosts can be aligned.
@@ -19,6 +26,9 @@
 #include <time.h>
 
 #include <atomic>
+#include <string>
+
+#include "plugin/config.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -48,14 +58,36 @@ inline uint64_t Ticks() {
   return NowNs();
 }
 
+// What the choice of tick source depends on (ReadClockFacts on this machine).
+struct ClockFacts {
+  bool x86 = false;
+  std::string clocksource;            // the kernel's current clocksource
+  std::string available;              // its available clocksources, space-separated
+  bool invariant_tsc = false;         // CPUID 0x80000007 EDX bit 8
+  double gettime_ns = 0;              // measured cost of one clock_gettime(CLOCK_MONOTONIC)
+};
+
+// clock_gettime at or above this many ns is taken to be a system call.
+constexpr double kSlowClockNs = 100;
+
+struct TickChoice {
+  bool tsc = false;
+  std::string why;  // e.g. "tsc (kernel clocksource tsc)"
+};
+
+// Pure: the decision described at the top of this file.
+TickChoice ChooseTicks(ClockMode mode, const ClockFacts& f);
+// Reads the sysfs files and CPUID and times clock_gettime (a few us; less
+// than 50 us even where each call is a system call).
+ClockFacts ReadClockFacts();
+
 // Maps ticks to CLOCK_MONOTONIC ns: ns = ns0 + (ticks - tick0) * scale, with
 // the scale measured over an ever longer baseline as the writer runs.
 class TickConverter {
  public:
-  // Decides the tick source (reads the kernel's clocksource; `allow_tsc`
-  // false forces CLOCK_MONOTONIC) and takes the first (tick, ns) pair. Cheap:
-  // it runs on the host's thread.
-  void Init(bool allow_tsc);
+  // Decides the tick source (ChooseTicks over ReadClockFacts) and takes the
+  // first (tick, ns) pair. Cheap: it runs on the host's thread.
+  void Init(ClockMode mode);
   // Measures the scale (the first call waits until 2 ms have passed since
   // Init) and refines it later; call it before ToNs, from the writer thread.
   void Refine();
@@ -65,9 +97,11 @@ class TickConverter {
     return ns0_ + static_cast<uint64_t>(static_cast<double>(d) * scale_);
   }
   bool tsc() const { return tsc_; }
+  const std::string& why() const { return why_; }
 
  private:
   bool tsc_ = false;
+  std::string why_;
   uint64_t tick0_ = 0;
   uint64_t ns0_ = 0;
   double scale_ = 1.0;

@@ -214,6 +214,13 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     if (ParseU64(Trim(v), false, &x) && x >= 1 && x <= 4096) c.buffer_mb = x;
     else warn("NCCLWATCH_BUFFER_MB", v, "not an integer in [1, 4096]", std::to_string(c.buffer_mb));
   }
+  if (const char* v = get("NCCLWATCH_CLOCK")) {
+    std::string s = Lower(Trim(v));
+    if (s == "auto") c.clock = ClockMode::kAuto;
+    else if (s == "tsc") c.clock = ClockMode::kTsc;
+    else if (s == "monotonic") c.clock = ClockMode::kMonotonic;
+    else warn("NCCLWATCH_CLOCK", v, "not auto, tsc or monotonic", "auto");
+  }
   if (const char* v = get("NCCLWATCH_STUCK_SEC")) {
     double x = 0;
     if (ParseDouble(Trim(v), &x)) c.stuck_sec = x;

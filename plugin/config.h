@@ -12,6 +12,9 @@
 //   NCCLWATCH_STUCK_SEC     in-flight age that triggers a stuck report (0: off)
 //   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
 //   NCCLWATCH_ENABLE        0 turns the plugin off (init fails, NCCL runs on)
+//   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
+//                           safe and clock_gettime would cost more), "tsc" or
+//                           "monotonic" (clock_gettime); see clock.h
 //
 // Thread safety: ParseConfig is pure; call it from any thread.
 
@@ -51,6 +54,8 @@ uint64_t MaskOf(EventKind k);
 EventKind KindOfMask(uint64_t type_bit);
 const char* EventKindName(EventKind k);
 
+enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
+
 struct Config {
   std::string dir = ".";
   std::string events = "default";
@@ -61,6 +66,7 @@ struct Config {
   double stuck_sec = 60.0;
   uint64_t buffer_mb = 64;
   bool enabled = true;
+  ClockMode clock = ClockMode::kAuto;
   std::vector<std::string> warnings;
 };
 

@@ -32,7 +32,18 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.heartbeat_ms, 1000u);
   EXPECT_EQ(c.stuck_sec, 60.0);
   EXPECT_EQ(c.buffer_mb, 64u);
+  EXPECT_EQ(c.clock, ClockMode::kAuto);
   EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ConfigTest, Clock) {
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "tsc"}}).clock, ClockMode::kTsc);
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", " Monotonic "}}).clock, ClockMode::kMonotonic);
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "auto"}}).clock, ClockMode::kAuto);
+  Config bad = Parse({{"NCCLWATCH_CLOCK", "hpet"}});
+  EXPECT_EQ(bad.clock, ClockMode::kAuto);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+  EXPECT_NE(bad.warnings[0].find("NCCLWATCH_CLOCK='hpet' ignored: not auto, tsc or monotonic"), std::string::npos);
 }
 
 TEST(ConfigTest, GoodValues) {

@@ -2,7 +2,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -56,6 +58,10 @@ void AtForkChild() {
   g_mu.unlock();
 }
 
+bool NcclDebugShowsInfo(const char* v) {
+  return v != nullptr && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
+}
+
 }  // namespace
 
 Profiler* Profiler::Acquire(const ProfilerOptions& opts, std::string* error) {
@@ -93,6 +99,7 @@ Profiler::Profiler(const ProfilerOptions& opts)
       logger_(opts.logger),
       file_name_override_(opts.file_name_override),
       pid_(getpid()),
+      info_to_stderr_(NcclDebugShowsInfo(getenv("NCCL_DEBUG"))),
       generation_(g_generation.fetch_add(1) + 1) {}
 
 bool Profiler::Init(std::string* error) {
@@ -142,7 +149,9 @@ void Profiler::Log(nccl::LogLevel level, const char* fmt, ...) {
   va_end(ap);
   if (logger_ != nullptr) {
     logger_(level, nccl::kLogSubsysInit | nccl::kLogSubsysProfile, "ncclwatch", 0, "ncclwatch: %s", buf);
-  } else {
+  } else if (level == nccl::kLogWarn || info_to_stderr_) {
+    // No logger (API v1..v3): warnings always; info lines when NCCL's own
+    // would be printed (NCCL_DEBUG=INFO or TRACE).
     fprintf(stderr, "%s ncclwatch: %s\n", level == nccl::kLogWarn ? "NCCL WARN" : "NCCL INFO", buf);
   }
 }
@@ -201,6 +210,7 @@ void Profiler::ForceFlush() {
 void Profiler::Abandon() { abandoned_.store(true, std::memory_order_relaxed); }
 
 const std::string& Profiler::writer_path() const { return writer_->path(); }
+const std::string& Profiler::clock_source() const { return writer_->clock_source(); }
 
 bool Profiler::SlotIsOurs(const void* p) const {
   auto* s = static_cast<const Slot*>(p);

@@ -190,6 +190,7 @@ class Profiler {
   void Abandon();
   bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
   const std::string& writer_path() const;
+  const std::string& clock_source() const;  // how events are stamped, and why
   void ForceFlush();
 
   ~Profiler();
@@ -213,6 +214,7 @@ class Profiler {
   nccl::Logger logger_;
   std::string file_name_override_;
   pid_t pid_;
+  bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
   uint64_t generation_;
   pthread_key_t key_{};
   bool key_ok_ = false;

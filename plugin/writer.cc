@@ -51,7 +51,7 @@ Writer::~Writer() {
 
 bool Writer::Open(std::string* error) {
   const Config& c = prof_->config();
-  ticks_.Init(/*allow_tsc=*/true);
+  ticks_.Init(c.clock);
   info_ = ReadProcessInfo();
   ClockPair cp = ReadClockPair();
   mono_base_ = cp.mono_ns;
@@ -170,6 +170,7 @@ void Writer::Loop() {
       MaybeEncodeDrops(now, true);
       EncodeFinalize(NowNs(), clean);
       WriteOut();
+      LogSummary();
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -488,6 +489,7 @@ void Writer::EncodeHeader() {
   wire_.U64(22, c.buffer_mb << 20);
   wire_.Bytes(23, info_.job_id.data(), info_.job_id.size());
   for (const std::string& a : info_.argv) wire_.Bytes(24, a.data(), a.size());
+  wire_.Bytes(25, ticks_.why().data(), ticks_.why().size());
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -855,9 +857,33 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
   if (!force && sum == last_drops_sum_) return;
   if (force && sum == 0) return;
   last_drops_sum_ = sum;
+  // Once per file: events lost for want of room (write failures have their own warning).
+  if (!warned_drops_ && ring_full + pool + no_slot > 0) {
+    warned_drops_ = true;
+    prof_->Log(nccl::kLogWarn,
+               "events are being dropped (%llu: per-thread buffer full %llu, event handles exhausted %llu, "
+               "threads without a buffer %llu); the file counts them; a larger NCCLWATCH_BUFFER_MB (now %llu) "
+               "makes room",
+               static_cast<unsigned long long>(ring_full + pool + no_slot), static_cast<unsigned long long>(ring_full),
+               static_cast<unsigned long long>(pool), static_cast<unsigned long long>(no_slot),
+               static_cast<unsigned long long>(prof_->config().buffer_mb));
+  }
   size_t at = BeginRecord();
   EncodeDrops(&wire_, now);
   EndRecord(at);
+}
+
+void Writer::LogSummary() {
+  uint64_t ring_full, pool, no_slot, foreign, bad;
+  DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
+  const uint64_t dropped = ring_full + pool + no_slot + write_failed_records_;
+  prof_->Log(dropped > 0 ? nccl::kLogWarn : nccl::kLogInfo,
+             "closed %s: %llu records, %llu bytes; dropped %llu events (buffer full %llu, handles exhausted %llu, "
+             "no buffer %llu, write failed %llu)",
+             path_.c_str(), static_cast<unsigned long long>(records_written_),
+             static_cast<unsigned long long>(bytes_written_), static_cast<unsigned long long>(dropped),
+             static_cast<unsigned long long>(ring_full), static_cast<unsigned long long>(pool),
+             static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(write_failed_records_));
 }
 
 void Writer::MaybeStuckReport(uint64_t now) {

@@ -58,6 +58,7 @@ class Writer {
   void FlushNow();
 
   const std::string& path() const { return path_; }
+  const std::string& clock_source() const { return ticks_.why(); }
 
  private:
   struct Cold {
@@ -97,6 +98,7 @@ class Writer {
   void EncodeEvState(const Rec& r);
   void EncodeHeartbeat(uint64_t now);
   void MaybeEncodeDrops(uint64_t now, bool force);
+  void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
   void EncodeDrops(Wire* w, uint64_t now) const;
   void WriteLossNotice();
@@ -160,6 +162,7 @@ class Writer {
   std::unordered_map<uint64_t, InFlight> in_flight_;
   std::unordered_set<uint64_t> early_done_;
   uint64_t last_drops_sum_ = 0;
+  bool warned_drops_ = false;
   uint64_t next_heartbeat_ = 0;
   uint64_t next_flush_ = 0;
 

@@ -173,7 +173,7 @@ std::string MakeTempDir(const std::string& tag) {
 
 void SetPluginEnv(const std::map<std::string, std::string>& vars) {
   static const char* const kVars[] = {"NCCLWATCH_DIR",          "NCCLWATCH_EVENTS",    "NCCLWATCH_FLUSH_MS",
-                                      "NCCLWATCH_HEARTBEAT_MS", "NCCLWATCH_STUCK_SEC", "NCCLWATCH_BUFFER_MB",
+                                      "NCCLWATCH_HEARTBEAT_MS", "NCCLWATCH_STUCK_SEC", "NCCLWATCH_BUFFER_MB", "NCCLWATCH_CLOCK",
                                       "NCCLWATCH_ENABLE"};
   for (const char* v : kVars) unsetenv(v);
   for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);

@@ -14,6 +14,13 @@
 #   default   ncclwatch, default capture
 #   noop_all  the do-nothing plugin asking for every event type (0x7fff)
 #   all       ncclwatch, NCCLWATCH_EVENTS=all
+#   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
+#   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
+#   default_mono ncclwatch, default capture, NCCLWATCH_CLOCK=monotonic
+#
+# Every process runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT, so ncclwatch's
+# init line (its clock) and closing lines (events dropped) are in its log;
+# OUTDIR/drops.csv has them per run.
 #
 # Then tools/gpu/overhead_report.py writes OUTDIR/report.md (tables, ratios,
 # PASS/MISS against the targets) and prints it. Each process's log is in
@@ -130,10 +137,11 @@ build() {
     -Wl,-rpath,"$nccl_lib" -Wl,-rpath,"$cuda_lib"
   "$CXX" -std=c++17 -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -I"$repo" \
     -o "$NOOP" "$here/noop_plugin.cc"
-  say "built $BIN and $NOOP ($((SECONDS - t_start)) s)"
+  "$CXX" -std=c++17 -O2 -Wall -Wextra -pthread -o "$repo/out/clock_probe" "$here/clock_probe.cc"
+  say "built $BIN, $NOOP and out/clock_probe ($((SECONDS - t_start)) s)"
 }
 
-if [[ "${SKIP_BUILD:-0}" == 1 && -x "$BIN" && -f "$NOOP" ]]; then
+if [[ "${SKIP_BUILD:-0}" == 1 && -x "$BIN" && -f "$NOOP" && -x "$repo/out/clock_probe" ]]; then
   say "SKIP_BUILD=1: using $BIN and $NOOP"
 else
   build
@@ -172,6 +180,8 @@ done
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,persistence_mode --format=csv 2>&1 || true
     nvidia-smi topo -m 2>&1 || true
   fi
+  # What the clocks cost here (the plugin stamps events on NCCL's threads).
+  [[ -x "$repo/out/clock_probe" ]] && "$repo/out/clock_probe" 2>&1
 } > "$OUTDIR/machine.txt"
 
 # ------------------------------------------------------------------ runs
@@ -191,18 +201,35 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     # of a change ($PLUGIN_B, default out/libnccl-profiler-ncclwatch-b.so).
     default_b) env=(NCCL_PROFILER_PLUGIN="$PLUGIN_B" NCCLWATCH_DIR="$TRACES/run"); want="$(basename "$PLUGIN_B")" ;;
     all)      env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_EVENTS=all) ;;
+    # The default capture with the clock forced (plugin/clock.h): what the
+    # automatic choice of tick source is worth on this machine.
+    default_tsc)  env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_CLOCK=tsc) ;;
+    default_mono) env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_CLOCK=monotonic) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
   local t0 rc=0
   t0="$(now)"
-  env "${env[@]}" OVERHEAD_LABEL="$cfg" OVERHEAD_ROUND="$round" \
+  # NCCL prints INIT-subsystem info lines (the same for every configuration,
+  # all before the timing): ncclwatch's own lines are among them, its clock at
+  # init and its closing line with the events it dropped.
+  env "${env[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT OVERHEAD_LABEL="$cfg" OVERHEAD_ROUND="$round" \
     timeout -k 5 "$PROC_TIMEOUT_SEC" "$BIN" --nranks "$n" --op "$OPS" --sizes "$SIZES" --mode "$MODES" \
     --target-ms "$TARGET_MS" --timeout-sec "$((PROC_TIMEOUT_SEC - 5))" --out "$csv" >"$log" 2>&1 || rc=$?
   local got traces
   got="$(sed -n 's/.*profiler plugin loaded: \([^,]*\),.*/\1/p' "$log" | head -n1)"
   traces="$(du -sk "$TRACES/run" 2>/dev/null | cut -f1)"
+  # ncclwatch's closing lines, one per rank: events dropped, summed.
+  local closed dropped clock
+  closed="$(grep -c 'ncclwatch: closed ' "$log" || true)"
+  dropped="$(sed -n 's/.*ncclwatch: closed .*dropped \([0-9]*\) events.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+  clock="$(sed -n 's/.*ncclwatch: profiler API v[0-9]*, events [0-9a-fx]*, clock \(.*\), writing .*/\1/p' "$log" | head -n1)"
+  [[ -s "$OUTDIR/drops.csv" ]] || echo "config,round,nranks,closed,dropped,clock" > "$OUTDIR/drops.csv"
+  echo "$cfg,$round,$n,$closed,$dropped,\"${clock//\"/}\"" >> "$OUTDIR/drops.csv"
   local msg
   msg="round $round  nranks $n  $(printf '%-8s' "$cfg") $(since "$t0") s  plugin ${got:-?}  traces ${traces} KiB"
+  if [[ "$want" == libnccl-profiler-ncclwatch* || "$cfg" == default_b ]]; then
+    msg+="  closed $closed  dropped $dropped"
+  fi
   if (( rc != 0 )); then
     say "$msg  FAILED (exit $rc); last lines of $log:"
     tail -n 8 "$log" >&2

@@ -44,7 +44,11 @@ EXPECTED_PLUGIN = {
     "noop_all": "libnccl-profiler-noop.so",
     "default": "libnccl-profiler-ncclwatch.so",
     "all": "libnccl-profiler-ncclwatch.so",
+    "default_tsc": "libnccl-profiler-ncclwatch.so",
+    "default_mono": "libnccl-profiler-ncclwatch.so",
 }
+# The floor each ncclwatch configuration is paired with, round by round.
+FLOOR = {"all": "noop_all"}
 RATIOS = [  # (numerator, denominator)
     ("default", "noop"),
     ("default", "none"),
@@ -249,6 +253,54 @@ def build_report(path, metric, all_checks=False):
                     else:
                         row.append("n/a")
                 w("| " + " | ".join(row) + " |")
+            w("")
+
+    # ---------------------------------------------------------------- paired
+    ours = [c for c in configs if c not in ("none", "noop", "noop_all") and FLOOR.get(c, "noop") in configs]
+    if ours:
+        w("## ncclwatch over its floor, paired by round")
+        w("")
+        w("Each configuration of ncclwatch against the do-nothing plugin asking for the same events "
+          "(`noop`; `noop_all` for `all`), as the median of the per-round ratios (both ran in the "
+          "same round, so drift between rounds cancels), in brackets their min and max.")
+        w("")
+        head = ["ranks", "mode", "op", "size"] + ["%s/%s" % (c, FLOOR.get(c, "noop")) for c in ours]
+        w("| " + " | ".join(head) + " |")
+        w("| " + " | ".join(["---"] * len(head)) + " |")
+        for k in keys:
+            row = [str(k[0]), k[1], k[2], human_bytes(k[3])]
+            for c in ours:
+                a, b = cells.get(k + (c,)), cells.get(k + (FLOOR.get(c, "noop"),))
+                pr = paired_ratios(a, b) if a and b else []
+                row.append("%s [%s, %s]" % (fmt_pct(statistics.median(pr)), fmt_pct(min(pr)), fmt_pct(max(pr)))
+                           if pr else "n/a")
+            w("| " + " | ".join(row) + " |")
+        w("")
+
+    drops = os.path.join(os.path.dirname(os.path.abspath(path)), "drops.csv")
+    if os.path.exists(drops):
+        per = defaultdict(lambda: [0, 0, 0, set()])  # runs, runs with drops, events dropped, clocks
+        with open(drops, newline="") as f:
+            for row in csv.DictReader(f):
+                if int(row.get("closed") or 0) == 0:
+                    continue  # not ncclwatch
+                e = per[(int(row["nranks"]), row["config"])]
+                d = int(row.get("dropped") or 0)
+                e[0] += 1
+                e[1] += d > 0
+                e[2] += d
+                if row.get("clock"):
+                    e[3].add(row["clock"])
+        if per:
+            w("## Events ncclwatch dropped, and its clock")
+            w("")
+            w("From each process's closing log line (NCCL_DEBUG=INFO): events lost because a "
+              "thread's buffer was full or its event handles ran out.")
+            w("")
+            w("| ranks | config | runs | runs with drops | events dropped | clock |")
+            w("| --- | --- | --- | --- | --- | --- |")
+            for (n, c), (runs, with_drops, dropped, clocks) in sorted(per.items(), key=lambda x: (-x[0][0], x[0][1])):
+                w("| %d | %s | %d | %d | %d | %s |" % (n, c, runs, with_drops, dropped, "; ".join(sorted(clocks)) or "?"))
             w("")
 
     if skipped:
