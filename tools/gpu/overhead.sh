@@ -17,6 +17,9 @@
 #   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
 #   default_mono ncclwatch, default capture, NCCLWATCH_CLOCK=monotonic
+#   timed_noop, timed_default
+#                noop and default under tools/gpu/timing_shim.cc: the time each
+#                of NCCL's threads spends in the plugin (OUTDIR/timing.txt)
 #
 # Every process runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT, so ncclwatch's
 # init line (its clock) and closing lines (events dropped) are in its log;
@@ -82,7 +85,7 @@ say() { echo "overhead.sh: $*" >&2; }
 export NCCL_NVLS_ENABLE=0
 # Nothing from the caller's environment may change what a configuration means.
 unset NCCL_PROFILER_PLUGIN NCCLWATCH_EVENTS NCCLWATCH_ENABLE NOOP_PROFILER_MASK NOOP_PROFILER_NULL_HANDLE \
-      OVERHEAD_LABEL OVERHEAD_ROUND
+      OVERHEAD_LABEL OVERHEAD_ROUND NCCLWATCH_CLOCK TIMING_SHIM_INNER
 
 if [[ -z "${PLUGIN:-}" ]]; then
   for p in "$repo/out/libnccl-profiler-ncclwatch.so" "$repo/bazel-bin/plugin/libnccl-profiler-ncclwatch.so"; do
@@ -99,6 +102,7 @@ fi
 
 BIN="$repo/out/nccl_overhead"
 NOOP="$repo/out/libnccl-profiler-noop.so"
+SHIM="$repo/out/libnccl-profiler-timing.so"
 
 # ------------------------------------------------------------------ build
 build() {
@@ -137,11 +141,13 @@ build() {
     -Wl,-rpath,"$nccl_lib" -Wl,-rpath,"$cuda_lib"
   "$CXX" -std=c++17 -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -I"$repo" \
     -o "$NOOP" "$here/noop_plugin.cc"
+  "$CXX" -std=c++17 -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -I"$repo" \
+    -o "$SHIM" "$here/timing_shim.cc" -ldl -pthread
   "$CXX" -std=c++17 -O2 -Wall -Wextra -pthread -o "$repo/out/clock_probe" "$here/clock_probe.cc"
   say "built $BIN, $NOOP and out/clock_probe ($((SECONDS - t_start)) s)"
 }
 
-if [[ "${SKIP_BUILD:-0}" == 1 && -x "$BIN" && -f "$NOOP" && -x "$repo/out/clock_probe" ]]; then
+if [[ "${SKIP_BUILD:-0}" == 1 && -x "$BIN" && -f "$NOOP" && -x "$repo/out/clock_probe" && -f "$SHIM" ]]; then
   say "SKIP_BUILD=1: using $BIN and $NOOP"
 else
   build
@@ -205,6 +211,12 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     # automatic choice of tick source is worth on this machine.
     default_tsc)  env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_CLOCK=tsc) ;;
     default_mono) env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_CLOCK=monotonic) ;;
+    # The same under tools/gpu/timing_shim.cc, which times every callback on
+    # the thread NCCL makes it from (lines in OUTDIR/timing.txt).
+    timed_noop)    env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$NOOP" NOOP_PROFILER_MASK=0x46)
+                   want="libnccl-profiler-timing.so" ;;
+    timed_default) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN" NCCLWATCH_DIR="$TRACES/run")
+                   want="libnccl-profiler-timing.so" ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
   local t0 rc=0
@@ -225,9 +237,10 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   clock="$(sed -n 's/.*ncclwatch: profiler API v[0-9]*, events [0-9a-fx]*, clock \(.*\), writing .*/\1/p' "$log" | head -n1)"
   [[ -s "$OUTDIR/drops.csv" ]] || echo "config,round,nranks,closed,dropped,clock" > "$OUTDIR/drops.csv"
   echo "$cfg,$round,$n,$closed,$dropped,\"${clock//\"/}\"" >> "$OUTDIR/drops.csv"
+  sed -n "s/^timing_shim pid/$cfg round $round nranks $n: pid/p" "$log" >> "$OUTDIR/timing.txt"
   local msg
   msg="round $round  nranks $n  $(printf '%-8s' "$cfg") $(since "$t0") s  plugin ${got:-?}  traces ${traces} KiB"
-  if [[ "$want" == libnccl-profiler-ncclwatch* || "$cfg" == default_b ]]; then
+  if [[ "$want" == libnccl-profiler-ncclwatch* || "$cfg" == default_b || "$cfg" == timed_default ]]; then
     msg+="  closed $closed  dropped $dropped"
   fi
   if (( rc != 0 )); then

@@ -46,9 +46,11 @@ EXPECTED_PLUGIN = {
     "all": "libnccl-profiler-ncclwatch.so",
     "default_tsc": "libnccl-profiler-ncclwatch.so",
     "default_mono": "libnccl-profiler-ncclwatch.so",
+    "timed_noop": "libnccl-profiler-timing.so",
+    "timed_default": "libnccl-profiler-timing.so",
 }
 # The floor each ncclwatch configuration is paired with, round by round.
-FLOOR = {"all": "noop_all"}
+FLOOR = {"all": "noop_all", "timed_default": "timed_noop"}
 RATIOS = [  # (numerator, denominator)
     ("default", "noop"),
     ("default", "none"),
@@ -256,7 +258,7 @@ def build_report(path, metric, all_checks=False):
             w("")
 
     # ---------------------------------------------------------------- paired
-    ours = [c for c in configs if c not in ("none", "noop", "noop_all") and FLOOR.get(c, "noop") in configs]
+    ours = [c for c in configs if c not in ("none", "noop", "noop_all", "timed_noop") and FLOOR.get(c, "noop") in configs]
     if ours:
         w("## ncclwatch over its floor, paired by round")
         w("")
