@@ -85,11 +85,14 @@ uint64_t MaskOf(EventKind k) {
   return 0;
 }
 
-EventKind KindOfMask(uint64_t type_bit) {
+// KindOfMask (config.h) relies on bit b of NCCL's type mask being kind b + 1.
+constexpr bool KindsFollowBits() {
   for (const auto& i : kKinds)
-    if (i.mask == type_bit) return i.kind;
-  return kEvNone;
+    if (i.mask != (uint64_t{1} << (i.kind - 1))) return false;
+  return true;
 }
+static_assert(KindsFollowBits(), "EventKind must be NCCL's type bit index + 1");
+static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == kEvCount - 1, "every kind has a mask bit");
 
 const char* EventKindName(EventKind k) {
   for (const auto& i : kKinds)

@@ -51,7 +51,13 @@ enum EventKind : uint8_t {
 
 // NCCL mask bit of an event kind and back.
 uint64_t MaskOf(EventKind k);
-EventKind KindOfMask(uint64_t type_bit);
+// kEvNone unless `type_bit` is exactly one known type bit. Hot path: every
+// event of every type goes through it.
+inline EventKind KindOfMask(uint64_t type_bit) {
+  if (type_bit == 0 || (type_bit & (type_bit - 1)) != 0) return kEvNone;
+  const int b = __builtin_ctzll(type_bit);
+  return b < kEvCount - 1 ? static_cast<EventKind>(b + 1) : kEvNone;
+}
 const char* EventKindName(EventKind k);
 
 enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };

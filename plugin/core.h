@@ -166,6 +166,10 @@ class Profiler {
   Context* NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank);
   void FinalizeContext(Context* ctx);
 
+  // Whether Start can do anything with an event of this kind: operations and
+  // what feeds their completion, and kinds captured raw. The adapters ask
+  // before they copy a descriptor.
+  bool Wants(EventKind kind) const { return (wanted_kinds_ >> kind) & 1; }
   // Hot path. Start returns a handle or null (event dropped or not tracked).
   void* Start(Context* ctx, const EventDesc& d);
   void Stop(void* handle);
@@ -215,6 +219,7 @@ class Profiler {
   std::string file_name_override_;
   pid_t pid_;
   bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
+  uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
   uint64_t generation_;
   pthread_key_t key_{};
   bool key_ok_ = false;

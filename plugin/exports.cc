@@ -98,6 +98,14 @@ nccl::Result Finalize(void* context) noexcept {
   return nccl::kSuccess;
 }
 
+// Before any copying: NCCL starts some event types whatever the activation
+// mask says (v5 calls Group, GroupApi and CollApi for every collective), and
+// most are of no use at the default capture.
+inline bool Wanted(void* context, EventKind kind) {
+  auto* c = static_cast<Context*>(context);
+  return c != nullptr && c->prof->Wants(kind);
+}
+
 void StartCommon(void* context, void** handle, const EventDesc& d) {
   auto* c = static_cast<Context*>(context);
   void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
@@ -160,8 +168,10 @@ void CopyProxy(const D& e, EventDesc* d) {
 nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
   EventDesc d;
-  d.kind = KindOfMask(e->type);
+  d.kind = kind;
   d.parent = e->parentObj;
   d.rank = e->rank;
   switch (d.kind) {
@@ -235,8 +245,10 @@ void CopyP2pV2V3(const D& e, EventDesc* d) {
 nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
   EventDesc d;
-  d.kind = KindOfMask(e->type);
+  d.kind = kind;
   d.parent = e->parentObj;
   d.rank = e->rank;
   switch (d.kind) {
@@ -266,8 +278,10 @@ nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
 nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
   EventDesc d;
-  d.kind = KindOfMask(e->type);
+  d.kind = kind;
   d.parent = e->parentObj;
   d.rank = e->rank;
   switch (d.kind) {
@@ -382,8 +396,10 @@ bool CopyApiV5(const D& e, EventDesc* d) {
 nccl::Result StartV4(void* context, void** handle, nccl::DescrV4* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
   EventDesc d;
-  d.kind = KindOfMask(e->type);
+  d.kind = kind;
   d.parent = e->parentObj;
   d.rank = e->rank;
   if (!CopyCommonV4(*e, &d)) return nccl::kSuccess;
@@ -394,8 +410,10 @@ nccl::Result StartV4(void* context, void** handle, nccl::DescrV4* e) noexcept {
 nccl::Result StartV5(void* context, void** handle, nccl::DescrV5* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
   EventDesc d;
-  d.kind = KindOfMask(e->type);
+  d.kind = kind;
   d.parent = e->parentObj;
   d.rank = e->rank;
   if (!CopyApiV5(*e, &d)) return nccl::kSuccess;
@@ -406,8 +424,10 @@ nccl::Result StartV5(void* context, void** handle, nccl::DescrV5* e) noexcept {
 nccl::Result StartV6(void* context, void** handle, nccl::DescrV6* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
   EventDesc d;
-  d.kind = KindOfMask(e->type);
+  d.kind = kind;
   d.parent = e->parentObj;
   d.rank = e->rank;
   switch (d.kind) {

@@ -39,7 +39,15 @@ class Ring {
     }
     return &recs_[h & mask_];
   }
-  void Commit() { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  void Commit() {
+    const uint64_t h = head_.load(std::memory_order_relaxed) + 1;
+    head_.store(h, std::memory_order_release);
+    // The next record was last read by the consumer, a ring ago: ask for its
+    // lines now, so the next Reserve's copy does not wait for them.
+    const char* next = reinterpret_cast<const char*>(&recs_[h & mask_]);
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch(next + 64, 1, 3);
+  }
 
   // Consumer side: calls fn(const Rec&) for every published record, at most `max`.
   template <typename Fn>
@@ -59,6 +67,7 @@ class Ring {
     return tail_.load(std::memory_order_acquire) == head_.load(std::memory_order_acquire);
   }
   uint32_t capacity() const { return mask_ + 1; }
+  Rec* storage() const { return recs_; }
 
  private:
   Rec* recs_ = nullptr;

@@ -1,0 +1,119 @@
+// Tests of the plugin core that need its internals: where memory comes from
+// and which events it bothers with. (Behaviour seen through the exported ABI
+// is in abi_test.)
+
+#include "plugin/core.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plugin/config.h"
+#include "plugin/event.h"
+#include "plugin/nccl/profiler_abi.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+struct Open {
+  Profiler* prof = nullptr;
+  Context* ctx = nullptr;
+  std::string dir;
+
+  explicit Open(const std::string& events) {
+    const char* tmp = getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(tmp != nullptr ? tmp : "/tmp") + "/core-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    dir = mkdtemp(buf.data());
+    ProfilerOptions o;
+    o.config.dir = dir;
+    std::string err;
+    EXPECT_TRUE(ParseEvents(events, &o.config.nccl_mask, &o.config.raw_kinds, &err)) << err;
+    o.config.events = events;
+    o.config.buffer_mb = 8;
+    o.api_version = 5;
+    o.file_name_override = "core.ncclwatch";
+    prof = Profiler::Acquire(o, &err);
+    EXPECT_NE(prof, nullptr) << err;
+    ctx = prof->NewContext(0xC0FE, "world", 1, 2, 0);
+  }
+  ~Open() {
+    prof->FinalizeContext(ctx);
+    Profiler::Release(prof);
+  }
+};
+
+// Pages of [p, p + len) not resident.
+size_t NonResidentPages(const void* p, size_t len) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  uintptr_t e = reinterpret_cast<uintptr_t>(p) + len;
+  size_t n = (e - a + page - 1) / page;
+  std::vector<unsigned char> v(n);
+  EXPECT_EQ(mincore(reinterpret_cast<void*>(a), e - a, v.data()), 0);
+  size_t out = 0;
+  for (unsigned char c : v) out += (c & 1) == 0;
+  return out;
+}
+
+EventDesc Coll(uint64_t seq) {
+  EventDesc d;
+  d.kind = kEvColl;
+  d.seq = seq;
+  d.func = "AllReduce";
+  d.nchannels = 0;
+  return d;
+}
+
+TEST(CoreTest, AThreadsBufferIsResidentFromItsFirstEvent) {
+  Open o("default");
+  std::thread([&] {
+    void* h = o.prof->Start(o.ctx, Coll(1));
+    ASSERT_NE(h, nullptr);
+    o.prof->Stop(h);
+    // The thread's buffer is the one whose slots hold the handle.
+    const ThreadBuf* mine = nullptr;
+    for (uint32_t i = 0; i < o.prof->thread_count(); ++i) {
+      ThreadBuf* tb = o.prof->thread_buf(i);
+      if (h >= static_cast<void*>(tb->slots) && h < static_cast<void*>(tb->slots + tb->nslots)) mine = tb;
+    }
+    ASSERT_NE(mine, nullptr);
+    // One operation touched one slot and one record; every page of both
+    // regions is resident all the same (no page fault on later events).
+    EXPECT_EQ(NonResidentPages(mine->slots, size_t{mine->nslots} * sizeof(Slot)), 0u);
+    EXPECT_EQ(NonResidentPages(mine->ring.storage(), size_t{mine->ring.capacity()} * sizeof(Rec)), 0u);
+    // Buffers no thread has claimed stay untouched (the budget is a ceiling, not RSS).
+    const ThreadBuf* last = o.prof->thread_buf(o.prof->thread_count() - 1);
+    ASSERT_NE(last, mine);
+    EXPECT_GT(NonResidentPages(last->slots, size_t{last->nslots} * sizeof(Slot)), 0u);
+  }).join();
+}
+
+TEST(CoreTest, WantsOperationsTheirFeedersAndRawKindsOnly) {
+  {
+    Open o("default");
+    for (EventKind k : {kEvColl, kEvP2p, kEvKernelCh, kEvProxyOp, kEvProxyStep}) EXPECT_TRUE(o.prof->Wants(k)) << k;
+    for (EventKind k : {kEvGroup, kEvGroupApi, kEvCollApi, kEvP2pApi, kEvKernelLaunch, kEvProxyCtrl, kEvNetPlugin,
+                        kEvCeColl, kEvCeSync, kEvCeBatch, kEvNone})
+      EXPECT_FALSE(o.prof->Wants(k)) << k;
+  }
+  {
+    Open o("default,group,collapi");
+    EXPECT_TRUE(o.prof->Wants(kEvGroup));
+    EXPECT_TRUE(o.prof->Wants(kEvCollApi));
+    EXPECT_FALSE(o.prof->Wants(kEvGroupApi));
+  }
+  {
+    Open o("all");
+    for (int k = kEvGroup; k < kEvCount; ++k) EXPECT_TRUE(o.prof->Wants(static_cast<EventKind>(k))) << k;
+  }
+}
+
+}  // namespace
+}  // namespace ncclwatch::plugin
