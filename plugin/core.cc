@@ -476,10 +476,10 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) return nullptr;
-  const uint64_t now = Ticks();
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
   if (IsOp(d.kind)) {
+    const uint64_t now = Ticks();
     Slot* s = AllocSlot(tb);
     if (s == nullptr) return nullptr;
     s->kind.store(d.kind, std::memory_order_relaxed);
@@ -516,6 +516,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
                            parent->kind.load(std::memory_order_relaxed) == kEvProxyOp;
   if (!raw && !feeds_op && !feeds_proxy) return nullptr;
 
+  const uint64_t now = Ticks();
   Slot* s = AllocSlot(tb);
   if (s == nullptr) return nullptr;
   s->kind.store(d.kind, std::memory_order_relaxed);
@@ -536,7 +537,10 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
     case kEvProxyOp:
       s->px_desc.store(PackPxDesc(d.channel, d.is_send, d.nsteps, d.peer), std::memory_order_relaxed);
       s->px_update_ns.store(now, std::memory_order_relaxed);
-      if (feeds_op) op->proxy_started.fetch_add(1);
+      if (feeds_op) {
+        if (!seen_proxy_.load(std::memory_order_relaxed)) seen_proxy_.store(true);
+        op->proxy_started.fetch_add(1);
+      }
       break;
     case kEvProxyStep:
       if (feeds_proxy) {
@@ -552,20 +556,22 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   return s;
 }
 
-void Profiler::MaybeComplete(Slot* op, ThreadBuf* tb, uint64_t now) {
+void Profiler::MaybeComplete(Slot* op, uint64_t now) {
+  // Line 0 of the slot only (see Slot), unless proxy events feed completion.
   if (!op->tracked.load() || !op->enqueued.load()) return;
   if (op->kernel_stopped.load() < op->expect_channels.load()) return;
-  if (op->proxy_stopped.load() < op->proxy_started.load()) return;
+  const bool proxy = seen_proxy_.load();
+  if (proxy && op->proxy_stopped.load() < op->proxy_started.load()) return;
   uint32_t z = 0;
   if (!op->done.compare_exchange_strong(z, 1)) return;
-  if (tb != nullptr) {
+  if (ThreadBuf* tb = CurrentThread()) {
     Bump(tb->counters.ops_completed);
     if (Rec* r = Push(tb)) {
       r->kind = kRecOpDone;
       r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
       r->comm = op->ctx->comm;
       r->id = op->id.load(std::memory_order_relaxed);
-      r->t0 = now;
+      r->t0 = now != 0 ? now : Ticks();
       r->t1 = 0;
       r->parent_id = 0;
       r->nchannels = 0;
@@ -577,8 +583,8 @@ void Profiler::MaybeComplete(Slot* op, ThreadBuf* tb, uint64_t now) {
       r->done.gpu_start = gpu ? gmin : 0;
       r->done.gpu_stop = gpu ? gmax : 0;
       r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
-      r->done.proxy_ops = op->proxy_started.load(std::memory_order_relaxed);
-      r->done.proxy_bytes = op->proxy_bytes.load(std::memory_order_relaxed);
+      r->done.proxy_ops = proxy ? op->proxy_started.load(std::memory_order_relaxed) : 0;
+      r->done.proxy_bytes = proxy ? op->proxy_bytes.load(std::memory_order_relaxed) : 0;
       tb->ring.Commit();
     }
   }
@@ -589,7 +595,7 @@ void Profiler::Stop(void* handle) {
   if (handle == nullptr) return;
   if (Slot* op = OpOfKernelCh(handle)) {
     op->kernel_stopped.fetch_add(1);
-    MaybeComplete(op, CurrentThread(), Ticks());
+    MaybeComplete(op, 0);
     return;
   }
   auto* s = static_cast<Slot*>(handle);
@@ -609,7 +615,7 @@ void Profiler::Stop(void* handle) {
     }
     s->enqueued.store(1);
     if (s->tracked.load(std::memory_order_relaxed)) {
-      MaybeComplete(s, tb, now);
+      MaybeComplete(s, now);
     } else {
       s->state.store(kSlotDone, std::memory_order_release);
     }
@@ -623,7 +629,7 @@ void Profiler::Stop(void* handle) {
         if (s->has_ptimer & 1) AtomicMin(op->gpu_min, s->ptimer_start);
         if (s->has_ptimer & 2) AtomicMax(op->gpu_max, s->ptimer_stop);
         op->kernel_stopped.fetch_add(1);
-        MaybeComplete(op, tb, now);
+        MaybeComplete(op, now);
       }
       break;
     case kEvProxyOp: {
@@ -632,7 +638,7 @@ void Profiler::Stop(void* handle) {
       s->px_update_ns.store(now, std::memory_order_relaxed);
       if (op != nullptr) {
         op->proxy_stopped.fetch_add(1);
-        MaybeComplete(op, tb, now);
+        MaybeComplete(op, now);
       }
       break;
     }
