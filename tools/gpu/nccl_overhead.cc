@@ -6,7 +6,7 @@
 //   nccl_overhead --nranks N [--op allreduce|allgather|sendrecv|all[,..]]
 //                 [--sizes 8,1K,64K,1M,16M,256M] [--mode pipelined|synced|both]
 //                 [--iters I] [--warmup W] [--target-ms T] [--out FILE.csv]
-//                 [--label L] [--round R] [--timeout-sec S]
+//                 [--label L] [--round R] [--timeout-sec S] [--batches B]
 //
 // Process layout (as nccl_scenarios): the parent forces NCCL_NVLS_ENABLE=0,
 // creates the ncclUniqueId (no CUDA in the parent), forks N children and
@@ -30,7 +30,9 @@
 //              cudaStreamSynchronize. CUDA events around the whole batch
 //              (us_per_op_cuda) and the wall clock from before the first
 //              enqueue to after the synchronisation (us_per_op_wall), each
-//              divided by `iters`.
+//              divided by `iters`. --batches B (default 5) such batches, each
+//              after a barrier; the median batch of each is reported (one
+//              batch hit by the machine's noise no longer decides the row).
 //   synced     `iters` times: enqueue one operation, cudaStreamSynchronize.
 //              The wall clock of each (enqueue + synchronise) and CUDA events
 //              around each operation; the median of each.
@@ -126,6 +128,7 @@ struct Options {
   std::string label;
   int round = 0;
   double timeout_sec = 120;
+  int batches = 5;  // pipelined: batches per measurement, median reported
 };
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -163,7 +166,7 @@ void Usage() {
           "usage: nccl_overhead --nranks N [--op allreduce|allgather|sendrecv|all[,..]]\n"
           "                     [--sizes 8,1K,64K,1M,16M,256M] [--mode pipelined|synced|both]\n"
           "                     [--iters I] [--warmup W] [--target-ms T] [--out FILE.csv]\n"
-          "                     [--label L] [--round R] [--timeout-sec S]\n"
+          "                     [--label L] [--round R] [--timeout-sec S] [--batches B]\n"
           "  --label defaults to $OVERHEAD_LABEL, --round to $OVERHEAD_ROUND.\n");
 }
 
@@ -243,6 +246,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (a == "--round") {
       if (!val(&v)) return false;
       o->round = atoi(v);
+    } else if (a == "--batches") {
+      if (!val(&v)) return false;
+      o->batches = atoi(v);
     } else if (a == "--timeout-sec") {
       if (!val(&v)) return false;
       o->timeout_sec = atof(v);
@@ -259,8 +265,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     fprintf(stderr, "nccl_overhead: no ops or no sizes\n");
     return false;
   }
-  if (o->iters < 0 || o->warmup < 0 || !(o->target_ms > 0) || !(o->timeout_sec > 0)) {
-    fprintf(stderr, "nccl_overhead: --iters/--warmup must be >= 0, --target-ms and --timeout-sec > 0\n");
+  if (o->iters < 0 || o->warmup < 0 || !(o->target_ms > 0) || !(o->timeout_sec > 0) || o->batches < 1) {
+    fprintf(stderr, "nccl_overhead: --iters/--warmup must be >= 0, --target-ms and --timeout-sec > 0, --batches >= 1\n");
     return false;
   }
   if (o->label.empty()) o->label = "unlabeled";
@@ -379,16 +385,22 @@ struct Child {
     Barrier();
     Result r{op, mode, bytes, iters, 0, 0};
     if (mode == Mode::kPipelined) {
-      int64_t t0 = NowNs();
-      CUDA_CHECK(cudaEventRecord(ev0, stream));
-      for (int i = 0; i < iters; ++i) Issue(op, bytes);
-      CUDA_CHECK(cudaEventRecord(ev1, stream));
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      int64_t t1 = NowNs();
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, ev0, ev1));
-      r.us_cuda = double(ms) * 1e3 / iters;
-      r.us_wall = double(t1 - t0) / 1e3 / iters;
+      std::vector<double> cuda_us, wall_us;
+      for (int b = 0; b < opt.batches; ++b) {
+        if (b > 0) Barrier();
+        int64_t t0 = NowNs();
+        CUDA_CHECK(cudaEventRecord(ev0, stream));
+        for (int i = 0; i < iters; ++i) Issue(op, bytes);
+        CUDA_CHECK(cudaEventRecord(ev1, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        int64_t t1 = NowNs();
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ev0, ev1));
+        cuda_us.push_back(double(ms) * 1e3 / iters);
+        wall_us.push_back(double(t1 - t0) / 1e3 / iters);
+      }
+      r.us_cuda = Median(cuda_us);
+      r.us_wall = Median(wall_us);
     } else {
       std::vector<double> wall(iters), gpu(iters);
       for (int i = 0; i < iters; ++i) {

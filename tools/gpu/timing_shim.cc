@@ -12,7 +12,8 @@
 // At the last finalize it prints, to stderr, one line per thread that called
 // the plugin: its name (/proc/self/task/TID/comm: NCCL names its proxy thread
 // "NCCL Progress"), then per callback (startEvent by event type, stopEvent,
-// recordEventState) the calls and the mean and the 99th-percentile-bucket ns,
+// recordEventState) the calls, the mean ns, and the upper edges of the
+// power-of-two buckets holding the median and the 99th percentile,
 // and the thread's total time in the plugin per Coll/P2p start seen by the
 // process. Event handles and descriptors pass through untouched.
 //
@@ -133,16 +134,19 @@ void Report() {
     for (int i = 0; i < kSlots; ++i) {
       if (s->calls[i] == 0) continue;
       total += s->ticks[i];
-      // Upper edge of the bucket holding the 99th percentile.
-      uint64_t want = s->calls[i] - s->calls[i] / 100, seen = 0;
-      int b = 0;
-      for (; b < kBuckets; ++b) {
-        seen += s->hist[i][b];
-        if (seen >= want) break;
-      }
-      snprintf(buf, sizeof(buf), " %s %llu x %.0f ns (p99 < %.0f ns);", SlotName(i),
+      // Upper edges of the buckets holding the median and the 99th percentile.
+      auto edge = [&](uint64_t want) {
+        uint64_t seen = 0;
+        int b = 0;
+        for (; b < kBuckets - 1; ++b) {
+          seen += s->hist[i][b];
+          if (seen >= want) break;
+        }
+        return double(uint64_t{2} << b) * ns_per_tick;
+      };
+      snprintf(buf, sizeof(buf), " %s %llu x %.0f ns (p50 < %.0f, p99 < %.0f ns);", SlotName(i),
                static_cast<unsigned long long>(s->calls[i]), s->ticks[i] * ns_per_tick / s->calls[i],
-               double(uint64_t{2} << b) * ns_per_tick);
+               edge((s->calls[i] + 1) / 2), edge(s->calls[i] - s->calls[i] / 100));
       line += buf;
     }
     fprintf(stderr, "timing_shim pid %d tid %d '%s': %.0f ns in the plugin per Coll/P2p;%s\n",
