@@ -150,12 +150,16 @@ void Writer::FlushNow() {
 void Writer::Loop() {
   const Config& c = prof_->config();
   const auto tick = std::chrono::milliseconds(std::min<uint32_t>(10, c.flush_ms));
+  // During a burst the rings are drained every millisecond (writes still
+  // follow NCCLWATCH_FLUSH_MS): the hot path never waits, so the only guard
+  // against a full ring is a consumer that keeps up.
+  const auto burst_tick = std::chrono::milliseconds(1);
   for (;;) {
     bool stopping;
     uint64_t req;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, tick, [&] { return stop_ || flush_req_ > flush_done_; });
+      cv_.wait_for(lock, burst_ ? burst_tick : tick, [&] { return stop_ || flush_req_ > flush_done_; });
       stopping = stop_;
       req = flush_req_;
     }
@@ -229,11 +233,12 @@ void Writer::Cycle(uint64_t now, bool force_write) {
 void Writer::DrainRings() {
   staged_.clear();
   staged_done_.clear();
+  uint32_t busiest = 0;
   const uint32_t n = prof_->thread_count();
   for (uint32_t i = 0; i < n; ++i) {
     ThreadBuf* tb = prof_->thread_buf(i);
     if (tb->owner.load(std::memory_order_acquire) == kBufFree) continue;
-    tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
+    const uint32_t got = tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
       if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
       staged_.push_back(r);
       // From here on, record times are CLOCK_MONOTONIC ns.
@@ -241,7 +246,11 @@ void Writer::DrainRings() {
       x.t0 = ticks_.ToNs(x.t0);
       if (x.kind == kRecOp) x.t1 = ticks_.ToNs(x.t1);
     });
+    busiest = std::max(busiest, got * 8 / tb->ring.capacity());
   }
+  // A ring an eighth full or more since the last drain: a burst is on (a
+  // pipelined loop of small operations fills 2,000 records in a few ms).
+  burst_ = busiest > 0;
 }
 
 void Writer::EncodeStaged() {

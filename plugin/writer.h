@@ -163,6 +163,7 @@ class Writer {
   std::unordered_set<uint64_t> early_done_;
   uint64_t last_drops_sum_ = 0;
   bool warned_drops_ = false;
+  bool burst_ = false;  // the last drain found a ring an eighth full: drain every 1 ms
   uint64_t next_heartbeat_ = 0;
   uint64_t next_flush_ = 0;
 

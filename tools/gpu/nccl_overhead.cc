@@ -7,6 +7,7 @@
 //                 [--sizes 8,1K,64K,1M,16M,256M] [--mode pipelined|synced|both]
 //                 [--iters I] [--warmup W] [--target-ms T] [--out FILE.csv]
 //                 [--label L] [--round R] [--timeout-sec S] [--batches B]
+//                 [--cpus-per-rank K]
 //
 // Process layout (as nccl_scenarios): the parent forces NCCL_NVLS_ENABLE=0,
 // creates the ncclUniqueId (no CUDA in the parent), forks N children and
@@ -33,6 +34,11 @@
 //              divided by `iters`. --batches B (default 5) such batches, each
 //              after a barrier; the median batch of each is reported (one
 //              batch hit by the machine's noise no longer decides the row).
+// --cpus-per-rank K pins rank r to CPUs [r*K, r*K+K) before CUDA starts:
+// the host threads (the rank's, CUDA's, NCCL's proxy, a plugin's) then land on
+// the same few cores in every process. Without it, runs on a 64-vCPU VM were
+// bimodal (8 B all-reduce on 2 GPUs at ~7.3 or ~11.5 us per operation, per
+// process, in every configuration).
 //   synced     `iters` times: enqueue one operation, cudaStreamSynchronize.
 //              The wall clock of each (enqueue + synchronise) and CUDA events
 //              around each operation; the median of each.
@@ -59,6 +65,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -129,6 +136,7 @@ struct Options {
   int round = 0;
   double timeout_sec = 120;
   int batches = 5;  // pipelined: batches per measurement, median reported
+  int cpus_per_rank = 0;  // > 0: rank r runs on CPUs [r*K, r*K+K) (its threads and NCCL's)
 };
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -167,6 +175,7 @@ void Usage() {
           "                     [--sizes 8,1K,64K,1M,16M,256M] [--mode pipelined|synced|both]\n"
           "                     [--iters I] [--warmup W] [--target-ms T] [--out FILE.csv]\n"
           "                     [--label L] [--round R] [--timeout-sec S] [--batches B]\n"
+          "                     [--cpus-per-rank K]\n"
           "  --label defaults to $OVERHEAD_LABEL, --round to $OVERHEAD_ROUND.\n");
 }
 
@@ -246,6 +255,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (a == "--round") {
       if (!val(&v)) return false;
       o->round = atoi(v);
+    } else if (a == "--cpus-per-rank") {
+      if (!val(&v)) return false;
+      o->cpus_per_rank = atoi(v);
     } else if (a == "--batches") {
       if (!val(&v)) return false;
       o->batches = atoi(v);
@@ -265,7 +277,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     fprintf(stderr, "nccl_overhead: no ops or no sizes\n");
     return false;
   }
-  if (o->iters < 0 || o->warmup < 0 || !(o->target_ms > 0) || !(o->timeout_sec > 0) || o->batches < 1) {
+  if (o->iters < 0 || o->warmup < 0 || !(o->target_ms > 0) || !(o->timeout_sec > 0) || o->batches < 1 || o->cpus_per_rank < 0) {
     fprintf(stderr, "nccl_overhead: --iters/--warmup must be >= 0, --target-ms and --timeout-sec > 0, --batches >= 1\n");
     return false;
   }
@@ -423,6 +435,18 @@ struct Child {
 
   int Main(const ncclUniqueId& id, int out_fd) {
     int64_t t0 = NowNs();
+    if (opt.cpus_per_rank > 0) {
+      // Before CUDA and NCCL start their threads, which inherit it (NCCL
+      // intersects its own choice with it): each rank on its own cores, so
+      // where the threads land is the same in every process.
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c = rank * opt.cpus_per_rank; c < (rank + 1) * opt.cpus_per_rank; ++c) CPU_SET(c, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "nccl_overhead: rank %d: sched_setaffinity: %s\n", rank, strerror(errno));
+        return kExitError;
+      }
+    }
     CUDA_CHECK(cudaSetDevice(rank));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

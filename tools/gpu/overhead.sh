@@ -38,6 +38,8 @@
 #   OPS, SIZES, MODES, TARGET_MS, BATCHES
 #                passed to nccl_overhead (--op, --sizes, --mode, --target-ms,
 #                --batches); defaults all; 8,1K,64K,1M,16M,256M; both; 20; 5
+#   CPUS_PER_RANK  pin rank r to CPUs [r*K, r*K+K) (nccl_overhead --cpus-per-rank;
+#                default 0: no pinning)
 #   QUICK=1      a smoke test: sizes 8,1M,256M, target 5 ms, 2 rounds unless given
 #   BUDGET_SEC   no new round starts when the rounds so far say it would end
 #                after this many seconds from the start, build included (default 200)
@@ -67,6 +69,7 @@ else
   TARGET_MS="${TARGET_MS:-20}"
 fi
 OPS="${OPS:-all}"
+CPUS_PER_RANK="${CPUS_PER_RANK:-0}"
 BATCHES="${BATCHES:-$([[ "$QUICK" == 1 ]] && echo 1 || echo 5)}"
 MODES="${MODES:-both}"
 NRANKS="${NRANKS:-4 2}"
@@ -182,7 +185,7 @@ done
     echo "git: $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet || echo ' (modified)')"
   fi
   echo "plugin: $PLUGIN sha256 $(sha256sum "$PLUGIN" | cut -c1-16)"
-  echo "args: rounds $ROUNDS, nranks ${ranks_list[*]}, configs $CONFIGS, ops $OPS, sizes $SIZES, modes $MODES, target ${TARGET_MS} ms, pipelined batches $BATCHES"
+  echo "args: rounds $ROUNDS, nranks ${ranks_list[*]}, configs $CONFIGS, ops $OPS, sizes $SIZES, modes $MODES, target ${TARGET_MS} ms, pipelined batches $BATCHES, cpus per rank $CPUS_PER_RANK"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,persistence_mode --format=csv 2>&1 || true
     nvidia-smi topo -m 2>&1 || true
@@ -227,7 +230,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   # init and its closing line with the events it dropped.
   env "${env[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT OVERHEAD_LABEL="$cfg" OVERHEAD_ROUND="$round" \
     timeout -k 5 "$PROC_TIMEOUT_SEC" "$BIN" --nranks "$n" --op "$OPS" --sizes "$SIZES" --mode "$MODES" \
-    --target-ms "$TARGET_MS" --batches "$BATCHES" --timeout-sec "$((PROC_TIMEOUT_SEC - 5))" --out "$csv" >"$log" 2>&1 || rc=$?
+    --target-ms "$TARGET_MS" --batches "$BATCHES" --cpus-per-rank "$CPUS_PER_RANK" --timeout-sec "$((PROC_TIMEOUT_SEC - 5))" --out "$csv" >"$log" 2>&1 || rc=$?
   local got traces
   got="$(sed -n 's/.*profiler plugin loaded: \([^,]*\),.*/\1/p' "$log" | head -n1)"
   traces="$(du -sk "$TRACES/run" 2>/dev/null | cut -f1)"
@@ -239,6 +242,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   [[ -s "$OUTDIR/drops.csv" ]] || echo "config,round,nranks,closed,dropped,clock" > "$OUTDIR/drops.csv"
   echo "$cfg,$round,$n,$closed,$dropped,\"${clock//\"/}\"" >> "$OUTDIR/drops.csv"
   sed -n "s/^timing_shim pid/$cfg round $round nranks $n: pid/p" "$log" >> "$OUTDIR/timing.txt"
+  sed -n "s/^.*ncclwatch: closed [^ ]*: /$cfg round $round nranks $n: /p" "$log" >> "$OUTDIR/closing.txt"
   local msg
   msg="round $round  nranks $n  $(printf '%-8s' "$cfg") $(since "$t0") s  plugin ${got:-?}  traces ${traces} KiB"
   if [[ "$want" == libnccl-profiler-ncclwatch* || "$cfg" == default_b || "$cfg" == timed_default ]]; then
