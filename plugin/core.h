@@ -207,6 +207,8 @@ class Profiler {
   const std::string& writer_path() const;
   const std::string& clock_source() const;  // how events are stamped, and why
   void ForceFlush();
+  // Tests only: the writer stops (true) or resumes (false) draining rings.
+  void PauseDrainForTesting(bool paused);
 
   ~Profiler();
 
@@ -218,7 +220,8 @@ class Profiler {
   ThreadBuf* ClaimThread();
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* ValidParent(void* p, ThreadBuf* tb);
-  Rec* Push(ThreadBuf* tb);
+  Rec* Push(ThreadBuf* tb);     // an operation's record: the whole ring
+  Rec* PushRaw(ThreadBuf* tb);  // a raw event's: leaves room for operations
   // Pushes the completion record (on the calling thread) if `op` is done;
   // `now` in ticks, 0 to read the clock only then.
   void MaybeComplete(Slot* op, uint64_t now);

@@ -95,6 +95,45 @@ TEST(CoreTest, AThreadsBufferIsResidentFromItsFirstEvent) {
   }).join();
 }
 
+// Raw events that overflow a ring must not crowd out the operations: the
+// last quarter of every ring is theirs.
+TEST(CoreTest, RawEventsLeaveRoomForOperations) {
+  Open o("all");
+  o.prof->PauseDrainForTesting(true);
+  std::thread([&] {
+    ThreadBuf* tb = nullptr;
+    EventDesc g;
+    g.kind = kEvGroup;
+    uint64_t pushed = 0;
+    for (int i = 0; i < 10000; ++i) {  // 20,000 raw records (start + stop) for an 8,192-record ring
+      void* h = o.prof->Start(o.ctx, g);
+      ASSERT_NE(h, nullptr);
+      o.prof->Stop(h);
+    }
+    for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
+      if (o.prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) tb = o.prof->thread_buf(i);
+    ASSERT_NE(tb, nullptr);
+    const uint32_t cap = tb->ring.capacity();
+    const uint64_t raw_dropped = tb->counters.ring_full.load();
+    pushed = 20000 - raw_dropped;
+    EXPECT_EQ(pushed, cap - cap / 4) << "raw records stop at three quarters of the ring";
+    // Operations behind them still fit: each is an Op and a completion.
+    for (uint64_t seq = 1; seq <= cap / 8; ++seq) {
+      void* h = o.prof->Start(o.ctx, Coll(seq));
+      ASSERT_NE(h, nullptr);
+      o.prof->Stop(h);
+    }
+    EXPECT_EQ(tb->counters.ring_full.load(), raw_dropped) << "an operation's record was dropped";
+    // And once the ring is full to the brim, operations are dropped too (counted).
+    for (uint64_t seq = 1; seq <= cap / 8 + 1; ++seq) {
+      void* h = o.prof->Start(o.ctx, Coll(cap + seq));
+      if (h != nullptr) o.prof->Stop(h);
+    }
+    EXPECT_GT(tb->counters.ring_full.load(), raw_dropped);
+  }).join();
+  o.prof->PauseDrainForTesting(false);
+}
+
 TEST(CoreTest, WantsOperationsTheirFeedersAndRawKindsOnly) {
   {
     Open o("default");

@@ -30,15 +30,17 @@ class Ring {
     cached_tail_ = 0;
   }
 
-  // Producer side. Returns a slot to fill, or null when full.
-  Rec* Reserve() {
+  // Producer side. Returns a slot to fill, or null when `max_fill` records
+  // (at most the capacity) are already waiting for the consumer.
+  Rec* Reserve(uint64_t max_fill) {
     uint64_t h = head_.load(std::memory_order_relaxed);
-    if (h - cached_tail_ > mask_) {
+    if (h - cached_tail_ >= max_fill) {
       cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (h - cached_tail_ > mask_) return nullptr;
+      if (h - cached_tail_ >= max_fill) return nullptr;
     }
     return &recs_[h & mask_];
   }
+  Rec* Reserve() { return Reserve(mask_ + 1); }
   void Commit() {
     const uint64_t h = head_.load(std::memory_order_relaxed) + 1;
     head_.store(h, std::memory_order_release);

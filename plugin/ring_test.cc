@@ -28,6 +28,28 @@ TEST(RingTest, FillsThenRefusesThenDrains) {
   EXPECT_TRUE(ring.Empty());
 }
 
+TEST(RingTest, AFillLimitKeepsTheRestForOthers) {
+  std::vector<Rec> storage(8);
+  Ring ring;
+  ring.Init(storage.data(), 8);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_NE(ring.Reserve(6), nullptr);
+    ring.Commit();
+  }
+  EXPECT_EQ(ring.Reserve(6), nullptr);  // limited writers stop at 6
+  for (int i = 0; i < 2; ++i) {        // the whole ring is still there for others
+    ASSERT_NE(ring.Reserve(), nullptr);
+    ring.Commit();
+  }
+  EXPECT_EQ(ring.Reserve(), nullptr);
+  EXPECT_EQ(ring.Drain(3, [](const Rec&) {}), 3u);
+  ASSERT_NE(ring.Reserve(6), nullptr);  // 5 waiting
+  ring.Commit();
+  EXPECT_EQ(ring.Reserve(6), nullptr);  // 6 waiting
+  EXPECT_EQ(ring.Drain(1, [](const Rec&) {}), 1u);
+  EXPECT_NE(ring.Reserve(6), nullptr);  // 5 waiting again
+}
+
 TEST(RingTest, ProducerConsumerKeepOrderAndCountDrops) {
   std::vector<Rec> storage(64);
   Ring ring;

@@ -208,7 +208,12 @@ void Writer::Cycle(uint64_t now, bool force_write) {
       comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
     }
   ticks_.Refine();  // before the first conversion of ticks
-  DrainRings();
+  if (drain_paused_.load(std::memory_order_relaxed)) {
+    staged_.clear();
+    staged_done_.clear();
+  } else {
+    DrainRings();
+  }
   EncodeStaged();
   for (const Cold& c : cold)
     if (c.kind == Cold::kFinalize) {

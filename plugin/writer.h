@@ -56,6 +56,7 @@ class Writer {
   void NotifyCommFinalize(Context* ctx, uint64_t time_ns);
   // Runs one drain-and-write cycle and waits for it (bounded wait).
   void FlushNow();
+  void PauseDrainForTesting(bool paused) { drain_paused_.store(paused); }
 
   const std::string& path() const { return path_; }
   const std::string& clock_source() const { return ticks_.why(); }
@@ -163,7 +164,8 @@ class Writer {
   std::unordered_set<uint64_t> early_done_;
   uint64_t last_drops_sum_ = 0;
   bool warned_drops_ = false;
-  bool burst_ = false;  // the last drain found a ring an eighth full: drain every 1 ms
+  bool burst_ = false;
+  std::atomic<bool> drain_paused_{false};  // tests  // the last drain found a ring an eighth full: drain every 1 ms
   uint64_t next_heartbeat_ = 0;
   uint64_t next_flush_ = 0;
 
