@@ -25,7 +25,7 @@
 namespace ncclwatch::plugin {
 namespace {
 
-constexpr int kBatch = 900;  // ops per timed batch: two records each fit a 2048-record ring
+constexpr int kBatch = 900;  // ops per timed batch: two records each fit a thread's ring
 
 struct Bench {
   Profiler* prof = nullptr;
