@@ -485,6 +485,21 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
   tb->ring.Commit();
 }
 
+void* Profiler::StartKernelCh(void* parent, uint64_t ptimer) {
+  // Must agree with Start's kernel-channel path (abi_test runs both).
+  if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
+  if (parent == nullptr) return nullptr;
+  Slot* op = static_cast<Slot*>(parent);
+  if (!SlotIsOurs(parent) || op->state.load(std::memory_order_acquire) == kSlotFree) {
+    if (ThreadBuf* tb = CurrentThread()) Bump(tb->counters.bad_parent);
+    return nullptr;
+  }
+  if (!IsOp(op->kind.load(std::memory_order_relaxed))) return nullptr;
+  AtomicMin(op->gpu_min, ptimer);
+  op->kernel_started.fetch_add(1);
+  return KernelChHandle(op);
+}
+
 void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;

@@ -181,6 +181,11 @@ class Profiler {
   // what feeds their completion, and kinds captured raw. The adapters ask
   // before they copy a descriptor.
   bool Wants(EventKind kind) const { return (wanted_kinds_ >> kind) & 1; }
+  // A kernel channel of API v4+ without raw capture: what Start does for it,
+  // without a descriptor (NCCL's proxy thread calls it for every channel of
+  // every operation). The adapters call it when KernelChFast().
+  bool KernelChFast() const { return !((config_.raw_kinds >> kEvKernelCh) & 1); }
+  void* StartKernelCh(void* parent, uint64_t ptimer);
   // Hot path. Start returns a handle or null (event dropped or not tracked).
   void* Start(Context* ctx, const EventDesc& d);
   void Stop(void* handle);

@@ -398,6 +398,11 @@ nccl::Result StartV4(void* context, void** handle, nccl::DescrV4* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (kind == kEvKernelCh && static_cast<Context*>(context)->prof->KernelChFast()) {
+    void* h = static_cast<Context*>(context)->prof->StartKernelCh(e->parentObj, e->kernelCh.pTimer);
+    if (handle != nullptr) *handle = h;
+    return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -412,6 +417,11 @@ nccl::Result StartV5(void* context, void** handle, nccl::DescrV5* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (kind == kEvKernelCh && static_cast<Context*>(context)->prof->KernelChFast()) {
+    void* h = static_cast<Context*>(context)->prof->StartKernelCh(e->parentObj, e->kernelCh.pTimer);
+    if (handle != nullptr) *handle = h;
+    return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -426,6 +436,11 @@ nccl::Result StartV6(void* context, void** handle, nccl::DescrV6* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (kind == kEvKernelCh && static_cast<Context*>(context)->prof->KernelChFast()) {
+    void* h = static_cast<Context*>(context)->prof->StartKernelCh(e->parentObj, e->kernelCh.pTimer);
+    if (handle != nullptr) *handle = h;
+    return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;

@@ -88,19 +88,15 @@ uint64_t Dropped(Profiler* p) {
   return d;
 }
 
-// Completes ops as NCCL's proxy thread would: two kernel channels each.
+// Completes ops as NCCL's proxy thread would: two kernel channels each,
+// through the path the v4+ adapters take at the default capture.
 void CompleteOps(Bench* b, void* const* handles, int n) {
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < 2; ++ch) {
-      EventDesc k;
-      k.kind = kEvKernelCh;
-      k.parent = handles[i];
-      k.channel = ch;
-      k.ptimer = NowNs();
-      k.has_ptimer = true;
-      void* kh = b->prof->Start(b->ctx, k);
+      const uint64_t ptimer = NowNs();
+      void* kh = b->prof->StartKernelCh(handles[i], ptimer);
       StateArgs a;
-      a.ptimer = k.ptimer + 5000;
+      a.ptimer = ptimer + 5000;
       a.has_ptimer = true;
       b->prof->State(kh, nccl::kKernelChStop, a);
       b->prof->Stop(kh);
