@@ -1452,6 +1452,37 @@ void FillClock(const Ctx& c, Diagnosis* d) {
   k->set_quality(e <= 1 ? "good" : e <= 10 ? "fair" : "poor");
 }
 
+// A finding that rests on a record being absent (a rank that never joined,
+// a skipped or extra collective, a send without its receive, an order) is
+// weaker when that rank's plugin lost events: the record may be among them.
+// Say so in the finding's summary (the verdict) and evidence.
+void CaveatLostRecords(const Ctx& c, std::vector<Ranked>* found) {
+  for (Ranked& r : *found) {
+    const report::FindingKind k = r.f.kind();
+    if (k != report::MISSING_RANK && k != report::MISMATCH && k != report::ORDER_MISMATCH &&
+        k != report::UNMATCHED_P2P && k != report::WAIT_CYCLE)
+      continue;
+    std::vector<std::string> lossy;
+    for (const ProcRef& ref : r.f.culprits()) {
+      for (uint32_t pi = 0; pi < c.m.procs.size(); ++pi) {
+        const Proc& p = c.m.procs[pi];
+        if (p.path != ref.file() || p.drops.lost() == 0) continue;
+        lossy.push_back(ref.name());
+        AddEvidence(&r.f, ref.name(),
+                    "its trace lost " + Plural(p.drops.lost(), "event", "events") +
+                        " (full record buffer, no free event handle, failed writes): the record this finding "
+                        "misses may be among them");
+        break;
+      }
+    }
+    if (lossy.empty()) continue;
+    std::string names;
+    for (size_t i = 0; i < lossy.size(); ++i) names += (i ? ", " : "") + lossy[i];
+    r.f.set_summary(r.f.summary() + " (but " + names + " lost" +
+                    " trace events: a record may be missing)");
+  }
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ API
@@ -1470,6 +1501,8 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
   });
+
+  CaveatLostRecords(c, &found);
 
   Diagnosis d;
   for (Ranked& r : found) {

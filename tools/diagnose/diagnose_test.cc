@@ -304,6 +304,52 @@ TEST(Diagnose, CompletedElsewhereIsDataLossNotAbsence) {
   EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
 }
 
+// A rank whose plugin dropped the record of one operation (no free event
+// handle in a burst) but went on: the gap is lost data, not a skipped
+// collective, and the drops are named.
+TEST(Diagnose, ADroppedRecordIsNotASkip) {
+  Job j;
+  j.Procs(4, 3.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  for (int k = 1; k <= 10; ++k)
+    for (uint32_t p = 0; p < 4; ++p)
+      if (!(p == 2 && k == 5)) j.Coll(p, w, k, "AllReduce", 1024, 0.1 * k, 0.1 * k + 0.01);
+  j.m.procs[2].drops.pool_exhausted = 1;
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 3.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
+  EXPECT_EQ(ExitStatus(d), 0) << FormatText(d);
+  EXPECT_NE(FormatText(d).find("rank 2 lost 1 event: 1 with no free event handle"), std::string::npos) << FormatText(d);
+}
+
+// The rank a hang would blame lost events: the verdict says its record may
+// be among them.
+TEST(Diagnose, BlamingARankThatLostEventsSaysSo) {
+  Job j;
+  j.Procs(4, 90.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 4);
+  for (uint32_t p = 0; p < 3; ++p) j.Coll(p, w, 5, "AllReduce", 1024, 1.0, -1);
+  j.m.procs[3].drops.pool_exhausted = 7;
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::MISSING_RANK);
+  EXPECT_EQ(d.verdict().rfind("HANG: rank 3 never joined AllReduce #5", 0), 0u) << d.verdict();
+  EXPECT_NE(d.verdict().find("(but rank 3 lost trace events: a record may be missing)"), std::string::npos)
+      << d.verdict();
+  bool evidence = false;
+  for (const auto& e : d.findings(0).evidence())
+    evidence |= e.proc() == "rank 3" && e.text().find("its trace lost 7 events") != std::string::npos;
+  EXPECT_TRUE(evidence) << FormatText(d);
+  // Without the loss, the same job gets the plain verdict.
+  Job clean;
+  clean.Procs(4, 90.0);
+  uint32_t cw = clean.Comm("world", 0xabc, {0, 1, 2, 3});
+  clean.Steps(cw, 4);
+  for (uint32_t p = 0; p < 3; ++p) clean.Coll(p, cw, 5, "AllReduce", 1024, 1.0, -1);
+  EXPECT_EQ(Diagnose(clean.Finish()).verdict().find("lost trace events"), std::string::npos);
+}
+
 // ---------------------------------------------------------------- 2. mismatch
 
 TEST(Diagnose, MismatchNamesTheOddRankOutNotTheMajority) {
