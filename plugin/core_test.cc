@@ -100,6 +100,7 @@ TEST(CoreTest, AThreadsBufferIsResidentFromItsFirstEvent) {
 TEST(CoreTest, RawEventsLeaveRoomForOperations) {
   Open o("all");
   o.prof->PauseDrainForTesting(true);
+  o.prof->ForceFlush();  // a whole writer cycle after the pause: no drain is under way from here
   std::thread([&] {
     ThreadBuf* tb = nullptr;
     EventDesc g;
