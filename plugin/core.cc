@@ -486,7 +486,7 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
 }
 
 void* Profiler::StartKernelCh(void* parent, uint64_t ptimer) {
-  // Must agree with Start's kernel-channel path (abi_test runs both).
+  // Start's kernel-channel path for an op parent, without the descriptor.
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   if (parent == nullptr) return nullptr;
   Slot* op = static_cast<Slot*>(parent);
@@ -495,7 +495,11 @@ void* Profiler::StartKernelCh(void* parent, uint64_t ptimer) {
     return nullptr;
   }
   if (!IsOp(op->kind.load(std::memory_order_relaxed))) return nullptr;
-  AtomicMin(op->gpu_min, ptimer);
+  return TagKernelCh(op, ptimer, true);
+}
+
+void* Profiler::TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer) {
+  if (has_ptimer) AtomicMin(op->gpu_min, ptimer);
   op->kernel_started.fetch_add(1);
   return KernelChHandle(op);
 }
@@ -536,11 +540,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   // Kernel channels without raw capture need no slot of their own: the handle
   // is the op's slot, tagged (KernelChHandle). This is NCCL's proxy thread's
   // path, once per channel of every operation.
-  if (d.kind == kEvKernelCh && feeds_op && !raw) {
-    if (d.has_ptimer) AtomicMin(op->gpu_min, d.ptimer);
-    op->kernel_started.fetch_add(1);
-    return KernelChHandle(op);
-  }
+  if (d.kind == kEvKernelCh && feeds_op && !raw) return TagKernelCh(op, d.ptimer, d.has_ptimer);
   const bool feeds_proxy = parent != nullptr && d.kind == kEvProxyStep &&
                            parent->kind.load(std::memory_order_relaxed) == kEvProxyOp;
   if (!raw && !feeds_op && !feeds_proxy) return nullptr;

@@ -225,6 +225,8 @@ class Profiler {
   ThreadBuf* ClaimThread();
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* ValidParent(void* p, ThreadBuf* tb);
+  // A kernel channel's handle: the op's slot, tagged; the channel counted.
+  void* TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer);
   Rec* Push(ThreadBuf* tb);     // an operation's record: the whole ring
   Rec* PushRaw(ThreadBuf* tb);  // a raw event's: leaves room for operations
   // Pushes the completion record (on the calling thread) if `op` is done;

@@ -106,6 +106,18 @@ inline bool Wanted(void* context, EventKind kind) {
   return c != nullptr && c->prof->Wants(kind);
 }
 
+// v4+: a kernel channel without raw capture goes straight to its op
+// (Profiler::StartKernelCh). True when it did.
+template <typename D>
+bool KernelChFast(void* context, void** handle, EventKind kind, const D& e) {
+  if (kind != kEvKernelCh) return false;
+  Profiler* p = static_cast<Context*>(context)->prof;
+  if (!p->KernelChFast()) return false;
+  void* h = p->StartKernelCh(e.parentObj, e.kernelCh.pTimer);
+  if (handle != nullptr) *handle = h;
+  return true;
+}
+
 void StartCommon(void* context, void** handle, const EventDesc& d) {
   auto* c = static_cast<Context*>(context);
   void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
@@ -398,11 +410,7 @@ nccl::Result StartV4(void* context, void** handle, nccl::DescrV4* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) return nccl::kSuccess;
-  if (kind == kEvKernelCh && static_cast<Context*>(context)->prof->KernelChFast()) {
-    void* h = static_cast<Context*>(context)->prof->StartKernelCh(e->parentObj, e->kernelCh.pTimer);
-    if (handle != nullptr) *handle = h;
-    return nccl::kSuccess;
-  }
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -417,11 +425,7 @@ nccl::Result StartV5(void* context, void** handle, nccl::DescrV5* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) return nccl::kSuccess;
-  if (kind == kEvKernelCh && static_cast<Context*>(context)->prof->KernelChFast()) {
-    void* h = static_cast<Context*>(context)->prof->StartKernelCh(e->parentObj, e->kernelCh.pTimer);
-    if (handle != nullptr) *handle = h;
-    return nccl::kSuccess;
-  }
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -436,11 +440,7 @@ nccl::Result StartV6(void* context, void** handle, nccl::DescrV6* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) return nccl::kSuccess;
-  if (kind == kEvKernelCh && static_cast<Context*>(context)->prof->KernelChFast()) {
-    void* h = static_cast<Context*>(context)->prof->StartKernelCh(e->parentObj, e->kernelCh.pTimer);
-    if (handle != nullptr) *handle = h;
-    return nccl::kSuccess;
-  }
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
