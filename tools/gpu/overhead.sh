@@ -40,6 +40,8 @@
 #                --batches); defaults all; 8,1K,64K,1M,16M,256M; both; 20; 5
 #   CPUS_PER_RANK  pin rank r to CPUs [r*K, r*K+K) (nccl_overhead --cpus-per-rank;
 #                default 0: no pinning)
+#   KEEP_TRACES=1  keep ncclwatch's trace files of every run in OUTDIR/traces/
+#                (e.g. to read completion lag with `ncclwatch stats`)
 #   QUICK=1      a smoke test: sizes 8,1M,256M, target 5 ms, 2 rounds unless given
 #   BUDGET_SEC   no new round starts when the rounds so far say it would end
 #                after this many seconds from the start, build included (default 200)
@@ -70,6 +72,7 @@ else
 fi
 OPS="${OPS:-all}"
 CPUS_PER_RANK="${CPUS_PER_RANK:-0}"
+KEEP_TRACES="${KEEP_TRACES:-0}"
 BATCHES="${BATCHES:-$([[ "$QUICK" == 1 ]] && echo 1 || echo 5)}"
 MODES="${MODES:-both}"
 NRANKS="${NRANKS:-4 2}"
@@ -234,6 +237,10 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local got traces
   got="$(sed -n 's/.*profiler plugin loaded: \([^,]*\),.*/\1/p' "$log" | head -n1)"
   traces="$(du -sk "$TRACES/run" 2>/dev/null | cut -f1)"
+  if [[ "$KEEP_TRACES" == 1 ]] && compgen -G "$TRACES/run/*" >/dev/null; then
+    mkdir -p "$OUTDIR/traces/r${round}-n${n}-${cfg}"
+    cp "$TRACES/run/"* "$OUTDIR/traces/r${round}-n${n}-${cfg}/"
+  fi
   # ncclwatch's closing lines, one per rank: events dropped, summed.
   local closed dropped clock
   closed="$(grep -c 'ncclwatch: closed ' "$log" || true)"
