@@ -8,6 +8,8 @@
 // the writer drains between batches, outside the timing.
 
 #include <benchmark/benchmark.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,6 +176,76 @@ void BM_CollWithKernelChannels(benchmark::State& state) {
   Close(b);
 }
 BENCHMARK(BM_CollWithKernelChannels)->UseManualTime();
+
+// NCCL's proxy thread's share, as in a pipelined burst: one thread enqueues
+// a batch of collectives (start+stop, 2 channels each), then another thread,
+// on another CPU, runs their kernel channels (start, stop state with the GPU
+// time, stop; the last one completes the op). Timed: the proxy thread's loop.
+// Every slot it touches was last written on the other CPU, as on a GPU host;
+// the single-thread benchmarks above cannot show that cost.
+void BM_ProxyThreadKernelChannels(benchmark::State& state) {
+  Bench* b = Open("default");
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  auto pin = [&](int cpu) {
+    if (ncpu < 2) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu % ncpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  };
+  pin(0);
+  std::vector<void*> handles(kBatch);
+  std::atomic<int> go{0}, done{0};
+  std::atomic<bool> quit{false};
+  double proxy_seconds = 0;
+  std::thread proxy([&] {
+    pin(1);
+    int seen = 0;
+    while (true) {
+      while (go.load(std::memory_order_acquire) == seen && !quit.load(std::memory_order_acquire)) {
+      }
+      if (quit.load(std::memory_order_acquire)) return;
+      ++seen;
+      auto t0 = std::chrono::steady_clock::now();
+      const uint64_t g = NowNs();
+      for (int i = 0; i < kBatch; ++i) {
+        for (int ch = 0; ch < 2; ++ch) {
+          void* kh = b->prof->StartKernelCh(handles[i], g + i);
+          StateArgs a;
+          a.ptimer = g + i + 5000;
+          a.has_ptimer = true;
+          b->prof->State(kh, nccl::kKernelChStop, a);
+          b->prof->Stop(kh);
+        }
+      }
+      auto t1 = std::chrono::steady_clock::now();
+      proxy_seconds = std::chrono::duration<double>(t1 - t0).count();
+      done.store(seen, std::memory_order_release);
+    }
+  });
+  uint64_t seq = 0;
+  double total = 0;
+  int round = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kBatch; ++i) {
+      EventDesc c = Coll(++seq, 2);
+      handles[i] = b->prof->Start(b->ctx, c);
+      b->prof->Stop(handles[i]);
+    }
+    go.store(++round, std::memory_order_release);
+    while (done.load(std::memory_order_acquire) != round) {
+    }
+    state.SetIterationTime(proxy_seconds);
+    total += proxy_seconds;
+    b->prof->ForceFlush();
+  }
+  quit.store(true, std::memory_order_release);
+  proxy.join();
+  state.counters["proxy_ns_per_op"] = total * 1e9 / static_cast<double>(state.iterations() * kBatch);
+  state.counters["dropped"] = static_cast<double>(Dropped(b->prof));
+  Close(b);
+}
+BENCHMARK(BM_ProxyThreadKernelChannels)->UseManualTime();
 
 // Writer throughput: 16 threads each fill their ring, then one drain+encode+write is timed.
 void BM_WriterDrain(benchmark::State& state) {
