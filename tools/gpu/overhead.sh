@@ -252,7 +252,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   sed -n "s/^.*ncclwatch: closed [^ ]*: /$cfg round $round nranks $n: /p" "$log" >> "$OUTDIR/closing.txt"
   local msg
   msg="round $round  nranks $n  $(printf '%-8s' "$cfg") $(since "$t0") s  plugin ${got:-?}  traces ${traces} KiB"
-  if [[ "$want" == libnccl-profiler-ncclwatch* || "$cfg" == default_b || "$cfg" == timed_default ]]; then
+  if [[ "$closed" != 0 ]]; then  # ncclwatch ran (directly, as default_b, or under the shim)
     msg+="  closed $closed  dropped $dropped"
   fi
   if (( rc != 0 )); then
