@@ -918,6 +918,19 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   }
   EXPECT_EQ(dropping, 1) << ::testing::PrintToString(w);
   EXPECT_EQ(closing, 1) << total << "\n" << ::testing::PrintToString(w);
+  // Once, what holds the handles: the stuck worker's operations, each still
+  // waiting for both of its kernel channels.
+  int exhausted = 0;
+  for (const std::string& line : w) {
+    if (line.find("event handles exhausted on thread") == std::string::npos) continue;
+    ++exhausted;
+    EXPECT_NE(line.find("4096 of 4096 handles in use, 4096 by operations in flight (4096 waiting for kernel channels)"),
+              std::string::npos)
+        << line;
+    EXPECT_NE(line.find("the oldest: AllReduce (event "), std::string::npos) << line;
+    EXPECT_NE(line.find("kernel channels 2 expected, 0 started, 0 stopped"), std::string::npos) << line;
+  }
+  EXPECT_EQ(exhausted, 1) << ::testing::PrintToString(w);
   // What did arrive arrived once.
   std::set<uint64_t> seqs, ids;
   for (const OpView& o : t->ops) {

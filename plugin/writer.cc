@@ -871,20 +871,81 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
   if (!force && sum == last_drops_sum_) return;
   if (force && sum == 0) return;
   last_drops_sum_ = sum;
+  if (!warned_pool_ && pool > 0) {
+    warned_pool_ = true;
+    LogHandleExhaustion(now);
+  }
   // Once per file: events lost for want of room (write failures have their own warning).
   if (!warned_drops_ && ring_full + pool + no_slot > 0) {
     warned_drops_ = true;
+    // A larger buffer gives more threads their rings, and larger rings; the
+    // handles per thread are fixed (LogHandleExhaustion says what holds them).
+    char hint[96] = "";
+    if (ring_full + no_slot > 0)
+      snprintf(hint, sizeof(hint), "; a larger NCCLWATCH_BUFFER_MB (now %llu) makes room",
+               static_cast<unsigned long long>(prof_->config().buffer_mb));
     prof_->Log(nccl::kLogWarn,
                "events are being dropped (%llu: per-thread buffer full %llu, event handles exhausted %llu, "
-               "threads without a buffer %llu); the file counts them; a larger NCCLWATCH_BUFFER_MB (now %llu) "
-               "makes room",
+               "threads without a buffer %llu); the file counts them%s",
                static_cast<unsigned long long>(ring_full + pool + no_slot), static_cast<unsigned long long>(ring_full),
-               static_cast<unsigned long long>(pool), static_cast<unsigned long long>(no_slot),
-               static_cast<unsigned long long>(prof_->config().buffer_mb));
+               static_cast<unsigned long long>(pool), static_cast<unsigned long long>(no_slot), hint);
   }
   size_t at = BeginRecord();
   EncodeDrops(&wire_, now);
   EndRecord(at);
+}
+
+void Writer::LogHandleExhaustion(uint64_t now) {
+  // What holds the handles: a thread's slots are live from an operation's
+  // start until its completion (every kernel channel stopped, and every proxy
+  // operation when those are captured). Which operations are in flight, and
+  // how far their channels got, tells a backlog (channels still arriving)
+  // from operations that will never complete (channels missing).
+  uint32_t worst = 0;
+  uint64_t worst_count = 0;
+  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
+    uint64_t c = prof_->thread_buf(i)->counters.pool_exhausted.load(std::memory_order_relaxed);
+    if (c > worst_count) {
+      worst_count = c;
+      worst = i;
+    }
+  }
+  ThreadBuf* tb = prof_->thread_buf(worst);
+  uint32_t live = 0, live_ops = 0, waiting_channels = 0;
+  const Slot* oldest = nullptr;
+  for (uint32_t k = 0; k < tb->nslots; ++k) {
+    const Slot& s = tb->slots[k];
+    if (s.state.load(std::memory_order_acquire) != kSlotLive) continue;
+    ++live;
+    uint32_t kind = s.kind.load(std::memory_order_relaxed);
+    if (kind != kEvColl && kind != kEvP2p) continue;
+    ++live_ops;
+    if (s.kernel_stopped.load(std::memory_order_relaxed) < s.expect_channels.load(std::memory_order_relaxed))
+      ++waiting_channels;
+    if (oldest == nullptr || s.id.load(std::memory_order_relaxed) < oldest->id.load(std::memory_order_relaxed))
+      oldest = &s;
+  }
+  char what[384] = "none";
+  if (oldest != nullptr) {
+    const uint64_t id = oldest->id.load(std::memory_order_relaxed);
+    auto it = in_flight_.find(id);
+    const char* func = it != in_flight_.end() && it->second.func != nullptr ? it->second.func : "?";
+    const double age_ms =
+        it != in_flight_.end() && now > it->second.start_ns ? double(now - it->second.start_ns) / 1e6 : -1.0;
+    snprintf(what, sizeof(what),
+             "%s (event %llu, %.1f ms ago): kernel channels %u expected, %u started, %u stopped; proxy operations "
+             "%u started, %u stopped; enqueued %u",
+             func, static_cast<unsigned long long>(id), age_ms, oldest->expect_channels.load(std::memory_order_relaxed),
+             oldest->kernel_started.load(std::memory_order_relaxed),
+             oldest->kernel_stopped.load(std::memory_order_relaxed),
+             oldest->proxy_started.load(std::memory_order_relaxed),
+             oldest->proxy_stopped.load(std::memory_order_relaxed), oldest->enqueued.load(std::memory_order_relaxed));
+  }
+  prof_->Log(nccl::kLogWarn,
+             "event handles exhausted on thread %u: %u of %u handles in use, %u by operations in flight (%u waiting "
+             "for kernel channels); %zu operations in flight in all; the oldest: %s",
+             tb->tid.load(std::memory_order_relaxed), live, tb->nslots, live_ops, waiting_channels, in_flight_.size(),
+             what);
 }
 
 void Writer::LogSummary() {

@@ -99,6 +99,9 @@ class Writer {
   void EncodeEvState(const Rec& r);
   void EncodeHeartbeat(uint64_t now);
   void MaybeEncodeDrops(uint64_t now, bool force);
+  // Once, on the first operation dropped for want of an event handle: what
+  // holds the handles (a backlog, or operations that never complete).
+  void LogHandleExhaustion(uint64_t now);
   void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
   void EncodeDrops(Wire* w, uint64_t now) const;
@@ -164,6 +167,7 @@ class Writer {
   std::unordered_set<uint64_t> early_done_;
   uint64_t last_drops_sum_ = 0;
   bool warned_drops_ = false;
+  bool warned_pool_ = false;
   bool burst_ = false;
   std::atomic<bool> drain_paused_{false};  // tests  // the last drain found a ring an eighth full: drain every 1 ms
   uint64_t next_heartbeat_ = 0;

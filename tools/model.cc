@@ -319,6 +319,61 @@ void OrderProc(Model* m, uint32_t pi) {
   }
 }
 
+// See LoadModel (model.h): operations in flight that a later completed
+// operation on the same communicator shows to have completed.
+void ImplyLostCompletions(Model* m, uint32_t pi) {
+  const Proc& p = m->procs[pi];
+  auto near_end = [](int64_t done, int64_t end) {
+    return end != kNoTime && done <= end && static_cast<double>(end - done) / 1e9 < kAbortWindowSec;
+  };
+  struct Later {
+    int64_t start;
+    int64_t done;  // the earliest completion among this and every later entry
+    bool near_end;
+  };
+  std::unordered_map<uint32_t, std::vector<uint32_t>> by_comm;  // program order
+  for (uint32_t oi : p.ops) by_comm[m->ops[oi].comm].push_back(oi);
+  for (auto& [comm, ops] : by_comm) {
+    int64_t fin = kNoTime;
+    for (const CommMember& mem : m->comms[comm].members)
+      if (mem.proc == pi) fin = mem.finalize_ns;
+    bool any = false;
+    for (uint32_t oi : ops) any |= m->ops[oi].state == OpState::kInFlight && !m->ops[oi].ended_by_abort;
+    if (!any) continue;
+    std::vector<Later> later;
+    for (uint32_t oi : ops) {
+      const Op& x = m->ops[oi];
+      if (x.state != OpState::kCompleted || x.ended_by_abort || x.done_ns == kNoTime || x.start_ns == kNoTime) continue;
+      later.push_back({x.start_ns, x.done_ns, near_end(x.done_ns, p.last_ns) || near_end(x.done_ns, fin)});
+    }
+    if (later.empty()) continue;
+    std::stable_sort(later.begin(), later.end(), [](const Later& a, const Later& b) { return a.start < b.start; });
+    // Suffix minimum of the
+    // completion, and whether some completion from there on is far from the
+    // end.
+    std::vector<bool> far(later.size());
+    for (size_t i = later.size(); i-- > 0;) {
+      far[i] = !later[i].near_end || (i + 1 < later.size() && far[i + 1]);
+      if (i + 1 < later.size()) later[i].done = std::min(later[i].done, later[i + 1].done);
+    }
+    for (uint32_t oi : ops) {
+      Op& y = m->ops[oi];
+      if (y.state != OpState::kInFlight || y.ended_by_abort || y.start_ns == kNoTime) continue;
+      const int64_t enqueued = y.start_ns + static_cast<int64_t>(y.enqueue_ns);
+      auto it = std::upper_bound(later.begin(), later.end(), enqueued,
+                                 [](int64_t t, const Later& l) { return t < l.start; });
+      if (it == later.end()) continue;
+      const size_t i = static_cast<size_t>(it - later.begin());
+      const bool soon = static_cast<double>(later[i].done - y.start_ns) / 1e9 < kAbortMinWaitSec;
+      if (!soon && !far[i]) continue;
+      y.state = OpState::kCompleted;
+      y.completion_lost = true;
+      y.done_ns = kNoTime;
+      y.has_gpu = false;
+    }
+  }
+}
+
 int64_t EndOf(const Op& o) {
   if (o.has_gpu) return o.gpu_end_ns();
   return o.state == OpState::kCompleted ? o.done_ns : kNoTime;
@@ -512,6 +567,7 @@ bool FinishLoad(Model* m, std::string* error) {
     }
   }
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) OrderProc(m, pi);
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) ImplyLostCompletions(m, pi);
   // Communicators sharing a name get a tag naming their members.
   for (Comm& c : m->comms) {
     size_t same = 0;

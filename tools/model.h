@@ -55,6 +55,11 @@ struct Op {
   // The kernels stopped because the communicator was aborted, not because
   // the operation completed (state is then kInFlight). See LoadModel.
   bool ended_by_abort = false;
+  // Completed, as a later operation on the same communicator shows, though
+  // its own completion never reached the file (state kCompleted, done_ns
+  // kNoTime): NCCL did not deliver one of its kernel-channel events (seen on
+  // GPU, NCCL 2.28: about 1 operation in 5,000 under load). See LoadModel.
+  bool completion_lost = false;
   uint16_t func = 0;       // Model::strings ids (0: none)
   uint16_t datatype = 0;
   uint16_t algo = 0;
@@ -204,6 +209,14 @@ struct Model {
 // than kAbortWindowSec before its communicator's finalize on that process, or
 // before the end of that process's file (PyTorch aborts, then SIGABRTs), is
 // taken as ended by the abort: kInFlight, ended_by_abort, no GPU timing.
+//
+// Then the completions the file lacks but a later operation proves: NCCL runs
+// one communicator's kernels in issue order, so an operation in flight on a
+// process whose later operation on that communicator (enqueued after its own
+// enqueue ended) completed has completed too: kCompleted, completion_lost,
+// no time. Only a later completion that was not the abort's doing counts:
+// one less than kAbortMinWaitSec after the operation's start (no watchdog
+// fires that soon), or more than kAbortWindowSec before the end.
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
 
 // LoadModel on in-memory files, {name, bytes} each (tests, fuzzing): the same

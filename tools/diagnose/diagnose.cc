@@ -383,7 +383,8 @@ std::string LastOpText(const Ctx& c, uint32_t proc, uint32_t comm) {
     if (comm != kNone && op.comm != comm) continue;
     std::string s = c.OpName(op);
     if (comm == kNone) s += " on " + c.CommLabel(op.comm);
-    if (op.state == OpState::kCompleted) return s + " completed at " + At(c.T(op.done_ns));
+    if (op.state == OpState::kCompleted && op.done_ns != kNoTime) return s + " completed at " + At(c.T(op.done_ns));
+    if (op.state == OpState::kCompleted) return s + " enqueued at " + At(c.T(op.start_ns)) + ", completed";
     return s + " enqueued at " + At(c.T(op.start_ns));
   }
   return "none";
@@ -1421,6 +1422,13 @@ void FillInput(const Ctx& c, Diagnosis* d) {
       for (size_t i = 0; i < why.size(); ++i) w += (i ? ", " : "") + why[i];
       add(report::InputIssue::DROPS, name, name + " lost " + Plural(lost, "event", "events") + ": " + w)->set_lost_events(lost);
     }
+    const size_t implied = static_cast<size_t>(
+        std::count_if(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].completion_lost; }));
+    if (implied > 0)
+      add(report::InputIssue::LOST_COMPLETION, name,
+          Plural(implied, "operation", "operations") +
+              " never completed in the file, but a later operation on the same communicator did, so they did too "
+              "(NCCL did not deliver a kernel-channel event)");
     if (!p.ops.empty() && std::all_of(p.ops.begin(), p.ops.end(),
                                       [&](uint32_t oi) { return m.ops[oi].state == OpState::kUntracked; }))
       add(report::InputIssue::NO_COMPLETION, name,
