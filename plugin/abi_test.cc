@@ -810,6 +810,77 @@ TEST(Overload, APipelinedBurstLosesNothing) {
   EXPECT_TRUE(Warnings().empty()) << ::testing::PrintToString(Warnings());
 }
 
+// NCCL 2.28 sometimes does not deliver one of an operation's kernel-channel
+// events (seen on H200s): that operation never completes. Once a later
+// operation on its communicator has completed (NCCL runs a communicator's
+// kernels in order) and a second has passed, the plugin stops watching it: no
+// stuck report, its handle free, and the closing line counts it.
+TEST(LostEvents, ALaterCompletionEndsTheWatch) {
+  const std::string dir = MakeTempDir("lostch");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                {"NCCLWATCH_STUCK_SEC", "2"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "100"}});
+  ClearLogs();
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0x1057, "lost", 1, 2, 0), 0);
+  OpSpec a;
+  a.seq = 1;
+  a.proxy_peers = {};
+  a.api_events = false;
+  a.kernel_stop = 1;  // one of its two channels never reports its stop
+  c.RunOp(a);
+  OpSpec b = a;
+  b.seq = 2;
+  b.kernel_stop = -1;
+  c.RunOp(b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  {
+    auto live = ReadSingleTrace(dir);
+    EXPECT_TRUE(live->stucks.empty()) << "a stuck report for an operation a later one proved complete";
+    ASSERT_FALSE(live->heartbeats.empty());
+    EXPECT_EQ(live->heartbeats.back()->ops_in_flight(), 0u);
+  }
+  ASSERT_EQ(c.Finalize(), 0);
+  int info = 0, closing = 0;
+  for (const LogLine& l : Logs()) {
+    info += l.text.find("kernel-channel events did not all arrive from NCCL") != std::string::npos;
+    closing += l.text.find("closed ") != std::string::npos &&
+               l.text.find("; 1 completions implied by a later one") != std::string::npos;
+  }
+  EXPECT_EQ(info, 1);
+  EXPECT_EQ(closing, 1);
+  EXPECT_TRUE(Warnings().empty()) << ::testing::PrintToString(Warnings());
+  // The file keeps the facts: the first operation has no completion.
+  auto t = ReadSingleTrace(dir);
+  ASSERT_EQ(t->ops.size(), 2u);
+  int completed = 0;
+  for (const OpView& o : t->ops) completed += o.done_count > 0;
+  EXPECT_EQ(completed, 1);
+}
+
+// Without a later completion the same operation is reported stuck.
+TEST(LostEvents, WithoutALaterCompletionItIsStuck) {
+  const std::string dir = MakeTempDir("lostch2");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                {"NCCLWATCH_STUCK_SEC", "1"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "100"}});
+  ClearLogs();
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0x1058, "lost", 1, 2, 0), 0);
+  OpSpec a;
+  a.seq = 1;
+  a.proxy_peers = {};
+  a.api_events = false;
+  a.kernel_stop = 1;
+  c.RunOp(a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  auto live = ReadSingleTrace(dir);
+  EXPECT_EQ(live->stucks.size(), 1u);
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
 TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   const std::string dir = MakeTempDir("burst");
   SetPluginEnv({{"NCCLWATCH_DIR", dir},
@@ -855,6 +926,16 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
       void* h = c.Start(o);
       c.Stop(h);
     }
+    // Then operations started and never stopped: once the spare handles
+    // (256) hold them too, the rest are lost.
+    for (int i = 0; i < 300; ++i) {
+      Ev o;
+      o.type = nccl::kColl;
+      o.seq = next_seq++;
+      o.func = "AllReduce";
+      o.nchannels = 2;
+      c.Start(o);
+    }
   });
   std::thread burst_worker([&] {
     one_op(next_seq++);
@@ -899,8 +980,11 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   // Whether the burst outruns the writer (ring_full) depends on the machine
   // since the writer drains every 1 ms in a burst (under TSan it never did);
   // core_test fills a ring with the writer paused. The rest is certain: 20,000
-  // live operations for 4,096 handles, and more threads than buffers.
-  EXPECT_GT(d->pool_exhausted(), 0u);
+  // live operations for 4,096 handles, so 15,904 recorded without completion
+  // tracking; then 300 never stopped, 256 on spare handles, 44 lost; and more
+  // threads than buffers.
+  EXPECT_EQ(d->completion_untracked(), 20000u - 4096u + 256u);
+  EXPECT_EQ(d->pool_exhausted(), 44u);
   EXPECT_GT(d->no_thread_slot(), 0u);
   EXPECT_EQ(d->write_failed(), 0u);
   // The user hears of it through NCCL's logger: once while it happens, and
@@ -927,7 +1011,10 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
     EXPECT_NE(line.find("4096 of 4096 handles in use, 4096 by operations in flight (4096 waiting for kernel channels)"),
               std::string::npos)
         << line;
-    EXPECT_NE(line.find("the oldest: AllReduce (event "), std::string::npos) << line;
+    // Its name, once the writer has its record (a slow writer, as under TSan, may not yet).
+    EXPECT_TRUE(line.find("the oldest: AllReduce (event ") != std::string::npos ||
+                line.find("the oldest: an operation whose record is not yet written (event ") != std::string::npos)
+        << line;
     EXPECT_NE(line.find("kernel channels 2 expected, 0 started, 0 stopped"), std::string::npos) << line;
   }
   EXPECT_EQ(exhausted, 1) << ::testing::PrintToString(w);

@@ -28,12 +28,15 @@ thread_local uint64_t t_gen = 0;
 constexpr uint32_t kRingRecords = 8192;
 constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per thread
 constexpr uint32_t kAllocTries = 64;
+// Spare slots per thread (see SpareSlot): operations started but not yet
+// stopped at once, when every slot waits for a completion.
+constexpr uint32_t kSpareSlots = 256;
 // Raw event records may fill a ring only up to 1 - 1/4 of it: the last
 // quarter is kept for operations and their completions, which the diagnosis
 // needs (measured on GPU with NCCLWATCH_EVENTS=all: bursts of small
 // operations filled the rings with raw events, ~11% of events dropped).
 constexpr uint32_t kOpReserveDivisor = 4;
-constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + kSlotsPerThread * sizeof(Slot);
+constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
 
 bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
 
@@ -142,15 +145,17 @@ bool Profiler::Init(std::string* error) {
   }
   storage_ = mem;
   auto* slots = static_cast<Slot*>(mem);
-  auto* recs = reinterpret_cast<Rec*>(slots + size_t{nthreads_} * kSlotsPerThread);
+  constexpr size_t kPerThread = kSlotsPerThread + kSpareSlots;
+  auto* recs = reinterpret_cast<Rec*>(slots + size_t{nthreads_} * kPerThread);
   slots_begin_ = slots;
-  slots_end_ = slots + size_t{nthreads_} * kSlotsPerThread;
+  slots_end_ = slots + size_t{nthreads_} * kPerThread;
   threads_.reset(new ThreadBuf[nthreads_]);
   for (uint32_t i = 0; i < nthreads_; ++i) {
     ThreadBuf& t = threads_[i];
     t.index = i;
-    t.slots = slots + size_t{i} * kSlotsPerThread;
+    t.slots = slots + size_t{i} * kPerThread;
     t.nslots = kSlotsPerThread;
+    t.nspare = kSpareSlots;
     t.ring.Init(recs + size_t{i} * kRingRecords, kRingRecords);
   }
   key_ok_ = pthread_key_create(&key_, &Profiler::ThreadExit) == 0;
@@ -266,7 +271,7 @@ ThreadBuf* Profiler::ClaimThread() {
       // Fault the buffer in now, once, rather than a page at a time on later
       // events: measured on GPU, those faults made a collective's start cost
       // 0.4 to 1.2 us on average for the first 4,096 operations of a thread.
-      Prefault(tb->slots, size_t{tb->nslots} * sizeof(Slot));
+      Prefault(tb->slots, size_t{tb->nslots + tb->nspare} * sizeof(Slot));
       Prefault(tb->ring.storage(), size_t{tb->ring.capacity()} * sizeof(Rec));
       if (key_ok_) pthread_setspecific(key_, tb);
       t_buf = tb;
@@ -312,7 +317,34 @@ Slot* Profiler::AllocSlot(ThreadBuf* tb) {
     s->state.store(kSlotLive, std::memory_order_release);
     return s;
   }
-  Bump(tb->counters.pool_exhausted);
+  return nullptr;  // the caller counts what it drops
+}
+
+// Every slot waits for a completion (NCCL's proxy thread can fall ~80 ms,
+// 4,096 operations, behind: measured on H200s). The operation is still
+// recorded, on a spare slot and without completion tracking, rather than
+// lost: the analysis needs every Op record, completion less so. A spare slot
+// is reused once its operation stopped; late kernel-channel events naming it
+// only touch counters nobody reads (tracked is 0).
+Slot* Profiler::SpareSlot(ThreadBuf* tb) {
+  for (uint32_t i = 0; i < tb->nspare; ++i) {
+    Slot* s = &tb->slots[tb->nslots + tb->spare_cursor];
+    tb->spare_cursor = tb->spare_cursor + 1 == tb->nspare ? 0 : tb->spare_cursor + 1;
+    if (s->state.load(std::memory_order_acquire) == kSlotLive) continue;  // started, not yet stopped
+    uint64_t id = (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
+    s->id.store(id, std::memory_order_relaxed);
+    s->parent = nullptr;
+    s->op = nullptr;
+    s->raw = 0;
+    s->expect_channels.store(0, std::memory_order_relaxed);
+    s->tracked.store(0, std::memory_order_relaxed);
+    s->enqueued.store(0, std::memory_order_relaxed);
+    s->done.store(0, std::memory_order_relaxed);
+    s->gpu_min.store(~0ull, std::memory_order_relaxed);
+    s->gpu_max.store(0, std::memory_order_relaxed);
+    s->state.store(kSlotLive, std::memory_order_release);
+    return s;
+  }
   return nullptr;
 }
 
@@ -514,11 +546,19 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (IsOp(d.kind)) {
     const uint64_t now = Ticks();
     Slot* s = AllocSlot(tb);
-    if (s == nullptr) return nullptr;
+    const bool spare = s == nullptr;
+    if (spare && (s = SpareSlot(tb)) == nullptr) {
+      Bump(tb->counters.pool_exhausted);
+      return nullptr;
+    }
     s->kind.store(d.kind, std::memory_order_relaxed);
     s->ctx = ctx;
     s->start_ns = now;
     StartOp(tb, s, d, now);
+    if (spare) {
+      s->tracked.store(0, std::memory_order_relaxed);
+      Bump(tb->counters.untracked_ops);
+    }
     return s;
   }
 
@@ -547,7 +587,10 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
 
   const uint64_t now = Ticks();
   Slot* s = AllocSlot(tb);
-  if (s == nullptr) return nullptr;
+  if (s == nullptr) {
+    Bump(tb->counters.pool_exhausted);
+    return nullptr;
+  }
   s->kind.store(d.kind, std::memory_order_relaxed);
   s->ctx = ctx;
   s->start_ns = now;

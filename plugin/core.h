@@ -133,6 +133,9 @@ struct ThreadCounters {
   std::atomic<uint64_t> ops_completed{0};
   std::atomic<uint64_t> ring_full{0};
   std::atomic<uint64_t> pool_exhausted{0};
+  // Operations recorded without completion tracking: no handle was free, so
+  // the op took a spare one (Profiler::SpareSlot).
+  std::atomic<uint64_t> untracked_ops{0};
   std::atomic<uint64_t> foreign_parent{0};
   std::atomic<uint64_t> bad_parent{0};
 };
@@ -150,6 +153,10 @@ struct ThreadBuf {
   Ring ring;
   Slot* slots = nullptr;
   uint32_t nslots = 0;
+  // After the nslots: spare slots for operations recorded without completion
+  // tracking when every slot is live (a backlog of completions).
+  uint32_t nspare = 0;
+  uint32_t spare_cursor = 0;  // owner thread only
   uint32_t cursor = 0;      // owner thread only
   uint64_t next_local = 0;  // owner thread only: event id counter
   ThreadCounters counters;
@@ -224,6 +231,7 @@ class Profiler {
   ThreadBuf* CurrentThread();
   ThreadBuf* ClaimThread();
   Slot* AllocSlot(ThreadBuf* tb);
+  Slot* SpareSlot(ThreadBuf* tb);
   Slot* ValidParent(void* p, ThreadBuf* tb);
   // A kernel channel's handle: the op's slot, tagged; the channel counted.
   void* TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer);

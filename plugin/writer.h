@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -77,6 +78,7 @@ class Writer {
     uint64_t start_ns;
     uint32_t nchannels;
     bool reported;
+    uint64_t stop_ns;  // enqueue ended (the Op record's t1)
   };
 
   void Loop();
@@ -102,8 +104,14 @@ class Writer {
   // Once, on the first operation dropped for want of an event handle: what
   // holds the handles (a backlog, or operations that never complete).
   void LogHandleExhaustion(uint64_t now);
+  // Operations in flight that a later completion on their communicator shows
+  // to have completed (NCCL did not deliver one of their kernel-channel
+  // events): no longer watched for stuck reports, their handles freed.
+  void NoteCompletion(uint16_t comm, uint64_t op_start_ns, uint64_t now);
+  void ReclaimLost(uint64_t now);
   void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
+  uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
   void EncodeDrops(Wire* w, uint64_t now) const;
   void WriteLossNotice();
   void MaybeStuckReport(uint64_t now);
@@ -161,6 +169,11 @@ class Writer {
   struct CommCounts {
     uint64_t enqueued = 0;
     uint64_t completed = 0;
+    // Completions not yet kLostGraceNs old: (seen at, the op's start).
+    std::deque<std::pair<uint64_t, uint64_t>> recent;
+    // The latest start of an operation whose completion is that old: every
+    // operation enqueued before it completed too (ReclaimLost).
+    uint64_t proven_start = 0;
   };
   std::unordered_map<uint16_t, CommCounts> comm_counts_;
   std::unordered_map<uint64_t, InFlight> in_flight_;
@@ -168,6 +181,8 @@ class Writer {
   uint64_t last_drops_sum_ = 0;
   bool warned_drops_ = false;
   bool warned_pool_ = false;
+  uint64_t lost_completions_ = 0;  // ReclaimLost
+  uint64_t next_reclaim_ = 0;
   bool burst_ = false;
   std::atomic<bool> drain_paused_{false};  // tests  // the last drain found a ring an eighth full: drain every 1 ms
   uint64_t next_heartbeat_ = 0;

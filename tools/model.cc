@@ -270,6 +270,7 @@ void LoadFile(TraceReader& reader, Model* m) {
         const auto& d = rec.drops();
         p->drops.ring_full = d.ring_full();
         p->drops.pool_exhausted = d.pool_exhausted();
+        p->drops.completion_untracked = d.completion_untracked();
         p->drops.no_thread_slot = d.no_thread_slot();
         p->drops.write_failed = d.write_failed();
         p->drops.foreign_parent = d.foreign_parent();

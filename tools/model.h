@@ -117,6 +117,9 @@ struct StuckReport {
 struct Drops {
   uint64_t ring_full = 0, pool_exhausted = 0, no_thread_slot = 0, write_failed = 0;
   uint64_t foreign_parent = 0, bad_parent = 0;
+  // Operations recorded without completion tracking (not lost): every event
+  // handle was waiting for a completion.
+  uint64_t completion_untracked = 0;
   std::string last_write_error;
   uint64_t lost() const { return ring_full + pool_exhausted + no_thread_slot + write_failed; }
 };

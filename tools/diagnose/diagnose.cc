@@ -1422,6 +1422,11 @@ void FillInput(const Ctx& c, Diagnosis* d) {
       for (size_t i = 0; i < why.size(); ++i) w += (i ? ", " : "") + why[i];
       add(report::InputIssue::DROPS, name, name + " lost " + Plural(lost, "event", "events") + ": " + w)->set_lost_events(lost);
     }
+    if (p.drops.completion_untracked > 0)
+      add(report::InputIssue::LOST_COMPLETION, name,
+          Thousands(p.drops.completion_untracked) +
+              " operations recorded without completion tracking: every event handle was waiting for a completion "
+              "(NCCL's proxy thread far behind)");
     const size_t implied = static_cast<size_t>(
         std::count_if(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].completion_lost; }));
     if (implied > 0)

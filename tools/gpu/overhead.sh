@@ -242,12 +242,14 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     cp "$TRACES/run/"* "$OUTDIR/traces/r${round}-n${n}-${cfg}/"
   fi
   # ncclwatch's closing lines, one per rank: events dropped, summed.
-  local closed dropped clock
+  local closed dropped untracked implied clock
   closed="$(grep -c 'ncclwatch: closed ' "$log" || true)"
   dropped="$(sed -n 's/.*ncclwatch: closed .*dropped \([0-9]*\) events.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+  untracked="$(sed -n 's/.*ncclwatch: closed .*; \([0-9]*\) operations without completion tracking.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+  implied="$(sed -n 's/.*ncclwatch: closed .*; \([0-9]*\) completions implied by a later one.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
   clock="$(sed -n 's/.*ncclwatch: profiler API v[0-9]*, events [0-9a-fx]*, clock \(.*\), writing .*/\1/p' "$log" | head -n1)"
-  [[ -s "$OUTDIR/drops.csv" ]] || echo "config,round,nranks,closed,dropped,clock" > "$OUTDIR/drops.csv"
-  echo "$cfg,$round,$n,$closed,$dropped,\"${clock//\"/}\"" >> "$OUTDIR/drops.csv"
+  [[ -s "$OUTDIR/drops.csv" ]] || echo "config,round,nranks,closed,dropped,untracked,implied,clock" > "$OUTDIR/drops.csv"
+  echo "$cfg,$round,$n,$closed,$dropped,$untracked,$implied,\"${clock//\"/}\"" >> "$OUTDIR/drops.csv"
   sed -n "s/^timing_shim pid/$cfg round $round nranks $n: pid/p" "$log" >> "$OUTDIR/timing.txt"
   sed -n "s/^.*ncclwatch: closed [^ ]*: /$cfg round $round nranks $n: /p" "$log" >> "$OUTDIR/closing.txt"
   local msg

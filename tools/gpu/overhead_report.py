@@ -281,7 +281,8 @@ def build_report(path, metric, all_checks=False):
 
     drops = os.path.join(os.path.dirname(os.path.abspath(path)), "drops.csv")
     if os.path.exists(drops):
-        per = defaultdict(lambda: [0, 0, 0, set()])  # runs, runs with drops, events dropped, clocks
+        # runs, runs with drops, events dropped, clocks, ops untracked, completions implied
+        per = defaultdict(lambda: [0, 0, 0, set(), 0, 0])
         with open(drops, newline="") as f:
             for row in csv.DictReader(f):
                 if int(row.get("closed") or 0) == 0:
@@ -293,16 +294,23 @@ def build_report(path, metric, all_checks=False):
                 e[2] += d
                 if row.get("clock"):
                     e[3].add(row["clock"])
+                e[4] += int(row.get("untracked") or 0)
+                e[5] += int(row.get("implied") or 0)
         if per:
             w("## Events ncclwatch dropped, and its clock")
             w("")
             w("From each process's closing log line (NCCL_DEBUG=INFO): events lost because a "
-              "thread's buffer was full or its event handles ran out.")
+              "thread's buffer was full or its event handles ran out; operations recorded without "
+              "completion tracking because every event handle waited for a completion (not lost); "
+              "completions a later operation on the communicator proved (NCCL did not deliver a "
+              "kernel-channel event).")
             w("")
-            w("| ranks | config | runs | runs with drops | events dropped | clock |")
-            w("| --- | --- | --- | --- | --- | --- |")
-            for (n, c), (runs, with_drops, dropped, clocks) in sorted(per.items(), key=lambda x: (-x[0][0], x[0][1])):
-                w("| %d | %s | %d | %d | %d | %s |" % (n, c, runs, with_drops, dropped, "; ".join(sorted(clocks)) or "?"))
+            w("| ranks | config | runs | runs with drops | events dropped | ops untracked | completions implied | clock |")
+            w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+            for (n, c), (runs, with_drops, dropped, clocks, untracked, implied) in sorted(
+                    per.items(), key=lambda x: (-x[0][0], x[0][1])):
+                w("| %d | %s | %d | %d | %d | %d | %d | %s |" % (n, c, runs, with_drops, dropped, untracked, implied,
+                                                               "; ".join(sorted(clocks)) or "?"))
             w("")
 
     if skipped:
