@@ -29,6 +29,16 @@
 #ifndef NCCLWATCH_TSAN
 #define NCCLWATCH_TSAN 0
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+#define NCCLWATCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NCCLWATCH_ASAN 1
+#endif
+#endif
+#ifndef NCCLWATCH_ASAN
+#define NCCLWATCH_ASAN 0
+#endif
 
 namespace ncclwatch::testing {
 namespace {
@@ -58,8 +68,15 @@ OpSpec Coll(uint64_t seq) {
 TEST(FaultTest, ForkedChildIsUnharmedAndWritesItsOwnFile) {
 #if NCCLWATCH_TSAN
   // ThreadSanitizer does not support a child of a multi-threaded process
-  // (it exits 66); the default and ASan configurations run this test.
+  // (it exits 66); the default configuration runs this test.
   GTEST_SKIP() << "fork() after threads is unsupported under ThreadSanitizer";
+#endif
+#if NCCLWATCH_ASAN
+  // clang 14's AddressSanitizer allocator is not fork-safe: in about 1 run
+  // of 40, the child's first thread hung at its start inside the allocator
+  // (SizeClassAllocator64::GetFromAllocator, on a lock the parent's copy
+  // held at fork; gdb stack, 2026-11-22). The default configuration runs it.
+  GTEST_SKIP() << "fork() after threads can hang clang 14's AddressSanitizer allocator";
 #endif
   std::string dir = MakeTempDir("fork");
   SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "20"}});
