@@ -282,6 +282,34 @@ ThreadBuf* Profiler::ClaimThread() {
   return nullptr;
 }
 
+// A free slot becomes live for a new event: a new id, every field at its
+// initial value, published by the state.
+void Profiler::Claim(ThreadBuf* tb, Slot* s) {
+  uint64_t id = (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
+  s->id.store(id, std::memory_order_relaxed);
+  s->op_id.store(0, std::memory_order_relaxed);
+  s->parent = nullptr;
+  s->op = nullptr;
+  s->raw = 0;
+  s->has_ptimer = 0;
+  s->step_bytes = 0;
+  s->expect_channels.store(0, std::memory_order_relaxed);
+  s->tracked.store(0, std::memory_order_relaxed);
+  s->enqueued.store(0, std::memory_order_relaxed);
+  s->done.store(0, std::memory_order_relaxed);
+  s->kernel_started.store(0, std::memory_order_relaxed);
+  s->kernel_stopped.store(0, std::memory_order_relaxed);
+  s->proxy_started.store(0, std::memory_order_relaxed);
+  s->proxy_stopped.store(0, std::memory_order_relaxed);
+  s->gpu_min.store(~0ull, std::memory_order_relaxed);
+  s->gpu_max.store(0, std::memory_order_relaxed);
+  s->proxy_bytes.store(0, std::memory_order_relaxed);
+  s->px_desc.store(0, std::memory_order_relaxed);
+  s->px_progress.store(0, std::memory_order_relaxed);
+  s->px_update_ns.store(0, std::memory_order_relaxed);
+  s->state.store(kSlotLive, std::memory_order_release);
+}
+
 Slot* Profiler::AllocSlot(ThreadBuf* tb) {
   const uint32_t mask = tb->nslots - 1;
   for (uint32_t i = 0; i < kAllocTries; ++i) {
@@ -292,29 +320,7 @@ Slot* Profiler::AllocSlot(ThreadBuf* tb) {
     const char* next = reinterpret_cast<const char*>(&tb->slots[tb->cursor]);
     for (size_t off = 0; off < sizeof(Slot); off += 64) __builtin_prefetch(next + off, 1, 3);
     if (s->state.load(std::memory_order_acquire) == kSlotLive) continue;
-    uint64_t id = (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
-    s->id.store(id, std::memory_order_relaxed);
-    s->op_id.store(0, std::memory_order_relaxed);
-    s->parent = nullptr;
-    s->op = nullptr;
-    s->raw = 0;
-    s->has_ptimer = 0;
-    s->step_bytes = 0;
-    s->expect_channels.store(0, std::memory_order_relaxed);
-    s->tracked.store(0, std::memory_order_relaxed);
-    s->enqueued.store(0, std::memory_order_relaxed);
-    s->done.store(0, std::memory_order_relaxed);
-    s->kernel_started.store(0, std::memory_order_relaxed);
-    s->kernel_stopped.store(0, std::memory_order_relaxed);
-    s->proxy_started.store(0, std::memory_order_relaxed);
-    s->proxy_stopped.store(0, std::memory_order_relaxed);
-    s->gpu_min.store(~0ull, std::memory_order_relaxed);
-    s->gpu_max.store(0, std::memory_order_relaxed);
-    s->proxy_bytes.store(0, std::memory_order_relaxed);
-    s->px_desc.store(0, std::memory_order_relaxed);
-    s->px_progress.store(0, std::memory_order_relaxed);
-    s->px_update_ns.store(0, std::memory_order_relaxed);
-    s->state.store(kSlotLive, std::memory_order_release);
+    Claim(tb, s);
     return s;
   }
   return nullptr;  // the caller counts what it drops
@@ -331,18 +337,7 @@ Slot* Profiler::SpareSlot(ThreadBuf* tb) {
     Slot* s = &tb->slots[tb->nslots + tb->spare_cursor];
     tb->spare_cursor = tb->spare_cursor + 1 == tb->nspare ? 0 : tb->spare_cursor + 1;
     if (s->state.load(std::memory_order_acquire) == kSlotLive) continue;  // started, not yet stopped
-    uint64_t id = (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
-    s->id.store(id, std::memory_order_relaxed);
-    s->parent = nullptr;
-    s->op = nullptr;
-    s->raw = 0;
-    s->expect_channels.store(0, std::memory_order_relaxed);
-    s->tracked.store(0, std::memory_order_relaxed);
-    s->enqueued.store(0, std::memory_order_relaxed);
-    s->done.store(0, std::memory_order_relaxed);
-    s->gpu_min.store(~0ull, std::memory_order_relaxed);
-    s->gpu_max.store(0, std::memory_order_relaxed);
-    s->state.store(kSlotLive, std::memory_order_release);
+    Claim(tb, s);
     return s;
   }
   return nullptr;

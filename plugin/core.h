@@ -232,6 +232,7 @@ class Profiler {
   ThreadBuf* ClaimThread();
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* SpareSlot(ThreadBuf* tb);
+  void Claim(ThreadBuf* tb, Slot* s);
   Slot* ValidParent(void* p, ThreadBuf* tb);
   // A kernel channel's handle: the op's slot, tagged; the channel counted.
   void* TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer);

@@ -989,6 +989,15 @@ void Writer::LogSummary() {
              static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(lost_completions_));
 }
 
+Slot* Writer::SlotOf(uint64_t id) {
+  const uint32_t ti = ThreadOfId(id);
+  if (ti < 1 || ti > prof_->thread_count()) return nullptr;
+  ThreadBuf* tb = prof_->thread_buf(ti - 1);
+  for (uint32_t k = 0; k < tb->nslots; ++k)
+    if (tb->slots[k].id.load(std::memory_order_relaxed) == id) return &tb->slots[k];
+  return nullptr;
+}
+
 // A completion proves its predecessors only once their own late events
 // would have arrived: NCCL's proxy thread was seen on GPU up to ~80 ms behind.
 constexpr uint64_t kLostGraceNs = 1'000'000'000;
@@ -1036,17 +1045,10 @@ void Writer::ReclaimLost(uint64_t now) {
     }
     // Free its handle, unless its completion is being pushed right now.
     const uint64_t id = it->first;
-    const uint32_t ti = ThreadOfId(id);
-    if (ti >= 1 && ti <= prof_->thread_count()) {
-      ThreadBuf* tb = prof_->thread_buf(ti - 1);
-      for (uint32_t k = 0; k < tb->nslots; ++k) {
-        Slot& s = tb->slots[k];
-        if (s.id.load(std::memory_order_relaxed) != id) continue;
-        uint32_t z = 0;
-        if (s.state.load(std::memory_order_acquire) == kSlotLive && s.done.compare_exchange_strong(z, 1))
-          s.state.store(kSlotDone, std::memory_order_release);
-        break;
-      }
+    if (Slot* s = SlotOf(id)) {
+      uint32_t z = 0;
+      if (s->state.load(std::memory_order_acquire) == kSlotLive && s->done.compare_exchange_strong(z, 1))
+        s->state.store(kSlotDone, std::memory_order_release);
     }
     ++found;
     it = in_flight_.erase(it);
@@ -1111,16 +1113,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
     wire_.Bool(10, true);  // the table holds only enqueued ops (Op records)
     wire_.U64(11, f.nchannels);
     // The op's slot, if it still holds this op.
-    const Slot* slot = nullptr;
-    uint32_t ti = ThreadOfId(id);
-    if (ti >= 1 && ti <= prof_->thread_count()) {
-      ThreadBuf* tb = prof_->thread_buf(ti - 1);
-      for (uint32_t k = 0; k < tb->nslots; ++k)
-        if (tb->slots[k].id.load(std::memory_order_relaxed) == id) {
-          slot = &tb->slots[k];
-          break;
-        }
-    }
+    const Slot* slot = SlotOf(id);
     if (slot != nullptr) {
       wire_.U64(12, slot->kernel_started.load(std::memory_order_relaxed));
       wire_.U64(13, slot->kernel_stopped.load(std::memory_order_relaxed));

@@ -109,6 +109,8 @@ class Writer {
   // events): no longer watched for stuck reports, their handles freed.
   void NoteCompletion(uint16_t comm, uint64_t op_start_ns, uint64_t now);
   void ReclaimLost(uint64_t now);
+  // The slot holding operation `id` in its thread's region, if it still does.
+  Slot* SlotOf(uint64_t id);
   void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
   uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed

@@ -320,13 +320,25 @@ void OrderProc(Model* m, uint32_t pi) {
   }
 }
 
+// Whether a completion at `done` on process `proc` fell in an abort's window
+// (model.h): less than kAbortWindowSec before the end of the process's file,
+// or before its finalize of communicator `comm`.
+bool InAbortWindow(const Model& m, uint32_t proc, uint32_t comm, int64_t done) {
+  auto near_end = [done](int64_t end) {
+    if (end == kNoTime) return false;
+    const double before = static_cast<double>(end - done) / 1e9;
+    return before >= 0 && before < kAbortWindowSec;
+  };
+  if (near_end(m.procs[proc].last_ns)) return true;
+  for (const CommMember& mem : m.comms[comm].members)
+    if (mem.proc == proc && near_end(mem.finalize_ns)) return true;
+  return false;
+}
+
 // See LoadModel (model.h): operations in flight that a later completed
 // operation on the same communicator shows to have completed.
 void ImplyLostCompletions(Model* m, uint32_t pi) {
   const Proc& p = m->procs[pi];
-  auto near_end = [](int64_t done, int64_t end) {
-    return end != kNoTime && done <= end && static_cast<double>(end - done) / 1e9 < kAbortWindowSec;
-  };
   struct Later {
     int64_t start;
     int64_t done;  // the earliest completion among this and every later entry
@@ -335,9 +347,6 @@ void ImplyLostCompletions(Model* m, uint32_t pi) {
   std::unordered_map<uint32_t, std::vector<uint32_t>> by_comm;  // program order
   for (uint32_t oi : p.ops) by_comm[m->ops[oi].comm].push_back(oi);
   for (auto& [comm, ops] : by_comm) {
-    int64_t fin = kNoTime;
-    for (const CommMember& mem : m->comms[comm].members)
-      if (mem.proc == pi) fin = mem.finalize_ns;
     bool any = false;
     for (uint32_t oi : ops) any |= m->ops[oi].state == OpState::kInFlight && !m->ops[oi].ended_by_abort;
     if (!any) continue;
@@ -345,7 +354,7 @@ void ImplyLostCompletions(Model* m, uint32_t pi) {
     for (uint32_t oi : ops) {
       const Op& x = m->ops[oi];
       if (x.state != OpState::kCompleted || x.ended_by_abort || x.done_ns == kNoTime || x.start_ns == kNoTime) continue;
-      later.push_back({x.start_ns, x.done_ns, near_end(x.done_ns, p.last_ns) || near_end(x.done_ns, fin)});
+      later.push_back({x.start_ns, x.done_ns, InAbortWindow(*m, pi, comm, x.done_ns)});
     }
     if (later.empty()) continue;
     std::stable_sort(later.begin(), later.end(), [](const Later& a, const Later& b) { return a.start < b.start; });
@@ -549,18 +558,10 @@ bool FinishLoad(Model* m, std::string* error) {
   // Completions that were the abort's doing (see model.h): after a long time
   // in flight, shortly before the communicator's finalize (the abort) or the
   // end of the process's file (a framework that aborts, then SIGABRTs).
-  auto near_end = [](int64_t done, int64_t end) {
-    if (end == kNoTime) return false;
-    const double before = static_cast<double>(end - done) / 1e9;
-    return before >= 0 && before < kAbortWindowSec;
-  };
   for (Op& o : m->ops) {
     if (o.state != OpState::kCompleted || o.done_ns == kNoTime) continue;
     if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < kAbortMinWaitSec) continue;
-    bool abort = near_end(o.done_ns, m->procs[o.proc].last_ns);
-    for (const CommMember& mem : m->comms[o.comm].members)
-      if (mem.proc == o.proc) abort |= near_end(o.done_ns, mem.finalize_ns);
-    if (abort) {
+    if (InAbortWindow(*m, o.proc, o.comm, o.done_ns)) {
       o.state = OpState::kInFlight;
       o.ended_by_abort = true;
       o.has_gpu = false;
