@@ -27,7 +27,6 @@ thread_local uint64_t t_gen = 0;
 // between two drains (the writer drains every 10 ms, every 1 ms in a burst).
 constexpr uint32_t kRingRecords = 8192;
 constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per thread
-constexpr uint32_t kAllocTries = 64;
 // Spare slots per thread (see SpareSlot): operations started but not yet
 // stopped at once, when every slot waits for a completion.
 constexpr uint32_t kSpareSlots = 256;
@@ -316,7 +315,10 @@ Slot* Profiler::AllocSlot(ThreadBuf* tb) {
     Slot* s = &tb->slots[tb->cursor];
     tb->cursor = (tb->cursor + 1) & mask;
     // The next slot was last used a full round ago (4,096 operations): fetch
-    // its lines for writing now, while NCCL does the rest of this operation.
+    // its lines now, while NCCL does the rest of this operation. (GCC emits
+    // PREFETCHT0, a read, for a baseline x86-64 build; PREFETCHW, which
+    // fetches the line owned, made no difference in place on H200 hosts:
+    // BENCHMARKS.md, "NCCL's proxy thread".)
     const char* next = reinterpret_cast<const char*>(&tb->slots[tb->cursor]);
     for (size_t off = 0; off < sizeof(Slot); off += 64) __builtin_prefetch(next + off, 1, 3);
     if (s->state.load(std::memory_order_acquire) == kSlotLive) continue;

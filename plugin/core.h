@@ -144,6 +144,15 @@ inline void Bump(std::atomic<uint64_t>& c) {
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
+// Slots a new operation looks at, from the cursor on, before it takes a
+// spare one: enough to step over operations that never complete (a hang, a
+// completion NCCL lost) among ones that do. When the cursor's slot is still
+// live the next ones mostly are too (operations complete about in order), and
+// each look reads a line NCCL's proxy thread may be writing; 4 tries instead
+// of 64 made no difference in place on H200 hosts (BENCHMARKS.md, "NCCL's
+// proxy thread"), so the wider step stays.
+constexpr uint32_t kAllocTries = 64;
+
 enum ThreadBufState : uint32_t { kBufFree = 0, kBufOwned = 1, kBufOrphaned = 2 };
 
 struct ThreadBuf {

@@ -135,6 +135,52 @@ TEST(CoreTest, RawEventsLeaveRoomForOperations) {
   o.prof->PauseDrainForTesting(false);
 }
 
+// An operation that never completes holds its slot; once the cursor comes
+// round to it, the next operation steps over it and stays tracked. But it
+// looks at no more than kAllocTries slots: when that many in a row are live
+// (NCCL's proxy thread a full round behind), it takes a spare slot rather
+// than reading on through the lines that thread is completing.
+TEST(CoreTest, AllocationStepsOverAFewLiveSlotsOnly) {
+  for (uint32_t stuck : {kAllocTries - 1, kAllocTries}) {
+    Open o("default");
+    std::thread([&] {
+      uint64_t seq = 0;
+      EventDesc hung = Coll(0);
+      hung.nchannels = 2;  // tracked, waits for two kernel channels that never stop
+      ThreadBuf* tb = nullptr;
+      for (uint32_t i = 0; i < stuck; ++i) {
+        hung.seq = ++seq;
+        void* h = o.prof->Start(o.ctx, hung);
+        ASSERT_NE(h, nullptr);
+        o.prof->Stop(h);
+      }
+      for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
+        if (o.prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) tb = o.prof->thread_buf(i);
+      ASSERT_NE(tb, nullptr);
+      // The rest of the round completes at its stop (no kernel channel expected).
+      for (uint32_t i = stuck; i < tb->nslots; ++i) {
+        void* h = o.prof->Start(o.ctx, Coll(++seq));
+        ASSERT_NE(h, nullptr);
+        o.prof->Stop(h);
+      }
+      ASSERT_EQ(tb->counters.untracked_ops.load(), 0u);
+      // The cursor is back at the first hung operation's slot.
+      void* h = o.prof->Start(o.ctx, Coll(++seq));
+      ASSERT_NE(h, nullptr);
+      o.prof->Stop(h);
+      const bool spare = h >= static_cast<void*>(tb->slots + tb->nslots);
+      if (stuck < kAllocTries) {
+        EXPECT_FALSE(spare) << stuck << " live slots in a row are stepped over";
+        EXPECT_EQ(h, static_cast<void*>(tb->slots + stuck));
+        EXPECT_EQ(tb->counters.untracked_ops.load(), 0u);
+      } else {
+        EXPECT_TRUE(spare) << "looked past " << kAllocTries << " live slots";
+        EXPECT_EQ(tb->counters.untracked_ops.load(), 1u);
+      }
+    }).join();
+  }
+}
+
 TEST(CoreTest, WantsOperationsTheirFeedersAndRawKindsOnly) {
   {
     Open o("default");

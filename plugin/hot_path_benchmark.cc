@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,6 +187,12 @@ BENCHMARK(BM_CollWithKernelChannels)->UseManualTime();
 void BM_ProxyThreadKernelChannels(benchmark::State& state) {
   Bench* b = Open("default");
   const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  // NCCLWATCH_BENCH_CPUS="A,B": the enqueuing thread on CPU A, the proxy
+  // thread on CPU B (default 0,1), to compare pairs of cores on a big host.
+  int cpu_enqueue = 0, cpu_proxy = 1;
+  if (const char* v = getenv("NCCLWATCH_BENCH_CPUS")) {
+    if (sscanf(v, "%d,%d", &cpu_enqueue, &cpu_proxy) != 2) cpu_enqueue = 0, cpu_proxy = 1;
+  }
   auto pin = [&](int cpu) {
     if (ncpu < 2) return;
     cpu_set_t set;
@@ -193,13 +200,13 @@ void BM_ProxyThreadKernelChannels(benchmark::State& state) {
     CPU_SET(cpu % ncpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   };
-  pin(0);
+  pin(cpu_enqueue);
   std::vector<void*> handles(kBatch);
   std::atomic<int> go{0}, done{0};
   std::atomic<bool> quit{false};
   double proxy_seconds = 0;
   std::thread proxy([&] {
-    pin(1);
+    pin(cpu_proxy);
     int seen = 0;
     while (true) {
       while (go.load(std::memory_order_acquire) == seen && !quit.load(std::memory_order_acquire)) {

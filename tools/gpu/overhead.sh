@@ -15,11 +15,12 @@
 #   noop_all  the do-nothing plugin asking for every event type (0x7fff)
 #   all       ncclwatch, NCCLWATCH_EVENTS=all
 #   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
+#   default_c    a third build ($PLUGIN_C), default capture
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
 #   default_mono ncclwatch, default capture, NCCLWATCH_CLOCK=monotonic
-#   timed_noop, timed_default
-#                noop and default under tools/gpu/timing_shim.cc: the time each
-#                of NCCL's threads spends in the plugin (OUTDIR/timing.txt)
+#   timed_noop, timed_default, timed_default_b, timed_default_c
+#                noop and the builds of ncclwatch under tools/gpu/timing_shim.cc: the
+#                time each of NCCL's threads spends in the plugin (OUTDIR/timing.txt)
 #
 # Every process runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT, so ncclwatch's
 # init line (its clock) and closing lines (events dropped) are in its log;
@@ -102,9 +103,14 @@ fi
 [[ -n "${PLUGIN:-}" && -f "$PLUGIN" ]] || die "ncclwatch plugin not found (out/libnccl-profiler-ncclwatch.so); set PLUGIN"
 PLUGIN="$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")"  # NCCL wants an absolute path
 PLUGIN_B="${PLUGIN_B:-$repo/out/libnccl-profiler-ncclwatch-b.so}"
-if [[ " $CONFIGS " == *" default_b "* ]]; then
+PLUGIN_C="${PLUGIN_C:-$repo/out/libnccl-profiler-ncclwatch-c.so}"
+if [[ " $CONFIGS " == *" default_b "* || " $CONFIGS " == *" timed_default_b "* ]]; then
   [[ -f "$PLUGIN_B" ]] || die "no plugin at $PLUGIN_B (PLUGIN_B) for configuration default_b"
   PLUGIN_B="$(cd "$(dirname "$PLUGIN_B")" && pwd)/$(basename "$PLUGIN_B")"
+fi
+if [[ " $CONFIGS " == *" default_c "* || " $CONFIGS " == *" timed_default_c "* ]]; then
+  [[ -f "$PLUGIN_C" ]] || die "no plugin at $PLUGIN_C (PLUGIN_C) for configuration default_c"
+  PLUGIN_C="$(cd "$(dirname "$PLUGIN_C")" && pwd)/$(basename "$PLUGIN_C")"
 fi
 
 BIN="$repo/out/nccl_overhead"
@@ -213,6 +219,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     # Another build of ncclwatch at its default capture, for A/B comparisons
     # of a change ($PLUGIN_B, default out/libnccl-profiler-ncclwatch-b.so).
     default_b) env=(NCCL_PROFILER_PLUGIN="$PLUGIN_B" NCCLWATCH_DIR="$TRACES/run"); want="$(basename "$PLUGIN_B")" ;;
+    default_c) env=(NCCL_PROFILER_PLUGIN="$PLUGIN_C" NCCLWATCH_DIR="$TRACES/run"); want="$(basename "$PLUGIN_C")" ;;
     all)      env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_EVENTS=all) ;;
     # The default capture with the clock forced (plugin/clock.h): what the
     # automatic choice of tick source is worth on this machine.
@@ -223,6 +230,10 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     timed_noop)    env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$NOOP" NOOP_PROFILER_MASK=0x46)
                    want="libnccl-profiler-timing.so" ;;
     timed_default) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN" NCCLWATCH_DIR="$TRACES/run")
+                   want="libnccl-profiler-timing.so" ;;
+    timed_default_b) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN_B" NCCLWATCH_DIR="$TRACES/run")
+                   want="libnccl-profiler-timing.so" ;;
+    timed_default_c) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN_C" NCCLWATCH_DIR="$TRACES/run")
                    want="libnccl-profiler-timing.so" ;;
     *) die "unknown configuration '$cfg'" ;;
   esac

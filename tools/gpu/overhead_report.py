@@ -48,9 +48,11 @@ EXPECTED_PLUGIN = {
     "default_mono": "libnccl-profiler-ncclwatch.so",
     "timed_noop": "libnccl-profiler-timing.so",
     "timed_default": "libnccl-profiler-timing.so",
+    "timed_default_b": "libnccl-profiler-timing.so",
+    "timed_default_c": "libnccl-profiler-timing.so",
 }
 # The floor each ncclwatch configuration is paired with, round by round.
-FLOOR = {"all": "noop_all", "timed_default": "timed_noop"}
+FLOOR = {"all": "noop_all", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
 RATIOS = [  # (numerator, denominator)
     ("default", "noop"),
     ("default", "none"),
