@@ -32,6 +32,7 @@ report.md next to the CSV) and prints it. Only the standard library is used.
 
 import argparse
 import csv
+import math
 import os
 import statistics
 import sys
@@ -157,6 +158,47 @@ def paired_ratios(a, b):
     return [a.by_round[r] / b.by_round[r] for r in common if b.by_round[r] > 0]
 
 
+# A row is bistable when its values, pooled over configurations, split into
+# two groups (the split with the least spread within each, on a log scale)
+# whose medians are at least MODE_GAP apart, each holding at least
+# MODE_MIN_SHARE of the values, and at least one configuration has values in
+# both: a difference between configurations alone is not two modes.
+MODE_GAP = 1.25
+MODE_MIN_SHARE = 0.15
+
+
+def two_modes(by_config):
+    """The boundary between a row's two modes (a value >= it is 'slow'), or None.
+
+    by_config: {configuration: [values]}. Some rows run at one of two speeds
+    per process whatever the plugin (NCCL's proxy thread keeping up or not):
+    their median over rounds then measures how often a configuration lands in
+    the slow mode, and the report says so.
+    """
+    v = sorted(x for xs in by_config.values() for x in xs if x > 0)
+    n = len(v)
+    if n < 6:
+        return None
+    lv = [math.log(x) for x in v]
+
+    def sse(xs):
+        m = sum(xs) / len(xs)
+        return sum((x - m) ** 2 for x in xs)
+
+    lo = max(3, int(math.ceil(MODE_MIN_SHARE * n)))
+    best, at = None, None
+    for i in range(lo, n - lo + 1):
+        cost = sse(lv[:i]) + sse(lv[i:])
+        if best is None or cost < best:
+            best, at = cost, i
+    if at is None or statistics.median(v[at:]) < MODE_GAP * statistics.median(v[:at]):
+        return None
+    cut = (v[at - 1] * v[at]) ** 0.5
+    if not any(any(x < cut for x in xs) and any(x >= cut for x in xs) for xs in by_config.values()):
+        return None
+    return cut
+
+
 def nccl_version_text(versions):
     out = []
     for v in sorted(versions):
@@ -278,6 +320,40 @@ def build_report(path, metric, all_checks=False):
                 pr = paired_ratios(a, b) if a and b else []
                 row.append("%s [%s, %s]" % (fmt_pct(statistics.median(pr)), fmt_pct(min(pr)), fmt_pct(max(pr)))
                            if pr else "n/a")
+            w("| " + " | ".join(row) + " |")
+        w("")
+
+    # ---------------------------------------------------------------- modes
+    bistable = []
+    for k in keys:
+        cut = two_modes({c: cells[k + (c,)].values for c in configs if cells.get(k + (c,))})
+        if cut is not None:
+            bistable.append((k, cut))
+    if bistable:
+        w("## Rows with two modes")
+        w("")
+        w("In these rows a process ran at one of two speeds (pooled over configurations, the "
+          "values split into two groups whose medians are at least %.0f%% apart, and some "
+          "configuration has values in both). Per "
+          "configuration: the processes in the slow mode, then the median of each mode. Compare "
+          "within a mode; the median over rounds above mostly measures how often a configuration "
+          "landed in the slow one." % ((MODE_GAP - 1) * 100))
+        w("")
+        head = ["ranks", "mode", "op", "size", "boundary (us)"] + configs
+        w("| " + " | ".join(head) + " |")
+        w("| " + " | ".join(["---"] * len(head)) + " |")
+        for k, cut in bistable:
+            row = [str(k[0]), k[1], k[2], human_bytes(k[3]), fmt_us(cut)]
+            for c in configs:
+                cell = cells.get(k + (c,))
+                if not cell or not cell.by_round:
+                    row.append("n/a")
+                    continue
+                fast = [x for x in cell.values if x < cut]
+                slow = [x for x in cell.values if x >= cut]
+                row.append("slow %d/%d; %s / %s" % (
+                    len(slow), len(cell.values), fmt_us(statistics.median(fast)) if fast else "-",
+                    fmt_us(statistics.median(slow)) if slow else "-"))
             w("| " + " | ".join(row) + " |")
         w("")
 
