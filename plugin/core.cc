@@ -345,22 +345,17 @@ Slot* Profiler::SpareSlot(ThreadBuf* tb) {
   return nullptr;
 }
 
-Slot* Profiler::ValidParent(void* p, ThreadBuf* tb) {
+Slot* Profiler::ValidParent(void* p) {
   if (p == nullptr) return nullptr;
-  if (!SlotIsOurs(p)) {
-    Bump(tb->counters.bad_parent);
-    return nullptr;
-  }
   auto* s = static_cast<Slot*>(p);
-  if (s->state.load(std::memory_order_acquire) == kSlotFree) {
-    Bump(tb->counters.bad_parent);
-    return nullptr;
-  }
-  return s;
+  if (SlotIsOurs(p) && s->state.load(std::memory_order_acquire) != kSlotFree) return s;
+  // Rare: the thread's buffer is looked up only to count it.
+  if (ThreadBuf* tb = CurrentThread()) Bump(tb->counters.bad_parent);
+  return nullptr;
 }
 
 Rec* Profiler::Push(ThreadBuf* tb) {
-  Rec* r = tb->ring.Reserve(tb->ring.capacity());
+  Rec* r = tb->ring.Reserve();
   if (r == nullptr) Bump(tb->counters.ring_full);
   return r;
 }
@@ -385,7 +380,7 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
   r.id = s->id.load(std::memory_order_relaxed);
   r.t0 = now;
   r.t1 = now;
-  Slot* parent = ValidParent(d.parent, tb);
+  Slot* parent = ValidParent(d.parent);
   r.parent_id = parent != nullptr && parent->raw ? parent->id.load(std::memory_order_relaxed) : 0;
   r.op.seq = d.seq;
   r.op.func = d.func;
@@ -517,13 +512,8 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
 void* Profiler::StartKernelCh(void* parent, uint64_t ptimer) {
   // Start's kernel-channel path for an op parent, without the descriptor.
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
-  if (parent == nullptr) return nullptr;
-  Slot* op = static_cast<Slot*>(parent);
-  if (!SlotIsOurs(parent) || op->state.load(std::memory_order_acquire) == kSlotFree) {
-    if (ThreadBuf* tb = CurrentThread()) Bump(tb->counters.bad_parent);
-    return nullptr;
-  }
-  if (!IsOp(op->kind.load(std::memory_order_relaxed))) return nullptr;
+  Slot* op = ValidParent(parent);
+  if (op == nullptr || !IsOp(op->kind.load(std::memory_order_relaxed))) return nullptr;
   return TagKernelCh(op, ptimer, true);
 }
 
@@ -566,7 +556,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
     // PXN: the parent lives in another process's address space.
     Bump(tb->counters.foreign_parent);
   } else {
-    parent = ValidParent(d.parent, tb);
+    parent = ValidParent(d.parent);
   }
   if (parent != nullptr) {
     uint32_t pk = parent->kind.load(std::memory_order_relaxed);

@@ -146,11 +146,8 @@ inline void Bump(std::atomic<uint64_t>& c) {
 
 // Slots a new operation looks at, from the cursor on, before it takes a
 // spare one: enough to step over operations that never complete (a hang, a
-// completion NCCL lost) among ones that do. When the cursor's slot is still
-// live the next ones mostly are too (operations complete about in order), and
-// each look reads a line NCCL's proxy thread may be writing; 4 tries instead
-// of 64 made no difference in place on H200 hosts (BENCHMARKS.md, "NCCL's
-// proxy thread"), so the wider step stays.
+// completion NCCL lost) among ones that do. (4 instead of 64 made no
+// difference on H200 hosts: BENCHMARKS.md, "NCCL's proxy thread".)
 constexpr uint32_t kAllocTries = 64;
 
 enum ThreadBufState : uint32_t { kBufFree = 0, kBufOwned = 1, kBufOrphaned = 2 };
@@ -242,7 +239,9 @@ class Profiler {
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* SpareSlot(ThreadBuf* tb);
   void Claim(ThreadBuf* tb, Slot* s);
-  Slot* ValidParent(void* p, ThreadBuf* tb);
+  // `p` as a parent handle: one of our slots, in use; else null (counted
+  // as bad_parent unless `p` is null).
+  Slot* ValidParent(void* p);
   // A kernel channel's handle: the op's slot, tagged; the channel counted.
   void* TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer);
   Rec* Push(ThreadBuf* tb);     // an operation's record: the whole ring

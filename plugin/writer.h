@@ -185,8 +185,8 @@ class Writer {
   bool warned_pool_ = false;
   uint64_t lost_completions_ = 0;  // ReclaimLost
   uint64_t next_reclaim_ = 0;
-  bool burst_ = false;
-  std::atomic<bool> drain_paused_{false};  // tests  // the last drain found a ring an eighth full: drain every 1 ms
+  bool burst_ = false;  // the last drain found a ring an eighth full: drain every 1 ms
+  std::atomic<bool> drain_paused_{false};  // tests
   uint64_t next_heartbeat_ = 0;
   uint64_t next_flush_ = 0;
 

@@ -320,18 +320,23 @@ void OrderProc(Model* m, uint32_t pi) {
   }
 }
 
-// Whether a completion at `done` on process `proc` fell in an abort's window
-// (model.h): less than kAbortWindowSec before the end of the process's file,
-// or before its finalize of communicator `comm`.
-bool InAbortWindow(const Model& m, uint32_t proc, uint32_t comm, int64_t done) {
-  auto near_end = [done](int64_t end) {
-    if (end == kNoTime) return false;
-    const double before = static_cast<double>(end - done) / 1e9;
-    return before >= 0 && before < kAbortWindowSec;
-  };
-  if (near_end(m.procs[proc].last_ns)) return true;
+// The ends an abort may precede on process `proc` for communicator `comm`:
+// the end of the process's file and its finalizes of `comm` (kNoTime: none).
+std::vector<int64_t> AbortEnds(const Model& m, uint32_t proc, uint32_t comm) {
+  std::vector<int64_t> ends{m.procs[proc].last_ns};
   for (const CommMember& mem : m.comms[comm].members)
-    if (mem.proc == proc && near_end(mem.finalize_ns)) return true;
+    if (mem.proc == proc) ends.push_back(mem.finalize_ns);
+  return ends;
+}
+
+// Whether a completion at `done` fell in an abort's window (model.h): less
+// than kAbortWindowSec before one of `ends` (AbortEnds).
+bool InAbortWindow(const std::vector<int64_t>& ends, int64_t done) {
+  for (int64_t end : ends) {
+    if (end == kNoTime) continue;
+    const double before = static_cast<double>(end - done) / 1e9;
+    if (before >= 0 && before < kAbortWindowSec) return true;
+  }
   return false;
 }
 
@@ -350,17 +355,16 @@ void ImplyLostCompletions(Model* m, uint32_t pi) {
     bool any = false;
     for (uint32_t oi : ops) any |= m->ops[oi].state == OpState::kInFlight && !m->ops[oi].ended_by_abort;
     if (!any) continue;
-    std::vector<Later> later;
+    const std::vector<int64_t> ends = AbortEnds(*m, pi, comm);
+    std::vector<Later> later;  // by start: p.ops is (OrderProc)
     for (uint32_t oi : ops) {
       const Op& x = m->ops[oi];
       if (x.state != OpState::kCompleted || x.ended_by_abort || x.done_ns == kNoTime || x.start_ns == kNoTime) continue;
-      later.push_back({x.start_ns, x.done_ns, InAbortWindow(*m, pi, comm, x.done_ns)});
+      later.push_back({x.start_ns, x.done_ns, InAbortWindow(ends, x.done_ns)});
     }
     if (later.empty()) continue;
-    std::stable_sort(later.begin(), later.end(), [](const Later& a, const Later& b) { return a.start < b.start; });
-    // Suffix minimum of the
-    // completion, and whether some completion from there on is far from the
-    // end.
+    // Suffix minimum of the completion, and whether some completion from
+    // there on is far from the end.
     std::vector<bool> far(later.size());
     for (size_t i = later.size(); i-- > 0;) {
       far[i] = !later[i].near_end || (i + 1 < later.size() && far[i + 1]);
@@ -479,6 +483,24 @@ void LoadPath(const std::string& path, Model* m) {
 // What LoadModel does once every file was read.
 bool FinishLoad(Model* m, std::string* error);
 
+// Loads `n` inputs, `load(i)` each, then FinishLoad; stops at the first
+// error unless keep_going. The ops are reserved from the inputs' total size
+// (a folded operation takes ~45 bytes): growing by doubling would briefly
+// hold 1.5 copies.
+template <typename LoadOne>
+bool LoadEach(size_t n, uint64_t bytes, const LoadOptions& opts, Model* m, std::string* error, LoadOne load) {
+  m->ops.reserve(m->ops.size() + bytes / 44 + 16);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t before = m->errors.size();
+    load(i);
+    if (!opts.keep_going && m->errors.size() > before) {
+      *error = m->errors.back();
+      return false;
+    }
+  }
+  return FinishLoad(m, error);
+}
+
 }  // namespace
 
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* m, std::string* error) {
@@ -492,41 +514,23 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
       files.push_back(in);
     }
   }
-  // Reserve the ops from the files' sizes (a folded operation takes ~45
-  // bytes): growing by doubling would briefly hold 1.5 copies.
   uint64_t bytes = 0;
   for (const std::string& f : files) {
     struct stat st;
     if (stat(f.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
   }
-  m->ops.reserve(m->ops.size() + bytes / 44 + 16);
-  for (const std::string& f : files) {
-    size_t before = m->errors.size();
-    LoadPath(f, m);
-    if (!opts.keep_going && m->errors.size() > before) {
-      *error = m->errors.back();
-      return false;
-    }
-  }
-  return FinishLoad(m, error);
+  return LoadEach(files.size(), bytes, opts, m, error, [&](size_t i) { LoadPath(files[i], m); });
 }
 
 bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& named_files, const LoadOptions& opts,
                         Model* m, std::string* error) {
   uint64_t bytes = 0;
   for (const auto& f : named_files) bytes += f.second.size();
-  m->ops.reserve(m->ops.size() + bytes / 44 + 16);
-  for (const auto& f : named_files) {
-    size_t before = m->errors.size();
+  return LoadEach(named_files.size(), bytes, opts, m, error, [&](size_t i) {
     TraceReader reader;
-    reader.OpenBytes(f.first, f.second);
+    reader.OpenBytes(named_files[i].first, named_files[i].second);
     LoadFile(reader, m);
-    if (!opts.keep_going && m->errors.size() > before) {
-      *error = m->errors.back();
-      return false;
-    }
-  }
-  return FinishLoad(m, error);
+  });
 }
 
 namespace {
@@ -561,7 +565,7 @@ bool FinishLoad(Model* m, std::string* error) {
   for (Op& o : m->ops) {
     if (o.state != OpState::kCompleted || o.done_ns == kNoTime) continue;
     if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < kAbortMinWaitSec) continue;
-    if (InAbortWindow(*m, o.proc, o.comm, o.done_ns)) {
+    if (InAbortWindow(AbortEnds(*m, o.proc, o.comm), o.done_ns)) {
       o.state = OpState::kInFlight;
       o.ended_by_abort = true;
       o.has_gpu = false;

@@ -163,7 +163,7 @@ struct Ctx {
   // Per proc: (comm << 16 | func) -> highest collective seq issued. NCCL
   // counts seqNumber per communicator and function.
   std::vector<std::map<uint64_t, uint64_t>> last_seq;
-  std::vector<std::vector<uint32_t>> colls_of_comm;    // coll matches by comm, ascending seq
+  std::vector<std::vector<uint32_t>> colls_of_comm;    // coll matches by comm, by earliest enqueue
   std::set<uint32_t> stuck_ops;                        // ops a stuck report names
   std::vector<uint64_t> mismatch_seq;                  // per comm: first disagreeing seq (0: none)
 
@@ -338,17 +338,15 @@ void Prepare(Ctx* c) {
   for (uint32_t mi = 0; mi < m.matches.size(); ++mi) {
     const Match& mt = m.matches[mi];
     if (mt.kind == OpKind::kColl && mt.comm < m.comms.size()) c->colls_of_comm[mt.comm].push_back(mi);
-  }  // Each communicator's collectives by earliest enqueue: the first one that
-  // hung is the one to explain.
-  for (auto& list : c->colls_of_comm) {
-    auto first_start = [&](uint32_t mi) {
-      int64_t t = INT64_MAX;
-      for (uint32_t oi : m.matches[mi].ops)
-        if (oi != kNone) t = std::min(t, m.ops[oi].start_ns);
-      return t;
-    };
-    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) { return first_start(a) < first_start(b); });
   }
+  // Each communicator's collectives by earliest enqueue: the first one that
+  // hung is the one to explain.
+  std::vector<int64_t> first_start(m.matches.size(), INT64_MAX);
+  for (uint32_t mi = 0; mi < m.matches.size(); ++mi)
+    for (uint32_t oi : m.matches[mi].ops)
+      if (oi != kNone) first_start[mi] = std::min(first_start[mi], m.ops[oi].start_ns);
+  for (auto& list : c->colls_of_comm)
+    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) { return first_start[a] < first_start[b]; });
 
   c->mismatch_seq.assign(m.comms.size(), 0);
 }
@@ -913,7 +911,6 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         if (!first_stall.empty()) sum += "; " + first_stall;
         f.set_summary(sum);
         Emit(out, EarliestStart(m, ops), std::move(f));
-        continue;
       }
     }
   }
@@ -1164,6 +1161,11 @@ void FindCycles(Ctx* c, std::vector<Ranked>* out) {
 // streams, a different order across communicators is harmless.
 void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
   const Model& m = c->m;
+  // Only cycles holding a hung operation are reported: without one, the
+  // whole order need not be computed.
+  bool any_hung = false;
+  for (uint32_t oi = 0; oi < m.ops.size() && !any_hung; ++oi) any_hung = c->Hung(oi);
+  if (!any_hung) return;
   GlobalOrder g = ComputeOrder(m);
   if (g.cycles.empty()) return;
   std::vector<size_t> pos_of(m.ops.size(), SIZE_MAX);

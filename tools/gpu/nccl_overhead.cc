@@ -314,9 +314,6 @@ int WarmupFor(const Options& o, int iters) {
 // ---------------------------------------------------------------- child
 
 struct Result {
-  OpKind op;
-  Mode mode;
-  size_t bytes;
   int iters;
   double us_cuda;
   double us_wall;
@@ -395,7 +392,7 @@ struct Child {
     for (int i = 0; i < warmup; ++i) Issue(op, bytes);
     CUDA_CHECK(cudaStreamSynchronize(stream));
     Barrier();
-    Result r{op, mode, bytes, iters, 0, 0};
+    Result r{iters, 0, 0};
     if (mode == Mode::kPipelined) {
       std::vector<double> cuda_us, wall_us;
       for (int b = 0; b < opt.batches; ++b) {
@@ -563,10 +560,7 @@ int ParentMain(int argc, char** argv) {
     return kExitUsage;
   }
 
-  // NVLink multicast (NVLS) must stay off on the shared GPU hosts.
-  const char* nvls = getenv("NCCL_NVLS_ENABLE");
-  if (nvls != nullptr && std::string(nvls) != "0") Log("NCCL_NVLS_ENABLE=%s overridden to 0", nvls);
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  ForceNvlsOff();
 
   int version = 0;
   NCCL_CHECK(ncclGetVersion(&version));
@@ -595,19 +589,17 @@ int ParentMain(int argc, char** argv) {
     int fds[2];
     if (pipe(fds) != 0) {
       Log("pipe: %s", strerror(errno));
-      for (int k = 0; k < r; ++k) kill(kids[k].pid, SIGKILL);
+      KillForked(kids, r);
       return kExitError;
     }
     pid_t pid = fork();
     if (pid < 0) {
       Log("fork: %s", strerror(errno));
-      for (int k = 0; k < r; ++k) kill(kids[k].pid, SIGKILL);
+      KillForked(kids, r);
       return kExitError;
     }
     if (pid == 0) {
-      g_rank = r;
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // ranks die with the parent (e.g. timeout(1))
-      if (getppid() != parent_pid) _exit(kExitError);
+      if (!EnterRank(r, parent_pid)) _exit(kExitError);
       close(fds[0]);
       for (int k = 0; k < r; ++k) close(kids[k].fd);
       Child* child = new Child(o, r);  // never freed: the process ends here
@@ -705,17 +697,16 @@ int ParentMain(int argc, char** argv) {
       ++a.ranks;
     }
   }
-  if (!o.out.empty()) {
+  // The header once: on stdout, or when --out starts a new file.
+  bool header = o.out.empty();
+  if (!header) {
     fseek(csv, 0, SEEK_END);
-    if (ftell(csv) == 0)
-      fprintf(csv,
-              "config,round,nranks,op,mode,bytes,iters,us_per_op_cuda,us_per_op_wall,us_cuda_rank0,"
-              "us_wall_rank0,plugin,nccl_version\n");
-  } else {
-    fprintf(csv,
-            "config,round,nranks,op,mode,bytes,iters,us_per_op_cuda,us_per_op_wall,us_cuda_rank0,"
-            "us_wall_rank0,plugin,nccl_version\n");
+    header = ftell(csv) == 0;
   }
+  if (header)
+    fputs("config,round,nranks,op,mode,bytes,iters,us_per_op_cuda,us_per_op_wall,us_cuda_rank0,"
+          "us_wall_rank0,plugin,nccl_version\n",
+          csv);
   for (const auto& key : order) {
     const Agg& a = agg[key];
     if (a.ranks != o.nranks) {

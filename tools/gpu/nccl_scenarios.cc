@@ -1196,11 +1196,7 @@ int ParentMain(int argc, char** argv) {
     }
   }
 
-  // NVLink multicast (NVLS) must stay off on the shared GPU hosts.
-  const char* nvls = getenv("NCCL_NVLS_ENABLE");
-  if (nvls != nullptr && std::string(nvls) != "0")
-    Log("NCCL_NVLS_ENABLE=%s overridden to 0", nvls);
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  ForceNvlsOff();
 
   if (!o.out_dir.empty()) {
     if (!MakeDirs(o.out_dir)) {
@@ -1244,15 +1240,12 @@ int ParentMain(int argc, char** argv) {
     pid_t pid = fork();
     if (pid < 0) {
       Log("fork: %s", strerror(errno));
-      for (int k = 0; k < r; ++k) kill(kids[k].pid, SIGKILL);
+      KillForked(kids, r);
       return kExitError;
     }
     if (pid == 0) {
-      g_rank = r;
-      // If the parent dies (e.g. killed by `timeout`), take the rank down too,
-      // so no rank (host-stuck, a stopped net-stall rank) outlives the run.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent_pid) _exit(kExitError);
+      // A host-stuck or stopped net-stall rank dies with the parent too.
+      if (!EnterRank(r, parent_pid)) _exit(kExitError);
       int n = snprintf(g_crash_msg, sizeof(g_crash_msg),
                        "[rank %d] watchdog: crashed while aborting; exiting with its status\n", r);
       g_crash_len = size_t(std::max(0, std::min(n, int(sizeof(g_crash_msg)) - 1)));

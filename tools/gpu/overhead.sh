@@ -83,7 +83,6 @@ HARD_SEC="${HARD_SEC:-225}"
 PROC_TIMEOUT_SEC="${PROC_TIMEOUT_SEC:-60}"
 CUDA="${CUDA:-/usr/local/cuda}"
 CXX="${CXX:-g++}"
-multiarch="/usr/lib/$(uname -m)-linux-gnu"
 
 die() { echo "overhead.sh: $*" >&2; exit 1; }
 now() { if [[ -n "${EPOCHREALTIME:-}" ]]; then echo "${EPOCHREALTIME/,/.}"; else date +%s.%N; fi; }
@@ -101,17 +100,17 @@ if [[ -z "${PLUGIN:-}" ]]; then
   done
 fi
 [[ -n "${PLUGIN:-}" && -f "$PLUGIN" ]] || die "ncclwatch plugin not found (out/libnccl-profiler-ncclwatch.so); set PLUGIN"
-PLUGIN="$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")"  # NCCL wants an absolute path
+abspath() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }  # NCCL wants absolute paths
+PLUGIN="$(abspath "$PLUGIN")"
 PLUGIN_B="${PLUGIN_B:-$repo/out/libnccl-profiler-ncclwatch-b.so}"
 PLUGIN_C="${PLUGIN_C:-$repo/out/libnccl-profiler-ncclwatch-c.so}"
-if [[ " $CONFIGS " == *" default_b "* || " $CONFIGS " == *" timed_default_b "* ]]; then
-  [[ -f "$PLUGIN_B" ]] || die "no plugin at $PLUGIN_B (PLUGIN_B) for configuration default_b"
-  PLUGIN_B="$(cd "$(dirname "$PLUGIN_B")" && pwd)/$(basename "$PLUGIN_B")"
-fi
-if [[ " $CONFIGS " == *" default_c "* || " $CONFIGS " == *" timed_default_c "* ]]; then
-  [[ -f "$PLUGIN_C" ]] || die "no plugin at $PLUGIN_C (PLUGIN_C) for configuration default_c"
-  PLUGIN_C="$(cd "$(dirname "$PLUGIN_C")" && pwd)/$(basename "$PLUGIN_C")"
-fi
+need_plugin() {  # need_plugin VAR CONFIG: VAR names the build CONFIG (and timed_CONFIG) runs
+  [[ " $CONFIGS " == *" $2 "* || " $CONFIGS " == *" timed_$2 "* ]] || return 0
+  [[ -f "${!1}" ]] || die "no plugin at ${!1} ($1) for configuration $2"
+  printf -v "$1" %s "$(abspath "${!1}")"
+}
+need_plugin PLUGIN_B default_b
+need_plugin PLUGIN_C default_c
 
 BIN="$repo/out/nccl_overhead"
 NOOP="$repo/out/libnccl-profiler-noop.so"
@@ -119,34 +118,8 @@ SHIM="$repo/out/libnccl-profiler-timing.so"
 
 # ------------------------------------------------------------------ build
 build() {
-  [[ -f "$CUDA/include/cuda_runtime.h" ]] || die "no cuda_runtime.h under CUDA=$CUDA"
-  local cuda_lib="" d
-  for d in "$CUDA/lib64" "$CUDA/lib" "$CUDA/targets/$(uname -m)-linux/lib"; do
-    if compgen -G "$d/libcudart.so*" >/dev/null; then cuda_lib="$d"; break; fi
-  done
-  [[ -n "$cuda_lib" ]] || die "no libcudart.so under $CUDA"
-  find_lib() {
-    local x
-    for x in "$@"; do
-      if compgen -G "$x/libnccl.so*" >/dev/null; then echo "$x"; return 0; fi
-    done
-    return 1
-  }
-  local nccl_inc="" nccl_lib=""
-  if [[ -n "${NCCL_HOME:-}" ]]; then
-    nccl_inc="$NCCL_HOME/include"
-    nccl_lib="$(find_lib "$NCCL_HOME/lib64" "$NCCL_HOME/lib")" || die "no libnccl.so* under NCCL_HOME=$NCCL_HOME"
-  elif [[ -f /usr/include/nccl.h ]] && nccl_lib="$(find_lib "$multiarch" /usr/lib64 /usr/lib)"; then
-    nccl_inc=/usr/include
-  elif [[ -f "$CUDA/include/nccl.h" ]] && nccl_lib="$(find_lib "$cuda_lib" "$CUDA/lib64" "$CUDA/lib")"; then
-    nccl_inc="$CUDA/include"
-  else
-    die "NCCL not found (looked in /usr/include + $multiarch and in $CUDA); set NCCL_HOME"
-  fi
-  local nccl_link=(-L"$nccl_lib" -lnccl)
-  if [[ ! -e "$nccl_lib/libnccl.so" ]]; then
-    nccl_link=("$(compgen -G "$nccl_lib/libnccl.so.2*" | head -n1)")
-  fi
+  # shellcheck source=tools/gpu/find_cuda_nccl.sh
+  source "$here/find_cuda_nccl.sh"
   say "CUDA $CUDA (libs $cuda_lib); NCCL headers $nccl_inc, libs $nccl_lib"
   mkdir -p "$repo/out"
   "$CXX" -std=c++17 -O2 -g -Wall -Wextra -o "$BIN" "$here/nccl_overhead.cc" \
@@ -212,31 +185,35 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local want="libnccl-profiler-ncclwatch.so" env=()
   rm -rf "$TRACES/run" && mkdir -p "$TRACES/run"
   case "$cfg" in
-    none)     env=(NCCL_PROFILER_PLUGIN=none); want="-" ;;
-    noop)     env=(NCCL_PROFILER_PLUGIN="$NOOP" NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
-    noop_all) env=(NCCL_PROFILER_PLUGIN="$NOOP" NOOP_PROFILER_MASK=0x7fff); want="libnccl-profiler-noop.so" ;;
-    default)  env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run") ;;
-    # Another build of ncclwatch at its default capture, for A/B comparisons
-    # of a change ($PLUGIN_B, default out/libnccl-profiler-ncclwatch-b.so).
-    default_b) env=(NCCL_PROFILER_PLUGIN="$PLUGIN_B" NCCLWATCH_DIR="$TRACES/run"); want="$(basename "$PLUGIN_B")" ;;
-    default_c) env=(NCCL_PROFILER_PLUGIN="$PLUGIN_C" NCCLWATCH_DIR="$TRACES/run"); want="$(basename "$PLUGIN_C")" ;;
-    all)      env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_EVENTS=all) ;;
-    # The default capture with the clock forced (plugin/clock.h): what the
-    # automatic choice of tick source is worth on this machine.
-    default_tsc)  env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_CLOCK=tsc) ;;
-    default_mono) env=(NCCL_PROFILER_PLUGIN="$PLUGIN" NCCLWATCH_DIR="$TRACES/run" NCCLWATCH_CLOCK=monotonic) ;;
-    # The same under tools/gpu/timing_shim.cc, which times every callback on
-    # the thread NCCL makes it from (lines in OUTDIR/timing.txt).
-    timed_noop)    env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$NOOP" NOOP_PROFILER_MASK=0x46)
-                   want="libnccl-profiler-timing.so" ;;
-    timed_default) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN" NCCLWATCH_DIR="$TRACES/run")
-                   want="libnccl-profiler-timing.so" ;;
-    timed_default_b) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN_B" NCCLWATCH_DIR="$TRACES/run")
-                   want="libnccl-profiler-timing.so" ;;
-    timed_default_c) env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$PLUGIN_C" NCCLWATCH_DIR="$TRACES/run")
-                   want="libnccl-profiler-timing.so" ;;
+    none | noop | noop_all | default | all | default_tsc | default_mono | default_b | default_c) ;;
+    timed_noop | timed_default | timed_default_b | timed_default_c) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
+  # The plugin and settings of the configuration without its timed_ prefix.
+  local base="${cfg#timed_}" plugin ours="NCCLWATCH_DIR=$TRACES/run"
+  case "$base" in
+    none)         plugin=none; want="-" ;;
+    noop)         plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
+    noop_all)     plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x7fff); want="libnccl-profiler-noop.so" ;;
+    default)      plugin="$PLUGIN"; env=("$ours") ;;
+    all)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=all) ;;
+    # The default capture with the clock forced (plugin/clock.h): what the
+    # automatic choice of tick source is worth on this machine.
+    default_tsc)  plugin="$PLUGIN"; env=("$ours" NCCLWATCH_CLOCK=tsc) ;;
+    default_mono) plugin="$PLUGIN"; env=("$ours" NCCLWATCH_CLOCK=monotonic) ;;
+    # Other builds of ncclwatch at the default capture, for A/B/C comparisons
+    # of a change ($PLUGIN_B, $PLUGIN_C).
+    default_b)    plugin="$PLUGIN_B"; env=("$ours"); want="$(basename "$PLUGIN_B")" ;;
+    default_c)    plugin="$PLUGIN_C"; env=("$ours"); want="$(basename "$PLUGIN_C")" ;;
+  esac
+  if [[ "$cfg" == timed_* ]]; then
+    # Under tools/gpu/timing_shim.cc, which times every callback on the
+    # thread NCCL makes it from (lines in OUTDIR/timing.txt).
+    env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$plugin" "${env[@]}")
+    want="libnccl-profiler-timing.so"
+  else
+    env=(NCCL_PROFILER_PLUGIN="$plugin" "${env[@]}")
+  fi
   local t0 rc=0
   t0="$(now)"
   # NCCL prints INIT-subsystem info lines (the same for every configuration,

@@ -126,7 +126,7 @@ void Report() {
   std::lock_guard<std::mutex> l(g_mu);
   if (g_threads == nullptr) return;
   uint64_t ops = 0;
-  for (ThreadStats* s : *g_threads) ops += s->calls[1] + s->calls[2];  // Coll + P2p starts
+  for (ThreadStats* s : *g_threads) ops += s->calls[TypeSlot(abi::kColl)] + s->calls[TypeSlot(abi::kP2p)];
   for (ThreadStats* s : *g_threads) {
     uint64_t total = 0;
     std::string line;
