@@ -39,15 +39,25 @@ constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread
 
 bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
 
-void AtomicMin(std::atomic<uint64_t>& a, uint64_t v) {
-  uint64_t cur = a.load(std::memory_order_relaxed);
-  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
+// An operation's kernel-channel fields (kernel_started, kernel_stopped,
+// gpu_min, gpu_max) have one writer: NCCL makes every kernel-channel call of
+// an operation from its communicator's proxy progress thread (the profiler
+// proxy connection's progress function). So they are updated with a plain
+// load and store, no locked instruction: on H200 hosts each locked update
+// there cost NCCL's proxy thread 40 to 85 ns in place, three per channel
+// (BENCHMARKS.md, "NCCL's proxy thread"). The proxy counters keep their
+// atomic updates: under PXN, another rank's proxy thread in this process may
+// report proxy operations for the same op.
+uint32_t OwnerIncrement(std::atomic<uint32_t>& a) {
+  const uint32_t n = a.load(std::memory_order_relaxed) + 1;
+  a.store(n, std::memory_order_relaxed);
+  return n;
 }
-void AtomicMax(std::atomic<uint64_t>& a, uint64_t v) {
-  uint64_t cur = a.load(std::memory_order_relaxed);
-  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
+void OwnerMin(std::atomic<uint64_t>& a, uint64_t v) {
+  if (v < a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
+}
+void OwnerMax(std::atomic<uint64_t>& a, uint64_t v) {
+  if (v > a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
 }
 
 // fork(): the child has none of the parent's threads, so no writer; its copy
@@ -518,9 +528,21 @@ void* Profiler::StartKernelCh(void* parent, uint64_t ptimer) {
 }
 
 void* Profiler::TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer) {
-  if (has_ptimer) AtomicMin(op->gpu_min, ptimer);
-  op->kernel_started.fetch_add(1);
+  if (has_ptimer) OwnerMin(op->gpu_min, ptimer);
+  OwnerIncrement(op->kernel_started);
   return KernelChHandle(op);
+}
+
+void Profiler::KernelChStopped(Slot* op, uint64_t now) {
+  if (OwnerIncrement(op->kernel_stopped) < op->expect_channels.load(std::memory_order_relaxed)) return;
+  // The last channel. The enqueuing thread's Stop stores `enqueued` and then
+  // reads this count; this thread stored the count and now reads `enqueued`.
+  // If it reads 1, MaybeComplete's compare-exchange settles who completes.
+  // If it reads 0, the fence makes one of the two threads see both writes.
+  // Either way one locked instruction per operation, usually (the op stopped
+  // long before its kernel did) only the compare-exchange.
+  if (op->enqueued.load(std::memory_order_relaxed) == 0) std::atomic_thread_fence(std::memory_order_seq_cst);
+  MaybeComplete(op, now);
 }
 
 void* Profiler::Start(Context* ctx, const EventDesc& d) {
@@ -591,7 +613,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
         s->ptimer_start = d.ptimer;
         s->has_ptimer = 1;
       }
-      if (feeds_op) op->kernel_started.fetch_add(1);
+      if (feeds_op) OwnerIncrement(op->kernel_started);
       break;
     case kEvProxyOp:
       s->px_desc.store(PackPxDesc(d.channel, d.is_send, d.nsteps, d.peer), std::memory_order_relaxed);
@@ -653,8 +675,7 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
 void Profiler::Stop(void* handle) {
   if (handle == nullptr) return;
   if (Slot* op = OpOfKernelCh(handle)) {
-    op->kernel_stopped.fetch_add(1);
-    MaybeComplete(op, 0);
+    KernelChStopped(op, 0);
     return;
   }
   auto* s = static_cast<Slot*>(handle);
@@ -685,10 +706,9 @@ void Profiler::Stop(void* handle) {
   switch (kind) {
     case kEvKernelCh:
       if (op != nullptr) {
-        if (s->has_ptimer & 1) AtomicMin(op->gpu_min, s->ptimer_start);
-        if (s->has_ptimer & 2) AtomicMax(op->gpu_max, s->ptimer_stop);
-        op->kernel_stopped.fetch_add(1);
-        MaybeComplete(op, now);
+        if (s->has_ptimer & 1) OwnerMin(op->gpu_min, s->ptimer_start);
+        if (s->has_ptimer & 2) OwnerMax(op->gpu_max, s->ptimer_stop);
+        KernelChStopped(op, now);
       }
       break;
     case kEvProxyOp: {
@@ -729,7 +749,7 @@ void Profiler::Stop(void* handle) {
 void Profiler::State(void* handle, int state, const StateArgs& a) {
   if (handle == nullptr) return;
   if (Slot* op = OpOfKernelCh(handle)) {
-    if (state == nccl::kKernelChStop && a.has_ptimer) AtomicMax(op->gpu_max, a.ptimer);
+    if (state == nccl::kKernelChStop && a.has_ptimer) OwnerMax(op->gpu_max, a.ptimer);
     return;
   }
   auto* s = static_cast<Slot*>(handle);

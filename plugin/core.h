@@ -244,6 +244,9 @@ class Profiler {
   Slot* ValidParent(void* p);
   // A kernel channel's handle: the op's slot, tagged; the channel counted.
   void* TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer);
+  // A kernel channel of `op` stopped: counted, and the op completed if that
+  // was the last (`now` as for MaybeComplete).
+  void KernelChStopped(Slot* op, uint64_t now);
   Rec* Push(ThreadBuf* tb);     // an operation's record: the whole ring
   Rec* PushRaw(ThreadBuf* tb);  // a raw event's: leaves room for operations
   // Pushes the completion record (on the calling thread) if `op` is done;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -179,6 +180,65 @@ TEST(CoreTest, AllocationStepsOverAFewLiveSlotsOnly) {
       }
     }).join();
   }
+}
+
+// An operation completes when it has stopped on the enqueuing thread and
+// its last kernel channel has stopped on NCCL's proxy thread, whichever comes
+// last. The channel counters are written without locked instructions (one
+// writer), so the hand-off rests on the last channel's fence: each side
+// stores its part, then reads the other's. Here the two stops race on every
+// operation, on two threads; each must complete exactly once, and each slot
+// come free for the next round.
+TEST(CoreTest, TheLastChannelAndTheStopRacingCompleteEachOperationOnce) {
+  Open o("default");
+  constexpr uint64_t kOps = 20000;  // almost five rounds of a thread's slots
+  constexpr uint32_t kChannels = 2;
+  std::atomic<void*> mailbox{nullptr};
+  std::atomic<bool> quit{false};
+  std::atomic<uint64_t> channels_run{0};
+  std::thread proxy([&] {
+    while (!quit.load(std::memory_order_acquire)) {
+      void* h = mailbox.exchange(nullptr, std::memory_order_acq_rel);
+      if (h == nullptr) continue;
+      for (uint32_t c = 0; c < kChannels; ++c) {
+        void* kh = o.prof->StartKernelCh(h, 100 + c);
+        ASSERT_NE(kh, nullptr);
+        StateArgs a;
+        a.ptimer = 200 + c;
+        a.has_ptimer = true;
+        o.prof->State(kh, nccl::kKernelChStop, a);
+        o.prof->Stop(kh);
+      }
+      channels_run.fetch_add(kChannels, std::memory_order_release);
+    }
+  });
+  ThreadBuf* tb = nullptr;
+  std::thread([&] {
+    for (uint64_t seq = 1; seq <= kOps; ++seq) {
+      EventDesc d = Coll(seq);
+      d.nchannels = kChannels;
+      void* h = o.prof->Start(o.ctx, d);
+      ASSERT_NE(h, nullptr) << seq;
+      void* none = nullptr;
+      while (!mailbox.compare_exchange_weak(none, h, std::memory_order_acq_rel)) none = nullptr;
+      o.prof->Stop(h);  // races the proxy thread's last channel
+    }
+    for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
+      if (o.prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) tb = o.prof->thread_buf(i);
+  }).join();
+  while (channels_run.load(std::memory_order_acquire) < kOps * kChannels) std::this_thread::yield();
+  quit.store(true, std::memory_order_release);
+  proxy.join();
+  ASSERT_NE(tb, nullptr);
+  uint64_t completed = 0;
+  for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
+    completed += o.prof->thread_buf(i)->counters.ops_completed.load();
+  EXPECT_EQ(completed, kOps) << "an operation completed twice, or not at all";
+  EXPECT_EQ(tb->counters.untracked_ops.load(), 0u) << "a slot was still waiting for a completion";
+  EXPECT_EQ(tb->counters.pool_exhausted.load(), 0u);
+  uint32_t live = 0;
+  for (uint32_t k = 0; k < tb->nslots + tb->nspare; ++k) live += tb->slots[k].state.load() == kSlotLive;
+  EXPECT_EQ(live, 0u);
 }
 
 TEST(CoreTest, WantsOperationsTheirFeedersAndRawKindsOnly) {
