@@ -14,6 +14,10 @@
 #   default   ncclwatch, default capture
 #   noop_all  the do-nothing plugin asking for every event type (0x7fff)
 #   all       ncclwatch, NCCLWATCH_EVENTS=all
+#   noop_ops  the do-nothing plugin asking for operations only (Coll|P2p, 0x06)
+#   ops       ncclwatch, NCCLWATCH_EVENTS=coll,p2p: operations without kernel
+#             channels, so without completions (what NCCL's kernel-channel
+#             instrumentation costs, and what the lightest capture does)
 #   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
 #   default_c    a third build ($PLUGIN_C), default capture
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
@@ -185,7 +189,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local want="libnccl-profiler-ncclwatch.so" env=()
   rm -rf "$TRACES/run" && mkdir -p "$TRACES/run"
   case "$cfg" in
-    none | noop | noop_all | default | all | default_tsc | default_mono | default_b | default_c) ;;
+    none | noop | noop_all | noop_ops | default | all | ops | default_tsc | default_mono | default_b | default_c) ;;
     timed_noop | timed_default | timed_default_b | timed_default_c) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
@@ -195,8 +199,10 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     none)         plugin=none; want="-" ;;
     noop)         plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
     noop_all)     plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x7fff); want="libnccl-profiler-noop.so" ;;
+    noop_ops)     plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x06); want="libnccl-profiler-noop.so" ;;
     default)      plugin="$PLUGIN"; env=("$ours") ;;
     all)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=all) ;;
+    ops)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=coll,p2p) ;;
     # The default capture with the clock forced (plugin/clock.h): what the
     # automatic choice of tick source is worth on this machine.
     default_tsc)  plugin="$PLUGIN"; env=("$ours" NCCLWATCH_CLOCK=tsc) ;;

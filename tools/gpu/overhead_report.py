@@ -15,6 +15,8 @@ median), and compares configurations by the ratio of their medians:
     noop/none      NCCL's own instrumentation for the default events (the floor)
     all/none       the whole cost with NCCLWATCH_EVENTS=all
     all/noop_all   ncclwatch's own cost with everything captured
+    noop_ops/none  NCCL's own instrumentation of operations alone (no kernel channels)
+    ops/none       the whole cost with NCCLWATCH_EVENTS=coll,p2p (no completions)
 
 Metric (--metric auto): the CUDA-event time for pipelined runs (throughput of
 back-to-back operations) and the wall clock for synced runs (latency of one
@@ -38,13 +40,15 @@ import statistics
 import sys
 from collections import defaultdict
 
-CONFIGS = ["none", "noop", "default", "noop_all", "all"]
+CONFIGS = ["none", "noop", "default", "noop_all", "all", "noop_ops", "ops"]
 EXPECTED_PLUGIN = {
     "none": "-",
     "noop": "libnccl-profiler-noop.so",
     "noop_all": "libnccl-profiler-noop.so",
+    "noop_ops": "libnccl-profiler-noop.so",
     "default": "libnccl-profiler-ncclwatch.so",
     "all": "libnccl-profiler-ncclwatch.so",
+    "ops": "libnccl-profiler-ncclwatch.so",
     "default_tsc": "libnccl-profiler-ncclwatch.so",
     "default_mono": "libnccl-profiler-ncclwatch.so",
     "timed_noop": "libnccl-profiler-timing.so",
@@ -53,13 +57,15 @@ EXPECTED_PLUGIN = {
     "timed_default_c": "libnccl-profiler-timing.so",
 }
 # The floor each ncclwatch configuration is paired with, round by round.
-FLOOR = {"all": "noop_all", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
+FLOOR = {"all": "noop_all", "ops": "noop_ops", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
 RATIOS = [  # (numerator, denominator)
     ("default", "noop"),
     ("default", "none"),
     ("noop", "none"),
     ("all", "none"),
     ("all", "noop_all"),
+    ("noop_ops", "none"),
+    ("ops", "none"),
 ]
 MIB = 1 << 20
 # (name, numerator, denominator, limit as a ratio, which sizes: fn(bytes, smallest))
@@ -302,12 +308,12 @@ def build_report(path, metric, all_checks=False):
             w("")
 
     # ---------------------------------------------------------------- paired
-    ours = [c for c in configs if c not in ("none", "noop", "noop_all", "timed_noop") and FLOOR.get(c, "noop") in configs]
+    ours = [c for c in configs if c not in ("none", "noop", "noop_all", "noop_ops", "timed_noop") and FLOOR.get(c, "noop") in configs]
     if ours:
         w("## ncclwatch over its floor, paired by round")
         w("")
         w("Each configuration of ncclwatch against the do-nothing plugin asking for the same events "
-          "(`noop`; `noop_all` for `all`), as the median of the per-round ratios (both ran in the "
+          "(`noop`; `noop_all` for `all`; `noop_ops` for `ops`), as the median of the per-round ratios (both ran in the "
           "same round, so drift between rounds cancels), in brackets their min and max.")
         w("")
         head = ["ranks", "mode", "op", "size"] + ["%s/%s" % (c, FLOOR.get(c, "noop")) for c in ours]
