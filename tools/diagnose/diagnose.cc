@@ -165,6 +165,9 @@ struct Ctx {
   std::vector<std::map<uint64_t, uint64_t>> last_seq;
   std::vector<std::vector<uint32_t>> colls_of_comm;    // coll matches by comm, by earliest enqueue
   std::set<uint32_t> stuck_ops;                        // ops a stuck report names
+  // Per op: proven never to have finished, from enqueue records alone
+  // (MarkUnfinished). What decides for operations without completion tracking.
+  std::vector<bool> unfinished;
   std::vector<uint64_t> mismatch_seq;                  // per comm: first disagreeing seq (0: none)
 
   Ctx(const Model& model, const DiagnoseOptions& opts) : m(model), o(opts) {}
@@ -202,9 +205,13 @@ struct Ctx {
   bool Hung(uint32_t oi) const {
     const Op& op = m.ops[oi];
     if (op.state == OpState::kCompleted) return false;
-    // Without completion tracking, a clean destroy (which waits for the
-    // operations) says it finished.
-    if (op.state == OpState::kUntracked && FinalizeOf(op.proc, op.comm) != kNoTime) return false;
+    // Without completion tracking, a long wait proves nothing (the op may
+    // have finished long ago), nor does a finalize (an abort looks the same
+    // as a clean destroy): only a partner that never issued its side does.
+    if (op.state == OpState::kUntracked) {
+      if (!unfinished[oi]) return false;
+      return WaitSec(op) >= o.min_wait_sec || stuck_ops.count(oi) > 0;
+    }
     if (dead[op.proc] && op.state == OpState::kInFlight) return true;  // it died inside
     return WaitSec(op) >= o.min_wait_sec || stuck_ops.count(oi) > 0;
   }
@@ -287,6 +294,92 @@ void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
 
 // ------------------------------------------------------------ preparation
 
+// Ctx::unfinished: which operations provably never finished, from who
+// issued what. Three rules, applied until nothing changes:
+//  1. A rank never issued its side (it has a file, is not dead, since a dead
+//     rank's file may have lost its last records, and issued nothing at or
+//     past that sequence number, else a record was dropped): the others' sides
+//     never finished (a collective needs every rank; a send, its receive).
+//  2. NCCL runs one communicator's kernels in issue order on each rank: after
+//     an unfinished operation, that rank's later ones on the communicator
+//     never even started.
+//  3. An operation that never started held back those that need its data:
+//     every other rank of an all-reduce, all-gather or reduce-scatter (or an
+//     unknown function); the others of a broadcast or scatter from it as root;
+//     the root of a reduce or gather it feeds; the receive of its send.
+// A completed operation (tracked) is never marked.
+void MarkUnfinished(Ctx* c) {
+  const Model& m = c->m;
+  c->unfinished.assign(m.ops.size(), false);
+  std::vector<bool> never_started(m.ops.size(), false);
+  std::vector<uint32_t> work;  // newly never-started ops, for rule 3
+  auto mark = [&](uint32_t oi) {
+    if (oi == kNone || c->unfinished[oi] || m.ops[oi].state == OpState::kCompleted) return;
+    c->unfinished[oi] = true;
+    // Rule 2.
+    const Op& op = m.ops[oi];
+    const std::vector<uint32_t>& ops = m.procs[op.proc].ops;
+    for (size_t k = op.index + 1; k < ops.size(); ++k) {
+      const uint32_t later = ops[k];
+      if (m.ops[later].comm != op.comm || m.ops[later].state == OpState::kCompleted) continue;
+      if (never_started[later]) break;  // and every one after it
+      never_started[later] = true;
+      c->unfinished[later] = true;
+      work.push_back(later);
+    }
+  };
+  auto never_issued = [&](uint32_t comm, int32_t rank, uint64_t seq, uint16_t func, bool coll) {
+    if (!c->HasFile(comm, rank)) return false;
+    const uint32_t pr = m.comms[comm].proc_of_rank[rank];
+    if (c->dead[pr]) return false;
+    if (!coll) return true;
+    auto it = c->last_seq[pr].find(SeqKey(comm, func));
+    return it == c->last_seq[pr].end() || it->second < seq;
+  };
+  // Rule 1.
+  for (const Match& mt : m.matches) {
+    if (mt.comm >= m.comms.size()) continue;
+    bool missing = false;
+    if (mt.kind == OpKind::kColl) {
+      const uint16_t func = MatchFunc(m, mt);
+      for (int32_t r = 0; r < m.comms[mt.comm].nranks && !missing; ++r)
+        if (static_cast<size_t>(r) >= mt.ops.size() || mt.ops[r] == kNone)
+          missing = never_issued(mt.comm, r, mt.seq, func, true);
+    } else if (mt.ops.size() == 2 && (mt.ops[0] == kNone) != (mt.ops[1] == kNone)) {
+      missing = never_issued(mt.comm, mt.ops[0] == kNone ? mt.src : mt.dst, mt.seq, 0, false);
+    }
+    if (!missing) continue;
+    for (uint32_t oi : mt.ops) mark(oi);
+  }
+  // Rule 3, and rule 2 again for what it marks.
+  while (!work.empty()) {
+    const uint32_t oi = work.back();
+    work.pop_back();
+    const Op& op = m.ops[oi];
+    if (op.match == kNone || op.match >= m.matches.size()) continue;
+    const Match& mt = m.matches[op.match];
+    if (mt.kind == OpKind::kP2p) {
+      if (mt.ops.size() == 2 && mt.ops[0] == oi) mark(mt.ops[1]);  // a send that never started
+      continue;
+    }
+    const std::string& f = m.Str(op.func);
+    const int32_t root = op.peer_or_root;
+    for (size_t r = 0; r < mt.ops.size(); ++r) {
+      const uint32_t other = mt.ops[r];
+      if (other == kNone || other == oi) continue;
+      const bool from_root = f == "Broadcast" || f == "Scatter";
+      const bool to_root = f == "Reduce" || f == "Gather";
+      if (from_root) {
+        if (op.rank == root) mark(other);
+      } else if (to_root) {
+        if (static_cast<int32_t>(r) == root && op.rank != root) mark(other);
+      } else {
+        mark(other);
+      }
+    }
+  }
+}
+
 void Prepare(Ctx* c) {
   const Model& m = c->m;
   c->t0 = INT64_MAX;
@@ -308,18 +401,26 @@ void Prepare(Ctx* c) {
     c->dead[pi] = static_cast<double>(c->t_end - p.last_ns) / 1e9 > limit;
   }
 
-  c->oldest_inflight.assign(np, kNone);
   c->last_seq.assign(np, {});
-  for (size_t pi = 0; pi < np; ++pi) {
+  for (size_t pi = 0; pi < np; ++pi)
     for (uint32_t oi : m.procs[pi].ops) {
       const Op& op = m.ops[oi];
-      // In flight when the file ends, or when its communicator was finalized
-      // (an abort: a clean destroy waits for its operations).
-      if (op.state == OpState::kInFlight && c->oldest_inflight[pi] == kNone) c->oldest_inflight[pi] = oi;
       if (op.kind == OpKind::kColl) {
         uint64_t& s = c->last_seq[pi][SeqKey(op.comm, op.func)];
         s = std::max(s, op.seq);
       }
+    }
+  MarkUnfinished(c);
+  c->oldest_inflight.assign(np, kNone);
+  for (size_t pi = 0; pi < np; ++pi) {
+    for (uint32_t oi : m.procs[pi].ops) {
+      const Op& op = m.ops[oi];
+      // In flight when the file ends, or when its communicator was finalized
+      // (an abort: a clean destroy waits for its operations). Untracked: only
+      // where proven unfinished (MarkUnfinished).
+      const bool in_flight =
+          op.state == OpState::kInFlight || (op.state == OpState::kUntracked && c->unfinished[oi]);
+      if (in_flight && c->oldest_inflight[pi] == kNone) c->oldest_inflight[pi] = oi;
     }
     for (const StuckReport& r : m.procs[pi].stucks)
       for (const StuckOp& s : r.ops) {
@@ -1335,9 +1436,11 @@ void FillProgress(const Ctx& c, Diagnosis* d) {
     p->set_comm_hash(comm.hash);
     p->set_nranks(comm.nranks);
     uint64_t n = 0;
+    bool tracked = false;
     for (uint32_t mi : c.colls_of_comm[ci]) {
       const Match& mt = m.matches[mi];
       p->set_highest_seq_issued(std::max(p->highest_seq_issued(), mt.seq));
+      for (uint32_t oi : mt.ops) tracked |= oi != kNone && m.ops[oi].state != OpState::kUntracked;
       bool all = true;
       int64_t done = INT64_MIN;
       for (int32_t r = 0; r < comm.nranks && all; ++r) {
@@ -1359,6 +1462,7 @@ void FillProgress(const Ctx& c, Diagnosis* d) {
       }
     }
     p->set_completed_everywhere(n);
+    p->set_completion_untracked(!tracked && !c.colls_of_comm[ci].empty());
   }
 }
 
@@ -1440,7 +1544,8 @@ void FillInput(const Ctx& c, Diagnosis* d) {
                                       [&](uint32_t oi) { return m.ops[oi].state == OpState::kUntracked; }))
       add(report::InputIssue::NO_COMPLETION, name,
           "completion not tracked (profiler API v" + std::to_string(p.api_version) +
-              " or no kernel events captured): a hang is judged from enqueue times alone");
+              " or no kernel events captured): an operation counts as unfinished only where a rank never issued "
+              "its side, so a hang inside an operation every rank issued is not seen");
   }
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const Comm& comm = m.comms[ci];
@@ -1586,7 +1691,8 @@ std::string FormatText(const Diagnosis& d) {
       if (!any) out << "\nCompleted on every rank before the problem:\n";
       any = true;
       out << "  comm " << p.comm() << ": ";
-      if (p.completed_everywhere() == 0) out << "no collective completed on every rank";
+      if (p.completion_untracked()) out << "completion not tracked";
+      else if (p.completed_everywhere() == 0) out << "no collective completed on every rank";
       else
         out << p.last_completed_func() << " #" << p.last_completed_seq() << " at " << At(p.t_last_completed_sec()) << " ("
             << Plural(p.completed_everywhere(), "collective", "collectives") << ")";

@@ -260,6 +260,94 @@ TEST(Diagnose, MissingRankIdle) {
   EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
 }
 
+// ---- Without completion tracking (NCCLWATCH_EVENTS without kernelch, or
+// profiler API < v4): only who issued what tells an unfinished operation.
+
+void Untrack(Job* j) {
+  for (Op& op : j->m.ops) {
+    op.state = OpState::kUntracked;
+    op.done_ns = kNoTime;
+  }
+}
+
+// The watchdogs abort every communicator: each rank finalizes, and without
+// completions an abort looks like a clean destroy. Rank 3 never issued #12,
+// so the others' #12 never finished whatever the finalize says.
+TEST(Diagnose, UntrackedSkipIsFoundThroughTheAbort) {
+  Job j = MissingRankJob();
+  Untrack(&j);
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 15.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(FirstLine(d.verdict()).substr(0, 62), "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ran")
+      << FormatText(d);
+  ASSERT_GE(d.findings_size(), 1);
+  EXPECT_EQ(d.findings(0).kind(), report::MISSING_RANK);
+  EXPECT_EQ(Names(d.findings(0).waiting()), (V{"rank 0", "rank 1", "rank 2"}));
+  ASSERT_GE(d.completed_before_hang_size(), 1);
+  EXPECT_TRUE(d.completed_before_hang(0).completion_untracked());
+  EXPECT_NE(FormatText(d).find("comm 'world' (4 ranks): completion not tracked; highest issued #12"), std::string::npos)
+      << FormatText(d);
+}
+
+// Every rank issued everything; the job then idles for 10 s. A long wait
+// after an untracked operation proves nothing: no STUCK.
+TEST(Diagnose, UntrackedLongWaitIsNotStuck) {
+  Job j;
+  j.Procs(2, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.Steps(w, 5);
+  j.P2p(0, w, "Send", 1, 6, 4096, 1.0, -1);
+  j.P2p(1, w, "Recv", 0, 6, 4096, 1.0, -1);
+  Untrack(&j);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
+  EXPECT_EQ(ExitStatus(d), 0);
+}
+
+// A dead rank's file may have lost its last records: its absence from #3
+// onwards proves nothing without completions. The death is the finding.
+TEST(Diagnose, UntrackedDeadRanksLostRecordsAreNotAbsence) {
+  Job j;
+  j.Procs(3, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.Steps(w, 5);
+  for (Op& op : j.m.ops)
+    if (op.proc == 2 && op.seq >= 3) op.proc = kNone;  // lost from rank 2's file
+  std::vector<Op> kept;
+  for (const Op& op : j.m.ops)
+    if (op.proc != kNone) kept.push_back(op);
+  j.m.ops = kept;
+  for (Proc& p : j.m.procs) p.ops.clear();
+  for (uint32_t oi = 0; oi < j.m.ops.size(); ++oi) j.m.procs[j.m.ops[oi].proc].ops.push_back(oi);
+  j.m.procs[2].last_ns = Ns(0.35);
+  j.m.procs[2].last_heartbeat_ns = Ns(0.35);
+  j.m.procs[2].cut_tail = true;
+  Untrack(&j);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1);
+  EXPECT_EQ(d.findings(0).kind(), report::DEAD_RANK) << FormatText(d);
+  EXPECT_EQ(FindKind(d, report::MISSING_RANK), nullptr) << FormatText(d);
+}
+
+// Rank 3 skipped AllReduce #12 but went on to a broadcast from rank 0 (#13
+// here: this harness matches collectives by sequence number alone). The
+// others' #12 never finished, so their broadcast never started (a
+// communicator's kernels run in order), so rank 3's never got the root's
+// data: it is still in it.
+TEST(Diagnose, UntrackedSkipPutsTheSkipperInTheNextOperation) {
+  Job j = MissingRankJob();
+  for (uint32_t p = 0; p < 4; ++p) j.Coll(p, 0, 13, "Broadcast", 1024, 5.1, -1);
+  Untrack(&j);
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 15.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(d.verdict(),
+            "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
+            "rank 3 is still in Broadcast #13")
+      << FormatText(d);
+  // The broadcast itself is explained by the all-reduce: no finding of its own.
+  EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
+}
+
 // Rank 3 waits in 'pp' for rank 4, which idles: rank 4 is the root cause,
 // and the 'world' hang follows from it.
 TEST(Diagnose, MissingRankWaitsInAnotherComm) {

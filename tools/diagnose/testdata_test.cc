@@ -1,6 +1,6 @@
-// ncclwatch diagnose on every trace recorded on real GPUs (testdata/gpu/,
-// each with one injected fault): the verdict, the operation and the culprit
-// ranks, as testdata/gpu/README.md states them.
+// ncclwatch diagnose on every trace recorded on real GPUs (testdata/gpu/ and,
+// without completions, testdata/gpu-ops/; each with one injected fault): the
+// verdict, the operation and the culprit ranks, as their README.md state them.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +17,8 @@ struct Case {
   const char* scenario;
   int exit_status;
   std::vector<std::string> verdict_has;  // fragments of the first line, in order
+  const char* dir = "testdata/gpu/";
+  size_t nprocs = 4;
 };
 
 const Case kCases[] = {
@@ -35,6 +37,13 @@ const Case kCases[] = {
     {"cross-wait", 1, {"DEADLOCK: rank 0 issued AllReduce #0 on comm 'tp' {0,1} (2 ranks) before AllReduce #4 on comm 'world' (4 ranks) where rank 1"}},
     {"net-stall", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks)", "rank 3 died"}},
     {"torch_skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 0x", "(4 ranks); ranks 0,1,2 waited"}},
+    // testdata/gpu-ops: 2 ranks, NCCLWATCH_EVENTS=coll,p2p (no completions).
+    {"healthy", 0, {"OK: no problem found"}, "testdata/gpu-ops/", 2},
+    {"skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited"}, "testdata/gpu-ops/", 2},
+    {"kill", 1, {"DEAD: rank 1 stopped without finalizing"}, "testdata/gpu-ops/", 2},
+    {"send-no-recv", 1, {"UNMATCHED P2P:", "rank 1's Send #5 to rank 0"}, "testdata/gpu-ops/", 2},
+    {"host-stuck", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks)", "rank 1 is alive but idle outside NCCL"},
+     "testdata/gpu-ops/", 2},
 };
 
 class TestdataTest : public ::testing::TestWithParam<Case> {};
@@ -43,8 +52,8 @@ TEST_P(TestdataTest, VerdictNamesTheOperationAndTheCulprits) {
   const Case& c = GetParam();
   Model m;
   std::string err;
-  ASSERT_TRUE(BuildModel({std::string("testdata/gpu/") + c.scenario}, LoadOptions(), &m, &err)) << err;
-  EXPECT_EQ(m.procs.size(), 4u);
+  ASSERT_TRUE(BuildModel({std::string(c.dir) + c.scenario}, LoadOptions(), &m, &err)) << err;
+  EXPECT_EQ(m.procs.size(), c.nprocs);
   auto d = Diagnose(m);
   size_t at = 0;
   for (const std::string& frag : c.verdict_has) {
@@ -58,6 +67,7 @@ TEST_P(TestdataTest, VerdictNamesTheOperationAndTheCulprits) {
 INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.scenario;
+                           if (std::string(i.param.dir) != "testdata/gpu/") n = "ops_" + n;
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
