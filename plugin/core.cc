@@ -45,7 +45,7 @@ bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
 // proxy connection's progress function). So they are updated with a plain
 // load and store, no locked instruction: on H200 hosts each locked update
 // there cost NCCL's proxy thread 40 to 85 ns in place, three per channel
-// (BENCHMARKS.md, "NCCL's proxy thread"). The proxy counters keep their
+// (BENCHMARKS.md, "Locked instructions on NCCL's proxy thread"). The proxy counters keep their
 // atomic updates: under PXN, another rank's proxy thread in this process may
 // report proxy operations for the same op.
 uint32_t OwnerIncrement(std::atomic<uint32_t>& a) {

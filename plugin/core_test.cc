@@ -50,6 +50,13 @@ struct Open {
   }
 };
 
+// The calling thread's buffer (after its first event), or null.
+ThreadBuf* OwnBuf(Profiler* prof) {
+  for (uint32_t i = 0; i < prof->thread_count(); ++i)
+    if (prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) return prof->thread_buf(i);
+  return nullptr;
+}
+
 // Pages of [p, p + len) not resident.
 size_t NonResidentPages(const void* p, size_t len) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -112,8 +119,7 @@ TEST(CoreTest, RawEventsLeaveRoomForOperations) {
       ASSERT_NE(h, nullptr);
       o.prof->Stop(h);
     }
-    for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
-      if (o.prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) tb = o.prof->thread_buf(i);
+    tb = OwnBuf(o.prof);
     ASSERT_NE(tb, nullptr);
     const uint32_t cap = tb->ring.capacity();
     const uint64_t raw_dropped = tb->counters.ring_full.load();
@@ -155,8 +161,7 @@ TEST(CoreTest, AllocationStepsOverAFewLiveSlotsOnly) {
         ASSERT_NE(h, nullptr);
         o.prof->Stop(h);
       }
-      for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
-        if (o.prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) tb = o.prof->thread_buf(i);
+      tb = OwnBuf(o.prof);
       ASSERT_NE(tb, nullptr);
       // The rest of the round completes at its stop (no kernel channel expected).
       for (uint32_t i = stuck; i < tb->nslots; ++i) {
@@ -223,8 +228,7 @@ TEST(CoreTest, TheLastChannelAndTheStopRacingCompleteEachOperationOnce) {
       while (!mailbox.compare_exchange_weak(none, h, std::memory_order_acq_rel)) none = nullptr;
       o.prof->Stop(h);  // races the proxy thread's last channel
     }
-    for (uint32_t i = 0; i < o.prof->thread_count(); ++i)
-      if (o.prof->thread_buf(i)->tid.load() == static_cast<uint32_t>(gettid())) tb = o.prof->thread_buf(i);
+    tb = OwnBuf(o.prof);
   }).join();
   while (channels_run.load(std::memory_order_acquire) < kOps * kChannels) std::this_thread::yield();
   quit.store(true, std::memory_order_release);

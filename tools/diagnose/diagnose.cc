@@ -207,11 +207,8 @@ struct Ctx {
     if (op.state == OpState::kCompleted) return false;
     // Without completion tracking, a long wait proves nothing (the op may
     // have finished long ago), nor does a finalize (an abort looks the same
-    // as a clean destroy): only a partner that never issued its side does.
-    if (op.state == OpState::kUntracked) {
-      if (!unfinished[oi]) return false;
-      return WaitSec(op) >= o.min_wait_sec || stuck_ops.count(oi) > 0;
-    }
+    // as a clean destroy): only MarkUnfinished's proof does.
+    if (op.state == OpState::kUntracked && !unfinished[oi]) return false;
     if (dead[op.proc] && op.state == OpState::kInFlight) return true;  // it died inside
     return WaitSec(op) >= o.min_wait_sec || stuck_ops.count(oi) > 0;
   }
@@ -363,12 +360,12 @@ void MarkUnfinished(Ctx* c) {
       continue;
     }
     const std::string& f = m.Str(op.func);
+    const bool from_root = f == "Broadcast" || f == "Scatter";
+    const bool to_root = f == "Reduce" || f == "Gather";
     const int32_t root = op.peer_or_root;
     for (size_t r = 0; r < mt.ops.size(); ++r) {
       const uint32_t other = mt.ops[r];
       if (other == kNone || other == oi) continue;
-      const bool from_root = f == "Broadcast" || f == "Scatter";
-      const bool to_root = f == "Reduce" || f == "Gather";
       if (from_root) {
         if (op.rank == root) mark(other);
       } else if (to_root) {
