@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "plugin/clock.h"
 #include "plugin/nccl/profiler_abi.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
@@ -182,8 +183,18 @@ TEST_P(AbiTest, EveryFieldArrives) {
   EXPECT_EQ(h.heartbeat_ms(), defaults.heartbeat_ms());
   EXPECT_EQ(h.stuck_sec(), defaults.stuck_sec());
   EXPECT_EQ(h.buffer_bytes(), defaults.buffer_bytes());
-  EXPECT_EQ(h.clock_source(), defaults.clock_source());
-  EXPECT_FALSE(h.clock_source().empty());
+  // The clock: the kernel's clocksource is a fact of this machine; the cost of
+  // clock_gettime is a measurement of this process, and the choice must be
+  // the one its own facts give (never compared with another process's).
+  const plugin::ClockFacts here = plugin::ReadClockFacts();
+  EXPECT_EQ(h.kernel_clocksource(), here.clocksource);
+  EXPECT_GT(h.clock_gettime_ns(), 0.0);
+  EXPECT_LT(h.clock_gettime_ns(), 1e6);
+  plugin::ClockFacts recorded = here;
+  recorded.gettime_ns = h.clock_gettime_ns();
+  const plugin::TickChoice choice = plugin::ChooseTicks(plugin::ClockMode::kAuto, recorded);
+  EXPECT_EQ(h.clock_source(), choice.why);
+  EXPECT_EQ(h.tick_clock(), choice.tsc ? trace::TICK_CLOCK_TSC : trace::TICK_CLOCK_MONOTONIC);
   if (v >= 4) {  // NCCL hands a logger from v4 on: the info line names the clock
     bool named = false;
     for (const LogLine& l : Logs()) named |= l.text.find("clock " + h.clock_source()) != std::string::npos;

@@ -1,7 +1,6 @@
 #include "plugin/clock.h"
 
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -69,35 +68,40 @@ void Pair(uint64_t* ticks, uint64_t* ns) {
 }  // namespace
 
 TickChoice ChooseTicks(ClockMode mode, const ClockFacts& f) {
-  char cost[64];
-  snprintf(cost, sizeof(cost), "clock_gettime %.0f ns", f.gettime_ns);
+  // The reason names the side of kSlowClockNs the measurement fell on, not
+  // the measurement: ClockFacts::gettime_ns goes into a field of its own.
   const std::string src = "clocksource " + (f.clocksource.empty() ? std::string("unknown") : f.clocksource);
-  if (mode == ClockMode::kMonotonic) return {false, "monotonic (NCCLWATCH_CLOCK=monotonic; " + std::string(cost) + ")"};
+  if (mode == ClockMode::kMonotonic) return {false, "monotonic (NCCLWATCH_CLOCK=monotonic)"};
   if (!f.x86) return {false, "monotonic (no TSC on this CPU architecture)"};
   if (mode == ClockMode::kTsc) return {true, "tsc (NCCLWATCH_CLOCK=tsc; " + src + ")"};
   if (f.clocksource == "tsc") return {true, "tsc (kernel clocksource tsc)"};
-  if (f.gettime_ns < kSlowClockNs) return {false, "monotonic (" + src + ", " + cost + ")"};
-  if (!f.invariant_tsc) return {false, "monotonic (" + src + ", " + cost + "; TSC not invariant)"};
+  if (f.gettime_ns < kSlowClockNs) return {false, "monotonic (" + src + "; clock_gettime fast)"};
+  if (!f.invariant_tsc) return {false, "monotonic (" + src + "; clock_gettime slow; TSC not invariant)"};
   if (!ListHas(f.available, "tsc"))
-    return {false, "monotonic (" + src + ", " + cost + "; kernel does not list tsc as usable)"};
-  return {true, "tsc (invariant TSC; " + src + ", " + cost + ")"};
+    return {false, "monotonic (" + src + "; clock_gettime slow; kernel does not list tsc as usable)"};
+  return {true, "tsc (invariant TSC; " + src + "; clock_gettime slow)"};
 }
 
-ClockFacts ReadClockFacts() {
+ClockFacts ReadClockFacts(const ClockProbe& probe) {
   ClockFacts f;
 #if defined(__x86_64__)
   f.x86 = true;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  f.invariant_tsc = __get_cpuid(0x80000007, &a, &b, &c, &d) != 0 && (d & (1u << 8)) != 0;
+  if (probe.invariant_tsc != nullptr) {
+    f.invariant_tsc = probe.invariant_tsc();
+  } else {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    f.invariant_tsc = __get_cpuid(0x80000007, &a, &b, &c, &d) != 0 && (d & (1u << 8)) != 0;
+  }
 #endif
-  f.clocksource = ReadLine("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-  f.available = ReadLine("/sys/devices/system/clocksource/clocksource0/available_clocksource");
-  f.gettime_ns = GettimeNs();
+  f.clocksource = ReadLine((probe.sysfs_dir + "/current_clocksource").c_str());
+  f.available = ReadLine((probe.sysfs_dir + "/available_clocksource").c_str());
+  f.gettime_ns = probe.gettime_ns != nullptr ? probe.gettime_ns() : GettimeNs();
   return f;
 }
 
-void TickConverter::Init(ClockMode mode) {
-  TickChoice choice = ChooseTicks(mode, ReadClockFacts());
+void TickConverter::Init(ClockMode mode, const ClockFacts& facts) {
+  facts_ = facts;
+  TickChoice choice = ChooseTicks(mode, facts);
   why_ = choice.why;
 #if defined(__x86_64__)
   tsc_ = choice.tsc;

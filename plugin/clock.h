@@ -11,7 +11,10 @@
 // (>= kSlowClockNs: a VM whose paravirtual clock has no vDSO path makes every
 // call a system call, ~0.5 us and more, paid several times per operation on
 // NCCL's threads). Otherwise CLOCK_MONOTONIC. NCCLWATCH_CLOCK=tsc|monotonic
-// forces one. The choice and its reason go into the file's header.
+// forces one. The choice, its reason and the facts it rests on go into the
+// file's header as separate fields: the reason is a sentence made only from
+// the decision's path and the clocksource's name, never from the measured
+// clock_gettime cost, so two processes on one machine state the same reason.
 //
 // NowNs() is CLOCK_MONOTONIC through the vDSO; ClockPair reads CLOCK_REALTIME
 // between two monotonic reads so files of many hosts can be aligned.
@@ -59,6 +62,8 @@ inline uint64_t Ticks() {
 }
 
 // What the choice of tick source depends on (ReadClockFacts on this machine).
+// clocksource and available are what the kernel says; invariant_tsc what the
+// CPU says; gettime_ns is a measurement, and varies from run to run.
 struct ClockFacts {
   bool x86 = false;
   std::string clocksource;            // the kernel's current clocksource
@@ -72,22 +77,31 @@ constexpr double kSlowClockNs = 100;
 
 struct TickChoice {
   bool tsc = false;
-  std::string why;  // e.g. "tsc (kernel clocksource tsc)"
+  std::string why;  // e.g. "tsc (kernel clocksource tsc)"; no measured number in it
 };
 
 // Pure: the decision described at the top of this file.
 TickChoice ChooseTicks(ClockMode mode, const ClockFacts& f);
+
+// Where ReadClockFacts looks. The defaults read this machine; tests point
+// them elsewhere to take every path of ChooseTicks on any machine.
+struct ClockProbe {
+  std::string sysfs_dir = "/sys/devices/system/clocksource/clocksource0";
+  bool (*invariant_tsc)() = nullptr;  // null: CPUID 0x80000007 EDX bit 8
+  double (*gettime_ns)() = nullptr;   // null: time clock_gettime here
+};
 // Reads the sysfs files and CPUID and times clock_gettime (a few us; less
 // than 50 us even where each call is a system call).
-ClockFacts ReadClockFacts();
+ClockFacts ReadClockFacts(const ClockProbe& probe = ClockProbe());
 
 // Maps ticks to CLOCK_MONOTONIC ns: ns = ns0 + (ticks - tick0) * scale, with
 // the scale measured over an ever longer baseline as the writer runs.
 class TickConverter {
  public:
-  // Decides the tick source (ChooseTicks over ReadClockFacts) and takes the
-  // first (tick, ns) pair. Cheap: it runs on the host's thread.
-  void Init(ClockMode mode);
+  // Decides the tick source (ChooseTicks over `facts`, normally
+  // ReadClockFacts()) and takes the first (tick, ns) pair. Cheap: it runs on
+  // the host's thread.
+  void Init(ClockMode mode, const ClockFacts& facts);
   // Measures the scale (the first call waits until 2 ms have passed since
   // Init) and refines it later; call it before ToNs, from the writer thread.
   void Refine();
@@ -98,10 +112,12 @@ class TickConverter {
   }
   bool tsc() const { return tsc_; }
   const std::string& why() const { return why_; }
+  const ClockFacts& facts() const { return facts_; }
 
  private:
   bool tsc_ = false;
   std::string why_;
+  ClockFacts facts_;
   uint64_t tick0_ = 0;
   uint64_t ns0_ = 0;
   double scale_ = 1.0;

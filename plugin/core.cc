@@ -133,6 +133,7 @@ Profiler::Profiler(const ProfilerOptions& opts)
       api_version_(opts.api_version),
       logger_(opts.logger),
       file_name_override_(opts.file_name_override),
+      clock_probe_(opts.clock_probe),
       pid_(getpid()),
       info_to_stderr_(NcclDebugShowsInfo(getenv("NCCL_DEBUG"))),
       wanted_kinds_(config_.raw_kinds | (1u << kEvColl) | (1u << kEvP2p) | (1u << kEvKernelCh) |
@@ -250,6 +251,7 @@ void Profiler::Abandon() { abandoned_.store(true, std::memory_order_relaxed); }
 
 const std::string& Profiler::writer_path() const { return writer_->path(); }
 const std::string& Profiler::clock_source() const { return writer_->clock_source(); }
+const ClockFacts& Profiler::clock_facts() const { return writer_->clock_facts(); }
 void Profiler::PauseDrainForTesting(bool paused) { writer_->PauseDrainForTesting(paused); }
 
 bool Profiler::SlotIsOurs(const void* p) const {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "plugin/clock.h"
 #include "plugin/config.h"
 #include "plugin/event.h"
 #include "plugin/nccl/profiler_abi.h"
@@ -174,6 +175,8 @@ struct ProfilerOptions {
   nccl::Logger logger = nullptr;
   // Tests: a fixed file name instead of <host>-<pid>-<time>.ncclwatch.
   std::string file_name_override;
+  // Tests: what the clock choice reads, instead of this machine.
+  ClockProbe clock_probe;
 };
 
 class Profiler {
@@ -224,6 +227,8 @@ class Profiler {
   bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
   const std::string& writer_path() const;
   const std::string& clock_source() const;  // how events are stamped, and why
+  const ClockFacts& clock_facts() const;     // what that choice rested on
+  const ClockProbe& clock_probe() const { return clock_probe_; }
   void ForceFlush();
   // Tests only: the writer stops (true) or resumes (false) draining rings.
   void PauseDrainForTesting(bool paused);
@@ -260,6 +265,7 @@ class Profiler {
   int api_version_;
   nccl::Logger logger_;
   std::string file_name_override_;
+  ClockProbe clock_probe_;
   pid_t pid_;
   bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
   uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants

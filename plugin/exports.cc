@@ -75,8 +75,9 @@ nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const
   }
   if (fresh) {
     for (const std::string& w : opts.config.warnings) p->Log(nccl::kLogWarn, "%s", w.c_str());
-    p->Log(nccl::kLogInfo, "profiler API v%d, events 0x%llx, clock %s, writing %s", api,
-           static_cast<unsigned long long>(p->mask()), p->clock_source().c_str(), p->writer_path().c_str());
+    p->Log(nccl::kLogInfo, "profiler API v%d, events 0x%llx, clock %s (clock_gettime %.0f ns here), writing %s", api,
+           static_cast<unsigned long long>(p->mask()), p->clock_source().c_str(), p->clock_facts().gettime_ns,
+           p->writer_path().c_str());
   }
   Context* c = p->NewContext(hash, name, nnodes, nranks, rank);
   if (c == nullptr) {

@@ -51,7 +51,7 @@ Writer::~Writer() {
 
 bool Writer::Open(std::string* error) {
   const Config& c = prof_->config();
-  ticks_.Init(c.clock);
+  ticks_.Init(c.clock, ReadClockFacts(prof_->clock_probe()));
   info_ = ReadProcessInfo();
   ClockPair cp = ReadClockPair();
   mono_base_ = cp.mono_ns;
@@ -505,6 +505,10 @@ void Writer::EncodeHeader() {
   wire_.Bytes(23, info_.job_id.data(), info_.job_id.size());
   for (const std::string& a : info_.argv) wire_.Bytes(24, a.data(), a.size());
   wire_.Bytes(25, ticks_.why().data(), ticks_.why().size());
+  wire_.U64(26, ticks_.tsc() ? 1 : 2);  // TickClock: TICK_CLOCK_TSC, TICK_CLOCK_MONOTONIC
+  const ClockFacts& f = ticks_.facts();
+  wire_.Bytes(27, f.clocksource.data(), f.clocksource.size());
+  wire_.Double(28, f.gettime_ns);
   wire_.EndMessage(m);
   EndRecord(at);
 }

@@ -61,6 +61,7 @@ class Writer {
 
   const std::string& path() const { return path_; }
   const std::string& clock_source() const { return ticks_.why(); }
+  const ClockFacts& clock_facts() const { return ticks_.facts(); }
 
  private:
   struct Cold {
