@@ -57,6 +57,14 @@ int WaitFor(pid_t pid, double sec) {
   return -1;
 }
 
+// The size of the single file in `dir` (0 if none yet).
+uint64_t FileSizeIn(const std::string& dir) {
+  std::vector<std::string> files = TraceFiles(dir);
+  struct stat st;
+  if (files.size() != 1 || stat(files[0].c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_size);
+}
+
 OpSpec Coll(uint64_t seq) {
   OpSpec s;
   s.seq = seq;
@@ -131,9 +139,24 @@ TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
     PluginLib* lib = PluginLib::Shared();
     FakeComm c(lib, 5);
     if (c.Init(0xd15c, "world", 1, 2, 0) != 0) _exit(5);
+    // Every 100 operations, wait for the writer to write them (the file
+    // grows) or to fail (its warning): the file fills over several batches
+    // however busy the machine is.
+    uint64_t size = 0;
     for (uint64_t k = 0; k < 1500; ++k) {
       c.RunOp(Coll(k));
-      if (k % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+      if (k % 100 != 99) continue;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      for (;;) {
+        if (!Warnings().empty()) break;
+        const uint64_t now_size = FileSizeIn(dir);
+        if (now_size > size) {
+          size = now_size;
+          break;
+        }
+        if (std::chrono::steady_clock::now() > until) _exit(6);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
     c.Finalize();
     _exit(0);
@@ -161,6 +184,68 @@ TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
   ASSERT_EQ(m.procs.size(), 1u);
   EXPECT_GT(m.procs[0].drops.write_failed, 0u);
   EXPECT_EQ(m.procs[0].drops.last_write_error, "File too large");
+}
+
+// The limit falls a few bytes past the last whole batch, too close for even
+// the loss notice: the newest batch is given up for it (counted as lost), and
+// later notices replace it. Driven through the core so the test decides when
+// the writer writes (ForceFlush); in a child, for its own RLIMIT_FSIZE.
+TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
+  const std::string dir = MakeTempDir("noroom");
+  const std::string path = dir + "/t.ncclwatch";
+  constexpr int kOps = 40;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    plugin::ProfilerOptions o;
+    o.config.dir = dir;
+    o.config.flush_ms = 600000;  // writes happen at ForceFlush only
+    o.config.heartbeat_ms = 600000;
+    o.config.stuck_sec = 0;
+    o.config.buffer_mb = 8;
+    o.api_version = 5;
+    o.file_name_override = "t.ncclwatch";
+    std::string err;
+    plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+    if (p == nullptr) _exit(4);
+    plugin::Context* ctx = p->NewContext(0x5ead, "world", 1, 2, 0);
+    uint64_t seq = 0;
+    auto ops = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        plugin::EventDesc d;
+        d.kind = plugin::kEvColl;
+        d.seq = ++seq;
+        d.func = "AllReduce";
+        d.nchannels = 0;  // completes at enqueue
+        void* h = p->Start(ctx, d);
+        if (h != nullptr) p->Stop(h);
+      }
+      p->ForceFlush();
+    };
+    ops(1);  // the header's batch, then one with the communicator and an operation
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) _exit(5);
+    rlimit rl{static_cast<rlim_t>(st.st_size) + 8, static_cast<rlim_t>(st.st_size) + 8};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(6);
+    ops(kOps);  // fails; 8 bytes are no room for the notice
+    ops(kOps);  // fails again: a new notice replaces the first
+    p->FinalizeContext(ctx);
+    plugin::Profiler::Release(p);
+    _exit(0);
+  }
+  int status = WaitFor(child, 60);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto t = ReadTrace(path);
+  EXPECT_TRUE(t->raw.issues.empty()) << ::testing::PrintToString(t->raw.issues);
+  ASSERT_NE(t->header, nullptr);
+  ASSERT_EQ(t->drops.size(), 1u) << "one notice, replaced as the counts grew";
+  const trace::Drops& d = *t->LastDrops();
+  EXPECT_EQ(d.last_write_error(), "File too large");
+  // Every operation is in the file or counted lost: the one of the batch
+  // given up and the 80 that never fit (one record each, at least).
+  EXPECT_EQ(t->ops.size(), 0u);
+  EXPECT_GE(d.write_failed(), 1u + 2 * kOps);
 }
 
 TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {

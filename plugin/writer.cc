@@ -366,9 +366,7 @@ void Writer::WriteOut() {
     done += static_cast<size_t>(w);
   }
   if (err == 0) {
-    records_written_ += records_ + 1;
-    bytes_written_ += total;
-    good_size_ += total;
+    Written(total, records_ + 1, false);
     records_ = 0;
     wire_.Reset();
     return;
@@ -396,36 +394,66 @@ void Writer::WriteOut() {
   WriteLossNotice();
 }
 
+void Writer::Written(uint64_t bytes, uint64_t records, bool notice) {
+  // The first batch holds the header: it is never given up (Unwrite).
+  if (good_size_ > 0) {
+    tail_[tail_next_ % kTailBatches] = {good_size_, bytes, records, notice};
+    ++tail_next_;
+    if (tail_count_ < kTailBatches) ++tail_count_;
+  }
+  good_size_ += bytes;
+  records_written_ += records;
+  bytes_written_ += bytes;
+}
+
+bool Writer::Unwrite() {
+  if (tail_count_ == 0) return false;
+  const TailBatch b = tail_[--tail_next_ % kTailBatches];
+  --tail_count_;
+  if (ftruncate(fd_, static_cast<off_t>(b.at)) != 0) return false;
+  good_size_ = b.at;
+  records_written_ -= b.records;
+  bytes_written_ -= b.bytes;
+  // A notice's records are superseded by the next one; data is lost.
+  if (!b.notice) write_failed_records_ += b.records;
+  return true;
+}
+
 void Writer::WriteLossNotice() {
   // The loss itself must show in the file: a batch of its own with the drop
-  // counts and a heartbeat (a few dozen bytes, which often still fit when a
-  // large batch did not). If it fails too, the file ends at its last whole batch.
-  Wire w(notice_buf_, sizeof(notice_buf_));
-  const uint64_t now = NowNs();
-  size_t at = w.BeginRecord();
-  size_t m = w.BeginMessage(kRBatch);
-  w.U64(1, ++batch_seq_);
-  w.U64(2, Rel(now));
-  w.U64(3, records_written_);
-  w.EndMessage(m);
-  w.EndRecord(at);
-  at = w.BeginRecord();
-  EncodeDrops(&w, now);
-  w.EndRecord(at);
-  at = w.BeginRecord();
-  m = w.BeginMessage(kRHeartbeat);
-  w.U64(1, Rel(now));
-  w.U64(2, in_flight_.size());
-  w.EndMessage(m);
-  w.EndRecord(at);
-  if (!w.ok()) return;
-  ssize_t n = write(fd_, w.data(), w.size());
-  if (n == static_cast<ssize_t>(w.size())) {
-    good_size_ += w.size();
-    records_written_ += 3;
-    bytes_written_ += w.size();
-  } else if (n > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) {
-    // As above.
+  // counts and a heartbeat (a few dozen bytes). Its counts are running
+  // totals, so it replaces a notice that still ends the file. Where even the
+  // notice does not fit (the limit fell a few bytes after the last batch),
+  // the newest whole batches are given up for it, counted as lost: a file
+  // that lost data always says so.
+  if (tail_count_ > 0 && tail_[(tail_next_ - 1) % kTailBatches].notice) Unwrite();
+  for (;;) {
+    Wire w(notice_buf_, sizeof(notice_buf_));
+    const uint64_t now = NowNs();
+    size_t at = w.BeginRecord();
+    size_t m = w.BeginMessage(kRBatch);
+    w.U64(1, ++batch_seq_);
+    w.U64(2, Rel(now));
+    w.U64(3, records_written_);
+    w.EndMessage(m);
+    w.EndRecord(at);
+    at = w.BeginRecord();
+    EncodeDrops(&w, now);
+    w.EndRecord(at);
+    at = w.BeginRecord();
+    m = w.BeginMessage(kRHeartbeat);
+    w.U64(1, Rel(now));
+    w.U64(2, in_flight_.size());
+    w.EndMessage(m);
+    w.EndRecord(at);
+    if (!w.ok()) return;
+    ssize_t n = write(fd_, w.data(), w.size());
+    if (n == static_cast<ssize_t>(w.size())) {
+      Written(w.size(), 3, true);
+      return;
+    }
+    if (n > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) return;
+    if (!Unwrite()) return;
   }
 }
 

@@ -117,6 +117,10 @@ class Writer {
   uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
   void EncodeDrops(Wire* w, uint64_t now) const;
   void WriteLossNotice();
+  // Bookkeeping of a whole batch that reached the file (`notice`: a loss
+  // notice's), and its undoing: the newest such batch cut off the file.
+  void Written(uint64_t bytes, uint64_t records, bool notice);
+  bool Unwrite();
   void MaybeStuckReport(uint64_t now);
   void EncodeFinalize(uint64_t now, bool clean);
   uint32_t Intern(const char* s);
@@ -146,6 +150,17 @@ class Writer {
   uint8_t head_buf_[256];    // the Batch record opening each write
   uint8_t notice_buf_[512];  // WriteLossNotice's batch
   uint64_t good_size_ = 0;   // file size after the last whole batch
+  // The newest whole batches after the first, for WriteLossNotice to give up.
+  struct TailBatch {
+    uint64_t at;  // file offset where it starts
+    uint64_t bytes;
+    uint64_t records;
+    bool notice;
+  };
+  static constexpr uint32_t kTailBatches = 8;
+  TailBatch tail_[kTailBatches] = {};
+  uint32_t tail_next_ = 0;   // index of the next entry to fill, modulo kTailBatches
+  uint32_t tail_count_ = 0;  // valid entries, newest at tail_next_ - 1
   bool reannounce_ = false;  // a write was lost: define communicators again
   uint32_t last_string_id_ = 0;
   uint64_t records_ = 0;           // encoded into buf_ since the last write
