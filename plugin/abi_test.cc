@@ -845,9 +845,10 @@ TEST(LostEvents, ALaterCompletionEndsTheWatch) {
   b.seq = 2;
   b.kernel_stop = -1;
   c.RunOp(b);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  // Until the writer has looked past the 2 s threshold of the first.
+  const uint64_t past_threshold = MonoNs() + 2'100'000'000;
   {
-    auto live = ReadSingleTrace(dir);
+    auto live = WaitForTrace(dir, [&](const Trace& t) { return WriterPast(t, past_threshold); });
     EXPECT_TRUE(live->stucks.empty()) << "a stuck report for an operation a later one proved complete";
     ASSERT_FALSE(live->heartbeats.empty());
     EXPECT_EQ(live->heartbeats.back()->ops_in_flight(), 0u);
@@ -886,8 +887,8 @@ TEST(LostEvents, WithoutALaterCompletionItIsStuck) {
   a.api_events = false;
   a.kernel_stop = 1;
   c.RunOp(a);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
-  auto live = ReadSingleTrace(dir);
+  const uint64_t past_threshold = MonoNs() + 1'100'000'000;
+  auto live = WaitForTrace(dir, [&](const Trace& t) { return WriterPast(t, past_threshold); });
   EXPECT_EQ(live->stucks.size(), 1u);
   ASSERT_EQ(c.Finalize(), 0);
 }
@@ -971,16 +972,17 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   stuck_worker.join();
   burst_worker.join();
   for (auto& t : extra) t.join();
-  // Let a heartbeat and a Drops record out while running.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Drops show while the job runs: a Drops record and a heartbeat counting them.
   {
-    auto live = ReadSingleTrace(dir);
+    auto dropped_in_heartbeat = [](const Trace& t) {
+      uint64_t max_dropped = 0;
+      for (auto* hb : t.heartbeats) max_dropped = std::max(max_dropped, hb->events_dropped());
+      return max_dropped;
+    };
+    auto live = WaitForTrace(dir, [&](const Trace& t) { return !t.drops.empty() && dropped_in_heartbeat(t) > 0; });
     EXPECT_TRUE(live->raw.only_cut_tail);
-    EXPECT_FALSE(live->heartbeats.empty());
     ASSERT_FALSE(live->drops.empty()) << "drops visible before finalize";
-    uint64_t max_dropped = 0;
-    for (auto* hb : live->heartbeats) max_dropped = std::max(max_dropped, hb->events_dropped());
-    EXPECT_GT(max_dropped, 0u);
+    EXPECT_GT(dropped_in_heartbeat(*live), 0u);
   }
   ASSERT_EQ(c.Finalize(), 0);
 
@@ -1147,12 +1149,7 @@ TEST(Lifecycle, CommFinalizeFollowsItsOps) {
   ASSERT_EQ(a.Finalize(), 0);  // b lives on: the file stays open
   b.RunOp(s);
   // The CommFinalize goes out with the next write.
-  std::unique_ptr<Trace> live;
-  for (int i = 0; i < 300; ++i) {
-    live = ReadSingleTrace(dir);
-    if (!live->comm_finalizes.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  std::unique_ptr<Trace> live = WaitForTrace(dir, [](const Trace& t) { return !t.comm_finalizes.empty(); });
   ASSERT_EQ(live->comm_finalizes.size(), 1u);
   bool op_before = false;
   for (const trace::Record& r : live->raw.records) {

@@ -109,21 +109,16 @@ TEST(Stuck, ReportListsTheStuckOpWithItsProgress) {
   OpSpec ok;
   ok.seq = 1;
   c.RunOp(ok);
-  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t t0 = MonoNs();
   MakeStuckOp(c);
   if (HasFatalFailure()) return;
 
-  std::unique_ptr<Trace> t;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    t = ReadSingleTrace(dir);
-    if (!t->stucks.empty()) break;
-  }
-  ASSERT_FALSE(t->stucks.empty()) << "no stuck report within 5 s";
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
-  // Let it run on to ~1 s: one report per stuck op, heartbeats keep coming.
-  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(1000));
-  t = ReadSingleTrace(dir);
+  std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return !x.stucks.empty(); });
+  ASSERT_FALSE(t->stucks.empty());
+  // Not before the threshold: the report is stamped 0.2 s or more after the op began.
+  EXPECT_GE(t->header->mono_base_ns() + t->stucks[0]->time_ns(), t0 + 199'000'000);  // 1 ms for TSC conversion
+  // Five thresholds on: still one report per stuck op, heartbeats keep coming.
+  t = WaitForTrace(dir, [&](const Trace& x) { return WriterPast(x, t0 + 1'000'000'000); });
   EXPECT_TRUE(t->raw.only_cut_tail);
   ASSERT_EQ(t->stucks.size(), 1u);
   const trace::StuckReport& r = *t->stucks[0];
@@ -203,12 +198,17 @@ TEST(Stuck, ReportListsTheStuckOpWithItsProgress) {
 
 TEST(Stuck, NoReportWhenOff) {
   const std::string dir = MakeTempDir("stuck-off");
-  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_STUCK_SEC", "0"}, {"NCCLWATCH_FLUSH_MS", "20"}});
+  SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                {"NCCLWATCH_STUCK_SEC", "0"},
+                {"NCCLWATCH_FLUSH_MS", "20"},
+                {"NCCLWATCH_HEARTBEAT_MS", "50"}});
   ClearLogs();
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0x57AD, "stuck-off", 1, 4, 1), 0);
+  const uint64_t t0 = MonoNs();
   MakeStuckOp(c);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // Until the writer has run twice the 0.2 s the test above reports at.
+  WaitForTrace(dir, [&](const Trace& x) { return WriterPast(x, t0 + 400'000'000); });
   ASSERT_EQ(c.Finalize(), 0);
   auto t = ReadSingleTrace(dir);
   EXPECT_TRUE(t->stucks.empty());

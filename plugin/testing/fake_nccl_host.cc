@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -1024,6 +1026,33 @@ std::unique_ptr<Trace> ReadSingleTrace(const std::string& dir) {
   EXPECT_EQ(files.size(), 1u) << "trace files in " << dir;
   if (files.empty()) return std::make_unique<Trace>();
   return ReadTrace(files[0]);
+}
+
+std::unique_ptr<Trace> WaitForTrace(const std::string& dir, const std::function<bool(const Trace&)>& done,
+                                    double timeout_sec) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_sec);
+  for (;;) {
+    std::vector<std::string> files = TraceFiles(dir);
+    if (files.size() == 1) {
+      std::unique_ptr<Trace> t = ReadTrace(files[0]);
+      if (done(*t)) return t;
+      if (std::chrono::steady_clock::now() > until) {
+        ADD_FAILURE() << "waited " << timeout_sec << " s for the trace in " << dir;
+        return t;
+      }
+    } else if (files.size() > 1 || std::chrono::steady_clock::now() > until) {
+      ADD_FAILURE() << files.size() << " trace files in " << dir;
+      return std::make_unique<Trace>();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+bool WriterPast(const Trace& t, uint64_t mono_ns) {
+  if (t.header == nullptr) return false;
+  int after = 0;
+  for (const trace::Heartbeat* h : t.heartbeats) after += t.header->mono_base_ns() + h->time_ns() >= mono_ns;
+  return after >= 2;
 }
 
 }  // namespace ncclwatch::testing

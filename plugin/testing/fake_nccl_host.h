@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -319,6 +320,19 @@ void IndexTrace(Trace* t);
 // Reads the single trace file in `dir` (fails the test if there is not exactly one).
 std::unique_ptr<Trace> ReadSingleTrace(const std::string& dir);
 std::unique_ptr<Trace> ReadTrace(const std::string& path);
+
+// Waiting for the writer. A test waits for what it needs to see in the file,
+// never a fixed time: the machine may be busy, under a sanitizer, or slow.
+// Reads the single trace in `dir` until `done` holds for it; past the
+// timeout (only a bound against a hang) the test fails and the last read is
+// returned.
+std::unique_ptr<Trace> WaitForTrace(const std::string& dir, const std::function<bool(const Trace&)>& done,
+                                    double timeout_sec = 120);
+// Whether the writer's decisions up to CLOCK_MONOTONIC `mono_ns` are all in
+// the file: it holds two heartbeats stamped at or after it (the writer
+// stamps a cycle's heartbeat before its stuck check, so whatever that cycle
+// wrote precedes the next heartbeat). Heartbeats must be on.
+bool WriterPast(const Trace& t, uint64_t mono_ns);
 
 }  // namespace ncclwatch::testing
 

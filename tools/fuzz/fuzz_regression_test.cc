@@ -3,8 +3,10 @@
 // (FUZZ_TARGET_READER or FUZZ_TARGET_DIAGNOSE, see BUILD) on every trace
 // recorded on GPUs (testdata/gpu/) and on mutations of them made here with a
 // fixed seed: truncations at many offsets, flipped bytes, spliced huge varint
-// lengths, and tiny files claiming huge records. Each input must finish within
-// kMaxSecondsPerInput, and no run may grow the process's peak RSS by much.
+// lengths, and tiny files claiming huge records. No run may grow the
+// process's peak RSS by much. Time is not asserted (a busy machine or a
+// sanitizer makes any bound a flake): a hang fails by Bazel's test timeout,
+// and the slowest input's time is printed for whoever looks.
 //
 // Besides, the reader and LoadModel read tiny files claiming huge records
 // from disk (the fuzz targets read from memory): neither may allocate for the
@@ -36,7 +38,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 namespace ncclwatch::fuzz {
 namespace {
 
-constexpr double kMaxSecondsPerInput = 10.0;  // libFuzzer's -timeout of the long runs
 constexpr long kMaxRssGrowthKb = 256 * 1024;  // the huge-length inputs must not allocate for the length
 
 std::string ReadAll(const std::string& path) {
@@ -109,11 +110,14 @@ double RunOnce(const std::string& input) {
 struct Runner {
   size_t runs = 0;
   double slowest = 0;
+  std::string slowest_what;
   void Run(const std::string& input, const std::string& what) {
     double s = RunOnce(input);
     ++runs;
-    slowest = std::max(slowest, s);
-    EXPECT_LT(s, kMaxSecondsPerInput) << what << " (" << input.size() << " bytes)";
+    if (s > slowest) {
+      slowest = s;
+      slowest_what = what;
+    }
   }
 };
 
@@ -208,7 +212,7 @@ TEST(ReaderFuzzRegression, TestdataAndMutations) {
       Mutate(f, seed, 256, 64, &r, "trace file " + std::to_string(seed));
       ++seed;
     }
-  printf("reader: %zu inputs, slowest %.3f s\n", r.runs, r.slowest);
+  printf("reader: %zu inputs, slowest %.3f s (%s)\n", r.runs, r.slowest, r.slowest_what.c_str());
 }
 
 #elif defined(FUZZ_TARGET_DIAGNOSE)
@@ -351,7 +355,7 @@ TEST(DiagnoseFuzzRegression, TestdataAndMutations) {
   }
   // Whole-input mutations (delimiters included) of one scenario.
   Mutate(Join(scenarios[0]), 99, 32, 48, &r, "scenario 0");
-  printf("diagnose: %zu inputs, slowest %.3f s\n", r.runs, r.slowest);
+  printf("diagnose: %zu inputs, slowest %.3f s (%s)\n", r.runs, r.slowest, r.slowest_what.c_str());
 }
 
 #else
