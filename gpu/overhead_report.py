@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises tools/gpu/overhead.sh results: tables and PASS/MISS for BENCHMARKS.md.
+"""Summarises gpu/overhead.sh results: tables and PASS/MISS for BENCHMARKS.md.
 
-    python3 tools/gpu/overhead_report.py OUTDIR/results.csv [--out REPORT.md] [--metric auto|cuda|wall]
+    python3 gpu/overhead_report.py OUTDIR/results.csv [--out REPORT.md] [--metric auto|cuda|wall]
                                          [--all-checks]
 
 Input: the CSV that nccl_overhead appends to (one row per configuration, round,

@@ -1,4 +1,4 @@
-// What the GPU programs of tools/gpu/ share: a monotonic clock, a logger that
+// What the GPU programs of gpu/ share: a monotonic clock, a logger that
 // prefixes each line with the rank and writes it with one write(2) (lines of
 // several ranks do not interleave), byte counts for people, the CUDA error
 // check, NVLS forced off, and how a forked rank starts. Each program defines Fatal() (what a failed call does there)

@@ -1,7 +1,7 @@
 // nccl_overhead: times NCCL collectives the way nccl-tests' all_reduce_perf
-// does, to measure what a profiler plugin costs (tools/gpu/overhead.sh runs it
+// does, to measure what a profiler plugin costs (gpu/overhead.sh runs it
 // once per configuration: no plugin, the do-nothing plugin, ncclwatch; see
-// tools/gpu/README.md and BENCHMARKS.md).
+// gpu/README.md and BENCHMARKS.md).
 //
 //   nccl_overhead --nranks N [--op allreduce|allgather|sendrecv|all[,..]]
 //                 [--sizes 8,1K,64K,1M,16M,256M] [--mode pipelined|synced|both]

@@ -3,7 +3,7 @@
 
 Launch with torchrun, one process per GPU:
 
-  torchrun --standalone --nproc_per_node=N tools/gpu/torch_allreduce.py --steps S \
+  torchrun --standalone --nproc_per_node=N gpu/torch_allreduce.py --steps S \
       [--skip-rank R --skip-step K] [--timeout-sec T] [--fr-dir DIR] [--sizes small|full]
 
 Each step runs all_reduce, all_gather_into_tensor and broadcast (root = step % N) on

@@ -1,4 +1,4 @@
-# Sourced by tools/gpu/build.sh and tools/gpu/overhead.sh: finds CUDA's and
+# Sourced by gpu/build.sh and gpu/overhead.sh: finds CUDA's and
 # NCCL's headers and libraries the same way for both.
 #
 # In: CUDA (toolkit root), NCCL_HOME (optional), a `die` function.

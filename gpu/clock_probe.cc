@@ -3,7 +3,7 @@
 // so a clock_gettime that falls back to a system call (a VM whose kvm-clock
 // is not vDSO-capable) is paid several times per operation.
 //
-//   g++ -std=c++17 -O2 -pthread tools/gpu/clock_probe.cc -o out/clock_probe
+//   g++ -std=c++17 -O2 -pthread gpu/clock_probe.cc -o out/clock_probe
 //   out/clock_probe [CPU ...]     (cores to check the TSC against core 0;
 //                                  default: 1, the middle and the last)
 //

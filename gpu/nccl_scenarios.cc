@@ -1,6 +1,6 @@
 // nccl_scenarios: a multi-GPU NCCL workload with injectable faults, used to
 // produce real ncclwatch traces on a GPU machine (no Bazel needed there; see
-// tools/gpu/build.sh and tools/gpu/README.md).
+// gpu/build.sh and gpu/README.md).
 //
 //   nccl_scenarios --nranks N --scenario NAME [--steps S] [--timeout-sec T]
 //                  [--out-dir DIR] [--sizes small|full] [--nonblocking]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Records real ncclwatch traces of every nccl_scenarios scenario and of the
-# PyTorch skip run, as test data for the trace tools. See tools/gpu/README.md.
+# PyTorch skip run, as test data for the trace tools. See gpu/README.md.
 #
-#   tools/gpu/record_testdata.sh OUTDIR
+#   gpu/record_testdata.sh OUTDIR
 #
 # OUTDIR must not exist or be empty. Writes, sequentially:
 #   OUTDIR/<scenario>/   trace files, log.txt, scenario.json   (every scenario of
@@ -23,7 +23,7 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/.." && pwd)"
 die() { echo "record_testdata.sh: $*" >&2; exit 2; }
 
 [[ $# -eq 1 && "$1" != -* ]] || { sed -n '2,28p' "$0" >&2; exit 2; }

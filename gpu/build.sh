@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds tools/gpu/nccl_scenarios without Bazel, on the dev box or a GPU host.
+# Builds gpu/nccl_scenarios without Bazel, on the dev box or a GPU host.
 #
-#   tools/gpu/build.sh [OUT]        (default OUT: out/nccl_scenarios)
+#   gpu/build.sh [OUT]        (default OUT: out/nccl_scenarios)
 #
 # Environment:
 #   CUDA       CUDA toolkit root (default /usr/local/cuda): cuda_runtime.h, libcudart
@@ -15,14 +15,14 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/.." && pwd)"
 OUT="${1:-$repo/out/nccl_scenarios}"
 CUDA="${CUDA:-/usr/local/cuda}"
 CXX="${CXX:-g++}"
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 
-# shellcheck source=tools/gpu/find_cuda_nccl.sh
+# shellcheck source=gpu/find_cuda_nccl.sh
 source "$here/find_cuda_nccl.sh"
 echo "build.sh: CUDA $CUDA (libs $cuda_lib); NCCL $nccl_version headers $nccl_inc, libs $nccl_lib" >&2
 

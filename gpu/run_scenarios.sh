@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs nccl_scenarios scenarios (and optionally the PyTorch script) with the
 # ncclwatch plugin, one output folder per run, and checks each run's exit status
-# against what the scenario should give. See tools/gpu/README.md.
+# against what the scenario should give. See gpu/README.md.
 #
-#   tools/gpu/run_scenarios.sh [options] [scenario...|all]   (default: healthy straggler skip kill;
+#   gpu/run_scenarios.sh [options] [scenario...|all]   (default: healthy straggler skip kill;
 #                                                          all: every scenario of --list-scenarios)
 #     -n N        ranks/GPUs (default 4)
 #     -s S        steps (default 20)
@@ -21,7 +21,7 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/.." && pwd)"
 nranks=4 steps=20 timeout=10 outroot="" plugin="${NCCL_PROFILER_PLUGIN:-}" bin="" extra=""
 net=0 torch=0 native=1
 scenarios=()

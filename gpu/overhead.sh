@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # GPU overhead benchmark of the ncclwatch plugin (BENCHMARKS.md, "GPU overhead").
 #
-#   tools/gpu/overhead.sh [OUTDIR] [ROUNDS]     (defaults: out/overhead/<time>, 5)
+#   gpu/overhead.sh [OUTDIR] [ROUNDS]     (defaults: out/overhead/<time>, 5)
 #
 # Builds out/nccl_overhead and out/libnccl-profiler-noop.so with g++ (NCCL
-# found as tools/gpu/build.sh finds it: NCCL_HOME, else the system, else
+# found as gpu/build.sh finds it: NCCL_HOME, else the system, else
 # $CUDA), then, round after round, runs nccl_overhead once per (nranks,
 # configuration), the configurations in a shuffled order each round (fixed
 # seed), into OUTDIR/results.csv:
@@ -23,14 +23,14 @@
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
 #   default_mono ncclwatch, default capture, NCCLWATCH_CLOCK=monotonic
 #   timed_noop, timed_default, timed_default_b, timed_default_c
-#                noop and the builds of ncclwatch under tools/gpu/timing_shim.cc: the
+#                noop and the builds of ncclwatch under gpu/timing_shim.cc: the
 #                time each of NCCL's threads spends in the plugin (OUTDIR/timing.txt)
 #
 # Every process runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT, so ncclwatch's
 # init line (its clock) and closing lines (events dropped) are in its log;
 # OUTDIR/drops.csv has them per run.
 #
-# Then tools/gpu/overhead_report.py writes OUTDIR/report.md (tables, ratios,
+# Then gpu/overhead_report.py writes OUTDIR/report.md (tables, ratios,
 # PASS/MISS against the targets) and prints it. Each process's log is in
 # OUTDIR/logs/, the machine description in OUTDIR/machine.txt. Run it from
 # anywhere; paths are relative to the repository.
@@ -54,14 +54,14 @@
 #                round cut short leaves some configurations with one round less
 #   PROC_TIMEOUT_SEC  limit for one nccl_overhead process (default 60)
 #   SKIP_BUILD=1 use the binaries already in out/
-#   CUDA, NCCL_HOME, CXX  as for tools/gpu/build.sh
+#   CUDA, NCCL_HOME, CXX  as for gpu/build.sh
 #
 # NCCL_NVLS_ENABLE=0 is exported (and nccl_overhead forces it too).
 # Exit status: 0 when every run succeeded and loaded the expected plugin, else 1.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/.." && pwd)"
 t_start=$SECONDS
 
 QUICK="${QUICK:-0}"
@@ -122,7 +122,7 @@ SHIM="$repo/out/libnccl-profiler-timing.so"
 
 # ------------------------------------------------------------------ build
 build() {
-  # shellcheck source=tools/gpu/find_cuda_nccl.sh
+  # shellcheck source=gpu/find_cuda_nccl.sh
   source "$here/find_cuda_nccl.sh"
   say "CUDA $CUDA (libs $cuda_lib); NCCL headers $nccl_inc, libs $nccl_lib"
   mkdir -p "$repo/out"
@@ -213,7 +213,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     default_c)    plugin="$PLUGIN_C"; env=("$ours"); want="$(basename "$PLUGIN_C")" ;;
   esac
   if [[ "$cfg" == timed_* ]]; then
-    # Under tools/gpu/timing_shim.cc, which times every callback on the
+    # Under gpu/timing_shim.cc, which times every callback on the
     # thread NCCL makes it from (lines in OUTDIR/timing.txt).
     env=(NCCL_PROFILER_PLUGIN="$SHIM" TIMING_SHIM_INNER="$plugin" "${env[@]}")
     want="libnccl-profiler-timing.so"

@@ -1,5 +1,5 @@
 // libnccl-profiler-noop.so: an NCCL profiler plugin that asks NCCL for events
-// and does nothing with them. It is the floor of tools/gpu/nccl_overhead: with
+// and does nothing with them. It is the floor of gpu/nccl_overhead: with
 // it loaded, NCCL does all of its own instrumentation for the requested event
 // types (descriptors built, plugin calls made, kernel-channel timestamps
 // written by the kernels, proxy bookkeeping) and only the plugin's own work is
@@ -17,12 +17,12 @@
 //                        while ncclwatch (which returns real handles) pays them.
 //
 // Exports ncclProfiler_v4 (NCCL 2.27), _v5 (2.28) and _v6 (2.29+) and nothing
-// else (built with -fvisibility=hidden; see tools/gpu/overhead.sh). The
+// else (built with -fvisibility=hidden; see gpu/overhead.sh). The
 // descriptor types come from plugin/nccl/profiler_abi.h; no descriptor is ever
 // read. On init it logs one INFO line through NCCL's logger (NCCL_DEBUG=INFO).
 //
 // Build (what overhead.sh does):
-//   g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I. tools/gpu/noop_plugin.cc
+//   g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I. gpu/noop_plugin.cc
 //       -o out/libnccl-profiler-noop.so
 
 #include <stdint.h>

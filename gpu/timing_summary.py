@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises the timing shim's lines (OUTDIR/timing.txt of tools/gpu/overhead.sh).
+"""Summarises the timing shim's lines (OUTDIR/timing.txt of gpu/overhead.sh).
 
-    python3 tools/gpu/timing_summary.py OUTDIR/timing.txt [--callbacks KernelCh,stop,state,Coll,P2p]
+    python3 gpu/timing_summary.py OUTDIR/timing.txt [--callbacks KernelCh,stop,state,Coll,P2p]
 
 One row per (configuration, thread): the enqueuing thread ('main', the
 process's own thread) and NCCL's proxy thread ('proxy', the thread that

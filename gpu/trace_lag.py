@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Completion lag and operations in flight, per trace file, from `ncclwatch dump`.
 
-    tools/gpu/trace_lag.py [--ncclwatch BIN] FILE.ncclwatch...
+    gpu/trace_lag.py [--ncclwatch BIN] FILE.ncclwatch...
 
 An operation holds one of its thread's event handles (4,096 a thread) from
 its start until its completion (its last kernel channel stopped). For each

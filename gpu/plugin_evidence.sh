@@ -8,11 +8,11 @@
 #      interleaved (the real overhead benchmark is issue 5's);
 #   5. stuck reports: skip and kill with NCCLWATCH_STUCK_SEC=3 (the watchdog
 #      fires at 10 s), and skip over the network transport with proxy capture.
-# Usage: [PARTS="default net torch timing stuck"] tools/gpu/plugin_evidence.sh OUTDIR
+# Usage: [PARTS="default net torch timing stuck"] gpu/plugin_evidence.sh OUTDIR
 #        (needs out/libnccl-profiler-ncclwatch.so)
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/.." && pwd)"
 out="${1:?usage: plugin_evidence.sh OUTDIR}"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -18,8 +18,8 @@
 // process. Event handles and descriptors pass through untouched.
 //
 // Exports ncclProfiler_v5 (NCCL 2.28) only; the inner plugin must export v5.
-// Build (tools/gpu/overhead.sh does):
-//   g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I. tools/gpu/timing_shim.cc
+// Build (gpu/overhead.sh does):
+//   g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I. gpu/timing_shim.cc
 //       -o out/libnccl-profiler-timing.so -ldl -pthread
 
 #include <dlfcn.h>
