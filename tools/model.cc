@@ -185,7 +185,7 @@ void LoadFile(TraceReader& reader, Model* m) {
           auto it = fs.strings.find(id);
           return it == fs.strings.end() ? 0 : it->second;
         };
-        op.func = str(o.func());
+        m->SetFunc(&op, str(o.func()));
         op.datatype = str(o.datatype());
         op.algo = str(o.algo());
         op.proto = str(o.proto());
@@ -636,7 +636,7 @@ void MatchOps(Model* m) {
     Key k{o.comm, o.kind == OpKind::kColl ? o.func : uint16_t{0}, static_cast<uint8_t>(o.kind), -1, -1, o.seq};
     size_t slot = 0;
     if (o.kind == OpKind::kP2p) {
-      const bool recv = m->Str(o.func) == "Recv";
+      const bool recv = IsRecv(o.fn);
       k.src = recv ? o.peer_or_root : o.rank;
       k.dst = recv ? o.rank : o.peer_or_root;
       slot = recv ? 1 : 0;

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "tools/semantics.h"
+
 namespace ncclwatch::tools {
 
 inline constexpr uint32_t kNone = 0xffffffffu;
@@ -60,6 +62,7 @@ struct Op {
   // kNoTime): NCCL did not deliver one of its kernel-channel events (seen on
   // GPU, NCCL 2.28: about 1 operation in 5,000 under load). See LoadModel.
   bool completion_lost = false;
+  Func fn = Func::kOther;  // `func` resolved once at load (tools/semantics.h)
   uint16_t func = 0;       // Model::strings ids (0: none)
   uint16_t datatype = 0;
   uint16_t algo = 0;
@@ -199,6 +202,13 @@ struct Model {
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);
+  // Names an operation's function: its string id and Op::fn together, so the
+  // two cannot disagree (LoadModel, and tests that build a Model by hand).
+  void SetFunc(Op* op, uint16_t name_id) {
+    op->func = name_id;
+    op->fn = FuncFromName(Str(name_id));
+  }
+  void SetFunc(Op* op, const std::string& name) { SetFunc(op, Intern(name)); }
   std::unordered_map<std::string, uint16_t> string_ids;
 };
 

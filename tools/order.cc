@@ -8,6 +8,8 @@
 #include <queue>
 #include <sstream>
 
+#include "tools/semantics.h"
+
 namespace ncclwatch::tools {
 namespace {
 
@@ -234,7 +236,7 @@ report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order) {
       for (int32_t rk = 0; rk < c.nranks; ++rk)
         if (!has[static_cast<size_t>(rk)]) o->add_missing_ranks(rk);
     } else {
-      const bool recv = m.Str(first.func) == "Recv";
+      const bool recv = IsRecv(first.fn);
       o->set_src(recv ? first.peer_or_root : first.rank);
       o->set_dst(recv ? first.rank : first.peer_or_root);
     }

@@ -45,7 +45,7 @@ struct JobBuilder {
     o.comm = comm;
     o.rank = rank;
     o.kind = kind;
-    o.func = m.Intern(func);
+    m.SetFunc(&o, func);
     o.seq = seq;
     o.peer_or_root = peer;
     o.start_ns = t;

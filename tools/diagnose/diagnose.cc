@@ -1,6 +1,7 @@
 #include "tools/diagnose/diagnose.h"
 
 #include "tools/order.h"
+#include "tools/semantics.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <stdarg.h>
@@ -136,22 +137,6 @@ std::string StateName(uint32_t s) {
   }
 }
 
-// Bytes of an NCCL datatype name, 0 when unknown.
-int DatatypeBytes(const std::string& name) {
-  std::string n = name;
-  if (n.compare(0, 4, "nccl") == 0) n = n.substr(4);
-  std::transform(n.begin(), n.end(), n.begin(), [](char c) { return static_cast<char>(tolower(c)); });
-  if (n == "int8" || n == "uint8" || n == "char" || n.compare(0, 6, "float8") == 0) return 1;
-  if (n == "float16" || n == "half" || n == "bfloat16") return 2;
-  if (n == "int32" || n == "uint32" || n == "int" || n == "float32" || n == "float") return 4;
-  if (n == "int64" || n == "uint64" || n == "float64" || n == "double") return 8;
-  return 0;
-}
-
-bool IsRooted(const std::string& func) {
-  return func == "Broadcast" || func == "Reduce" || func == "Gather" || func == "Scatter";
-}
-
 // ------------------------------------------------------------ context
 
 struct Ctx {
@@ -220,7 +205,7 @@ struct Ctx {
     const Comm& c = m.comms[op.comm];
     std::string peer = HasFile(op.comm, op.peer_or_root) ? Name(c.proc_of_rank[op.peer_or_root])
                                                           : "comm rank " + std::to_string(op.peer_or_root);
-    return f + " #" + std::to_string(op.seq) + (Str(op.func) == "Recv" ? " from " : " to ") + peer;
+    return f + " #" + std::to_string(op.seq) + (IsRecv(op.fn) ? " from " : " to ") + peer;
   }
   std::string PeerName(uint32_t comm, int32_t rank) const {
     return HasFile(comm, rank) ? Name(m.comms[comm].proc_of_rank[rank]) : "comm rank " + std::to_string(rank);
@@ -359,9 +344,8 @@ void MarkUnfinished(Ctx* c) {
       if (mt.ops.size() == 2 && mt.ops[0] == oi) mark(mt.ops[1]);  // a send that never started
       continue;
     }
-    const std::string& f = m.Str(op.func);
-    const bool from_root = f == "Broadcast" || f == "Scatter";
-    const bool to_root = f == "Reduce" || f == "Gather";
+    const bool from_root = FlowOf(op.fn) == RootFlow::kFromRoot;
+    const bool to_root = FlowOf(op.fn) == RootFlow::kToRoot;
     const int32_t root = op.peer_or_root;
     for (size_t r = 0; r < mt.ops.size(); ++r) {
       const uint32_t other = mt.ops[r];
@@ -619,7 +603,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       std::map<uint16_t, int> funcs;
       for (auto& [r, oi] : present) ++funcs[m.ops[oi].func];
       uint16_t maj_func = std::max_element(funcs.begin(), funcs.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-      const bool rooted = IsRooted(c->Str(maj_func));
+      const bool rooted = IsRooted(FuncFromName(c->Str(maj_func)));
       std::map<Sig, std::vector<int32_t>> groups;
       for (auto& [r, oi] : present) groups[SigOf(*c, m.ops[oi], rooted)].push_back(r);
       if (groups.size() < 2) continue;
@@ -1035,7 +1019,7 @@ void FindP2p(Ctx* c, std::vector<Ranked>* out) {
     const std::string where = c->CommLabel(mt.comm);
     if (send != kNone && recv != kNone) {
       const Op &s = m.ops[send], &r = m.ops[recv];
-      const int sb = DatatypeBytes(c->Str(s.datatype)), rb = DatatypeBytes(c->Str(r.datatype));
+      const int sb = DatatypeSize(c->Str(s.datatype)), rb = DatatypeSize(c->Str(r.datatype));
       const bool differ = (sb > 0 && rb > 0) ? s.count * sb != r.count * rb : (s.count != r.count || s.datatype != r.datatype);
       if (differ) {
         Finding f;

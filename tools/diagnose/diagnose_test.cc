@@ -70,7 +70,7 @@ struct Job {
     op.comm = comm;
     op.rank = RankOf(proc, comm);
     op.kind = OpKind::kColl;
-    op.func = m.Intern(func);
+    m.SetFunc(&op, func);
     op.datatype = m.Intern(dtype);
     op.count = count;
     op.seq = seq;

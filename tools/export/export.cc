@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "tools/semantics.h"
 #include "tools/stats/text.h"
 
 namespace ncclwatch::tools {
@@ -147,7 +148,7 @@ class Builder {
     a["proto"] = Str(m_.Str(o.proto));
     a["nchannels"] = Num(o.nchannels);
     if (o.kind == OpKind::kP2p) a["peer"] = Num(o.peer_or_root);
-    else if (m_.Str(o.func) == "Broadcast" || m_.Str(o.func) == "Reduce") a["root"] = Num(o.peer_or_root);
+    else if (IsRooted(o.fn)) a["root"] = Num(o.peer_or_root);
     a["enqueue_us"] = Num(o.enqueue_ns / 1000.0);
     if (o.has_gpu) {
       a["gpu_us"] = Num(o.gpu_duration_ns / 1000.0);

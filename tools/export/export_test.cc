@@ -50,7 +50,7 @@ struct Job {
     o.comm = 0;
     o.rank = r;
     o.kind = (func == "Send" || func == "Recv") ? OpKind::kP2p : OpKind::kColl;
-    o.func = m.Intern(func);
+    m.SetFunc(&o, func);
     o.datatype = m.Intern("ncclFloat32");
     o.algo = m.Intern("Ring");
     o.proto = m.Intern("Simple");

@@ -46,6 +46,7 @@ struct RowKey {
 };
 
 struct Acc {
+  Func fn = Func::kOther;  // the row's function (its key holds the name)
   int32_t nranks = 0;
   double bytes_sum = 0;
   uint64_t bytes_n = 0;
@@ -64,52 +65,12 @@ std::string FuncName(const Model& m, uint16_t id) {
 // Bucket of an op and, when known, its bytes.
 int32_t BucketOf(const Model& m, const Op& o, double* bytes, bool* known) {
   const Comm& c = m.comms[o.comm];
-  *known = OpBytes(m.Str(o.func), m.Str(o.datatype), o.count, c.nranks, bytes);
+  *known = OpBytes(o.fn, m.Str(o.datatype), o.count, c.nranks, bytes);
   if (!*known) return -2;
   return Log2Floor(static_cast<uint64_t>(std::llround(*bytes)));  // -1 for 0 bytes
 }
 
 }  // namespace
-
-int DatatypeSize(const std::string& datatype) {
-  std::string d = datatype;
-  if (d.compare(0, 4, "nccl") == 0) d = d.substr(4);
-  static const std::map<std::string, int> kSizes = {
-      {"Int8", 1},      {"Char", 1},     {"Uint8", 1},       {"Float8e4m3", 1}, {"Float8e5m2", 1},
-      {"Float16", 2},   {"Half", 2},     {"Bfloat16", 2},    {"Int32", 4},      {"Int", 4},
-      {"Uint32", 4},    {"Float32", 4},  {"Float", 4},       {"Int64", 8},      {"Uint64", 8},
-      {"Float64", 8},   {"Double", 8},
-  };
-  auto it = kSizes.find(d);
-  return it == kSizes.end() ? 0 : it->second;
-}
-
-bool OpBytes(const std::string& func, const std::string& datatype, uint64_t count, int32_t nranks, double* bytes) {
-  const int size = DatatypeSize(datatype);
-  if (size == 0) return false;
-  double b = static_cast<double>(count) * size;
-  // nccl-tests doc/PERFORMANCE.md: for AllGather and ReduceScatter "S is the
-  // size in bytes of the total array, which for NCCL is equal to
-  // sendcount*sizeof(datatype)*n" (recvcount for ReduceScatter): NCCL's
-  // count, which the profiler reports, is per rank for those two.
-  if (func == "AllGather" || func == "ReduceScatter") b *= std::max(nranks, 1);
-  *bytes = b;
-  return true;
-}
-
-bool BusBwFactor(const std::string& func, int32_t nranks, double* factor) {
-  const double n = std::max(nranks, 1);
-  if (func == "AllReduce") {
-    *factor = 2.0 * (n - 1) / n;
-  } else if (func == "AllGather" || func == "ReduceScatter") {
-    *factor = (n - 1) / n;
-  } else if (func == "Broadcast" || func == "Reduce" || func == "Send" || func == "Recv" || func == "SendRecv") {
-    *factor = 1.0;
-  } else {
-    return false;
-  }
-  return true;
-}
 
 int64_t Percentile(std::vector<int64_t>* v, double p) {
   // Nearest rank: ceil(p/100 * n), 1-based.
@@ -139,6 +100,7 @@ stats::Stats ComputeStats(const Model& m) {
     RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
     Acc& a = rows[k];
     a.nranks = std::max(a.nranks, c.nranks);
+    a.fn = o.fn;
     return a;
   };
   for (const Op& o : m.ops) {
@@ -206,7 +168,7 @@ stats::Stats ComputeStats(const Model& m) {
       r->set_latency_p50_us(Us(p50));
       r->set_latency_p99_us(Us(Percentile(lat, 99)));
       double factor;
-      const bool has_factor = BusBwFactor(key.func, a.nranks, &factor);
+      const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
       if (has_factor) r->set_busbw_factor(factor);
       if (r->has_bytes() && p50 > 0) {
         const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s

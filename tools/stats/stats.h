@@ -26,20 +26,9 @@
 
 #include "proto/stats.pb.h"
 #include "tools/model.h"
+#include "tools/semantics.h"
 
 namespace ncclwatch::tools {
-
-// Bytes per element of an NCCL datatype name ("ncclFloat32", also NCCL's
-// aliases "ncclFloat", "ncclHalf", ... and the names without "nccl"); 0 when
-// unknown.
-int DatatypeSize(const std::string& datatype);
-
-// nccl-tests' size S in bytes of one operation (see above); false when the
-// datatype is unknown.
-bool OpBytes(const std::string& func, const std::string& datatype, uint64_t count, int32_t nranks, double* bytes);
-
-// nccl-tests' bus bandwidth factor; false for a function it does not define.
-bool BusBwFactor(const std::string& func, int32_t nranks, double* factor);
 
 // Nearest-rank percentile (p in (0, 100]) of `v`, which it reorders; v non-empty.
 int64_t Percentile(std::vector<int64_t>* v, double p);

@@ -56,7 +56,7 @@ struct Job {
     o.comm = ci;
     o.rank = r;
     o.kind = (func == "Send" || func == "Recv") ? OpKind::kP2p : OpKind::kColl;
-    o.func = m.Intern(func);
+    m.SetFunc(&o, func);
     o.datatype = m.Intern(dtype);
     o.seq = seq;
     o.count = count;
@@ -104,57 +104,6 @@ const stats::StatRow* FindRow(const stats::Stats& s, const std::string& comm, co
   for (const auto& r : s.rows())
     if (r.comm() == comm && r.func() == func && r.bucket_log2() == bucket) return &r;
   return nullptr;
-}
-
-TEST(StatsTest, DatatypeSizes) {
-  EXPECT_EQ(DatatypeSize("ncclInt8"), 1);
-  EXPECT_EQ(DatatypeSize("ncclUint8"), 1);
-  EXPECT_EQ(DatatypeSize("ncclFloat8e4m3"), 1);
-  EXPECT_EQ(DatatypeSize("ncclFloat8e5m2"), 1);
-  EXPECT_EQ(DatatypeSize("ncclFloat16"), 2);
-  EXPECT_EQ(DatatypeSize("ncclBfloat16"), 2);
-  EXPECT_EQ(DatatypeSize("ncclInt32"), 4);
-  EXPECT_EQ(DatatypeSize("ncclUint32"), 4);
-  EXPECT_EQ(DatatypeSize("ncclFloat32"), 4);
-  EXPECT_EQ(DatatypeSize("ncclInt64"), 8);
-  EXPECT_EQ(DatatypeSize("ncclUint64"), 8);
-  EXPECT_EQ(DatatypeSize("ncclFloat64"), 8);
-  EXPECT_EQ(DatatypeSize("ncclFloat"), 4);
-  EXPECT_EQ(DatatypeSize("Float32"), 4);
-  EXPECT_EQ(DatatypeSize(""), 0);
-  EXPECT_EQ(DatatypeSize("ncclComplex"), 0);
-}
-
-TEST(StatsTest, BytesFollowNcclTests) {
-  double b = 0;
-  // AllReduce, Broadcast, Reduce, Send, Recv: count x size.
-  ASSERT_TRUE(OpBytes("AllReduce", "ncclFloat32", 1024, 8, &b));
-  EXPECT_EQ(b, 4096);
-  ASSERT_TRUE(OpBytes("Send", "ncclBfloat16", 1024, 8, &b));
-  EXPECT_EQ(b, 2048);
-  // AllGather / ReduceScatter: NCCL's count is per rank; S is the whole array.
-  ASSERT_TRUE(OpBytes("AllGather", "ncclFloat32", 1024, 8, &b));
-  EXPECT_EQ(b, 4096 * 8);
-  ASSERT_TRUE(OpBytes("ReduceScatter", "ncclFloat16", 1024, 4, &b));
-  EXPECT_EQ(b, 2048 * 4);
-  EXPECT_FALSE(OpBytes("AllReduce", "ncclMystery", 1024, 8, &b));
-
-  double f = 0;
-  ASSERT_TRUE(BusBwFactor("AllReduce", 8, &f));
-  EXPECT_DOUBLE_EQ(f, 2.0 * 7 / 8);
-  ASSERT_TRUE(BusBwFactor("AllGather", 8, &f));
-  EXPECT_DOUBLE_EQ(f, 7.0 / 8);
-  ASSERT_TRUE(BusBwFactor("ReduceScatter", 4, &f));
-  EXPECT_DOUBLE_EQ(f, 3.0 / 4);
-  ASSERT_TRUE(BusBwFactor("Broadcast", 4, &f));
-  EXPECT_EQ(f, 1);
-  ASSERT_TRUE(BusBwFactor("Reduce", 4, &f));
-  EXPECT_EQ(f, 1);
-  ASSERT_TRUE(BusBwFactor("Send", 2, &f));
-  EXPECT_EQ(f, 1);
-  ASSERT_TRUE(BusBwFactor("Recv", 2, &f));
-  EXPECT_EQ(f, 1);
-  EXPECT_FALSE(BusBwFactor("AllToAllMaybe", 2, &f));
 }
 
 TEST(StatsTest, PercentileIsNearestRank) {

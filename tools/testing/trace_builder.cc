@@ -12,6 +12,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "tools/semantics.h"
+
 namespace ncclwatch::tools::testing {
 namespace {
 
@@ -623,7 +625,7 @@ uint64_t TraceBuilder::AddOp(int comm, bool p2p, const std::string& func, uint64
   if (p2p) {
     o.p2p_seq = opts.p2p_seq;
     auto& counters = p2p_counters_[comm - 1];
-    const size_t slot = 2 * static_cast<size_t>(std::max(peer, 0)) + (func == "Recv" ? 1 : 0);
+    const size_t slot = 2 * static_cast<size_t>(std::max(peer, 0)) + (IsRecv(FuncFromName(func)) ? 1 : 0);
     if (slot >= counters.size()) counters.resize(slot + 2, 0);
     if (o.p2p_seq == 0) {
       o.p2p_seq = ++counters[slot];

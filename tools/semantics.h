@@ -1,0 +1,61 @@
+// NCCL's operations as the analyses need them, in one place: which functions
+// have a root and which way their data flows, which side of a point-to-point
+// pair an operation is, how many bytes an element of a datatype has, and
+// nccl-tests' byte count and bus-bandwidth factor. LoadModel resolves each
+// operation's function once (Op::fn); the analyses ask these traits and never
+// compare function names, so two of them cannot disagree about, say, whether
+// Gather has a root.
+//
+// Pure functions over constant tables: no allocation, any thread.
+
+#ifndef TOOLS_SEMANTICS_H_
+#define TOOLS_SEMANTICS_H_
+
+#include <stdint.h>
+
+#include <string_view>
+
+namespace ncclwatch::tools {
+
+// The functions NCCL's profiler names (ncclProfileColl/P2p `func`).
+enum class Func : uint8_t {
+  kOther = 0,  // no name, or one this version of the tools does not know
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
+  kSend,
+  kRecv,
+  kSendRecv,  // NCCL 2.23's v1 function table has it
+};
+
+Func FuncFromName(std::string_view name);
+
+// Where a rooted function's data goes: from the root to every rank
+// (Broadcast, Scatter) or from every rank to the root (Reduce, Gather).
+enum class RootFlow : uint8_t { kNone = 0, kFromRoot, kToRoot };
+RootFlow FlowOf(Func f);
+inline bool IsRooted(Func f) { return FlowOf(f) != RootFlow::kNone; }
+
+// The receiving side of a point-to-point pair; every other p2p op sends.
+inline bool IsRecv(Func f) { return f == Func::kRecv; }
+
+// Bytes per element of an NCCL datatype name ("ncclFloat32"; NCCL's aliases
+// "ncclFloat", "ncclHalf", ...; without "nccl"; any case); 0 when unknown.
+int DatatypeSize(std::string_view datatype);
+
+// nccl-tests' size S in bytes of one operation: count elements, times the
+// number of ranks for AllGather and ReduceScatter, whose NCCL count is per
+// rank (nccl-tests doc/PERFORMANCE.md). False when the datatype is unknown.
+bool OpBytes(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes);
+
+// nccl-tests' bus-bandwidth factor; false for a function it does not define.
+bool BusBwFactor(Func f, int32_t nranks, double* factor);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_SEMANTICS_H_
