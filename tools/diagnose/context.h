@@ -1,0 +1,173 @@
+// What every finder of `ncclwatch diagnose` shares: the model with the
+// facts derived from it once (Prepare: who is dead, which operations are
+// provably unfinished, each communicator's collectives in order), the verdict
+// order of findings, and what a rank that never joined did instead (FateOf).
+//
+// A Ctx is built and prepared on one thread before the finders run; the
+// finders read it. One field is written by a finder and read by later ones:
+// mismatch_seq (FindMismatches first, so that stuck detection defers to a
+// mismatch), which is why Diagnose runs the finders in a fixed order.
+
+#ifndef TOOLS_DIAGNOSE_CONTEXT_H_
+#define TOOLS_DIAGNOSE_CONTEXT_H_
+
+#include <stdint.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "proto/report.pb.h"
+#include "tools/diagnose/diagnose.h"
+#include "tools/diagnose/format.h"
+#include "tools/model.h"
+#include "tools/semantics.h"
+
+namespace ncclwatch::tools::diagnose_internal {
+
+using report::Diagnosis;
+using report::Finding;
+using report::ProcRef;
+
+// NCCL counts seqNumber per communicator and function: a collective's
+// sequence is keyed by both.
+inline uint64_t SeqKey(uint32_t comm, uint16_t func) { return uint64_t{comm} << 16 | func; }
+
+// The function of a match's ops (every op of a collective match has it).
+uint16_t MatchFunc(const Model& m, const Match& mt);
+
+struct Ctx {
+  const Model& m;
+  const DiagnoseOptions& o;
+  int64_t t0 = 0, t_end = 0;
+  std::vector<bool> dead;
+  std::vector<uint32_t> oldest_inflight;              // per proc: oldest kInFlight op, kNone
+  // Per proc: (comm << 16 | func) -> highest collective seq issued. NCCL
+  // counts seqNumber per communicator and function.
+  std::vector<std::map<uint64_t, uint64_t>> last_seq;
+  std::vector<std::vector<uint32_t>> colls_of_comm;    // coll matches by comm, by earliest enqueue
+  std::set<uint32_t> stuck_ops;                        // ops a stuck report names
+  // Per op: proven never to have finished, from enqueue records alone
+  // (MarkUnfinished). What decides for operations without completion tracking.
+  std::vector<bool> unfinished;
+  std::vector<uint64_t> mismatch_seq;                  // per comm: first disagreeing seq (0: none)
+
+  Ctx(const Model& model, const DiagnoseOptions& opts) : m(model), o(opts) {}
+
+  double T(int64_t ns) const { return ns == kNoTime ? 0.0 : static_cast<double>(ns - t0) / 1e9; }
+  std::string Name(uint32_t proc) const { return ProcName(m, proc); }
+  const std::string& Str(uint16_t id) const { return m.Str(id); }
+
+  bool HasFile(uint32_t comm, int32_t rank) const {
+    const Comm& c = m.comms[comm];
+    return rank >= 0 && static_cast<size_t>(rank) < c.proc_of_rank.size() && c.proc_of_rank[rank] != kNone;
+  }
+  int64_t FinalizeOf(uint32_t proc, uint32_t comm) const {
+    for (const CommMember& mem : m.comms[comm].members)
+      if (mem.proc == proc) return mem.finalize_ns;
+    return kNoTime;
+  }
+  int32_t RankIn(uint32_t proc, uint32_t comm) const {
+    for (const CommMember& mem : m.comms[comm].members)
+      if (mem.proc == proc) return mem.rank;
+    return -1;
+  }
+  // Seconds the op's process waited after enqueuing it: until its last sign
+  // of life, or until its communicator was finalized (an abort, when the op
+  // was still in flight: NCCL calls the profiler's finalize from
+  // ncclCommAbort too, as a framework's watchdog does).
+  double WaitSec(const Op& op) const {
+    const Proc& p = m.procs[op.proc];
+    if (p.last_ns == kNoTime || op.start_ns == kNoTime) return 0;
+    int64_t until = p.last_ns;
+    const int64_t fin = FinalizeOf(op.proc, op.comm);
+    if (fin != kNoTime && fin < until) until = fin;
+    return static_cast<double>(until - op.start_ns) / 1e9;
+  }
+  bool Hung(uint32_t oi) const {
+    const Op& op = m.ops[oi];
+    if (op.state == OpState::kCompleted) return false;
+    // Without completion tracking, a long wait proves nothing (the op may
+    // have finished long ago), nor does a finalize (an abort looks the same
+    // as a clean destroy): only MarkUnfinished's proof does.
+    if (op.state == OpState::kUntracked && !unfinished[oi]) return false;
+    if (dead[op.proc] && op.state == OpState::kInFlight) return true;  // it died inside
+    return WaitSec(op) >= o.min_wait_sec || stuck_ops.count(oi) > 0;
+  }
+  std::string CommLabel(uint32_t comm) const { return "comm " + m.comms[comm].Label(); }
+  // "AllReduce #12", "Send #3 to rank 2".
+  std::string OpName(const Op& op) const {
+    std::string f = Str(op.func).empty() ? std::string("operation") : Str(op.func);
+    if (op.kind == OpKind::kColl) return f + " #" + std::to_string(op.seq);
+    const Comm& c = m.comms[op.comm];
+    std::string peer = HasFile(op.comm, op.peer_or_root) ? Name(c.proc_of_rank[op.peer_or_root])
+                                                          : "comm rank " + std::to_string(op.peer_or_root);
+    return f + " #" + std::to_string(op.seq) + (IsRecv(op.fn) ? " from " : " to ") + peer;
+  }
+  std::string PeerName(uint32_t comm, int32_t rank) const {
+    return HasFile(comm, rank) ? Name(m.comms[comm].proc_of_rank[rank]) : "comm rank " + std::to_string(rank);
+  }
+  ProcRef Ref(uint32_t proc, uint32_t comm = kNone) const {
+    ProcRef r;
+    const Proc& p = m.procs[proc];
+    r.set_name(Name(proc));
+    r.set_launcher_rank(p.launcher_rank);
+    r.set_comm_rank(comm == kNone ? -1 : RankIn(proc, comm));
+    r.set_host(p.host);
+    r.set_pid(p.pid);
+    r.set_file(p.path);
+    return r;
+  }
+  std::string Names(const std::vector<uint32_t>& procs) const {
+    std::vector<std::string> n;
+    for (uint32_t p : procs) n.push_back(Name(p));
+    return RankList(n);
+  }
+};
+
+// Fills the Ctx's derived facts (times, dead ranks, last seqs, unfinished
+// operations, stuck operations, collectives per communicator).
+void Prepare(Ctx* c);
+
+void SetComm(const Ctx& c, uint32_t comm, Finding* f);
+void AddEvidence(Finding* f, const std::string& proc, const std::string& text);
+
+// A finding with its place in the verdict order.
+struct Ranked {
+  int precedence;
+  int64_t when;  // the operation's earliest start (or the event's time)
+  Finding f;
+};
+
+// Adds a finding in its place in the verdict order (by kind, then time).
+void Emit(std::vector<Ranked>* out, int64_t when, Finding f);
+
+// The ops of a collective match, by comm rank (only ranks with an op).
+std::vector<std::pair<int32_t, uint32_t>> Present(const Match& mt);
+int64_t EarliestStart(const Model& m, const std::vector<uint32_t>& ops);
+
+struct FateInfo {
+  report::Fate fate = report::FATE_UNSPECIFIED;
+  std::string brief;     // for the summary: "left cleanly after #11"
+  std::string evidence;  // for the evidence line
+};
+
+// A process's last operation (on `comm`, or any), with when it was enqueued
+// or completed: "AllReduce #11 completed at 3.20 s".
+std::string LastOpText(const Ctx& c, uint32_t proc, uint32_t comm);
+// What a rank that never issued an operation on `comm` did instead.
+// `missing_seq`: the collective it never joined (the others completed every
+// earlier one, so it took part in them even where its file lost the records).
+FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* missing_seq = nullptr,
+                uint16_t missing_func = 0);
+
+// "send to rank 2 never completed on channel 3": a stalled proxy transfer.
+std::string ProxyLine(const Ctx& c, uint32_t comm, const ProxyState& x);
+// The evidence of one rank's stuck report for op `oi` (latest report naming it).
+const StuckOp* StuckOf(const Ctx& c, uint32_t oi, int64_t* report_time);
+
+}  // namespace ncclwatch::tools::diagnose_internal
+
+#endif  // TOOLS_DIAGNOSE_CONTEXT_H_

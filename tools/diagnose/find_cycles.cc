@@ -1,0 +1,190 @@
+// WAIT_CYCLE and cross-communicator ORDER_MISMATCH: ranks waiting on each
+// other in a cycle, from who waits in which operation, and from the merged
+// order of operations.
+
+#include "tools/diagnose/finders.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tools/order.h"
+
+namespace ncclwatch::tools::diagnose_internal {
+
+void FindCycles(Ctx* c, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  const size_t np = m.procs.size();
+  // needs[p]: processes that p's oldest in-flight (hung) op waits for.
+  std::vector<std::vector<uint32_t>> needs(np);
+  for (uint32_t pi = 0; pi < np; ++pi) {
+    const uint32_t oi = c->oldest_inflight[pi];
+    if (oi == kNone || !c->Hung(oi)) continue;
+    const Op& op = m.ops[oi];
+    const Comm& comm = m.comms[op.comm];
+    if (op.kind == OpKind::kColl) {
+      if (op.match == kNone) continue;
+      const Match& mt = m.matches[op.match];
+      for (int32_t r = 0; r < comm.nranks; ++r)
+        if ((static_cast<size_t>(r) >= mt.ops.size() || mt.ops[r] == kNone) && c->HasFile(op.comm, r))
+          needs[pi].push_back(comm.proc_of_rank[r]);
+    } else if (op.match != kNone) {
+      const Match& mt = m.matches[op.match];
+      if (mt.ops.size() == 2 && (mt.ops[0] == kNone || mt.ops[1] == kNone) && c->HasFile(op.comm, op.peer_or_root))
+        needs[pi].push_back(comm.proc_of_rank[op.peer_or_root]);
+    }
+  }
+  // Find cycles by depth-first search; report each once (by its set of processes).
+  std::vector<int> color(np, 0);  // 0 new, 1 on stack, 2 done
+  std::vector<uint32_t> stack;
+  std::set<std::set<uint32_t>> seen;
+  std::function<void(uint32_t)> dfs = [&](uint32_t u) {
+    color[u] = 1;
+    stack.push_back(u);
+    for (uint32_t v : needs[u]) {
+      if (color[v] == 1) {
+        auto it = std::find(stack.begin(), stack.end(), v);
+        std::vector<uint32_t> cyc(it, stack.end());
+        std::set<uint32_t> key(cyc.begin(), cyc.end());
+        if (cyc.size() >= 2 && seen.insert(key).second) {
+          // Start the description at the lowest-numbered process.
+          std::rotate(cyc.begin(), std::min_element(cyc.begin(), cyc.end(), [&](uint32_t a, uint32_t b) {
+                        return c->Name(a) < c->Name(b);
+                      }), cyc.end());
+          Finding f;
+          f.set_kind(report::WAIT_CYCLE);
+          std::string sum = "DEADLOCK: ";
+          int64_t when = INT64_MAX;
+          for (size_t i = 0; i < cyc.size(); ++i) {
+            const uint32_t a = cyc[i], b = cyc[(i + 1) % cyc.size()];
+            const Op& op = m.ops[c->oldest_inflight[a]];
+            if (i == 0) {
+              SetComm(*c, op.comm, &f);
+              f.set_func(c->Str(op.func));
+              f.set_seq(op.seq);
+            }
+            when = std::min(when, op.start_ns);
+            *f.add_culprits() = c->Ref(a);
+            sum += (i == 0 ? "" : ", which ") + std::string(i == 0 ? c->Name(a) + " waits" : "waits") + " in " +
+                   c->OpName(op) + " on " + c->CommLabel(op.comm) + " for " + c->Name(b);
+            AddEvidence(&f, c->Name(a), "in " + c->OpName(op) + " on " + c->CommLabel(op.comm) + " since " +
+                                            At(c->T(op.start_ns)) + " (" + Dur(c->WaitSec(op)) + "); " + c->Name(b) +
+                                            " never issued it");
+          }
+          double waited = 1e300;
+          for (uint32_t a : cyc) waited = std::min(waited, c->WaitSec(m.ops[c->oldest_inflight[a]]));
+          f.set_waited_sec(waited);
+          f.set_summary(sum + "; neither issued the other's operation (waited " + Dur(waited) + ")");
+          Emit(out, when, std::move(f));
+        }
+      } else if (color[v] == 0) {
+        dfs(v);
+      }
+    }
+    stack.pop_back();
+    color[u] = 2;
+  };
+  for (uint32_t pi = 0; pi < np; ++pi)
+    if (color[pi] == 0) dfs(pi);
+}
+
+// Ranks that issued the same operations in different orders make the merged
+// order (order.h) cyclic. Among the operations of each cycle, the pair that
+// ranks issued in opposite orders names the odd ranks out (the minority);
+// within one communicator that is an order mismatch, across communicators a
+// deadlock. Only cycles holding a hung operation are reported: on separate
+// streams, a different order across communicators is harmless.
+void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  // Only cycles holding a hung operation are reported: without one, the
+  // whole order need not be computed.
+  bool any_hung = false;
+  for (uint32_t oi = 0; oi < m.ops.size() && !any_hung; ++oi) any_hung = c->Hung(oi);
+  if (!any_hung) return;
+  GlobalOrder g = ComputeOrder(m);
+  if (g.cycles.empty()) return;
+  std::vector<size_t> pos_of(m.ops.size(), SIZE_MAX);
+  for (size_t p = 0; p < g.nodes.size(); ++p)
+    for (uint32_t oi : g.nodes[p]) pos_of[oi] = p;
+  for (const auto& cyc : g.cycles) {
+    bool hung = false;
+    for (size_t p : cyc)
+      for (uint32_t oi : g.nodes[p]) hung |= c->Hung(oi);
+    if (!hung || cyc.size() > 256) continue;
+    std::set<size_t> in(cyc.begin(), cyc.end());
+    // Each process's cycle operations in its program order.
+    std::vector<std::vector<size_t>> seq(m.procs.size());
+    for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+      for (uint32_t oi : m.procs[pi].ops)
+        if (in.count(pos_of[oi])) seq[pi].push_back(pos_of[oi]);
+    // The earliest pair issued in opposite orders.
+    size_t best_u = SIZE_MAX, best_v = SIZE_MAX;
+    std::vector<uint32_t> first_uv, first_vu;
+    int64_t best_when = INT64_MAX;
+    for (size_t i = 0; i < cyc.size(); ++i)
+      for (size_t j = i + 1; j < cyc.size(); ++j) {
+        const size_t u = cyc[i], v = cyc[j];
+        // Collectives only: a send/recv shifted by an unmatched send is
+        // FindP2p's; and a communicator with a mismatch explains its own shifts.
+        const Op& a0 = m.ops[g.nodes[u][0]];
+        const Op& b0 = m.ops[g.nodes[v][0]];
+        if (a0.kind != OpKind::kColl || b0.kind != OpKind::kColl) continue;
+        if (c->mismatch_seq[a0.comm] != 0 || c->mismatch_seq[b0.comm] != 0) continue;
+        std::vector<uint32_t> uv, vu;
+        for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+          auto a = std::find(seq[pi].begin(), seq[pi].end(), u);
+          auto b = std::find(seq[pi].begin(), seq[pi].end(), v);
+          if (a == seq[pi].end() || b == seq[pi].end()) continue;
+          (a < b ? uv : vu).push_back(pi);
+        }
+        if (uv.empty() || vu.empty()) continue;
+        int64_t when = INT64_MAX;
+        for (uint32_t oi : g.nodes[u]) when = std::min(when, m.ops[oi].start_ns);
+        if (when < best_when) best_when = when, best_u = u, best_v = v, first_uv = uv, first_vu = vu;
+      }
+    if (best_u == SIZE_MAX) continue;
+    const Op& ou = m.ops[g.nodes[best_u][0]];
+    const Op& ov = m.ops[g.nodes[best_v][0]];
+    const bool one_comm = ou.comm == ov.comm;
+    // The odd ranks out: the smaller side (both sides when they are equal).
+    const bool majority = first_uv.size() != first_vu.size();
+    const std::vector<uint32_t>& odd = first_uv.size() < first_vu.size() ? first_uv : first_vu;
+    const std::vector<uint32_t>& rest = &odd == &first_uv ? first_vu : first_uv;
+    const bool odd_uv = &odd == &first_uv;
+    // "rank 3" / "ranks 2,3" from the processes' names.
+    auto names = [&](const std::vector<uint32_t>& ps) {
+      std::string s;
+      for (size_t i = 0; i < ps.size(); ++i) s += (i ? "," : "") + c->Name(ps[i]).substr(c->Name(ps[i]).rfind(' ') + 1);
+      return (ps.size() == 1 ? "rank " : "ranks ") + s;
+    };
+    auto opname = [&](const Op& o) { return c->OpName(o) + (one_comm ? "" : " on " + c->CommLabel(o.comm)); };
+    const std::string a = opname(odd_uv ? ou : ov), b = opname(odd_uv ? ov : ou);
+    double waited = 0;
+    for (size_t p : {best_u, best_v})
+      for (uint32_t oi : g.nodes[p])
+        if (c->Hung(oi)) waited = std::max(waited, c->WaitSec(m.ops[oi]));
+    Finding f;
+    f.set_kind(one_comm ? report::ORDER_MISMATCH : report::WAIT_CYCLE);
+    SetComm(*c, ou.comm, &f);
+    f.set_func(c->Str(ou.func));
+    f.set_seq(ou.seq);
+    f.set_waited_sec(waited);
+    for (uint32_t pi : odd) *f.add_culprits() = c->Ref(pi, ou.comm);
+    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi, ou.comm);
+    std::string sum = one_comm ? "ORDER MISMATCH: " : "DEADLOCK: ";
+    sum += names(odd) + " issued " + a + " before " + b + (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) +
+           " where " + names(rest) + " issued " + b + " first";
+    sum += majority ? "" : " (no majority)";
+    sum += one_comm ? "; the collectives cannot match (waited " + Dur(waited) + ")"
+                    : "; each waits for the other (waited " + Dur(waited) + ")";
+    f.set_summary(sum);
+    for (uint32_t pi : odd) AddEvidence(&f, c->Name(pi), "issued " + a + " then " + b);
+    for (uint32_t pi : rest) AddEvidence(&f, c->Name(pi), "issued " + b + " then " + a);
+    Emit(out, best_when, std::move(f));
+  }
+}
+
+}  // namespace ncclwatch::tools::diagnose_internal

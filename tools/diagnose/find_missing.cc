@@ -1,0 +1,215 @@
+// MISSING_RANK and STUCK_IN_PROGRESS: an operation some rank never joined,
+// and one every rank joined that never finished.
+
+#include "tools/diagnose/finders.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ncclwatch::tools::diagnose_internal {
+
+void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
+    const Comm& comm = m.comms[ci];
+    bool stuck_found = false;
+    for (uint32_t mi : c->colls_of_comm[ci]) {
+      const Match& mt = m.matches[mi];
+      auto present = Present(mt);
+      if (present.empty()) continue;
+      std::vector<uint32_t> absent, no_file;  // procs / comm ranks
+      bool hole = false;
+      for (int32_t r = 0; r < comm.nranks; ++r) {
+        if (static_cast<size_t>(r) < mt.ops.size() && mt.ops[r] != kNone) continue;
+        if (!c->HasFile(ci, r)) {
+          no_file.push_back(static_cast<uint32_t>(r));
+          continue;
+        }
+        uint32_t pr = comm.proc_of_rank[r];
+        auto it = c->last_seq[pr].find(SeqKey(ci, MatchFunc(m, mt)));
+        if (it != c->last_seq[pr].end() && it->second >= mt.seq) hole = true;  // lost records, not absence
+        else absent.push_back(pr);
+      }
+      bool completed = false, hung = true, stuck_named = false;
+      double waited = 1e300;
+      std::vector<uint32_t> ops, waiting, unfinished;
+      for (auto& [r, oi] : present) {
+        const Op& op = m.ops[oi];
+        ops.push_back(oi);
+        if (op.state == OpState::kCompleted) {
+          completed = true;
+          continue;
+        }
+        unfinished.push_back(oi);
+        waiting.push_back(op.proc);
+        if (!c->Hung(oi)) hung = false;
+        if (c->stuck_ops.count(oi)) stuck_named = true;
+        waited = std::min(waited, c->WaitSec(op));
+      }
+      if (unfinished.empty()) continue;
+      if (waited == 1e300) waited = 0;
+      const std::string func = m.Str(m.ops[present[0].second].func);
+      const std::string opname = (func.empty() ? "operation" : func) + " #" + std::to_string(mt.seq);
+
+      // An extra collective: issued by a minority while the majority, which
+      // never issued it, went on and waits in a later operation of this
+      // communicator. The minority is the odd one out.
+      if (!absent.empty() && absent.size() > waiting.size() && !completed && hung) {
+        // Moved on: each of them issued a later operation on this communicator.
+        int64_t issued_at = INT64_MAX;
+        for (uint32_t oi : unfinished) issued_at = std::min(issued_at, m.ops[oi].start_ns);
+        bool moved_on = true;
+        for (uint32_t pr : absent) {
+          bool later = false;
+          for (uint32_t oi : m.procs[pr].ops) later |= m.ops[oi].comm == ci && m.ops[oi].start_ns > issued_at;
+          moved_on = moved_on && later && c->oldest_inflight[pr] != kNone;
+        }
+        if (moved_on) {
+          Finding f;
+          f.set_kind(report::MISMATCH);
+          SetComm(*c, ci, &f);
+          f.set_func(func);
+          f.set_seq(mt.seq);
+          f.set_waited_sec(waited);
+          for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
+          for (uint32_t pr : absent) *f.add_waiting() = c->Ref(pr, ci);
+          f.set_summary("MISMATCH: " + c->Names(waiting) + " issued an extra " + opname + " on " + c->CommLabel(ci) +
+                        " that " + c->Names(absent) + " never issued; they went on past it (" + Dur(waited) + ")");
+          for (uint32_t oi : unfinished)
+            AddEvidence(&f, c->Name(m.ops[oi].proc),
+                        "issued " + opname + " at " + At(c->T(m.ops[oi].start_ns)) + ", never completed");
+          for (uint32_t pr : absent) {
+            const Op& b = m.ops[c->oldest_inflight[pr]];
+            AddEvidence(&f, c->Name(pr), "never issued it; waits in " + c->OpName(b) + " on " + c->CommLabel(b.comm) +
+                                             " since " + At(c->T(b.start_ns)));
+          }
+          Emit(out, EarliestStart(m, ops), std::move(f));
+          break;
+        }
+      }
+      if ((!absent.empty() || (!no_file.empty() && !hole)) && !completed && hung) {
+        // 1. Missing rank.
+        Finding f;
+        f.set_kind(report::MISSING_RANK);
+        SetComm(*c, ci, &f);
+        f.set_func(func);
+        f.set_seq(mt.seq);
+        f.set_waited_sec(waited);
+        std::string fates;
+        for (uint32_t pr : absent) {
+          FateInfo fi = FateOf(*c, pr, ci, &mt.seq, MatchFunc(m, mt));
+          *f.add_culprits() = c->Ref(pr, ci);
+          f.add_fates(fi.fate);
+          fates += (fates.empty() ? "" : ", ") + c->Name(pr) + " " + fi.brief;
+          AddEvidence(&f, c->Name(pr), fi.evidence);
+        }
+        std::vector<std::string> nf;
+        for (uint32_t r : no_file) nf.push_back("comm rank " + std::to_string(r));
+        if (absent.empty()) {
+          for (uint32_t r : no_file) {
+            ProcRef* pr = f.add_culprits();
+            pr->set_name("comm rank " + std::to_string(r));
+            pr->set_launcher_rank(-1);
+            pr->set_comm_rank(static_cast<int32_t>(r));
+            f.add_fates(report::FATE_NO_FILE);
+          }
+        }
+        for (uint32_t pr : waiting) *f.add_waiting() = c->Ref(pr, ci);
+        std::string sum;
+        if (!absent.empty()) {
+          sum = "HANG: " + c->Names(absent) + " never joined " + opname + " on " + c->CommLabel(ci) + "; " +
+                c->Names(waiting) + " waited " + Dur(waited) + "; " + fates;
+        } else {
+          sum = "HANG: " + opname + " on " + c->CommLabel(ci) + " never completed; " + c->Names(waiting) + " waited " +
+                Dur(waited) + "; the missing " + RankList(nf) + " gave no trace file";
+        }
+        f.set_summary(sum);
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        double wlo = 1e300, whi = 0;
+        for (uint32_t oi : unfinished) {
+          lo = std::min(lo, m.ops[oi].start_ns);
+          hi = std::max(hi, m.ops[oi].start_ns);
+          wlo = std::min(wlo, c->WaitSec(m.ops[oi]));
+          whi = std::max(whi, c->WaitSec(m.ops[oi]));
+        }
+        AddEvidence(&f, c->Names(waiting),
+                    "in " + opname + " since " + At(c->T(lo)) + (hi - lo > 10000000 ? " to " + At(c->T(hi)) : "") +
+                        ", waited " + Dur(wlo) + (whi - wlo > 0.05 ? " to " + Dur(whi) : "") +
+                        (stuck_named ? "; stuck reports name it" : ""));
+        if (!absent.empty() && !no_file.empty())
+          AddEvidence(&f, RankList(nf), "no trace file: cannot tell whether it joined");
+        Emit(out, EarliestStart(m, ops), std::move(f));
+        break;
+      }
+      if (absent.empty() && no_file.empty() && hung) {
+        // 4. Stuck in progress; a mismatch at or before this op explains it
+        // instead. One per communicator; the scan goes on, since a later
+        // collective that a rank skipped (found above) is the better answer:
+        // a rank that skipped one races ahead and hangs first in the next.
+        if (c->mismatch_seq[ci] != 0 && c->mismatch_seq[ci] <= mt.seq) break;
+        if (stuck_found) continue;
+        stuck_found = true;
+        Finding f;
+        f.set_kind(report::STUCK_IN_PROGRESS);
+        SetComm(*c, ci, &f);
+        f.set_func(func);
+        f.set_seq(mt.seq);
+        f.set_waited_sec(waited);
+        std::vector<uint32_t> finished;
+        for (auto& [r, oi] : present)
+          if (m.ops[oi].state == OpState::kCompleted) finished.push_back(m.ops[oi].proc);
+        for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
+        std::string first_stall;
+        std::vector<uint32_t> no_report;
+        for (uint32_t oi : unfinished) {
+          const Op& op = m.ops[oi];
+          int64_t rt = kNoTime;
+          const StuckOp* s = StuckOf(*c, oi, &rt);
+          if (s == nullptr) {
+            no_report.push_back(op.proc);
+            continue;
+          }
+          std::string line = "kernel channels " + std::to_string(s->kernel_started) + " started, " +
+                             std::to_string(s->kernel_stopped) + " stopped of " + std::to_string(s->nchannels);
+          if (s->proxy_started > 0)
+            line += "; proxy ops " + std::to_string(s->proxy_stopped) + " of " + std::to_string(s->proxy_started) + " done";
+          for (const ProxyState& x : s->proxy) {
+            if (x.stopped || x.last_step >= x.nsteps) continue;
+            report::StalledTransfer* st = f.add_stalled();
+            st->set_proc(c->Name(op.proc));
+            st->set_channel(x.channel);
+            st->set_peer(c->PeerName(ci, x.peer));
+            st->set_peer_comm_rank(x.peer);
+            st->set_is_send(x.is_send);
+            st->set_last_step(x.last_step);
+            st->set_nsteps(x.nsteps);
+            st->set_last_state(StateName(x.last_state));
+            const double idle = x.last_update_ns == kNoTime ? 0 : static_cast<double>(rt - x.last_update_ns) / 1e9;
+            st->set_idle_sec(idle);
+            line += "; " + ProxyLine(*c, ci, x) + " (step " + std::to_string(x.last_step) + " of " +
+                    std::to_string(x.nsteps) + ", " + StateName(x.last_state) + ", idle " + Dur(idle) + ")";
+            if (first_stall.empty()) first_stall = c->Name(op.proc) + ": " + ProxyLine(*c, ci, x);
+          }
+          AddEvidence(&f, c->Name(op.proc), line);
+        }
+        if (!no_report.empty()) {
+          double stuck_sec = m.procs[no_report[0]].stuck_sec;
+          AddEvidence(&f, c->Names(no_report),
+                      "in flight " + Dur(waited) + "; no stuck report" +
+                          (stuck_sec > 0 ? " (NCCLWATCH_STUCK_SEC=" + Printf("%g", stuck_sec) + " not reached)" : " (stuck reports off)"));
+        }
+        if (!finished.empty()) AddEvidence(&f, c->Names(finished), "completed it");
+        std::string sum = "STUCK: " + opname + " on " + c->CommLabel(ci) + " was issued by every rank and never finished on " +
+                          (finished.empty() ? "any (" + c->Names(waiting) + ")" : c->Names(waiting)) + " (in flight " +
+                          Dur(waited) + ")";
+        if (!first_stall.empty()) sum += "; " + first_stall;
+        f.set_summary(sum);
+        Emit(out, EarliestStart(m, ops), std::move(f));
+      }
+    }
+  }
+}
+
+}  // namespace ncclwatch::tools::diagnose_internal

@@ -1,0 +1,88 @@
+// STRAGGLER: a rank that repeatedly joins collectives late.
+
+#include "tools/diagnose/finders.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ncclwatch::tools::diagnose_internal {
+namespace {
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  const size_t np = m.procs.size();
+  std::vector<uint32_t> total(np, 0), late(np, 0);
+  std::vector<std::vector<double>> lags(np);
+  std::vector<std::map<uint32_t, uint32_t>> late_comm(np);
+  const double thr = std::max(c->o.straggler_threshold_ms * 1e-3, 2 * m.alignment_error_ns / 1e9);
+  for (const Match& mt : m.matches) {
+    if (mt.kind != OpKind::kColl) continue;
+    auto present = Present(mt);
+    if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
+    bool all_done = true;
+    std::vector<double> starts, durs;
+    for (auto& [r, oi] : present) {
+      const Op& op = m.ops[oi];
+      if (op.state != OpState::kCompleted || op.start_ns == kNoTime || op.done_ns == kNoTime) {
+        all_done = false;
+        break;
+      }
+      starts.push_back(static_cast<double>(op.start_ns) / 1e9);
+      durs.push_back(static_cast<double>(op.done_ns - op.start_ns) / 1e9);
+    }
+    if (!all_done) continue;
+    const double med = MedianOf(starts), dur = MedianOf(durs);
+    size_t last = 0;
+    for (size_t i = 0; i < present.size(); ++i) {
+      const uint32_t pr = m.ops[present[i].second].proc;
+      ++total[pr];
+      lags[pr].push_back(starts[i] - med);
+      if (starts[i] > starts[last]) last = i;
+    }
+    const double lag = starts[last] - med;
+    if (lag > thr && lag > c->o.straggler_duration_fraction * dur) {
+      const uint32_t pr = m.ops[present[last].second].proc;
+      ++late[pr];
+      ++late_comm[pr][mt.comm];
+    }
+  }
+  for (uint32_t pi = 0; pi < np; ++pi) {
+    if (total[pi] < static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives))) continue;
+    const double frac = static_cast<double>(late[pi]) / total[pi];
+    if (late[pi] == 0 || frac < c->o.straggler_min_fraction) continue;
+    Finding f;
+    f.set_kind(report::STRAGGLER);
+    *f.add_culprits() = c->Ref(pi);
+    report::StragglerStats* st = f.mutable_straggler();
+    st->set_collectives(total[pi]);
+    st->set_late(late[pi]);
+    st->set_late_fraction(frac);
+    const double med = MedianOf(lags[pi]);
+    const double mx = *std::max_element(lags[pi].begin(), lags[pi].end());
+    st->set_median_lag_ms(med * 1e3);
+    st->set_max_lag_ms(mx * 1e3);
+    if (late_comm[pi].size() == 1) SetComm(*c, late_comm[pi].begin()->first, &f);
+    f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
+                  Plural(total[pi], "collective", "collectives") + Printf(" (%.0f%%)", frac * 100) + ", a median " +
+                  Dur(med) + " after the median rank (max " + Dur(mx) + ")");
+    std::string comms;
+    for (auto& [ci, n] : late_comm[pi]) comms += (comms.empty() ? "" : ", ") + c->CommLabel(ci) + ": " + Thousands(n);
+    AddEvidence(&f, c->Name(pi), "late at: " + comms + "; threshold " + Dur(thr) + " and " +
+                                     Printf("%.0f%%", c->o.straggler_duration_fraction * 100) + " of the collective's duration");
+    Emit(out, 0, std::move(f));
+  }
+}
+
+}  // namespace ncclwatch::tools::diagnose_internal

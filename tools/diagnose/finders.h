@@ -1,0 +1,39 @@
+// The finders of `ncclwatch diagnose`, one kind of fault each, and the
+// sections that go beside the findings. Diagnose (diagnose.cc) runs them in
+// this order over one prepared Ctx; each adds what it finds with Emit.
+
+#ifndef TOOLS_DIAGNOSE_FINDERS_H_
+#define TOOLS_DIAGNOSE_FINDERS_H_
+
+#include <vector>
+
+#include "tools/diagnose/context.h"
+
+namespace ncclwatch::tools::diagnose_internal {
+
+// find_mismatch.cc. First: sets Ctx::mismatch_seq, which stuck detection reads.
+void FindMismatches(Ctx* c, std::vector<Ranked>* out);
+// find_missing.cc
+void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out);
+// find_p2p.cc
+void FindP2p(Ctx* c, std::vector<Ranked>* out);
+// find_dead.cc
+void FindDead(Ctx* c, std::vector<Ranked>* out);
+// find_cycles.cc
+void FindCycles(Ctx* c, std::vector<Ranked>* out);
+void FindOrderCycles(Ctx* c, std::vector<Ranked>* out);
+// find_stragglers.cc
+void FindStragglers(Ctx* c, std::vector<Ranked>* out);
+
+// sections.cc
+void FillProgress(const Ctx& c, Diagnosis* d);
+void FillStuckReports(const Ctx& c, Diagnosis* d);
+void FillInput(const Ctx& c, Diagnosis* d);
+void FillClock(const Ctx& c, Diagnosis* d);
+// A finding that rests on a missing record says when the blamed rank's
+// trace lost events.
+void CaveatLostRecords(const Ctx& c, std::vector<Ranked>* found);
+
+}  // namespace ncclwatch::tools::diagnose_internal
+
+#endif  // TOOLS_DIAGNOSE_FINDERS_H_
