@@ -150,6 +150,10 @@ TEST(CoreTest, RawEventsLeaveRoomForOperations) {
 TEST(CoreTest, AllocationStepsOverAFewLiveSlotsOnly) {
   for (uint32_t stuck : {kAllocTries - 1, kAllocTries}) {
     Open o("default");
+    // The hung operations on a communicator of their own: on o.ctx, the
+    // later completions would prove them complete after a second (the
+    // writer's lost-completion rule) and free their slots on a slow machine.
+    Context* hung_ctx = o.prof->NewContext(0xC0FF, "hung", 1, 2, 0);
     std::thread([&] {
       uint64_t seq = 0;
       EventDesc hung = Coll(0);
@@ -157,7 +161,7 @@ TEST(CoreTest, AllocationStepsOverAFewLiveSlotsOnly) {
       ThreadBuf* tb = nullptr;
       for (uint32_t i = 0; i < stuck; ++i) {
         hung.seq = ++seq;
-        void* h = o.prof->Start(o.ctx, hung);
+        void* h = o.prof->Start(hung_ctx, hung);
         ASSERT_NE(h, nullptr);
         o.prof->Stop(h);
       }
@@ -184,6 +188,7 @@ TEST(CoreTest, AllocationStepsOverAFewLiveSlotsOnly) {
         EXPECT_EQ(tb->counters.untracked_ops.load(), 1u);
       }
     }).join();
+    o.prof->FinalizeContext(hung_ctx);
   }
 }
 
