@@ -48,11 +48,6 @@ bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
 // (BENCHMARKS.md, "Locked instructions on NCCL's proxy thread"). The proxy counters keep their
 // atomic updates: under PXN, another rank's proxy thread in this process may
 // report proxy operations for the same op.
-uint32_t OwnerIncrement(std::atomic<uint32_t>& a) {
-  const uint32_t n = a.load(std::memory_order_relaxed) + 1;
-  a.store(n, std::memory_order_relaxed);
-  return n;
-}
 void OwnerMin(std::atomic<uint64_t>& a, uint64_t v) {
   if (v < a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
 }
@@ -362,19 +357,19 @@ Slot* Profiler::ValidParent(void* p) {
   auto* s = static_cast<Slot*>(p);
   if (SlotIsOurs(p) && s->state.load(std::memory_order_acquire) != kSlotFree) return s;
   // Rare: the thread's buffer is looked up only to count it.
-  if (ThreadBuf* tb = CurrentThread()) Bump(tb->counters.bad_parent);
+  if (ThreadBuf* tb = CurrentThread()) OwnerIncrement(tb->counters.bad_parent);
   return nullptr;
 }
 
-Rec* Profiler::Push(ThreadBuf* tb) {
+Rec* Profiler::ReserveOpRecord(ThreadBuf* tb) {
   Rec* r = tb->ring.Reserve();
-  if (r == nullptr) Bump(tb->counters.ring_full);
+  if (r == nullptr) OwnerIncrement(tb->counters.ring_full);
   return r;
 }
 
-Rec* Profiler::PushRaw(ThreadBuf* tb) {
+Rec* Profiler::ReserveRawRecord(ThreadBuf* tb) {
   Rec* r = tb->ring.Reserve(tb->ring.capacity() - tb->ring.capacity() / kOpReserveDivisor);
-  if (r == nullptr) Bump(tb->counters.ring_full);
+  if (r == nullptr) OwnerIncrement(tb->counters.ring_full);
   return r;
 }
 
@@ -427,7 +422,7 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
 }
 
 void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
-  Rec* r = PushRaw(tb);
+  Rec* r = ReserveRawRecord(tb);
   if (r == nullptr) return;
   memset(r, 0, sizeof(Rec));
   r->kind = kRecEvStart;
@@ -559,7 +554,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
     Slot* s = AllocSlot(tb);
     const bool spare = s == nullptr;
     if (spare && (s = SpareSlot(tb)) == nullptr) {
-      Bump(tb->counters.pool_exhausted);
+      OwnerIncrement(tb->counters.pool_exhausted);
       return nullptr;
     }
     s->kind.store(d.kind, std::memory_order_relaxed);
@@ -568,7 +563,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
     StartOp(tb, s, d, now);
     if (spare) {
       s->tracked.store(0, std::memory_order_relaxed);
-      Bump(tb->counters.untracked_ops);
+      OwnerIncrement(tb->counters.untracked_ops);
     }
     return s;
   }
@@ -578,7 +573,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   Slot* op = nullptr;
   if (d.kind == kEvProxyOp && d.parent != nullptr && d.pid != pid_) {
     // PXN: the parent lives in another process's address space.
-    Bump(tb->counters.foreign_parent);
+    OwnerIncrement(tb->counters.foreign_parent);
   } else {
     parent = ValidParent(d.parent);
   }
@@ -599,7 +594,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   const uint64_t now = Ticks();
   Slot* s = AllocSlot(tb);
   if (s == nullptr) {
-    Bump(tb->counters.pool_exhausted);
+    OwnerIncrement(tb->counters.pool_exhausted);
     return nullptr;
   }
   s->kind.store(d.kind, std::memory_order_relaxed);
@@ -635,7 +630,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
       break;
   }
   if (raw) StartRaw(tb, s, d, now);
-  Bump(tb->counters.recorded);
+  OwnerIncrement(tb->counters.recorded);
   return s;
 }
 
@@ -648,8 +643,8 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
   uint32_t z = 0;
   if (!op->done.compare_exchange_strong(z, 1)) return;
   if (ThreadBuf* tb = CurrentThread()) {
-    Bump(tb->counters.ops_completed);
-    if (Rec* r = Push(tb)) {
+    OwnerIncrement(tb->counters.ops_completed);
+    if (Rec* r = ReserveOpRecord(tb)) {
       r->kind = kRecOpDone;
       r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
       r->comm = op->ctx->comm;
@@ -689,10 +684,10 @@ void Profiler::Stop(void* handle) {
     s->rec.t1 = now;
     if (s->tracked.load(std::memory_order_relaxed)) s->rec.flags |= kFlagTracked;
     if (tb != nullptr) {
-      if (Rec* r = Push(tb)) {
+      if (Rec* r = ReserveOpRecord(tb)) {
         memcpy(r, &s->rec, sizeof(Rec));
         tb->ring.Commit();
-        Bump(tb->counters.recorded);
+        OwnerIncrement(tb->counters.recorded);
       }
     }
     s->enqueued.store(1);
@@ -730,7 +725,7 @@ void Profiler::Stop(void* handle) {
       break;
   }
   if (s->raw && tb != nullptr) {
-    if (Rec* r = PushRaw(tb)) {
+    if (Rec* r = ReserveRawRecord(tb)) {
       r->kind = kRecEvStop;
       r->etype = static_cast<uint8_t>(kind);
       r->comm = s->ctx->comm;
@@ -786,7 +781,7 @@ void Profiler::State(void* handle, int state, const StateArgs& a) {
   if (!s->raw) return;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) return;
-  if (Rec* r = PushRaw(tb)) {
+  if (Rec* r = ReserveRawRecord(tb)) {
     r->kind = kRecEvState;
     r->etype = static_cast<uint8_t>(kind);
     r->comm = s->ctx->comm;

@@ -127,8 +127,8 @@ inline int32_t PxStep(uint64_t p) { return static_cast<int32_t>(static_cast<uint
 inline uint32_t PxState(uint64_t p) { return static_cast<uint32_t>((p >> 32) & 0x7fffffff); }
 inline bool PxStopped(uint64_t p) { return (p >> 63) & 1; }
 
-// Written by the owning thread only (Bump: no locked instruction), read by
-// the writer.
+// Written by the owning thread only (OwnerIncrement: no locked
+// instruction), read by the writer.
 struct ThreadCounters {
   std::atomic<uint64_t> recorded{0};
   std::atomic<uint64_t> ops_completed{0};
@@ -141,8 +141,14 @@ struct ThreadCounters {
   std::atomic<uint64_t> bad_parent{0};
 };
 
-inline void Bump(std::atomic<uint64_t>& c) {
-  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+// Adds one to a counter that only the calling thread writes (others may
+// read it): a plain load and store, no locked instruction. Never for a
+// counter two threads write: their increments would be lost.
+template <typename T>
+inline T OwnerIncrement(std::atomic<T>& a) {
+  const T n = a.load(std::memory_order_relaxed) + 1;
+  a.store(n, std::memory_order_relaxed);
+  return n;
 }
 
 // Slots a new operation looks at, from the cursor on, before it takes a
@@ -252,8 +258,11 @@ class Profiler {
   // A kernel channel of `op` stopped: counted, and the op completed if that
   // was the last (`now` as for MaybeComplete).
   void KernelChStopped(Slot* op, uint64_t now);
-  Rec* Push(ThreadBuf* tb);     // an operation's record: the whole ring
-  Rec* PushRaw(ThreadBuf* tb);  // a raw event's: leaves room for operations
+  // A record to fill in the calling thread's ring (published by the ring's
+  // Commit), or null with the drop counted: an operation's may take the
+  // whole ring, a raw event's leaves the last quarter for operations.
+  Rec* ReserveOpRecord(ThreadBuf* tb);
+  Rec* ReserveRawRecord(ThreadBuf* tb);
   // Pushes the completion record (on the calling thread) if `op` is done;
   // `now` in ticks, 0 to read the clock only then.
   void MaybeComplete(Slot* op, uint64_t now);
@@ -291,7 +300,6 @@ class Profiler {
   std::atomic<bool> abandoned_{false};
   int refs_ = 0;  // guarded by the global mutex
 
-  friend class Writer;
 };
 
 // A kernel channel's handle when no raw record is kept for it: its op's slot
