@@ -312,12 +312,7 @@ void OrderProc(Model* m, uint32_t pi) {
   Proc& p = m->procs[pi];
   std::stable_sort(p.ops.begin(), p.ops.end(),
                    [&](uint32_t a, uint32_t b) { return m->ops[a].start_ns < m->ops[b].start_ns; });
-  std::unordered_map<uint64_t, uint32_t> per_comm;  // (comm, kind) -> next position
-  for (uint32_t i = 0; i < p.ops.size(); ++i) {
-    Op& o = m->ops[p.ops[i]];
-    o.index = i;
-    o.comm_index = per_comm[uint64_t{o.comm} << 1 | static_cast<uint64_t>(o.kind)]++;
-  }
+  for (uint32_t i = 0; i < p.ops.size(); ++i) m->ops[p.ops[i]].index = i;
 }
 
 // The ends an abort may precede on process `proc` for communicator `comm`:

@@ -80,9 +80,6 @@ struct Op {
   uint32_t gpu_duration_ns = 0; // first channel start to last channel stop
   uint32_t match = kNone;       // Model::matches index
   uint32_t index = 0;           // position in its process's program order
-  // Position among this rank's collectives (or p2p ops) on this comm: the
-  // "same position" across ranks when comparing what each rank issued.
-  uint32_t comm_index = 0;
 
   int64_t gpu_end_ns() const { return has_gpu ? gpu_start_ns + gpu_duration_ns : kNoTime; }
 };
@@ -239,8 +236,8 @@ bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& 
                         Model* model, std::string* error);
 
 // Matches collectives by (comm, function, seq) and p2p operations by (comm,
-// src, dst, n). A function mismatch therefore shows as partial matches; compare
-// Op::comm_index across ranks to see what each rank issued at one position.
+// src, dst, n). A function mismatch therefore shows as partial matches
+// (diagnose's FindMismatches compares what each rank issued in order).
 void MatchOps(Model* model);
 
 // Aligns every process onto one timeline: the header's realtime/monotonic
