@@ -45,9 +45,7 @@ std::string SafeString(const char* s) {
 Writer::Writer(Profiler* prof, std::string file_name_override)
     : prof_(prof), override_(std::move(file_name_override)), buf_(kBufBytes), wire_(buf_.data(), buf_.size()) {}
 
-Writer::~Writer() {
-  if (fd_ >= 0) close(fd_);
-}
+Writer::~Writer() = default;
 
 bool Writer::Open(std::string* error) {
   const Config& c = prof_->config();
@@ -70,22 +68,12 @@ bool Writer::Open(std::string* error) {
     base = c.dir + "/" + SafeName(info_.hostname) + "-" + std::to_string(info_.pid) + "-" +
            std::to_string(realtime_base_ / 1000000);
   }
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    path_ = base + (attempt == 0 ? "" : "." + std::to_string(attempt)) + (override_.empty() ? ".ncclwatch" : "");
-    fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0666);
-    if (fd_ >= 0 || errno != EEXIST) break;
-  }
-  if (fd_ < 0) {
-    *error = "cannot create trace file '" + path_ + "': " + strerror(errno);
-    return false;
-  }
+  if (!file_.Create(base, override_.empty() ? ".ncclwatch" : "", error)) return false;
   EncodeHeader();
   WriteOut();
-  if (write_failed_records_ > 0) {
-    *error = "cannot write trace file '" + path_ + "': " + last_write_error_;
-    close(fd_);
-    fd_ = -1;
-    unlink(path_.c_str());
+  if (file_.records_lost() > 0) {
+    *error = "cannot write trace file '" + file_.path() + "': " + file_.last_error();
+    file_.Discard();
     return false;
   }
   uint64_t now = NowNs();
@@ -116,10 +104,7 @@ void Writer::StopAndClose() {
     thread_.join();
     running_ = false;
   }
-  if (fd_ >= 0) {
-    close(fd_);
-    fd_ = -1;
-  }
+  file_.Close();
 }
 
 void Writer::NotifyCommInit(Context* ctx) {
@@ -324,117 +309,40 @@ size_t Writer::BeginRecord() {
 void Writer::EndRecord(size_t at) { wire_.EndRecord(at); }
 
 void Writer::WriteOut() {
-  if (wire_.size() == 0 || fd_ < 0) return;
-  uint8_t* head = head_buf_;
-  Wire h(head, sizeof(head_buf_));
+  if (wire_.size() == 0 || !file_.open()) return;
+  Wire h(head_buf_, sizeof(head_buf_));
   size_t at = h.BeginRecord();
   size_t m = h.BeginMessage(kRBatch);
   h.U64(1, ++batch_seq_);
   h.U64(2, batch_base_);
-  h.U64(3, records_written_);
+  h.U64(3, file_.records_written());
   h.EndMessage(m);
   h.EndRecord(at);
-  iovec iov[2] = {{head, h.size()}, {const_cast<uint8_t*>(wire_.data()), wire_.size()}};
-  size_t total = h.size() + wire_.size();
-  size_t done = 0;
-  int err = 0;
-  while (done < total) {
-    // Advance the iovecs past what was written.
-    iovec v[2];
-    int cnt = 0;
-    size_t skip = done;
-    for (auto& x : iov) {
-      if (skip >= x.iov_len) {
-        skip -= x.iov_len;
-        continue;
-      }
-      v[cnt].iov_base = static_cast<uint8_t*>(x.iov_base) + skip;
-      v[cnt].iov_len = x.iov_len - skip;
-      skip = 0;
-      ++cnt;
-    }
-    ssize_t w = writev(fd_, v, cnt);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      break;
-    }
-    if (w == 0) {
-      err = EIO;
-      break;
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (err == 0) {
-    Written(total, records_ + 1, false);
-    records_ = 0;
-    wire_.Reset();
-    return;
-  }
-  // A failed write (disk full, RLIMIT_FSIZE, I/O error). Cut off any part of
-  // the batch that did reach the file, so the file stays a stream of whole
-  // records that later writes extend cleanly.
-  if (done > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) {
-    // Nothing more to do: the reader stops at the torn record.
-  }
-  write_failed_records_ += records_ + 1;
-  last_write_error_ = strerror(err);
+  const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1);
+  records_ = 0;
+  wire_.Reset();
+  if (ok) return;
+  // A failed write (disk full, RLIMIT_FSIZE, I/O error): the batch is lost
+  // and counted; definitions in it must be written again before use.
   if (!write_error_logged_) {
     write_error_logged_ = true;
     prof_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
-               path_.c_str(), last_write_error_.c_str());
+               file_.path().c_str(), file_.last_error().c_str());
   }
-  records_ = 0;
-  wire_.Reset();
-  // Definitions in the lost batch must be written again before use.
   string_ptr_ids_.clear();
   string_ids_.clear();
   gpu_base_set_ = false;
   reannounce_ = true;
-  WriteLossNotice();
-}
-
-void Writer::Written(uint64_t bytes, uint64_t records, bool notice) {
-  // The first batch holds the header: it is never given up (Unwrite).
-  if (good_size_ > 0) {
-    tail_[tail_next_ % kTailBatches] = {good_size_, bytes, records, notice};
-    ++tail_next_;
-    if (tail_count_ < kTailBatches) ++tail_count_;
-  }
-  good_size_ += bytes;
-  records_written_ += records;
-  bytes_written_ += bytes;
-}
-
-bool Writer::Unwrite() {
-  if (tail_count_ == 0) return false;
-  const TailBatch b = tail_[--tail_next_ % kTailBatches];
-  --tail_count_;
-  if (ftruncate(fd_, static_cast<off_t>(b.at)) != 0) return false;
-  good_size_ = b.at;
-  records_written_ -= b.records;
-  bytes_written_ -= b.bytes;
-  // A notice's records are superseded by the next one; data is lost.
-  if (!b.notice) write_failed_records_ += b.records;
-  return true;
-}
-
-void Writer::WriteLossNotice() {
   // The loss itself must show in the file: a batch of its own with the drop
-  // counts and a heartbeat (a few dozen bytes). Its counts are running
-  // totals, so it replaces a notice that still ends the file. Where even the
-  // notice does not fit (the limit fell a few bytes after the last batch),
-  // the newest whole batches are given up for it, counted as lost: a file
-  // that lost data always says so.
-  if (tail_count_ > 0 && tail_[(tail_next_ - 1) % kTailBatches].notice) Unwrite();
-  for (;;) {
-    Wire w(notice_buf_, sizeof(notice_buf_));
+  // counts and a heartbeat (a few dozen bytes; see TraceFile::AppendNotice).
+  file_.AppendNotice(3, [this](uint8_t* buf, size_t cap) -> size_t {
+    Wire w(buf, cap);
     const uint64_t now = NowNs();
     size_t at = w.BeginRecord();
     size_t m = w.BeginMessage(kRBatch);
     w.U64(1, ++batch_seq_);
     w.U64(2, Rel(now));
-    w.U64(3, records_written_);
+    w.U64(3, file_.records_written());
     w.EndMessage(m);
     w.EndRecord(at);
     at = w.BeginRecord();
@@ -446,15 +354,8 @@ void Writer::WriteLossNotice() {
     w.U64(2, in_flight_.size());
     w.EndMessage(m);
     w.EndRecord(at);
-    if (!w.ok()) return;
-    ssize_t n = write(fd_, w.data(), w.size());
-    if (n == static_cast<ssize_t>(w.size())) {
-      Written(w.size(), 3, true);
-      return;
-    }
-    if (n > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) return;
-    if (!Unwrite()) return;
-  }
+    return w.ok() ? w.size() : 0;
+  });
 }
 
 uint32_t Writer::Intern(const char* s) {
@@ -873,8 +774,8 @@ void Writer::EncodeHeartbeat(uint64_t now) {
   wire_.U64(1, Rel(now));
   wire_.U64(2, in_flight_.size());
   wire_.U64(3, recorded);
-  wire_.U64(4, dropped + write_failed_records_);
-  wire_.U64(5, bytes_written_);
+  wire_.U64(4, dropped + file_.records_lost());
+  wire_.U64(5, file_.bytes_written());
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -906,10 +807,10 @@ void Writer::EncodeDrops(Wire* w, uint64_t now) const {
   w->U64(2, ring_full);
   w->U64(3, pool);
   w->U64(4, no_slot);
-  w->U64(5, write_failed_records_);
+  w->U64(5, file_.records_lost());
   w->U64(6, foreign);
   w->U64(7, bad);
-  w->Bytes(8, last_write_error_.data(), last_write_error_.size());
+  w->Bytes(8, file_.last_error().data(), file_.last_error().size());
   w->U64(9, UntrackedOps());
   w->EndMessage(m);
 }
@@ -918,7 +819,7 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
   const uint64_t untracked = UntrackedOps();
-  uint64_t sum = ring_full + pool + foreign + bad + no_slot + write_failed_records_ + untracked;
+  uint64_t sum = ring_full + pool + foreign + bad + no_slot + file_.records_lost() + untracked;
   if (!force && sum == last_drops_sum_) return;
   if (force && sum == 0) return;
   last_drops_sum_ = sum;
@@ -1009,15 +910,15 @@ void Writer::LogHandleExhaustion(uint64_t now) {
 void Writer::LogSummary() {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
-  const uint64_t dropped = ring_full + pool + no_slot + write_failed_records_;
+  const uint64_t dropped = ring_full + pool + no_slot + file_.records_lost();
   prof_->Log(dropped > 0 ? nccl::kLogWarn : nccl::kLogInfo,
              "closed %s: %llu records, %llu bytes; dropped %llu events (buffer full %llu, handles exhausted %llu, "
              "no buffer %llu, write failed %llu); %llu operations without completion tracking (handles exhausted); "
              "%llu completions implied by a later one",
-             path_.c_str(), static_cast<unsigned long long>(records_written_),
-             static_cast<unsigned long long>(bytes_written_), static_cast<unsigned long long>(dropped),
+             file_.path().c_str(), static_cast<unsigned long long>(file_.records_written()),
+             static_cast<unsigned long long>(file_.bytes_written()), static_cast<unsigned long long>(dropped),
              static_cast<unsigned long long>(ring_full), static_cast<unsigned long long>(pool),
-             static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(write_failed_records_),
+             static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(file_.records_lost()),
              static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(lost_completions_));
 }
 
@@ -1175,7 +1076,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
   EndRecord(at);
   WriteOut();
   prof_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
-             stuck_sec, ops.size(), path_.c_str());
+             stuck_sec, ops.size(), file_.path().c_str());
 }
 
 void Writer::EncodeFinalize(uint64_t now, bool clean) {

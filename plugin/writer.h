@@ -38,6 +38,7 @@
 #include "plugin/core.h"
 #include "plugin/process_info.h"
 #include "plugin/record.h"
+#include "plugin/trace_file.h"
 #include "plugin/wire.h"
 
 namespace ncclwatch::plugin {
@@ -59,7 +60,7 @@ class Writer {
   void FlushNow();
   void PauseDrainForTesting(bool paused) { drain_paused_.store(paused); }
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   const std::string& clock_source() const { return ticks_.why(); }
   const ClockFacts& clock_facts() const { return ticks_.facts(); }
 
@@ -116,11 +117,6 @@ class Writer {
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
   uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
   void EncodeDrops(Wire* w, uint64_t now) const;
-  void WriteLossNotice();
-  // Bookkeeping of a whole batch that reached the file (`notice`: a loss
-  // notice's), and its undoing: the newest such batch cut off the file.
-  void Written(uint64_t bytes, uint64_t records, bool notice);
-  bool Unwrite();
   void MaybeStuckReport(uint64_t now);
   void EncodeFinalize(uint64_t now, bool clean);
   uint32_t Intern(const char* s);
@@ -137,8 +133,7 @@ class Writer {
 
   Profiler* prof_;
   std::string override_;
-  std::string path_;
-  int fd_ = -1;
+  TraceFile file_;
   ProcessInfo info_;
   TickConverter ticks_;
   uint64_t mono_base_ = 0;
@@ -148,29 +143,12 @@ class Writer {
   std::vector<uint8_t> buf_;
   Wire wire_;
   uint8_t head_buf_[256];    // the Batch record opening each write
-  uint8_t notice_buf_[512];  // WriteLossNotice's batch
-  uint64_t good_size_ = 0;   // file size after the last whole batch
-  // The newest whole batches after the first, for WriteLossNotice to give up.
-  struct TailBatch {
-    uint64_t at;  // file offset where it starts
-    uint64_t bytes;
-    uint64_t records;
-    bool notice;
-  };
-  static constexpr uint32_t kTailBatches = 8;
-  TailBatch tail_[kTailBatches] = {};
-  uint32_t tail_next_ = 0;   // index of the next entry to fill, modulo kTailBatches
-  uint32_t tail_count_ = 0;  // valid entries, newest at tail_next_ - 1
   bool reannounce_ = false;  // a write was lost: define communicators again
   uint32_t last_string_id_ = 0;
   uint64_t records_ = 0;           // encoded into buf_ since the last write
-  uint64_t records_written_ = 0;   // records written to the file
   uint64_t batch_seq_ = 0;
   uint64_t batch_base_ = 0;     // Batch.time_ns of the batch being encoded
   uint64_t prev_op_start_ = 0;  // the Op start chain within the batch
-  uint64_t bytes_written_ = 0;
-  uint64_t write_failed_records_ = 0;
-  std::string last_write_error_;
   bool write_error_logged_ = false;
 
   std::vector<Rec> staged_;
