@@ -203,9 +203,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   for (const Cold& c : cold)
     if (c.kind == Cold::kFinalize) {
       EncodeCommFinalize(c.ctx, c.time_ns);
-      // Operations that never completed stay in the file; stop watching them.
-      for (auto it = in_flight_.begin(); it != in_flight_.end();)
-        it = it->second.comm == c.ctx->comm ? in_flight_.erase(it) : std::next(it);
+      in_flight_.CommFinalized(c.ctx->comm);
     }
   ReclaimThreads();
   MaybeEncodeDrops(now, false);
@@ -464,9 +462,8 @@ void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
   size_t m = wire_.BeginMessage(kRCommFinalize);
   wire_.U64(1, ctx->comm);
   wire_.U64(2, Rel(time_ns));
-  const CommCounts& n = comm_counts_[ctx->comm];
-  wire_.U64(3, n.enqueued);
-  wire_.U64(4, n.completed);
+  wire_.U64(3, in_flight_.enqueued(ctx->comm));
+  wire_.U64(4, in_flight_.completed(ctx->comm));
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -510,11 +507,11 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
     }
   }
   const bool tracked = (r.flags & kFlagTracked) != 0;
-  CommCounts& counts = comm_counts_[r.comm];
-  ++counts.enqueued;
   if (done != nullptr) {
-    ++counts.completed;
-    NoteCompletion(r.comm, r.t0, done->t0);
+    in_flight_.EnqueuedCompleted(r.comm, r.t0, done->t0);
+  } else {
+    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0, r.nchannels, false, r.t1},
+                        tracked);
   }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(kROp);
@@ -553,13 +550,6 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   }
   wire_.EndMessage(m);
   EndRecord(at);
-
-  if (tracked && done == nullptr) {
-    if (early_done_.erase(r.id) == 0) {
-      in_flight_[r.id] = InFlight{r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0,
-                                  r.nchannels, false, r.t1};
-    }
-  }
 }
 
 void Writer::EncodeOpDone(const Rec& r) {
@@ -570,14 +560,7 @@ void Writer::EncodeOpDone(const Rec& r) {
   EncodeDoneBody(r, nullptr);
   wire_.EndMessage(m);
   EndRecord(at);
-  ++comm_counts_[r.comm].completed;
-  auto it = in_flight_.find(r.id);
-  if (it == in_flight_.end()) {
-    early_done_.insert(r.id);
-  } else {
-    NoteCompletion(r.comm, it->second.start_ns, r.t0);
-    in_flight_.erase(it);
-  }
+  in_flight_.Completed(r.id, r.comm, r.t0);
 }
 
 void Writer::EncodeEvStart(const Rec& r) {
@@ -882,11 +865,11 @@ void Writer::LogHandleExhaustion(uint64_t now) {
   if (oldest != nullptr) {
     const uint64_t id = oldest->id.load(std::memory_order_relaxed);
     // Its name and age come from its Op record, if already drained.
-    auto it = in_flight_.find(id);
+    const InFlightTable::Op* f = in_flight_.Find(id);
     char who[128];
-    if (it != in_flight_.end() && now >= it->second.start_ns)
-      snprintf(who, sizeof(who), "%s (event %llu, %.1f ms ago)", it->second.func != nullptr ? it->second.func : "?",
-               static_cast<unsigned long long>(id), double(now - it->second.start_ns) / 1e6);
+    if (f != nullptr && now >= f->start_ns)
+      snprintf(who, sizeof(who), "%s (event %llu, %.1f ms ago)", f->func != nullptr ? f->func : "?",
+               static_cast<unsigned long long>(id), double(now - f->start_ns) / 1e6);
     else
       snprintf(who, sizeof(who), "an operation whose record is not yet written (event %llu)",
                static_cast<unsigned long long>(id));
@@ -919,7 +902,7 @@ void Writer::LogSummary() {
              static_cast<unsigned long long>(file_.bytes_written()), static_cast<unsigned long long>(dropped),
              static_cast<unsigned long long>(ring_full), static_cast<unsigned long long>(pool),
              static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(file_.records_lost()),
-             static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(lost_completions_));
+             static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(in_flight_.lost_completions()));
 }
 
 Slot* Writer::SlotOf(uint64_t id) {
@@ -931,81 +914,29 @@ Slot* Writer::SlotOf(uint64_t id) {
   return nullptr;
 }
 
-// A completion proves its predecessors only once their own late events
-// would have arrived: NCCL's proxy thread was seen on GPU up to ~80 ms behind.
-constexpr uint64_t kLostGraceNs = 1'000'000'000;
-
-void Writer::NoteCompletion(uint16_t comm, uint64_t op_start_ns, uint64_t now) {
-  CommCounts& c = comm_counts_[comm];
-  // Only the latest start matters once proven; keep the queue short.
-  if (!c.recent.empty() && c.recent.back().second >= op_start_ns) return;
-  // Completions within 10 ms share an entry (the grace is 1 s): the queue
-  // stays short however many operations complete.
-  if (!c.recent.empty() && c.recent.back().first + 10'000'000 > now) {
-    c.recent.back().second = op_start_ns;
-    return;
-  }
-  c.recent.emplace_back(now, op_start_ns);
-}
-
 void Writer::ReclaimLost(uint64_t now) {
-  // NCCL runs a communicator's kernels in issue order, so an operation
-  // enqueued before a completed one has completed. NCCL 2.28 sometimes does
-  // not deliver a kernel channel's start (measured on H200s: ~1 operation in
-  // 5,000 under load); such an operation would otherwise hold its handle, and
-  // be reported stuck, forever. The file keeps the facts (its Op without a
-  // completion); the analysis draws the same conclusion (tools/model.h).
-  if (now < next_reclaim_) return;
-  next_reclaim_ = now + 100'000'000;
-  bool advanced = false;
-  for (auto& [comm, c] : comm_counts_) {
-    while (!c.recent.empty() && c.recent.front().first + kLostGraceNs <= now) {
-      if (c.recent.front().second > c.proven_start) {
-        c.proven_start = c.recent.front().second;
-        advanced = true;
-      }
-      c.recent.pop_front();
-    }
-  }
-  if (!advanced) return;
-  uint64_t found = 0;
-  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    const InFlight& f = it->second;
-    auto c = comm_counts_.find(static_cast<uint16_t>(f.comm));
-    if (c == comm_counts_.end() || f.stop_ns >= c->second.proven_start) {
-      ++it;
-      continue;
-    }
+  // The file keeps the facts (the Op without a completion); only the watch
+  // and the handle end. See InFlightTable.
+  const uint64_t before = in_flight_.lost_completions();
+  const uint64_t found = in_flight_.ReclaimLost(now, [this](uint64_t id) {
     // Free its handle, unless its completion is being pushed right now.
-    const uint64_t id = it->first;
     if (Slot* s = SlotOf(id)) {
       uint32_t z = 0;
       if (s->state.load(std::memory_order_acquire) == kSlotLive && s->done.compare_exchange_strong(z, 1))
         s->state.store(kSlotDone, std::memory_order_release);
     }
-    ++found;
-    it = in_flight_.erase(it);
-  }
-  if (found == 0) return;
-  if (lost_completions_ == 0)
+  });
+  if (found > 0 && before == 0)
     prof_->Log(nccl::kLogInfo,
                "an operation's kernel-channel events did not all arrive from NCCL; a later operation on its "
                "communicator completed, so it did too: no longer watched (counted in the closing line)");
-  lost_completions_ += found;
 }
 
 void Writer::MaybeStuckReport(uint64_t now) {
   const double stuck_sec = prof_->config().stuck_sec;
   if (stuck_sec <= 0 || in_flight_.empty()) return;
   const uint64_t threshold = static_cast<uint64_t>(stuck_sec * 1e9);
-  // The trigger is the oldest operation past the threshold not yet reported.
-  uint64_t trigger = 0, trigger_start = UINT64_MAX;
-  for (auto& [id, f] : in_flight_) {
-    if (!f.reported && now > f.start_ns && now - f.start_ns >= threshold && f.start_ns < trigger_start) {
-      trigger = id;
-      trigger_start = f.start_ns;
-    }
-  }
+  const uint64_t trigger = in_flight_.StuckTrigger(now, threshold);
   if (trigger == 0) return;
 
   // Live progress of every proxy operation serving an op in flight.
@@ -1014,13 +945,9 @@ void Writer::MaybeStuckReport(uint64_t now) {
     if (s->state.load(std::memory_order_acquire) == kSlotFree) continue;
     if (s->kind.load(std::memory_order_relaxed) != kEvProxyOp) continue;
     uint64_t op = s->op_id.load(std::memory_order_relaxed);
-    if (op != 0 && in_flight_.count(op)) proxies[op].push_back(s);
+    if (op != 0 && in_flight_.Has(op)) proxies[op].push_back(s);
   }
-  // Oldest first.
-  std::vector<std::pair<uint64_t, InFlight*>> ops;
-  for (auto& [id, f] : in_flight_) ops.push_back({id, &f});
-  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second->start_ns < b.second->start_ns; });
-  if (ops.size() > kMaxStuckOps) ops.resize(kMaxStuckOps);
+  std::vector<std::pair<uint64_t, InFlightTable::Op*>> ops = in_flight_.OldestFirst(kMaxStuckOps);
   std::vector<uint32_t> funcs;
   for (auto& o : ops) funcs.push_back(Intern(o.second->func));
 
@@ -1031,7 +958,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
   wire_.U64(3, trigger);
   for (size_t i = 0; i < ops.size(); ++i) {
     uint64_t id = ops[i].first;
-    InFlight& f = *ops[i].second;
+    InFlightTable::Op& f = *ops[i].second;
     f.reported = true;
     size_t o = wire_.BeginMessage(4);
     wire_.U64(1, id);

@@ -36,6 +36,7 @@
 
 #include "plugin/clock.h"
 #include "plugin/core.h"
+#include "plugin/in_flight.h"
 #include "plugin/process_info.h"
 #include "plugin/record.h"
 #include "plugin/trace_file.h"
@@ -70,18 +71,6 @@ class Writer {
     Context* ctx;
     uint64_t time_ns;
   };
-  struct InFlight {
-    uint32_t comm;
-    uint32_t kind;
-    uint64_t seq;
-    const char* func;
-    uint64_t count;
-    int32_t peer;
-    uint64_t start_ns;
-    uint32_t nchannels;
-    bool reported;
-    uint64_t stop_ns;  // enqueue ended (the Op record's t1)
-  };
 
   void Loop();
   void Cycle(uint64_t now, bool force_write);
@@ -106,10 +95,8 @@ class Writer {
   // Once, on the first operation dropped for want of an event handle: what
   // holds the handles (a backlog, or operations that never complete).
   void LogHandleExhaustion(uint64_t now);
-  // Operations in flight that a later completion on their communicator shows
-  // to have completed (NCCL did not deliver one of their kernel-channel
-  // events): no longer watched for stuck reports, their handles freed.
-  void NoteCompletion(uint16_t comm, uint64_t op_start_ns, uint64_t now);
+  // Ends the watch of operations a later completion proves complete, and
+  // frees their handles (InFlightTable::ReclaimLost).
   void ReclaimLost(uint64_t now);
   // The slot holding operation `id` in its thread's region, if it still does.
   Slot* SlotOf(uint64_t id);
@@ -162,23 +149,10 @@ class Writer {
   uint64_t gpu_base_ = 0;
   uint64_t gpu_offset_ = 0;  // gpu_base_ - (its CPU time relative to mono_base_)
 
-  struct CommCounts {
-    uint64_t enqueued = 0;
-    uint64_t completed = 0;
-    // Completions not yet kLostGraceNs old: (seen at, the op's start).
-    std::deque<std::pair<uint64_t, uint64_t>> recent;
-    // The latest start of an operation whose completion is that old: every
-    // operation enqueued before it completed too (ReclaimLost).
-    uint64_t proven_start = 0;
-  };
-  std::unordered_map<uint16_t, CommCounts> comm_counts_;
-  std::unordered_map<uint64_t, InFlight> in_flight_;
-  std::unordered_set<uint64_t> early_done_;
+  InFlightTable in_flight_;
   uint64_t last_drops_sum_ = 0;
   bool warned_drops_ = false;
   bool warned_pool_ = false;
-  uint64_t lost_completions_ = 0;  // ReclaimLost
-  uint64_t next_reclaim_ = 0;
   bool burst_ = false;  // the last drain found a ring an eighth full: drain every 1 ms
   std::atomic<bool> drain_paused_{false};  // tests
   uint64_t next_heartbeat_ = 0;
