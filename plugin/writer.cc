@@ -13,9 +13,13 @@
 
 #include "plugin/clock.h"
 #include "plugin/version.h"
+#include "proto/trace_fields.h"
 
 namespace ncclwatch::plugin {
 namespace {
+
+// Field numbers come from the schema (generated; proto/trace_fields_test).
+namespace tf = ::ncclwatch::trace_fields;
 
 constexpr size_t kBufBytes = 8 << 20;         // encode buffer
 constexpr size_t kWriteThreshold = 4 << 20;   // write early past this
@@ -24,12 +28,6 @@ constexpr uint32_t kDrainPerRing = 1 << 16;
 constexpr size_t kMaxStuckOps = 4096;
 constexpr int64_t kGpuReanchorNs = 2000;  // re-anchor the GPU clock for a 2 us tighter pair
 
-// Record field numbers (trace.proto).
-enum : uint32_t {
-  kRHeader = 1, kRStringDef = 2, kRCommInit = 3, kRCommFinalize = 4, kROp = 5, kROpDone = 6,
-  kREventStart = 7, kREventStop = 8, kREventState = 9, kRGpuClock = 10, kRHeartbeat = 11,
-  kRStuck = 12, kRDrops = 13, kRFinalize = 14, kRBatch = 15,
-};
 
 uint32_t OpKindOf(uint32_t etype) { return etype == kEvP2p ? 1 : 0; }
 
@@ -310,10 +308,10 @@ void Writer::WriteOut() {
   if (wire_.size() == 0 || !file_.open()) return;
   Wire h(head_buf_, sizeof(head_buf_));
   size_t at = h.BeginRecord();
-  size_t m = h.BeginMessage(kRBatch);
-  h.U64(1, ++batch_seq_);
-  h.U64(2, batch_base_);
-  h.U64(3, file_.records_written());
+  size_t m = h.BeginMessage(tf::Record::kBatch);
+  h.U64(tf::Batch::kSeq, ++batch_seq_);
+  h.U64(tf::Batch::kTimeNs, batch_base_);
+  h.U64(tf::Batch::kRecordsBefore, file_.records_written());
   h.EndMessage(m);
   h.EndRecord(at);
   const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1);
@@ -337,19 +335,19 @@ void Writer::WriteOut() {
     Wire w(buf, cap);
     const uint64_t now = NowNs();
     size_t at = w.BeginRecord();
-    size_t m = w.BeginMessage(kRBatch);
-    w.U64(1, ++batch_seq_);
-    w.U64(2, Rel(now));
-    w.U64(3, file_.records_written());
+    size_t m = w.BeginMessage(tf::Record::kBatch);
+    w.U64(tf::Batch::kSeq, ++batch_seq_);
+    w.U64(tf::Batch::kTimeNs, Rel(now));
+    w.U64(tf::Batch::kRecordsBefore, file_.records_written());
     w.EndMessage(m);
     w.EndRecord(at);
     at = w.BeginRecord();
     EncodeDrops(&w, now);
     w.EndRecord(at);
     at = w.BeginRecord();
-    m = w.BeginMessage(kRHeartbeat);
-    w.U64(1, Rel(now));
-    w.U64(2, in_flight_.size());
+    m = w.BeginMessage(tf::Record::kHeartbeat);
+    w.U64(tf::Heartbeat::kTimeNs, Rel(now));
+    w.U64(tf::Heartbeat::kOpsInFlight, in_flight_.size());
     w.EndMessage(m);
     w.EndRecord(at);
     return w.ok() ? w.size() : 0;
@@ -369,9 +367,9 @@ uint32_t Writer::Intern(const char* s) {
     id = ++last_string_id_;  // never reused, also after a lost write resets the table
     string_ids_.emplace(text, id);
     size_t at = BeginRecord();
-    size_t m = wire_.BeginMessage(kRStringDef);
-    wire_.U64(1, id);
-    wire_.Bytes(2, text.data(), text.size());
+    size_t m = wire_.BeginMessage(tf::Record::kStringDef);
+    wire_.U64(tf::StringDef::kId, id);
+    wire_.Bytes(tf::StringDef::kText, text.data(), text.size());
     wire_.EndMessage(m);
     EndRecord(at);
   }
@@ -392,9 +390,9 @@ void Writer::DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns) {
   gpu_base_ = gpu_ns;
   gpu_offset_ = gpu_ns - Rel(cpu_ns);
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRGpuClock);
-  wire_.U64(1, gpu_base_);
-  wire_.U64(2, Rel(cpu_ns));
+  size_t m = wire_.BeginMessage(tf::Record::kGpuClock);
+  wire_.U64(tf::GpuClock::kGpuBaseNs, gpu_base_);
+  wire_.U64(tf::GpuClock::kCpuNs, Rel(cpu_ns));
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -406,84 +404,84 @@ int64_t Writer::GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) const {
 void Writer::EncodeHeader() {
   const Config& c = prof_->config();
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRHeader);
-  wire_.U64(1, 1);  // SCHEMA_VERSION_CURRENT
-  wire_.String(2, kPluginVersion);
-  wire_.U64(3, static_cast<uint64_t>(prof_->api_version()));
-  wire_.Bytes(4, info_.hostname.data(), info_.hostname.size());
-  wire_.I64(5, info_.pid);
-  wire_.U64(6, mono_base_);
-  wire_.U64(7, realtime_base_);
-  wire_.U64(8, clock_error_);
-  wire_.I32(9, info_.launcher_rank);
-  wire_.I32(10, info_.launcher_world_size);
-  wire_.I32(11, info_.launcher_local_rank);
-  wire_.Bytes(12, info_.launcher_rank_source.data(), info_.launcher_rank_source.size());
-  wire_.I32(13, info_.cuda_device);
-  wire_.Bytes(14, info_.cuda_visible_devices.data(), info_.cuda_visible_devices.size());
-  wire_.Bytes(15, info_.gpu_pci_bus_id.data(), info_.gpu_pci_bus_id.size());
-  wire_.Bytes(16, info_.gpu_uuid.data(), info_.gpu_uuid.size());
-  wire_.U64(17, c.nccl_mask);
-  wire_.Bytes(18, c.events.data(), c.events.size());
-  wire_.U64(19, c.flush_ms);
-  wire_.U64(20, c.heartbeat_ms);
-  wire_.Double(21, c.stuck_sec);
-  wire_.U64(22, c.buffer_mb << 20);
-  wire_.Bytes(23, info_.job_id.data(), info_.job_id.size());
-  for (const std::string& a : info_.argv) wire_.Bytes(24, a.data(), a.size());
-  wire_.Bytes(25, ticks_.why().data(), ticks_.why().size());
-  wire_.U64(26, ticks_.tsc() ? 1 : 2);  // TickClock: TICK_CLOCK_TSC, TICK_CLOCK_MONOTONIC
+  size_t m = wire_.BeginMessage(tf::Record::kHeader);
+  wire_.U64(tf::ProcessHeader::kSchemaVersion, 1);  // SCHEMA_VERSION_CURRENT
+  wire_.String(tf::ProcessHeader::kPluginVersion, kPluginVersion);
+  wire_.U64(tf::ProcessHeader::kProfilerApiVersion, static_cast<uint64_t>(prof_->api_version()));
+  wire_.Bytes(tf::ProcessHeader::kHostname, info_.hostname.data(), info_.hostname.size());
+  wire_.I64(tf::ProcessHeader::kPid, info_.pid);
+  wire_.U64(tf::ProcessHeader::kMonoBaseNs, mono_base_);
+  wire_.U64(tf::ProcessHeader::kRealtimeBaseNs, realtime_base_);
+  wire_.U64(tf::ProcessHeader::kClockPairErrorNs, clock_error_);
+  wire_.I32(tf::ProcessHeader::kLauncherRank, info_.launcher_rank);
+  wire_.I32(tf::ProcessHeader::kLauncherWorldSize, info_.launcher_world_size);
+  wire_.I32(tf::ProcessHeader::kLauncherLocalRank, info_.launcher_local_rank);
+  wire_.Bytes(tf::ProcessHeader::kLauncherRankSource, info_.launcher_rank_source.data(), info_.launcher_rank_source.size());
+  wire_.I32(tf::ProcessHeader::kCudaDevice, info_.cuda_device);
+  wire_.Bytes(tf::ProcessHeader::kCudaVisibleDevices, info_.cuda_visible_devices.data(), info_.cuda_visible_devices.size());
+  wire_.Bytes(tf::ProcessHeader::kGpuPciBusId, info_.gpu_pci_bus_id.data(), info_.gpu_pci_bus_id.size());
+  wire_.Bytes(tf::ProcessHeader::kGpuUuid, info_.gpu_uuid.data(), info_.gpu_uuid.size());
+  wire_.U64(tf::ProcessHeader::kEventMask, c.nccl_mask);
+  wire_.Bytes(tf::ProcessHeader::kEventsConfig, c.events.data(), c.events.size());
+  wire_.U64(tf::ProcessHeader::kFlushMs, c.flush_ms);
+  wire_.U64(tf::ProcessHeader::kHeartbeatMs, c.heartbeat_ms);
+  wire_.Double(tf::ProcessHeader::kStuckSec, c.stuck_sec);
+  wire_.U64(tf::ProcessHeader::kBufferBytes, c.buffer_mb << 20);
+  wire_.Bytes(tf::ProcessHeader::kJobId, info_.job_id.data(), info_.job_id.size());
+  for (const std::string& a : info_.argv) wire_.Bytes(tf::ProcessHeader::kArgv, a.data(), a.size());
+  wire_.Bytes(tf::ProcessHeader::kClockSource, ticks_.why().data(), ticks_.why().size());
+  wire_.U64(tf::ProcessHeader::kTickClock, ticks_.tsc() ? 1 : 2);  // TickClock: TICK_CLOCK_TSC, TICK_CLOCK_MONOTONIC
   const ClockFacts& f = ticks_.facts();
-  wire_.Bytes(27, f.clocksource.data(), f.clocksource.size());
-  wire_.Double(28, f.gettime_ns);
+  wire_.Bytes(tf::ProcessHeader::kKernelClocksource, f.clocksource.data(), f.clocksource.size());
+  wire_.Double(tf::ProcessHeader::kClockGettimeNs, f.gettime_ns);
   wire_.EndMessage(m);
   EndRecord(at);
 }
 
 void Writer::EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash) {
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRCommInit);
-  wire_.U64(1, ctx->comm);
-  wire_.U64(2, hash);
+  size_t m = wire_.BeginMessage(tf::Record::kCommInit);
+  wire_.U64(tf::CommInit::kComm, ctx->comm);
+  wire_.U64(tf::CommInit::kCommHash, hash);
   if (!from_event) {
-    wire_.Bytes(3, ctx->name.data(), ctx->name.size());
-    wire_.I32(4, ctx->nranks);
-    wire_.I32(5, ctx->nnodes);
-    wire_.I32(6, ctx->rank);
+    wire_.Bytes(tf::CommInit::kName, ctx->name.data(), ctx->name.size());
+    wire_.I32(tf::CommInit::kNranks, ctx->nranks);
+    wire_.I32(tf::CommInit::kNnodes, ctx->nnodes);
+    wire_.I32(tf::CommInit::kRank, ctx->rank);
   }
-  wire_.U64(7, Rel(ctx->init_ns));
-  wire_.Bool(8, from_event);
+  wire_.U64(tf::CommInit::kTimeNs, Rel(ctx->init_ns));
+  wire_.Bool(tf::CommInit::kFromEvent, from_event);
   wire_.EndMessage(m);
   EndRecord(at);
 }
 
 void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRCommFinalize);
-  wire_.U64(1, ctx->comm);
-  wire_.U64(2, Rel(time_ns));
-  wire_.U64(3, in_flight_.enqueued(ctx->comm));
-  wire_.U64(4, in_flight_.completed(ctx->comm));
+  size_t m = wire_.BeginMessage(tf::Record::kCommFinalize);
+  wire_.U64(tf::CommFinalize::kComm, ctx->comm);
+  wire_.U64(tf::CommFinalize::kTimeNs, Rel(time_ns));
+  wire_.U64(tf::CommFinalize::kOpsEnqueued, in_flight_.enqueued(ctx->comm));
+  wire_.U64(tf::CommFinalize::kOpsCompleted, in_flight_.completed(ctx->comm));
   wire_.EndMessage(m);
   EndRecord(at);
 }
 
 void Writer::EncodeDoneBody(const Rec& d, const Rec* op) {
   if (op != nullptr) {
-    wire_.U64(9, d.t0 > op->t0 ? d.t0 - op->t0 : 0);
+    wire_.U64(tf::OpDone::kDoneAfterStartNs, d.t0 > op->t0 ? d.t0 - op->t0 : 0);
   } else {
-    wire_.U64(2, Rel(d.t0));
+    wire_.U64(tf::OpDone::kDoneNs, Rel(d.t0));
   }
   if (d.flags & kFlagHasGpu) {
     // The GPU clock was defined before the record began (DefineGpuClock).
-    wire_.S64(3, GpuDelta(d.done.gpu_start, d.t0));
+    wire_.S64(tf::OpDone::kGpuStartDeltaNs, GpuDelta(d.done.gpu_start, d.t0));
     uint64_t dur = d.done.gpu_stop - d.done.gpu_start;
-    wire_.U64(4, dur);
-    if (dur == 0) wire_.Bool(8, true);
+    wire_.U64(tf::OpDone::kGpuDurationNs, dur);
+    if (dur == 0) wire_.Bool(tf::OpDone::kGpuTiming, true);
   }
-  if (op == nullptr || d.done.kernel_channels != op->nchannels) wire_.U64(5, d.done.kernel_channels);
-  wire_.U64(6, d.done.proxy_ops);
-  wire_.U64(7, d.done.proxy_bytes);
+  if (op == nullptr || d.done.kernel_channels != op->nchannels) wire_.U64(tf::OpDone::kKernelChannels, d.done.kernel_channels);
+  wire_.U64(tf::OpDone::kProxyOps, d.done.proxy_ops);
+  wire_.U64(tf::OpDone::kProxyBytes, d.done.proxy_bytes);
 }
 
 void Writer::EncodeOp(const Rec& r, const Rec* done) {
@@ -514,39 +512,39 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
                         tracked);
   }
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kROp);
+  size_t m = wire_.BeginMessage(tf::Record::kOp);
   // A folded op needs no id unless raw records may name it as their parent.
-  if (done == nullptr || prof_->config().raw_kinds != 0) wire_.U64(1, r.id);
-  wire_.U64(2, r.comm);
-  wire_.U64(3, OpKindOf(r.etype));
-  wire_.U64(4, r.op.seq);
-  wire_.U64(5, func);
-  wire_.U64(6, r.op.count);
-  wire_.U64(7, dtype);
-  if (r.etype == kEvColl) wire_.S64(8, r.op.root);
-  if (r.etype == kEvP2p) wire_.S64(9, r.op.peer);
-  wire_.U64(10, algo);
-  wire_.U64(11, proto);
-  wire_.U64(12, r.nchannels);
-  wire_.U64(13, r.nwarps);
+  if (done == nullptr || prof_->config().raw_kinds != 0) wire_.U64(tf::Op::kEventId, r.id);
+  wire_.U64(tf::Op::kComm, r.comm);
+  wire_.U64(tf::Op::kKind, OpKindOf(r.etype));
+  wire_.U64(tf::Op::kSeq, r.op.seq);
+  wire_.U64(tf::Op::kFunc, func);
+  wire_.U64(tf::Op::kCount, r.op.count);
+  wire_.U64(tf::Op::kDatatype, dtype);
+  if (r.etype == kEvColl) wire_.S64(tf::Op::kRoot, r.op.root);
+  if (r.etype == kEvP2p) wire_.S64(tf::Op::kPeer, r.op.peer);
+  wire_.U64(tf::Op::kAlgo, algo);
+  wire_.U64(tf::Op::kProto, proto);
+  wire_.U64(tf::Op::kNchannels, r.nchannels);
+  wire_.U64(tf::Op::kNwarps, r.nwarps);
   const uint64_t start = Rel(r.t0);
-  wire_.S64(26, static_cast<int64_t>(start - prev_op_start_));
+  wire_.S64(tf::Op::kStartDeltaNs, static_cast<int64_t>(start - prev_op_start_));
   prev_op_start_ = start;
-  wire_.U64(15, r.t1 - r.t0);
-  wire_.U64(16, r.parent_id);
-  wire_.U64(17, r.op.send_buff);
-  wire_.U64(18, r.op.recv_buff);
-  wire_.U64(19, r.op.traffic_bytes);
-  wire_.U64(20, r.op.op);
-  wire_.Bool(21, r.flags & kFlagCollnet);
-  wire_.Bool(22, r.flags & kFlagNvls);
-  wire_.U64(23, r.op.p2p_seq);
+  wire_.U64(tf::Op::kEnqueueNs, r.t1 - r.t0);
+  wire_.U64(tf::Op::kParentId, r.parent_id);
+  wire_.U64(tf::Op::kSendBuff, r.op.send_buff);
+  wire_.U64(tf::Op::kRecvBuff, r.op.recv_buff);
+  wire_.U64(tf::Op::kTrafficBytes, r.op.traffic_bytes);
+  wire_.U64(tf::Op::kOp, r.op.op);
+  wire_.Bool(tf::Op::kIsCollnet, r.flags & kFlagCollnet);
+  wire_.Bool(tf::Op::kIsNvls, r.flags & kFlagNvls);
+  wire_.U64(tf::Op::kP2pSeq, r.op.p2p_seq);
   if (done != nullptr) {
-    size_t dm = wire_.BeginMessage(31);
+    size_t dm = wire_.BeginMessage(tf::Op::kCompletion);
     EncodeDoneBody(*done, &r);
     wire_.EndMessage(dm);
   } else {
-    wire_.Bool(25, tracked);
+    wire_.Bool(tf::Op::kCompletionTracked, tracked);
   }
   wire_.EndMessage(m);
   EndRecord(at);
@@ -555,8 +553,8 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
 void Writer::EncodeOpDone(const Rec& r) {
   if (r.flags & kFlagHasGpu) DefineGpuClock(r.done.gpu_stop, r.t0);
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kROpDone);
-  wire_.U64(1, r.id);
+  size_t m = wire_.BeginMessage(tf::Record::kOpDone);
+  wire_.U64(tf::OpDone::kEventId, r.id);
   EncodeDoneBody(r, nullptr);
   wire_.EndMessage(m);
   EndRecord(at);
@@ -576,123 +574,123 @@ void Writer::EncodeEvStart(const Rec& r) {
     gdelta = GpuDelta(r.px.ptimer, r.t0);
   }
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kREventStart);
-  wire_.U64(1, r.id);
-  wire_.U64(2, r.etype);
-  wire_.U64(3, r.parent_id);
-  wire_.U64(4, r.comm);
-  wire_.U64(5, Rel(r.t0));
-  if (r.etype == kEvProxyOp || r.etype == kEvProxyStep || r.etype == kEvKernelCh) wire_.I32(6, r.px.rank);
-  wire_.U64(7, r.t1);
+  size_t m = wire_.BeginMessage(tf::Record::kEventStart);
+  wire_.U64(tf::EventStart::kEventId, r.id);
+  wire_.U64(tf::EventStart::kType, r.etype);
+  wire_.U64(tf::EventStart::kParentId, r.parent_id);
+  wire_.U64(tf::EventStart::kComm, r.comm);
+  wire_.U64(tf::EventStart::kTimeNs, Rel(r.t0));
+  if (r.etype == kEvProxyOp || r.etype == kEvProxyStep || r.etype == kEvKernelCh) wire_.I32(tf::EventStart::kNcclRank, r.px.rank);
+  wire_.U64(tf::EventStart::kTid, r.t1);
   const bool graph = r.flags & kFlagGraph;
   size_t d;
   switch (r.etype) {
     case kEvGroupApi:
-      d = wire_.BeginMessage(10);
-      wire_.Bool(1, graph);
-      wire_.I32(2, r.api.group_depth);
+      d = wire_.BeginMessage(tf::EventStart::kGroupApi);
+      wire_.Bool(tf::GroupApiDetail::kGraphCaptured, graph);
+      wire_.I32(tf::GroupApiDetail::kGroupDepth, r.api.group_depth);
       wire_.EndMessage(d);
       break;
     case kEvCollApi:
-      d = wire_.BeginMessage(11);
-      wire_.U64(1, func);
-      wire_.U64(2, r.api.count);
-      wire_.U64(3, dtype);
-      wire_.S64(4, r.api.root);
-      wire_.U64(5, r.api.stream);
-      wire_.Bool(6, graph);
+      d = wire_.BeginMessage(tf::EventStart::kCollApi);
+      wire_.U64(tf::CollApiDetail::kFunc, func);
+      wire_.U64(tf::CollApiDetail::kCount, r.api.count);
+      wire_.U64(tf::CollApiDetail::kDatatype, dtype);
+      wire_.S64(tf::CollApiDetail::kRoot, r.api.root);
+      wire_.U64(tf::CollApiDetail::kStream, r.api.stream);
+      wire_.Bool(tf::CollApiDetail::kGraphCaptured, graph);
       wire_.EndMessage(d);
       break;
     case kEvP2pApi:
-      d = wire_.BeginMessage(12);
-      wire_.U64(1, func);
-      wire_.U64(2, r.api.count);
-      wire_.U64(3, dtype);
-      wire_.U64(4, r.api.stream);
-      wire_.Bool(5, graph);
+      d = wire_.BeginMessage(tf::EventStart::kP2pApi);
+      wire_.U64(tf::P2pApiDetail::kFunc, func);
+      wire_.U64(tf::P2pApiDetail::kCount, r.api.count);
+      wire_.U64(tf::P2pApiDetail::kDatatype, dtype);
+      wire_.U64(tf::P2pApiDetail::kStream, r.api.stream);
+      wire_.Bool(tf::P2pApiDetail::kGraphCaptured, graph);
       wire_.EndMessage(d);
       break;
     case kEvKernelLaunch:
-      d = wire_.BeginMessage(13);
-      wire_.U64(1, r.api.stream);
+      d = wire_.BeginMessage(tf::EventStart::kKernelLaunch);
+      wire_.U64(tf::KernelLaunchDetail::kStream, r.api.stream);
       wire_.EndMessage(d);
       break;
     case kEvProxyOp:
-      d = wire_.BeginMessage(14);
-      wire_.I64(1, r.px.pid);
-      wire_.U64(2, static_cast<uint32_t>(r.px.channel));
-      wire_.S64(3, r.px.peer);
-      wire_.I32(4, r.px.nsteps);
-      wire_.I32(5, r.px.chunk_size);
-      wire_.Bool(6, r.flags & kFlagIsSend);
-      wire_.U64(7, r.parent_id);
+      d = wire_.BeginMessage(tf::EventStart::kProxyOp);
+      wire_.I64(tf::ProxyOpDetail::kPid, r.px.pid);
+      wire_.U64(tf::ProxyOpDetail::kChannel, static_cast<uint32_t>(r.px.channel));
+      wire_.S64(tf::ProxyOpDetail::kPeer, r.px.peer);
+      wire_.I32(tf::ProxyOpDetail::kNsteps, r.px.nsteps);
+      wire_.I32(tf::ProxyOpDetail::kChunkSize, r.px.chunk_size);
+      wire_.Bool(tf::ProxyOpDetail::kIsSend, r.flags & kFlagIsSend);
+      wire_.U64(tf::ProxyOpDetail::kOpId, r.parent_id);
       wire_.EndMessage(d);
       break;
     case kEvProxyStep:
-      d = wire_.BeginMessage(15);
-      wire_.I32(1, r.px.step);
+      d = wire_.BeginMessage(tf::EventStart::kProxyStep);
+      wire_.I32(tf::ProxyStepDetail::kStep, r.px.step);
       wire_.EndMessage(d);
       break;
     case kEvKernelCh:
-      d = wire_.BeginMessage(16);
-      wire_.U64(1, static_cast<uint32_t>(r.px.channel));
+      d = wire_.BeginMessage(tf::EventStart::kKernelCh);
+      wire_.U64(tf::KernelChDetail::kChannel, static_cast<uint32_t>(r.px.channel));
       if (r.flags & kFlagHasGpu) {
-        wire_.S64(2, gdelta);
-        wire_.Bool(3, true);
+        wire_.S64(tf::KernelChDetail::kGpuStartDeltaNs, gdelta);
+        wire_.Bool(tf::KernelChDetail::kHasGpuStart, true);
       }
       wire_.EndMessage(d);
       break;
     case kEvNetPlugin: {
-      d = wire_.BeginMessage(17);
-      wire_.I64(1, r.net.id);
+      d = wire_.BeginMessage(tf::EventStart::kNetPlugin);
+      wire_.I64(tf::NetPluginDetail::kId, r.net.id);
       if (r.flags & kFlagNetIb) {
-        size_t q = wire_.BeginMessage(2);
-        wire_.U64(1, r.net.type);
-        wire_.I32(2, r.net.device);
-        wire_.U64(3, r.net.wr_id);
-        wire_.I32(4, r.net.opcode);
-        wire_.I32(5, r.net.qp_num);
-        wire_.U64(6, r.net.length);
+        size_t q = wire_.BeginMessage(tf::NetPluginDetail::kIbQp);
+        wire_.U64(tf::NetIbQp::kType, r.net.type);
+        wire_.I32(tf::NetIbQp::kDevice, r.net.device);
+        wire_.U64(tf::NetIbQp::kWrId, r.net.wr_id);
+        wire_.I32(tf::NetIbQp::kOpcode, r.net.opcode);
+        wire_.I32(tf::NetIbQp::kQpNum, r.net.qp_num);
+        wire_.U64(tf::NetIbQp::kLength, r.net.length);
         wire_.EndMessage(q);
       } else if (r.flags & kFlagNetSocket) {
-        size_t q = wire_.BeginMessage(3);
-        wire_.U64(1, r.net.type);
-        wire_.I32(2, r.net.device);
-        wire_.I32(3, r.net.opcode);
-        wire_.U64(4, r.net.length);
+        size_t q = wire_.BeginMessage(tf::NetPluginDetail::kSocket);
+        wire_.U64(tf::NetSocket::kType, r.net.type);
+        wire_.I32(tf::NetSocket::kFd, r.net.device);
+        wire_.I32(tf::NetSocket::kOp, r.net.opcode);
+        wire_.U64(tf::NetSocket::kLength, r.net.length);
         wire_.EndMessage(q);
       }
       wire_.EndMessage(d);
       break;
     }
     case kEvCeColl:
-      d = wire_.BeginMessage(18);
-      wire_.U64(1, r.api.seq);
-      wire_.U64(2, func);
-      wire_.U64(3, r.api.send_buff);
-      wire_.U64(4, r.api.recv_buff);
-      wire_.U64(5, r.api.count);
-      wire_.S64(6, r.api.root);
-      wire_.U64(7, dtype);
-      wire_.U64(8, sync);
-      wire_.Bool(9, r.flags & kFlagIntraBatchSync);
-      wire_.U64(10, r.api.batch_size);
-      wire_.U64(11, r.api.num_batches);
-      wire_.U64(12, r.api.ce_seq);
-      wire_.U64(13, r.api.stream);
+      d = wire_.BeginMessage(tf::EventStart::kCeColl);
+      wire_.U64(tf::CeCollDetail::kSeq, r.api.seq);
+      wire_.U64(tf::CeCollDetail::kFunc, func);
+      wire_.U64(tf::CeCollDetail::kSendBuff, r.api.send_buff);
+      wire_.U64(tf::CeCollDetail::kRecvBuff, r.api.recv_buff);
+      wire_.U64(tf::CeCollDetail::kCount, r.api.count);
+      wire_.S64(tf::CeCollDetail::kRoot, r.api.root);
+      wire_.U64(tf::CeCollDetail::kDatatype, dtype);
+      wire_.U64(tf::CeCollDetail::kSyncStrategy, sync);
+      wire_.Bool(tf::CeCollDetail::kIntraBatchSync, r.flags & kFlagIntraBatchSync);
+      wire_.U64(tf::CeCollDetail::kBatchSize, r.api.batch_size);
+      wire_.U64(tf::CeCollDetail::kNumBatches, r.api.num_batches);
+      wire_.U64(tf::CeCollDetail::kCeSeq, r.api.ce_seq);
+      wire_.U64(tf::CeCollDetail::kStream, r.api.stream);
       wire_.EndMessage(d);
       break;
     case kEvCeSync:
-      d = wire_.BeginMessage(19);
-      wire_.Bool(1, r.flags & kFlagIsComplete);
-      wire_.I32(2, r.api.nranks);
+      d = wire_.BeginMessage(tf::EventStart::kCeSync);
+      wire_.Bool(tf::CeSyncDetail::kIsComplete, r.flags & kFlagIsComplete);
+      wire_.I32(tf::CeSyncDetail::kNranks, r.api.nranks);
       wire_.EndMessage(d);
       break;
     case kEvCeBatch:
-      d = wire_.BeginMessage(20);
-      wire_.I32(1, r.batch.num_ops);
-      wire_.U64(2, r.batch.total_bytes);
-      wire_.Bool(3, r.flags & kFlagUseIntraSync);
+      d = wire_.BeginMessage(tf::EventStart::kCeBatch);
+      wire_.I32(tf::CeBatchDetail::kNumOps, r.batch.num_ops);
+      wire_.U64(tf::CeBatchDetail::kTotalBytes, r.batch.total_bytes);
+      wire_.Bool(tf::CeBatchDetail::kUseIntraSync, r.flags & kFlagUseIntraSync);
       wire_.EndMessage(d);
       break;
     default:
@@ -710,12 +708,12 @@ void Writer::EncodeEvStop(const Rec& r) {
     g = GpuDelta(r.st.ptimer, r.t0);
   }
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kREventStop);
-  wire_.U64(1, r.id);
-  wire_.U64(2, Rel(r.t0));
+  size_t m = wire_.BeginMessage(tf::Record::kEventStop);
+  wire_.U64(tf::EventStop::kEventId, r.id);
+  wire_.U64(tf::EventStop::kTimeNs, Rel(r.t0));
   if (has) {
-    wire_.S64(3, g);
-    wire_.Bool(4, true);
+    wire_.S64(tf::EventStop::kGpuStopDeltaNs, g);
+    wire_.Bool(tf::EventStop::kHasGpuStop, true);
   }
   wire_.EndMessage(m);
   EndRecord(at);
@@ -729,18 +727,18 @@ void Writer::EncodeEvState(const Rec& r) {
     g = GpuDelta(r.st.ptimer, r.t0);
   }
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kREventState);
-  wire_.U64(1, r.id);
-  wire_.U64(2, r.st.state);
-  wire_.U64(3, Rel(r.t0));
-  wire_.U64(4, r.st.trans_size);
-  wire_.I32(5, r.st.steps);
-  wire_.I32(6, r.st.appended_proxy_ops);
+  size_t m = wire_.BeginMessage(tf::Record::kEventState);
+  wire_.U64(tf::EventState::kEventId, r.id);
+  wire_.U64(tf::EventState::kState, r.st.state);
+  wire_.U64(tf::EventState::kTimeNs, Rel(r.t0));
+  wire_.U64(tf::EventState::kTransSize, r.st.trans_size);
+  wire_.I32(tf::EventState::kSteps, r.st.steps);
+  wire_.I32(tf::EventState::kAppendedProxyOps, r.st.appended_proxy_ops);
   if (has) {
-    wire_.S64(7, g);
-    wire_.Bool(8, true);
+    wire_.S64(tf::EventState::kGpuDeltaNs, g);
+    wire_.Bool(tf::EventState::kHasGpu, true);
   }
-  wire_.U64(9, r.st.net_data);
+  wire_.U64(tf::EventState::kNetData, r.st.net_data);
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -753,12 +751,12 @@ void Writer::EncodeHeartbeat(uint64_t now) {
     dropped += c.ring_full.load(std::memory_order_relaxed) + c.pool_exhausted.load(std::memory_order_relaxed);
   }
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRHeartbeat);
-  wire_.U64(1, Rel(now));
-  wire_.U64(2, in_flight_.size());
-  wire_.U64(3, recorded);
-  wire_.U64(4, dropped + file_.records_lost());
-  wire_.U64(5, file_.bytes_written());
+  size_t m = wire_.BeginMessage(tf::Record::kHeartbeat);
+  wire_.U64(tf::Heartbeat::kTimeNs, Rel(now));
+  wire_.U64(tf::Heartbeat::kOpsInFlight, in_flight_.size());
+  wire_.U64(tf::Heartbeat::kEventsRecorded, recorded);
+  wire_.U64(tf::Heartbeat::kEventsDropped, dropped + file_.records_lost());
+  wire_.U64(tf::Heartbeat::kBytesWritten, file_.bytes_written());
   wire_.EndMessage(m);
   EndRecord(at);
 }
@@ -785,16 +783,16 @@ uint64_t Writer::UntrackedOps() const {
 void Writer::EncodeDrops(Wire* w, uint64_t now) const {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
-  size_t m = w->BeginMessage(kRDrops);
-  w->U64(1, Rel(now));
-  w->U64(2, ring_full);
-  w->U64(3, pool);
-  w->U64(4, no_slot);
-  w->U64(5, file_.records_lost());
-  w->U64(6, foreign);
-  w->U64(7, bad);
-  w->Bytes(8, file_.last_error().data(), file_.last_error().size());
-  w->U64(9, UntrackedOps());
+  size_t m = w->BeginMessage(tf::Record::kDrops);
+  w->U64(tf::Drops::kTimeNs, Rel(now));
+  w->U64(tf::Drops::kRingFull, ring_full);
+  w->U64(tf::Drops::kPoolExhausted, pool);
+  w->U64(tf::Drops::kNoThreadSlot, no_slot);
+  w->U64(tf::Drops::kWriteFailed, file_.records_lost());
+  w->U64(tf::Drops::kForeignParent, foreign);
+  w->U64(tf::Drops::kBadParent, bad);
+  w->Bytes(tf::Drops::kLastWriteError, file_.last_error().data(), file_.last_error().size());
+  w->U64(tf::Drops::kCompletionUntracked, UntrackedOps());
   w->EndMessage(m);
 }
 
@@ -952,48 +950,48 @@ void Writer::MaybeStuckReport(uint64_t now) {
   for (auto& o : ops) funcs.push_back(Intern(o.second->func));
 
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRStuck);
-  wire_.U64(1, Rel(now));
-  wire_.Double(2, stuck_sec);
-  wire_.U64(3, trigger);
+  size_t m = wire_.BeginMessage(tf::Record::kStuck);
+  wire_.U64(tf::StuckReport::kTimeNs, Rel(now));
+  wire_.Double(tf::StuckReport::kThresholdSec, stuck_sec);
+  wire_.U64(tf::StuckReport::kTriggerEventId, trigger);
   for (size_t i = 0; i < ops.size(); ++i) {
     uint64_t id = ops[i].first;
     InFlightTable::Op& f = *ops[i].second;
     f.reported = true;
-    size_t o = wire_.BeginMessage(4);
-    wire_.U64(1, id);
-    wire_.U64(2, f.comm);
-    wire_.U64(3, OpKindOf(f.kind));
-    wire_.U64(4, f.seq);
-    wire_.U64(5, funcs[i]);
-    wire_.U64(6, f.count);
-    if (f.kind == kEvP2p) wire_.S64(7, f.peer);
-    wire_.U64(8, Rel(f.start_ns));
-    wire_.U64(9, now - f.start_ns);
-    wire_.Bool(10, true);  // the table holds only enqueued ops (Op records)
-    wire_.U64(11, f.nchannels);
+    size_t o = wire_.BeginMessage(tf::StuckReport::kOps);
+    wire_.U64(tf::InFlightOp::kEventId, id);
+    wire_.U64(tf::InFlightOp::kComm, f.comm);
+    wire_.U64(tf::InFlightOp::kKind, OpKindOf(f.kind));
+    wire_.U64(tf::InFlightOp::kSeq, f.seq);
+    wire_.U64(tf::InFlightOp::kFunc, funcs[i]);
+    wire_.U64(tf::InFlightOp::kCount, f.count);
+    if (f.kind == kEvP2p) wire_.S64(tf::InFlightOp::kPeer, f.peer);
+    wire_.U64(tf::InFlightOp::kStartNs, Rel(f.start_ns));
+    wire_.U64(tf::InFlightOp::kAgeNs, now - f.start_ns);
+    wire_.Bool(tf::InFlightOp::kEnqueued, true);  // the table holds only enqueued ops (Op records)
+    wire_.U64(tf::InFlightOp::kNchannels, f.nchannels);
     // The op's slot, if it still holds this op.
     const Slot* slot = SlotOf(id);
     if (slot != nullptr) {
-      wire_.U64(12, slot->kernel_started.load(std::memory_order_relaxed));
-      wire_.U64(13, slot->kernel_stopped.load(std::memory_order_relaxed));
-      wire_.U64(14, slot->proxy_started.load(std::memory_order_relaxed));
-      wire_.U64(15, slot->proxy_stopped.load(std::memory_order_relaxed));
+      wire_.U64(tf::InFlightOp::kKernelChannelsStarted, slot->kernel_started.load(std::memory_order_relaxed));
+      wire_.U64(tf::InFlightOp::kKernelChannelsStopped, slot->kernel_stopped.load(std::memory_order_relaxed));
+      wire_.U64(tf::InFlightOp::kProxyOpsStarted, slot->proxy_started.load(std::memory_order_relaxed));
+      wire_.U64(tf::InFlightOp::kProxyOpsStopped, slot->proxy_stopped.load(std::memory_order_relaxed));
     }
     auto pit = proxies.find(id);
     if (pit != proxies.end()) {
       for (const Slot* p : pit->second) {
         uint64_t d = p->px_desc.load(std::memory_order_relaxed);
         uint64_t g = p->px_progress.load(std::memory_order_relaxed);
-        size_t q = wire_.BeginMessage(16);
-        wire_.U64(1, PxChannel(d));
-        wire_.S64(2, PxPeer(d));
-        wire_.Bool(3, PxIsSend(d));
-        wire_.I32(4, PxNsteps(d));
-        wire_.I32(5, PxStep(g));
-        wire_.U64(6, PxState(g));
-        wire_.U64(7, Rel(ticks_.ToNs(p->px_update_ns.load(std::memory_order_relaxed))));
-        wire_.Bool(8, PxStopped(g));
+        size_t q = wire_.BeginMessage(tf::InFlightOp::kProxy);
+        wire_.U64(tf::ProxyProgress::kChannel, PxChannel(d));
+        wire_.S64(tf::ProxyProgress::kPeer, PxPeer(d));
+        wire_.Bool(tf::ProxyProgress::kIsSend, PxIsSend(d));
+        wire_.I32(tf::ProxyProgress::kNsteps, PxNsteps(d));
+        wire_.I32(tf::ProxyProgress::kLastStep, PxStep(g));
+        wire_.U64(tf::ProxyProgress::kLastState, PxState(g));
+        wire_.U64(tf::ProxyProgress::kLastUpdateNs, Rel(ticks_.ToNs(p->px_update_ns.load(std::memory_order_relaxed))));
+        wire_.Bool(tf::ProxyProgress::kStopped, PxStopped(g));
         wire_.EndMessage(q);
       }
     }
@@ -1008,9 +1006,9 @@ void Writer::MaybeStuckReport(uint64_t now) {
 
 void Writer::EncodeFinalize(uint64_t now, bool clean) {
   size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(kRFinalize);
-  wire_.U64(1, Rel(now));
-  wire_.Bool(2, clean);
+  size_t m = wire_.BeginMessage(tf::Record::kFinalize);
+  wire_.U64(tf::Finalize::kTimeNs, Rel(now));
+  wire_.Bool(tf::Finalize::kClean, clean);
   wire_.EndMessage(m);
   EndRecord(at);
 }
