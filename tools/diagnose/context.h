@@ -1,6 +1,6 @@
 // What every finder of `ncclwatch diagnose` shares: the model with the
-// facts derived from it once (Prepare: who is dead, which operations are
-// provably unfinished, each communicator's collectives in order), the verdict
+// facts derived from it once (the liveness judgement, tools/liveness.h, and
+// Prepare: each communicator's collectives in order), the verdict
 // order of findings, and what a rank that never joined did instead (FateOf).
 //
 // A Ctx is built and prepared on one thread before the finders run; the
@@ -22,6 +22,7 @@
 #include "proto/report.pb.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/diagnose/format.h"
+#include "tools/liveness.h"
 #include "tools/model.h"
 #include "tools/semantics.h"
 
@@ -31,71 +32,45 @@ using report::Diagnosis;
 using report::Finding;
 using report::ProcRef;
 
-// NCCL counts seqNumber per communicator and function: a collective's
-// sequence is keyed by both.
-inline uint64_t SeqKey(uint32_t comm, uint16_t func) { return uint64_t{comm} << 16 | func; }
-
-// The function of a match's ops (every op of a collective match has it).
-uint16_t MatchFunc(const Model& m, const Match& mt);
-
 struct Ctx {
   const Model& m;
   const DiagnoseOptions& o;
-  int64_t t0 = 0, t_end = 0;
-  std::vector<bool> dead;
+  // The one judgement of every operation (tools/liveness.h), and the facts
+  // it rests on, which the finders read too.
+  const Liveness live;
+  const int64_t t0, t_end;
+  const std::vector<bool>& dead;
+  const std::vector<std::map<uint64_t, uint64_t>>& last_seq;  // per proc: SeqKey -> highest seq issued
+  const std::set<uint32_t>& stuck_ops;                        // ops a stuck report names
+  const std::vector<bool>& unfinished;                        // per op: proven never finished
   std::vector<uint32_t> oldest_inflight;              // per proc: oldest kInFlight op, kNone
-  // Per proc: (comm << 16 | func) -> highest collective seq issued. NCCL
-  // counts seqNumber per communicator and function.
-  std::vector<std::map<uint64_t, uint64_t>> last_seq;
   std::vector<std::vector<uint32_t>> colls_of_comm;    // coll matches by comm, by earliest enqueue
-  std::set<uint32_t> stuck_ops;                        // ops a stuck report names
-  // Per op: proven never to have finished, from enqueue records alone
-  // (MarkUnfinished). What decides for operations without completion tracking.
-  std::vector<bool> unfinished;
   std::vector<uint64_t> mismatch_seq;                  // per comm: first disagreeing seq (0: none)
 
-  Ctx(const Model& model, const DiagnoseOptions& opts) : m(model), o(opts) {}
+  Ctx(const Model& model, const DiagnoseOptions& opts)
+      : m(model),
+        o(opts),
+        live(JudgeLiveness(model, {opts.min_wait_sec, opts.dead_heartbeats, opts.dead_min_sec})),
+        t0(live.t0),
+        t_end(live.t_end),
+        dead(live.dead),
+        last_seq(live.last_seq),
+        stuck_ops(live.stuck_ops),
+        unfinished(live.unfinished) {}
 
   double T(int64_t ns) const { return ns == kNoTime ? 0.0 : static_cast<double>(ns - t0) / 1e9; }
   std::string Name(uint32_t proc) const { return ProcName(m, proc); }
   const std::string& Str(uint16_t id) const { return m.Str(id); }
 
-  bool HasFile(uint32_t comm, int32_t rank) const {
-    const Comm& c = m.comms[comm];
-    return rank >= 0 && static_cast<size_t>(rank) < c.proc_of_rank.size() && c.proc_of_rank[rank] != kNone;
-  }
-  int64_t FinalizeOf(uint32_t proc, uint32_t comm) const {
-    for (const CommMember& mem : m.comms[comm].members)
-      if (mem.proc == proc) return mem.finalize_ns;
-    return kNoTime;
-  }
+  bool HasFile(uint32_t comm, int32_t rank) const { return tools::HasFile(m, comm, rank); }
+  int64_t FinalizeOf(uint32_t proc, uint32_t comm) const { return tools::FinalizeOf(m, proc, comm); }
   int32_t RankIn(uint32_t proc, uint32_t comm) const {
     for (const CommMember& mem : m.comms[comm].members)
       if (mem.proc == proc) return mem.rank;
     return -1;
   }
-  // Seconds the op's process waited after enqueuing it: until its last sign
-  // of life, or until its communicator was finalized (an abort, when the op
-  // was still in flight: NCCL calls the profiler's finalize from
-  // ncclCommAbort too, as a framework's watchdog does).
-  double WaitSec(const Op& op) const {
-    const Proc& p = m.procs[op.proc];
-    if (p.last_ns == kNoTime || op.start_ns == kNoTime) return 0;
-    int64_t until = p.last_ns;
-    const int64_t fin = FinalizeOf(op.proc, op.comm);
-    if (fin != kNoTime && fin < until) until = fin;
-    return static_cast<double>(until - op.start_ns) / 1e9;
-  }
-  bool Hung(uint32_t oi) const {
-    const Op& op = m.ops[oi];
-    if (op.state == OpState::kCompleted) return false;
-    // Without completion tracking, a long wait proves nothing (the op may
-    // have finished long ago), nor does a finalize (an abort looks the same
-    // as a clean destroy): only MarkUnfinished's proof does.
-    if (op.state == OpState::kUntracked && !unfinished[oi]) return false;
-    if (dead[op.proc] && op.state == OpState::kInFlight) return true;  // it died inside
-    return WaitSec(op) >= o.min_wait_sec || stuck_ops.count(oi) > 0;
-  }
+  double WaitSec(const Op& op) const { return tools::WaitSec(m, op); }
+  bool Hung(uint32_t oi) const { return live.Hung(oi); }
   std::string CommLabel(uint32_t comm) const { return "comm " + m.comms[comm].Label(); }
   // "AllReduce #12", "Send #3 to rank 2".
   std::string OpName(const Op& op) const {
@@ -127,8 +102,8 @@ struct Ctx {
   }
 };
 
-// Fills the Ctx's derived facts (times, dead ranks, last seqs, unfinished
-// operations, stuck operations, collectives per communicator).
+// Fills the Ctx's derived facts beyond liveness (oldest op in flight per
+// process, collectives per communicator).
 void Prepare(Ctx* c);
 
 void SetComm(const Ctx& c, uint32_t comm, Finding* f);
