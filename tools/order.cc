@@ -8,6 +8,7 @@
 #include <queue>
 #include <sstream>
 
+#include "tools/liveness.h"
 #include "tools/semantics.h"
 
 namespace ncclwatch::tools {
@@ -181,6 +182,7 @@ GlobalOrder ComputeOrder(const Model& m) {
 }
 
 report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order) {
+  const Liveness live = JudgeLiveness(m);
   report::MergeReport r;
   int64_t start = INT64_MAX;
   for (const Proc& p : m.procs)
@@ -227,6 +229,7 @@ report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order) {
       } else if (op.state == OpState::kInFlight) {
         o->set_in_flight(o->in_flight() + 1);
       }
+      if (live.Hung(oi)) o->set_hung(o->hung() + 1);
     }
     if (first.kind == OpKind::kP2p && first.match != kNone) {
       const Match& mt = m.matches[first.match];
@@ -279,7 +282,8 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
       }
     }
     std::ostringstream state;
-    if (o.in_flight() > 0) state << "IN FLIGHT on " << o.in_flight();
+    if (o.hung() > 0) state << "HUNG on " << o.hung();
+    else if (o.in_flight() > 0) state << "IN FLIGHT on " << o.in_flight();
     else if (o.completed() == static_cast<uint32_t>(o.ranks_size())) state << "done";
     else if (o.completed() > 0) state << "done on " << o.completed();
     else state << "enqueued";

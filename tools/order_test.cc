@@ -174,6 +174,16 @@ TEST(OrderTest, AMissingRankIsNamedAndTheRestStillOrdered) {
   std::ostringstream text;
   PrintMergeText(r, text);
   EXPECT_NE(text.str().find("2 of 3 (no 2)"), std::string::npos) << text.str();
+  // The files end with it in flight: no hang yet, as diagnose would say.
+  EXPECT_EQ(r.ops(1).hung(), 0u);
+  EXPECT_NE(text.str().find("IN FLIGHT on 1"), std::string::npos) << text.str();
+  // Rank 1 lives on for 2 s waiting in it: a hang, as diagnose would say.
+  b.m.procs[1].last_ns = 2'000'000'000;
+  r = MergeReportOf(b.m, g);
+  EXPECT_EQ(r.ops(1).hung(), 1u);
+  std::ostringstream text2;
+  PrintMergeText(r, text2);
+  EXPECT_NE(text2.str().find("HUNG on 1"), std::string::npos) << text2.str();
 }
 
 }  // namespace

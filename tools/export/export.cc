@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "tools/liveness.h"
 #include "tools/semantics.h"
 #include "tools/stats/text.h"
 
@@ -20,7 +21,8 @@ constexpr char kExportUsage[] =
     "Writes the job as a Chrome trace (JSON) for ui.perfetto.dev or\n"
     "chrome://tracing: a process per rank, a track per communicator with each\n"
     "operation from enqueue to completion, a GPU track with its kernel time,\n"
-    "operations that never completed drawn to the end as '(STUCK)', and the\n"
+    "operations that hung drawn to the end as '(STUCK)' (those the files end\n"
+    "on too soon to call a hang as '(in flight)'; the judgement diagnose makes), and the\n"
     "stuck reports as instant events. Times on the aligned timeline.\n"
     "  --out FILE   write to FILE (default: standard output)\n";
 
@@ -75,7 +77,7 @@ class Lanes {
 
 class Builder {
  public:
-  explicit Builder(const Model& m) : m_(m) {}
+  explicit Builder(const Model& m) : m_(m), live_(JudgeLiveness(m)) {}
 
   stats::ChromeTrace Build() {
     origin_ = INT64_MAX;
@@ -156,7 +158,8 @@ class Builder {
     }
     if (o.state == OpState::kCompleted && o.start_ns != kNoTime && o.done_ns != kNoTime)
       a["cpu_us"] = Num((o.done_ns - o.start_ns) / 1000.0);
-    if (o.state == OpState::kInFlight) a["stuck"] = Bool(true);
+    const uint32_t oi = static_cast<uint32_t>(&o - m_.ops.data());
+    if (live_.Hung(oi)) a["stuck"] = Bool(true);
     if (o.state == OpState::kUntracked) a["completion"] = Str("not tracked");
   }
 
@@ -193,11 +196,15 @@ class Builder {
         any_gpu |= o.has_gpu;
         int64_t end;
         std::string ename = m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func);
+        const OpLiveness lv = live_.of_op[oi];
         if (o.state == OpState::kCompleted && o.done_ns != kNoTime) {
           end = std::max(o.done_ns, o.start_ns);
-        } else if (o.state == OpState::kInFlight) {
+        } else if (lv == OpLiveness::kHung) {
           end = std::max(end_, o.start_ns);
           ename += " (STUCK)";
+        } else if (lv == OpLiveness::kInFlight) {
+          end = std::max(end_, o.start_ns);
+          ename += " (in flight)";
         } else {
           end = o.start_ns + o.enqueue_ns;
         }
@@ -284,6 +291,7 @@ class Builder {
   }
 
   const Model& m_;
+  const Liveness live_;  // the judgement diagnose gives too (tools/liveness.h)
   int64_t origin_ = 0, end_ = 0;
 };
 

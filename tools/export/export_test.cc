@@ -193,6 +193,25 @@ TEST(ExportTest, StuckOpsRunToTheEndWithAnInstantAtTheReport) {
   EXPECT_EQ(instants, 1);
 }
 
+// Export calls a hang what diagnose calls a hang (tools/liveness.h): an
+// operation the files end on 8 ms after its enqueue is in flight, not stuck,
+// unless its wait passes the threshold or a stuck report names it.
+TEST(ExportTest, InFlightIsNotStuckUnlessDiagnoseWouldSaySo) {
+  Job j("world");
+  j.Add(0, "AllReduce", 1, 2'000'000, -1);  // rank 0 waits 8 ms: in flight
+  j.m.procs[1].last_ns = kT0 + 3'000'000'000;
+  j.Add(1, "AllReduce", 1, 2'000'000, -1);  // rank 1 waits 3 s: hung
+  stats::ChromeTrace t = RoundTrip(j.m);
+  std::map<int, std::string> name_of_pid;
+  for (const auto& e : t.traceevents())
+    if (e.ph() == "X") {
+      name_of_pid[e.pid()] = e.name();
+      EXPECT_EQ(e.args().count("stuck"), e.name() == "AllReduce (STUCK)" ? 1u : 0u) << e.name();
+    }
+  EXPECT_EQ(name_of_pid[0], "AllReduce (in flight)");
+  EXPECT_EQ(name_of_pid[1], "AllReduce (STUCK)");
+}
+
 TEST(ExportTest, OverlappingOpsGetLanesSoSpansNest) {
   Job j("world");
   // The CPU enqueues three ops before the first completes (GPU runs them in turn).
