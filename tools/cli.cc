@@ -1,14 +1,30 @@
 #include "tools/cli.h"
 
+#include <absl/flags/flag.h>
+#include <absl/flags/reflection.h>
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "tools/commands.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/dump.h"
-#include "tools/export/export.h"
-#include "tools/order.h"
 #include "tools/stats/check.h"
-#include "tools/stats/stats.h"
+
+// Every flag of every subcommand, in one place; each subcommand accepts only
+// its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
+// which exits the process on a bad flag: RunCli returns 2 instead, and runs
+// in-process in the tests.
+ABSL_FLAG(std::string, format, "text", "output format (text, json; merge also pb)");
+ABSL_FLAG(bool, json, false, "diagnose: the same as --format=json");
+ABSL_FLAG(std::string, out, "", "write the output to this file (-o)");
+ABSL_FLAG(double, min_wait, 1.0, "diagnose: seconds in flight that make a hang");
+ABSL_FLAG(bool, summary, false, "dump: the summary lines only");
+ABSL_FLAG(std::string, baseline, "", "check: the baseline stats JSON");
+ABSL_FLAG(std::string, junit, "", "check: also write a JUnit XML report");
+ABSL_FLAG(std::string, tolerance, "", "check: METRIC=PCT,... (repeatable)");
+ABSL_FLAG(bool, strict, false, "check: baseline rows missing from the run fail too");
 
 namespace ncclwatch::tools {
 namespace {
@@ -26,7 +42,9 @@ constexpr char kUsage[] =
     "\n"
     "Each takes the trace files of all ranks: files, or directories of *.ncclwatch.\n"
     "\n"
-    "Run 'ncclwatch <command> --help' for a command's options.\n";
+    "Run 'ncclwatch <command> --help' for a command's options. Every command\n"
+    "takes --flag=VALUE and --flag VALUE alike, and -- before file names that\n"
+    "begin with '-'.\n";
 
 constexpr char kDumpUsage[] =
     "usage: ncclwatch dump [--summary] FILE...\n"
@@ -36,48 +54,261 @@ constexpr char kDumpUsage[] =
     "with GPU timing, never completed; drops; read issues such as a cut tail.\n"
     "  --summary   print only the summary lines\n";
 
+constexpr char kDiagnoseUsage[] =
+    "usage: ncclwatch diagnose [--format=text|json] FILE|DIR...\n"
+    "\n"
+    "Reads every rank's trace file (a directory: every *.ncclwatch in it) and\n"
+    "says what went wrong and who caused it. The first line is the verdict;\n"
+    "then the evidence per rank, what completed before the problem, stuck\n"
+    "reports, input issues and clock alignment.\n"
+    "  --format=text   for people (default)\n"
+    "  --format=json   the same content as a ncclwatch.report.Diagnosis message in JSON\n"
+    "  --min-wait=SEC  an operation in flight this long is a hang (default 1)\n"
+    "  --json          the same as --format=json\n"
+    "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
+    "2 unusable input.\n";
+
+constexpr char kMergeUsage[] =
+    "usage: ncclwatch merge [--format=text|json|pb] [--out FILE] FILE|DIR...\n"
+    "\n"
+    "Reads every rank's trace file (files, or directories of *.ncclwatch), links\n"
+    "the ranks of each communicator, matches each collective across its ranks\n"
+    "(by NCCL's sequence number) and each send with its receive, aligns the\n"
+    "clocks of all hosts, and prints the cross-rank order of operations: an\n"
+    "order that respects every rank's program order and every collective and\n"
+    "send/recv dependency.\n"
+    "  --format=text   a table (default)\n"
+    "  --format=json   the MergeReport message (proto/order.proto) as JSON\n"
+    "  --format=pb     the MergeReport message, binary protobuf\n"
+    "  --out FILE, -o FILE  write there instead of standard output\n"
+    "Exit status: 0, or 2 when no input could be used.\n";
+
+constexpr char kExportUsage[] =
+    "usage: ncclwatch export [--out FILE] FILE|DIR...\n"
+    "\n"
+    "Writes the job as a Chrome trace (JSON) for ui.perfetto.dev or\n"
+    "chrome://tracing: a process per rank, a track per communicator with each\n"
+    "operation from enqueue to completion, a GPU track with its kernel time,\n"
+    "operations that hung drawn to the end as '(STUCK)' (those the files end\n"
+    "on too soon to call a hang as '(in flight)'; the judgement diagnose makes), and the\n"
+    "stuck reports as instant events. Times on the aligned timeline.\n"
+    "  --out FILE, -o FILE  write to FILE (default: standard output)\n";
+
+constexpr char kStatsUsage[] =
+    "usage: ncclwatch stats [--format=text|json] FILE|DIR...\n"
+    "\n"
+    "Per communicator, function and message size (power-of-two buckets of\n"
+    "bytes as nccl-tests counts them): calls, latency p50/p99 (GPU kernel\n"
+    "time where the trace has it, else CPU enqueue-to-completion, marked\n"
+    "'cpu'), algorithm and bus bandwidth at the median latency (nccl-tests'\n"
+    "formulas), enqueue-to-kernel delay and arrival skew across ranks.\n"
+    "  --format=text   an aligned table (the default)\n"
+    "  --format=json   JSON (proto/stats.proto, message Stats): a baseline for\n"
+    "                  'ncclwatch check --baseline'\n";
+
+constexpr char kCheckUsage[] =
+    "usage: ncclwatch check --baseline FILE [--tolerance METRIC=PCT]... [--junit FILE] [--strict] FILE|DIR...\n"
+    "\n"
+    "The CI gate: compares the run's stats with a baseline made by\n"
+    "'ncclwatch stats --format=json' (rows of the same communicator, function\n"
+    "and size bucket), and runs 'diagnose'. Fails (exit 1) when a metric is\n"
+    "worse than the baseline by more than its tolerance, or on any diagnose\n"
+    "finding of error severity (hang, mismatch, dead rank...).\n"
+    "  --baseline FILE           the baseline stats JSON\n"
+    "  --tolerance METRIC=PCT    allowed change in percent of the baseline\n"
+    "                            (METRIC=off: not compared); repeatable, or\n"
+    "                            comma-separated. Defaults: latency_p50=10,\n"
+    "                            latency_p99=20, busbw=10. Also: algbw, delay_p50,\n"
+    "                            delay_p99, skew_p50, skew_p99.\n"
+    "  --junit FILE              also write a JUnit XML report for CI systems\n"
+    "  --strict                  baseline rows missing from the run fail too\n"
+    "                            (by default they are reported only)\n"
+    "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
+
+struct Command {
+  const char* name;
+  const char* usage;
+  std::vector<std::string> flags;  // absl flag names it accepts ("min_wait" is --min-wait too)
+  std::vector<std::string> repeatable;  // values of these accumulate, comma-separated
+};
+
+const Command kCommands[] = {
+    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait"}, {}},
+    {"merge", kMergeUsage, {"format", "out"}, {}},
+    {"export", kExportUsage, {"out"}, {}},
+    {"stats", kStatsUsage, {"format"}, {}},
+    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict"}, {"tolerance"}},
+    {"dump", kDumpUsage, {"summary"}, {}},
+};
+
+bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// The flags and inputs of one subcommand's arguments. Returns -1 to go on,
+// else the exit status (0 after --help, 2 after a usage error).
+int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vector<std::string>* inputs,
+              std::ostream& out, std::ostream& err) {
+  const std::string who = std::string("ncclwatch ") + cmd.name + ": ";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out << cmd.usage;
+      return 0;
+    }
+    if (a == "--") {
+      inputs->insert(inputs->end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      inputs->push_back(a);
+      continue;
+    }
+    std::string name, value;
+    bool has_value = false;
+    if (a == "-o") {
+      name = "out";
+    } else if (a.compare(0, 2, "--") == 0) {
+      name = a.substr(2);
+      const size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name.resize(eq);
+        has_value = true;
+      }
+      std::replace(name.begin(), name.end(), '-', '_');
+    }
+    absl::CommandLineFlag* flag = Has(cmd.flags, name) ? absl::FindCommandLineFlag(name) : nullptr;
+    // --noFLAG for a boolean flag.
+    if (flag == nullptr && !has_value && name.compare(0, 2, "no") == 0 && Has(cmd.flags, name.substr(2))) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      if (flag != nullptr && flag->IsOfType<bool>()) {
+        value = "false";
+        has_value = true;
+      } else {
+        flag = nullptr;
+      }
+    }
+    if (flag == nullptr) {
+      err << who << "unknown option '" << a << "'\n" << cmd.usage;
+      return 2;
+    }
+    if (!has_value) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        err << who << a << " needs a value\n" << cmd.usage;
+        return 2;
+      }
+    }
+    if (Has(cmd.repeatable, name)) {
+      const std::string before = flag->CurrentValue();
+      if (!before.empty()) value = before + "," + value;
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::string dashed(flag->Name());
+      std::replace(dashed.begin(), dashed.end(), '_', '-');
+      err << who << "bad --" << dashed << " '" << value << "': " << error << "\n" << cmd.usage;
+      return 2;
+    }
+  }
+  return -1;
+}
+
+int Run(const Command& cmd, const std::vector<std::string>& inputs, std::ostream& out, std::ostream& err) {
+  const std::string name = cmd.name;
+  const std::string who = "ncclwatch " + name + ": ";
+  std::string format = absl::GetFlag(FLAGS_format);
+  if (name == "dump") {
+    DumpOptions opts;
+    opts.records = !absl::GetFlag(FLAGS_summary);
+    return Dump(inputs, opts, out, err);
+  }
+  if (name == "diagnose") {
+    if (absl::GetFlag(FLAGS_json)) format = "json";
+    if (format != "text" && format != "json") {
+      err << who << "unknown format '" << format << "' (text or json)\n";
+      return 2;
+    }
+    DiagnoseOptions opts;
+    opts.min_wait_sec = absl::GetFlag(FLAGS_min_wait);
+    if (!(opts.min_wait_sec >= 0)) {
+      err << who << "bad --min-wait '" << opts.min_wait_sec << "'\n" << cmd.usage;
+      return 2;
+    }
+    return DiagnoseCommand(inputs, format, opts, out, err);
+  }
+  if (name == "merge") {
+    if (format != "text" && format != "json" && format != "pb") {
+      err << who << "--format must be text, json or pb, not '" << format << "'\n";
+      return 2;
+    }
+    return MergeCommand(inputs, format, absl::GetFlag(FLAGS_out), out, err);
+  }
+  if (name == "export") return ExportCommand(inputs, absl::GetFlag(FLAGS_out), out, err);
+  if (name == "stats") {
+    if (format != "text" && format != "json") {
+      err << who << "--format must be text or json, not '" << format << "'\n";
+      return 2;
+    }
+    return StatsCommand(inputs, format, out, err);
+  }
+  // check
+  CheckOptions opts = DefaultCheckOptions();
+  opts.strict = absl::GetFlag(FLAGS_strict);
+  const std::string tolerance = absl::GetFlag(FLAGS_tolerance);
+  std::string error;
+  if (!tolerance.empty() && !ParseTolerance(tolerance, &opts, &error)) {
+    err << who << error << "\n";
+    return 2;
+  }
+  const std::string baseline = absl::GetFlag(FLAGS_baseline);
+  if (baseline.empty()) {
+    err << who << "--baseline FILE is required (make one with 'ncclwatch stats --format=json')\n" << cmd.usage;
+    return 2;
+  }
+  return CheckCommand(inputs, baseline, absl::GetFlag(FLAGS_junit), opts, out, err);
+}
+
 }  // namespace
 
-int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
-  if (argc < 2) {
+int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  // Flags are process-wide: each run starts from their defaults (tests run
+  // many commands in one process). Not absl::FlagSaver, which logs each
+  // value it restores on stderr.
+  for (const Command& cmd : kCommands)
+    for (const std::string& f : cmd.flags) {
+      absl::CommandLineFlag* flag = absl::FindCommandLineFlag(f);
+      std::string ignored;
+      if (flag != nullptr) flag->ParseFrom(flag->DefaultValue(), &ignored);
+    }
+  if (argv.size() < 2) {
     err << kUsage;
     return 2;
   }
-  std::string cmd = argv[1];
-  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+  const std::string& name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
     out << kUsage;
     return 0;
   }
-  std::vector<std::string> args(argv + 2, argv + argc);
-  if (cmd == "dump") {
-    DumpOptions opts;
-    std::vector<std::string> files;
-    for (const std::string& a : args) {
-      if (a == "--help" || a == "-h") {
-        out << kDumpUsage;
-        return 0;
-      } else if (a == "--summary") {
-        opts.records = false;
-      } else if (!a.empty() && a[0] == '-') {
-        err << "ncclwatch dump: unknown option '" << a << "'\n" << kDumpUsage;
-        return 2;
-      } else {
-        files.push_back(a);
-      }
-    }
-    if (files.empty()) {
-      err << "ncclwatch dump: no trace file given\n" << kDumpUsage;
+  for (const Command& cmd : kCommands) {
+    if (name != cmd.name) continue;
+    std::vector<std::string> inputs;
+    const int status = ParseArgs(cmd, std::vector<std::string>(argv.begin() + 2, argv.end()), &inputs, out, err);
+    if (status >= 0) return status;
+    if (inputs.empty()) {
+      err << "ncclwatch " << name << ": no trace file or directory given\n" << cmd.usage;
       return 2;
     }
-    return Dump(files, opts, out, err);
+    return Run(cmd, inputs, out, err);
   }
-  if (cmd == "merge") return RunMerge(args, out, err);
-  if (cmd == "diagnose") return RunDiagnose(args, out, err);
-  if (cmd == "export") return RunExport(args, out, err);
-  if (cmd == "stats") return RunStats(args, out, err);
-  if (cmd == "check") return RunCheck(args, out, err);
-  err << "ncclwatch: unknown command '" << cmd << "'\n" << kUsage;
+  err << "ncclwatch: unknown command '" << name << "'\n" << kUsage;
   return 2;
+}
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  return RunCli(std::vector<std::string>(argv, argv + argc), out, err);
 }
 
 }  // namespace ncclwatch::tools

@@ -1,9 +1,6 @@
 #include "tools/order.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
-#include <fstream>
 #include <iomanip>
 #include <queue>
 #include <sstream>
@@ -12,24 +9,6 @@
 #include "tools/semantics.h"
 
 namespace ncclwatch::tools {
-namespace {
-
-constexpr char kMergeUsage[] =
-    "usage: ncclwatch merge [--format=text|json|pb] [--out FILE] FILE|DIR...\n"
-    "\n"
-    "Reads every rank's trace file (files, or directories of *.ncclwatch), links\n"
-    "the ranks of each communicator, matches each collective across its ranks\n"
-    "(by NCCL's sequence number) and each send with its receive, aligns the\n"
-    "clocks of all hosts, and prints the cross-rank order of operations: an\n"
-    "order that respects every rank's program order and every collective and\n"
-    "send/recv dependency.\n"
-    "  --format=text   a table (default)\n"
-    "  --format=json   the MergeReport message (proto/order.proto) as JSON\n"
-    "  --format=pb     the MergeReport message, binary protobuf\n"
-    "  --out FILE      write there instead of standard output\n"
-    "Exit status: 0, or 2 when no input could be used.\n";
-
-}  // namespace
 
 GlobalOrder ComputeOrder(const Model& m) {
   // Nodes: matches first, then every unmatched op.
@@ -293,67 +272,6 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
     out << std::setw(7) << o.position() << std::setw(12) << t << std::setw(26) << o.comm().substr(0, 25)
         << std::setw(28) << op.str().substr(0, 27) << std::setw(18) << ranks.str() << state.str() << "\n";
   }
-}
-
-int RunMerge(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string format = "text", out_path;
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << kMergeUsage;
-      return 0;
-    } else if (a.rfind("--format=", 0) == 0) {
-      format = a.substr(9);
-    } else if (a == "--out" && i + 1 < args.size()) {
-      out_path = args[++i];
-    } else if (a.rfind("--out=", 0) == 0) {
-      out_path = a.substr(6);
-    } else if (!a.empty() && a[0] == '-') {
-      err << "ncclwatch merge: unknown option '" << a << "'\n" << kMergeUsage;
-      return 2;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (format != "text" && format != "json" && format != "pb") {
-    err << "ncclwatch merge: --format must be text, json or pb, not '" << format << "'\n";
-    return 2;
-  }
-  if (inputs.empty()) {
-    err << "ncclwatch merge: no trace file or directory given\n" << kMergeUsage;
-    return 2;
-  }
-  Model m;
-  std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch merge: " << error << "\n";
-    return 2;
-  }
-  report::MergeReport r = MergeReportOf(m, ComputeOrder(m));
-  std::ofstream file;
-  std::ostream* o = &out;
-  if (!out_path.empty()) {
-    file.open(out_path, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      err << "ncclwatch merge: cannot write " << out_path << "\n";
-      return 2;
-    }
-    o = &file;
-  }
-  if (format == "text") {
-    PrintMergeText(r, *o);
-  } else if (format == "json") {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions jo;
-    jo.add_whitespace = true;
-    jo.preserve_proto_field_names = true;
-    google::protobuf::util::MessageToJsonString(r, &json, jo);
-    *o << json << "\n";
-  } else {
-    r.SerializeToOstream(o);
-  }
-  return 0;
 }
 
 }  // namespace ncclwatch::tools

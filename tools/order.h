@@ -39,8 +39,6 @@ report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order);
 // A readable table of the report.
 void PrintMergeText(const report::MergeReport& r, std::ostream& out);
 
-// `ncclwatch merge [--format=text|json|pb] [--out FILE] FILE|DIR...`.
-int RunMerge(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools
 

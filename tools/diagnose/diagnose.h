@@ -87,9 +87,6 @@ std::string FormatJson(const report::Diagnosis& d);
 // 0 healthy, 1 any finding, 2 unusable input.
 int ExitStatus(const report::Diagnosis& d);
 
-// `ncclwatch diagnose [--format=text|json] FILE|DIR...` (args after the
-// subcommand). Returns the exit status.
-int RunDiagnose(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "tools/cli.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/model.h"
 #include "tools/testing/trace_builder.h"
@@ -60,7 +61,7 @@ TEST(DiagnoseE2E, HealthyJobOnTwoHostsWithClockErrors) {
   EXPECT_EQ(ExitStatus(d), 0);
   EXPECT_EQ(d.verdict().substr(0, 3), "OK:");
   std::ostringstream out, err;
-  EXPECT_EQ(RunDiagnose({dir}, out, err), 0) << err.str();
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", dir}, out, err), 0) << err.str();
 }
 
 TEST(DiagnoseE2E, IdleRankNeverJoins) {
@@ -85,12 +86,12 @@ TEST(DiagnoseE2E, IdleRankNeverJoins) {
             std::string::npos)
       << d.verdict();
   std::ostringstream out, err;
-  EXPECT_EQ(RunDiagnose({"--format=json", dir}, out, err), 1) << err.str();
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--format=json", dir}, out, err), 1) << err.str();
   report::Diagnosis back;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out.str(), &back).ok());
   EXPECT_EQ(back.verdict(), d.verdict());
   std::ostringstream tout, terr;
-  EXPECT_EQ(RunDiagnose({dir}, tout, terr), 1);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", dir}, tout, terr), 1);
   EXPECT_EQ(tout.str().substr(0, tout.str().find('\n')), d.verdict());
 }
 

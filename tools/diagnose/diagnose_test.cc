@@ -1,3 +1,4 @@
+#include "tools/cli.h"
 #include "tools/diagnose/diagnose.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -856,25 +857,25 @@ TEST(Diagnose, GoldenTextOfAHang) {
 
 TEST(RunDiagnose, Usage) {
   std::ostringstream out, err;
-  EXPECT_EQ(RunDiagnose({"--help"}, out, err), 0);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--help"}, out, err), 0);
   EXPECT_NE(out.str().find("usage: ncclwatch diagnose"), std::string::npos);
   std::ostringstream out2, err2;
-  EXPECT_EQ(RunDiagnose({"--bogus"}, out2, err2), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--bogus"}, out2, err2), 2);
   EXPECT_NE(err2.str().find("unknown option '--bogus'"), std::string::npos);
   std::ostringstream out3, err3;
-  EXPECT_EQ(RunDiagnose({}, out3, err3), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose"}, out3, err3), 2);
   std::ostringstream out4, err4;
-  EXPECT_EQ(RunDiagnose({"--format=xml", "x"}, out4, err4), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--format=xml", "x"}, out4, err4), 2);
 }
 
 TEST(RunDiagnose, UnusableInputIsExit2) {
   const std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/garbage.ncclwatch";
   std::ofstream(path) << "this is not a trace file";
   std::ostringstream out, err;
-  EXPECT_EQ(RunDiagnose({path}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", path}, out, err), 2);
   EXPECT_NE(err.str().find(path), std::string::npos) << err.str();
   std::ostringstream jout, jerr;
-  EXPECT_EQ(RunDiagnose({"--format=json", "/nonexistent/dir/x.ncclwatch"}, jout, jerr), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--format=json", "/nonexistent/dir/x.ncclwatch"}, jout, jerr), 2);
   report::Diagnosis d;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(jout.str(), &d).ok()) << jout.str();
   EXPECT_EQ(d.exit_status(), 2);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include "tools/liveness.h"
@@ -14,17 +13,6 @@
 
 namespace ncclwatch::tools {
 namespace {
-
-constexpr char kExportUsage[] =
-    "usage: ncclwatch export [--out FILE] FILE|DIR...\n"
-    "\n"
-    "Writes the job as a Chrome trace (JSON) for ui.perfetto.dev or\n"
-    "chrome://tracing: a process per rank, a track per communicator with each\n"
-    "operation from enqueue to completion, a GPU track with its kernel time,\n"
-    "operations that hung drawn to the end as '(STUCK)' (those the files end\n"
-    "on too soon to call a hang as '(in flight)'; the judgement diagnose makes), and the\n"
-    "stuck reports as instant events. Times on the aligned timeline.\n"
-    "  --out FILE   write to FILE (default: standard output)\n";
 
 using google::protobuf::Value;
 
@@ -305,60 +293,6 @@ std::string ChromeTraceJson(const stats::ChromeTrace& t) {
   std::string json;
   (void)google::protobuf::util::MessageToJsonString(t, &json, o);
   return json;
-}
-
-int RunExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string out_path;
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << kExportUsage;
-      return 0;
-    } else if (a.compare(0, 6, "--out=") == 0) {
-      out_path = a.substr(6);
-    } else if (a == "--out" || a == "-o") {
-      if (i + 1 >= args.size()) {
-        err << "ncclwatch export: " << a << " needs a file name\n" << kExportUsage;
-        return 2;
-      }
-      out_path = args[++i];
-    } else if (a == "--") {
-      inputs.insert(inputs.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    } else if (!a.empty() && a[0] == '-') {
-      err << "ncclwatch export: unknown option '" << a << "'\n" << kExportUsage;
-      return 2;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (inputs.empty()) {
-    err << "ncclwatch export: no trace file or directory given\n" << kExportUsage;
-    return 2;
-  }
-  Model m;
-  std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch export: " << error << "\n";
-    return 2;
-  }
-  for (const std::string& e : m.errors) err << "ncclwatch export: skipped " << e << "\n";
-  const std::string json = ChromeTraceJson(BuildChromeTrace(m));
-  if (out_path.empty()) {
-    out << json << "\n";
-    return 0;
-  }
-  std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
-  f << json << "\n";
-  f.close();
-  if (!f) {
-    err << "ncclwatch export: cannot write " << out_path << "\n";
-    return 2;
-  }
-  err << "ncclwatch export: wrote " << out_path << " (" << m.procs.size() << " processes, " << m.ops.size()
-      << " operations); open it in ui.perfetto.dev or chrome://tracing\n";
-  return 0;
 }
 
 }  // namespace ncclwatch::tools

@@ -43,10 +43,6 @@ stats::ChromeTrace BuildChromeTrace(const Model& m);
 // Compact JSON: {"traceEvents":[...],"displayTimeUnit":"ns","otherData":{...}}.
 std::string ChromeTraceJson(const stats::ChromeTrace& t);
 
-// `ncclwatch export [--out FILE] FILE|DIR...`: writes the trace to FILE, or
-// to `out` without --out. 0, or 2 for bad flags, unusable input or a file
-// that cannot be written.
-int RunExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools
 

@@ -1,3 +1,4 @@
+#include "tools/cli.h"
 #include "tools/export/export.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -297,13 +298,13 @@ TEST(ExportTest, UnnamedCommsAndNoLauncherRank) {
 
 TEST(ExportTest, RunExportFlags) {
   std::ostringstream out, err;
-  EXPECT_EQ(RunExport({"--help"}, out, err), 0);
+  EXPECT_EQ(RunCli({"ncclwatch", "export", "--help"}, out, err), 0);
   EXPECT_NE(out.str().find("usage: ncclwatch export"), std::string::npos);
-  EXPECT_EQ(RunExport({}, out, err), 2);
-  EXPECT_EQ(RunExport({"--bogus", "x"}, out, err), 2);
-  EXPECT_EQ(RunExport({"--out"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "export"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "export", "--bogus", "x"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "export", "--out"}, out, err), 2);
   std::ostringstream err2;
-  EXPECT_EQ(RunExport({"/nonexistent/file.ncclwatch"}, out, err2), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "export", "/nonexistent/file.ncclwatch"}, out, err2), 2);
   EXPECT_NE(err2.str().find("ncclwatch export: "), std::string::npos);
 }
 
@@ -321,7 +322,7 @@ TEST(ExportEndToEnd, HungJobFromTraceFiles) {
   testing::WriteJob(testing::BuildJob(spec), dir);
   const std::string path = dir + "/trace.json";
   std::ostringstream out, err;
-  ASSERT_EQ(RunExport({"--out", path, dir}, out, err), 0) << err.str();
+  ASSERT_EQ(RunCli({"ncclwatch", "export", "--out", path, dir}, out, err), 0) << err.str();
   EXPECT_NE(err.str().find("wrote " + path), std::string::npos) << err.str();
   std::ifstream f(path);
   std::stringstream json;
@@ -351,7 +352,7 @@ TEST(ExportEndToEnd, HungJobFromTraceFiles) {
   EXPECT_GE(instants, 1);       // its stuck report
 
   std::ostringstream to_stdout;
-  ASSERT_EQ(RunExport({dir}, to_stdout, err), 0);
+  ASSERT_EQ(RunCli({"ncclwatch", "export", dir}, to_stdout, err), 0);
   EXPECT_EQ(to_stdout.str().rfind("{\"traceEvents\":[", 0), 0u);
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <tuple>
@@ -17,25 +16,6 @@
 
 namespace ncclwatch::tools {
 namespace {
-
-constexpr char kCheckUsage[] =
-    "usage: ncclwatch check --baseline FILE [--tolerance METRIC=PCT]... [--junit FILE] [--strict] FILE|DIR...\n"
-    "\n"
-    "The CI gate: compares the run's stats with a baseline made by\n"
-    "'ncclwatch stats --format=json' (rows of the same communicator, function\n"
-    "and size bucket), and runs 'diagnose'. Fails (exit 1) when a metric is\n"
-    "worse than the baseline by more than its tolerance, or on any diagnose\n"
-    "finding of error severity (hang, mismatch, dead rank...).\n"
-    "  --baseline FILE           the baseline stats JSON\n"
-    "  --tolerance METRIC=PCT    allowed change in percent of the baseline\n"
-    "                            (METRIC=off: not compared); repeatable, or\n"
-    "                            comma-separated. Defaults: latency_p50=10,\n"
-    "                            latency_p99=20, busbw=10. Also: algbw, delay_p50,\n"
-    "                            delay_p99, skew_p50, skew_p99.\n"
-    "  --junit FILE              also write a JUnit XML report for CI systems\n"
-    "  --strict                  baseline rows missing from the run fail too\n"
-    "                            (by default they are reported only)\n"
-    "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
 
 struct MetricDef {
   const char* name;
@@ -393,101 +373,6 @@ std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
     << diag_cases.str() << "  </testsuite>\n";
   x << "</testsuites>\n";
   return x.str();
-}
-
-int RunCheck(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  CheckOptions opts = DefaultCheckOptions();
-  std::string baseline_path, junit_path;
-  std::vector<std::string> inputs;
-  auto value = [&](size_t* i, const std::string& flag, std::string* v) -> bool {
-    const std::string& a = args[*i];
-    if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) {
-      *v = a.substr(flag.size() + 1);
-      return true;
-    }
-    if (a == flag) {
-      if (*i + 1 >= args.size()) {
-        err << "ncclwatch check: " << flag << " needs a value\n" << kCheckUsage;
-        *v = "\x01";
-        return true;
-      }
-      *v = args[++*i];
-      return true;
-    }
-    return false;
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      out << kCheckUsage;
-      return 0;
-    } else if (a == "--strict") {
-      opts.strict = true;
-    } else if (value(&i, "--baseline", &v)) {
-      if (v == "\x01") return 2;
-      baseline_path = v;
-    } else if (value(&i, "--junit", &v)) {
-      if (v == "\x01") return 2;
-      junit_path = v;
-    } else if (value(&i, "--tolerance", &v)) {
-      if (v == "\x01") return 2;
-      std::string error;
-      if (!ParseTolerance(v, &opts, &error)) {
-        err << "ncclwatch check: " << error << "\n";
-        return 2;
-      }
-    } else if (a == "--") {
-      inputs.insert(inputs.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    } else if (!a.empty() && a[0] == '-') {
-      err << "ncclwatch check: unknown option '" << a << "'\n" << kCheckUsage;
-      return 2;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (baseline_path.empty()) {
-    err << "ncclwatch check: --baseline FILE is required (make one with 'ncclwatch stats --format=json')\n"
-        << kCheckUsage;
-    return 2;
-  }
-  if (inputs.empty()) {
-    err << "ncclwatch check: no trace file or directory given\n" << kCheckUsage;
-    return 2;
-  }
-  std::ifstream bf(baseline_path, std::ios::binary);
-  if (!bf) {
-    err << "ncclwatch check: cannot read baseline " << baseline_path << "\n";
-    return 2;
-  }
-  std::stringstream buf;
-  buf << bf.rdbuf();
-  stats::Stats baseline;
-  std::string error;
-  if (!StatsFromJson(buf.str(), &baseline, &error)) {
-    err << "ncclwatch check: baseline " << baseline_path << ": " << error << "\n";
-    return 2;
-  }
-  Model m;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch check: " << error << "\n";
-    return 2;
-  }
-  for (const std::string& e : m.errors) err << "ncclwatch check: skipped " << e << "\n";
-  CheckResult r = CompareStats(baseline, ComputeStats(m), opts);
-  AddFindings(Diagnose(m), &r);
-  PrintCheck(r, opts, out);
-  if (!junit_path.empty()) {
-    std::ofstream jf(junit_path, std::ios::binary | std::ios::trunc);
-    jf << JUnitXml(r, opts);
-    jf.close();
-    if (!jf) {
-      err << "ncclwatch check: cannot write " << junit_path << "\n";
-      return 2;
-    }
-  }
-  return r.failed() ? 1 : 0;
 }
 
 }  // namespace ncclwatch::tools

@@ -69,9 +69,6 @@ void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& ou
 // when there is none).
 std::string JUnitXml(const CheckResult& r, const CheckOptions& opts);
 
-// `ncclwatch check --baseline FILE [--tolerance metric=pct]... [--junit FILE]
-// [--strict] FILE|DIR...`: 0 pass, 1 fail, 2 unusable input or flags.
-int RunCheck(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools
 

@@ -1,3 +1,4 @@
+#include "tools/cli.h"
 #include "tools/stats/check.h"
 
 #include <gtest/gtest.h>
@@ -229,19 +230,19 @@ testing::JobSpec Healthy(uint64_t duration_ns) {
 TEST(CheckEndToEnd, BaselineFromStatsThenCheck) {
   const auto base_dir = WriteJobTo("base", Healthy(testing::kMs));
   std::ostringstream json, err;
-  ASSERT_EQ(RunStats({"--format=json", base_dir[0]}, json, err), 0) << err.str();
+  ASSERT_EQ(RunCli({"ncclwatch", "stats", "--format=json", base_dir[0]}, json, err), 0) << err.str();
   const std::string baseline = TmpDir("b") + "/baseline.json";
   std::ofstream(baseline) << json.str();
 
   std::ostringstream table;
-  ASSERT_EQ(RunStats({base_dir[0]}, table, err), 0) << err.str();
+  ASSERT_EQ(RunCli({"ncclwatch", "stats", base_dir[0]}, table, err), 0) << err.str();
   EXPECT_NE(table.str().find("AllReduce"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("world"), std::string::npos) << table.str();
 
   // The same run passes.
   std::ostringstream out;
   const std::string junit = TmpDir("j") + "/junit.xml";
-  EXPECT_EQ(RunCheck({"--baseline", baseline, "--junit", junit, base_dir[0]}, out, err), 0) << out.str() << err.str();
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", baseline, "--junit", junit, base_dir[0]}, out, err), 0) << out.str() << err.str();
   EXPECT_NE(out.str().find("PASS"), std::string::npos) << out.str();
   const std::string xml = ReadFile(junit);
   EXPECT_NE(xml.find("<testsuite name=\"stats\""), std::string::npos) << xml;
@@ -250,14 +251,14 @@ TEST(CheckEndToEnd, BaselineFromStatsThenCheck) {
   // Twice as slow: latency regressed, bandwidth too.
   const auto slow_dir = WriteJobTo("slow", Healthy(2 * testing::kMs));
   std::ostringstream out2;
-  EXPECT_EQ(RunCheck({"--baseline=" + baseline, "--junit=" + junit, slow_dir[0]}, out2, err), 1) << out2.str();
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline=" + baseline, "--junit=" + junit, slow_dir[0]}, out2, err), 1) << out2.str();
   EXPECT_NE(out2.str().find("REGRESSED:"), std::string::npos) << out2.str();
   EXPECT_NE(out2.str().find("latency_p50"), std::string::npos);
   EXPECT_NE(out2.str().find("busbw"), std::string::npos);
   EXPECT_NE(ReadFile(junit).find("<failure type=\"regressed\""), std::string::npos);
   // ... unless the tolerance allows it.
   std::ostringstream out3;
-  EXPECT_EQ(RunCheck({"--baseline", baseline, "--tolerance", "latency_p50=150,latency_p99=150,busbw=60", slow_dir[0]},
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", baseline, "--tolerance", "latency_p50=150,latency_p99=150,busbw=60", slow_dir[0]},
                      out3, err),
             0)
       << out3.str();
@@ -266,7 +267,7 @@ TEST(CheckEndToEnd, BaselineFromStatsThenCheck) {
 TEST(CheckEndToEnd, HangFailsThroughDiagnose) {
   const auto base_dir = WriteJobTo("base2", Healthy(testing::kMs));
   std::ostringstream json, err;
-  ASSERT_EQ(RunStats({"--format=json", base_dir[0]}, json, err), 0);
+  ASSERT_EQ(RunCli({"ncclwatch", "stats", "--format=json", base_dir[0]}, json, err), 0);
   const std::string baseline = TmpDir("b2") + "/baseline.json";
   std::ofstream(baseline) << json.str();
 
@@ -277,7 +278,7 @@ TEST(CheckEndToEnd, HangFailsThroughDiagnose) {
   };
   const auto hang_dir = WriteJobTo("hang", spec);
   std::ostringstream out;
-  EXPECT_EQ(RunCheck({"--baseline", baseline, hang_dir[0]}, out, err), 1) << out.str();
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", baseline, hang_dir[0]}, out, err), 1) << out.str();
   // The stats themselves pass (the ops before the hang are as fast as ever).
   EXPECT_NE(out.str().find(" 0 regressed"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("\n  ERROR "), std::string::npos) << out.str();
@@ -286,21 +287,21 @@ TEST(CheckEndToEnd, HangFailsThroughDiagnose) {
 
 TEST(CheckEndToEnd, UnusableInputIsTwo) {
   std::ostringstream out, err;
-  EXPECT_EQ(RunCheck({"--help"}, out, err), 0);
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--help"}, out, err), 0);
   EXPECT_NE(out.str().find("usage: ncclwatch check"), std::string::npos);
-  EXPECT_EQ(RunCheck({"somedir"}, out, err), 2);  // no baseline
-  EXPECT_EQ(RunCheck({"--baseline", "/nonexistent.json", "somedir"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "somedir"}, out, err), 2);  // no baseline
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", "/nonexistent.json", "somedir"}, out, err), 2);
   const std::string notjson = TmpDir("nj") + "/x.json";
   std::ofstream(notjson) << "{\"rows\": [";
   std::ostringstream err2;
-  EXPECT_EQ(RunCheck({"--baseline", notjson, "somedir"}, out, err2), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", notjson, "somedir"}, out, err2), 2);
   EXPECT_NE(err2.str().find("not ncclwatch stats JSON"), std::string::npos) << err2.str();
-  EXPECT_EQ(RunCheck({"--baseline", notjson, "--tolerance", "nope=1", "somedir"}, out, err), 2);
-  EXPECT_EQ(RunCheck({"--baseline"}, out, err), 2);
-  EXPECT_EQ(RunStats({"--format=xml", "x"}, out, err), 2);
-  EXPECT_EQ(RunStats({}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", notjson, "--tolerance", "nope=1", "somedir"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "stats", "--format=xml", "x"}, out, err), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "stats"}, out, err), 2);
   std::ostringstream err3;
-  EXPECT_EQ(RunStats({"/nonexistent/dir/x.ncclwatch"}, out, err3), 2);
+  EXPECT_EQ(RunCli({"ncclwatch", "stats", "/nonexistent/dir/x.ncclwatch"}, out, err3), 2);
   EXPECT_NE(err3.str().find("ncclwatch stats: "), std::string::npos);
 }
 

@@ -15,18 +15,6 @@ namespace {
 
 constexpr char kFormat[] = "ncclwatch-stats/1";
 
-constexpr char kStatsUsage[] =
-    "usage: ncclwatch stats [--format=text|json] FILE|DIR...\n"
-    "\n"
-    "Per communicator, function and message size (power-of-two buckets of\n"
-    "bytes as nccl-tests counts them): calls, latency p50/p99 (GPU kernel\n"
-    "time where the trace has it, else CPU enqueue-to-completion, marked\n"
-    "'cpu'), algorithm and bus bandwidth at the median latency (nccl-tests'\n"
-    "formulas), enqueue-to-kernel delay and arrival skew across ranks.\n"
-    "  --format=text   an aligned table (the default)\n"
-    "  --format=json   JSON (proto/stats.proto, message Stats): a baseline for\n"
-    "                  'ncclwatch check --baseline'\n";
-
 int32_t Log2Floor(uint64_t v) {
   int32_t k = -1;
   while (v != 0) {
@@ -292,53 +280,6 @@ bool StatsFromJson(const std::string& json, stats::Stats* s, std::string* error)
     return false;
   }
   return true;
-}
-
-int RunStats(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string format = "text";
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << kStatsUsage;
-      return 0;
-    } else if (a.compare(0, 9, "--format=") == 0) {
-      format = a.substr(9);
-    } else if (a == "--format") {
-      if (i + 1 >= args.size()) {
-        err << "ncclwatch stats: --format needs a value\n" << kStatsUsage;
-        return 2;
-      }
-      format = args[++i];
-    } else if (a == "--") {
-      inputs.insert(inputs.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    } else if (!a.empty() && a[0] == '-') {
-      err << "ncclwatch stats: unknown option '" << a << "'\n" << kStatsUsage;
-      return 2;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (format != "text" && format != "json") {
-    err << "ncclwatch stats: --format must be text or json, not '" << format << "'\n";
-    return 2;
-  }
-  if (inputs.empty()) {
-    err << "ncclwatch stats: no trace file or directory given\n" << kStatsUsage;
-    return 2;
-  }
-  Model m;
-  std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch stats: " << error << "\n";
-    return 2;
-  }
-  for (const std::string& e : m.errors) err << "ncclwatch stats: skipped " << e << "\n";
-  stats::Stats s = ComputeStats(m);
-  if (format == "json") out << StatsToJson(s);
-  else PrintStatsTable(s, out);
-  return 0;
 }
 
 }  // namespace ncclwatch::tools

@@ -49,9 +49,6 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out);
 std::string StatsToJson(const stats::Stats& s);
 bool StatsFromJson(const std::string& json, stats::Stats* s, std::string* error);
 
-// `ncclwatch stats [--format=text|json] FILE|DIR...`: exit status 0, or 2 for
-// bad flags or unusable input.
-int RunStats(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools
 

@@ -1,0 +1,113 @@
+// The command line's conventions, the same for every subcommand: --flag=VALUE
+// and --flag VALUE, -o for --out, a subcommand refuses another's flags, a
+// repeatable flag accumulates, and every run starts from the defaults.
+
+#include "tools/cli.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace ncclwatch::tools {
+namespace {
+
+const char kSkip[] = "testdata/gpu/skip";  // a real hang, 4 ranks
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+Result Nw(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"ncclwatch"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::ostringstream out, err;
+  const int status = RunCli(argv, out, err);
+  return {status, out.str(), err.str()};
+}
+
+std::string TempPath(const std::string& name) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(Cli, AFlagsValueMayFollowItOrAnEqualsSign) {
+  const Result eq = Nw({"merge", "--format=json", kSkip});
+  const Result sep = Nw({"merge", "--format", "json", kSkip});
+  ASSERT_EQ(eq.status, 0) << eq.err;
+  EXPECT_EQ(sep.status, 0) << sep.err;
+  EXPECT_EQ(sep.out, eq.out);
+  EXPECT_EQ(eq.out.rfind("{", 0), 0u);
+  const Result wait_eq = Nw({"diagnose", "--min-wait=3", kSkip});
+  const Result wait_sep = Nw({"diagnose", "--min-wait", "3", kSkip});
+  EXPECT_EQ(wait_eq.status, 1);
+  EXPECT_EQ(wait_sep.status, 1);
+  EXPECT_EQ(wait_sep.out, wait_eq.out);
+}
+
+TEST(Cli, DashOIsOutForEveryCommandThatWrites) {
+  const std::string merged = TempPath("merge.txt"), exported = TempPath("export.json");
+  const Result m = Nw({"merge", "-o", merged, kSkip});
+  ASSERT_EQ(m.status, 0) << m.err;
+  EXPECT_TRUE(m.out.empty());
+  EXPECT_EQ(ReadFile(merged), Nw({"merge", kSkip}).out);
+  const Result e = Nw({"export", "-o", exported, kSkip});
+  ASSERT_EQ(e.status, 0) << e.err;
+  EXPECT_EQ(ReadFile(exported).rfind("{\"traceEvents\":[", 0), 0u);
+}
+
+TEST(Cli, BadValuesAndOtherCommandsFlagsAreUsageErrors) {
+  const Result bad = Nw({"diagnose", "--min-wait=abc", kSkip});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("bad --min-wait 'abc'"), std::string::npos) << bad.err;
+  const Result negative = Nw({"diagnose", "--min-wait=-1", kSkip});
+  EXPECT_EQ(negative.status, 2);
+  const Result foreign = Nw({"stats", "--baseline", "b.json", kSkip});
+  EXPECT_EQ(foreign.status, 2);
+  EXPECT_NE(foreign.err.find("unknown option '--baseline'"), std::string::npos) << foreign.err;
+  const Result missing = Nw({"merge", "--format"});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find("--format needs a value"), std::string::npos) << missing.err;
+  EXPECT_EQ(Nw({"frobnicate", kSkip}).status, 2);
+  EXPECT_EQ(Nw({}).status, 2);
+}
+
+TEST(Cli, EveryRunStartsFromTheDefaults) {
+  const Result json = Nw({"diagnose", "--json", kSkip});
+  ASSERT_EQ(json.status, 1);
+  EXPECT_EQ(json.out.rfind("{", 0), 0u);
+  const Result text = Nw({"diagnose", kSkip});
+  EXPECT_EQ(text.status, 1);
+  EXPECT_EQ(text.out.rfind("HANG: ", 0), 0u) << text.out.substr(0, 80);
+}
+
+TEST(Cli, ARepeatableFlagAccumulates) {
+  const std::string baseline = TempPath("base.json");
+  const Result stats = Nw({"stats", "--format=json", "-o", baseline, kSkip});
+  EXPECT_EQ(stats.status, 2) << "stats has no -o";
+  std::ofstream(baseline) << Nw({"stats", "--format=json", kSkip}).out;
+  // The second --tolerance is read as well as the first: its bad metric is named.
+  const Result r = Nw({"check", "--baseline", baseline, "--tolerance", "latency_p50=50", "--tolerance", "nope=1", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
+}
+
+TEST(Cli, HelpForEachCommand) {
+  for (const char* cmd : {"diagnose", "merge", "export", "stats", "check", "dump"}) {
+    const Result h = Nw({cmd, "--help"});
+    EXPECT_EQ(h.status, 0) << cmd;
+    EXPECT_EQ(h.out.rfind(std::string("usage: ncclwatch ") + cmd, 0), 0u) << h.out;
+  }
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools

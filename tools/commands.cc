@@ -1,0 +1,150 @@
+#include "tools/commands.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tools/export/export.h"
+#include "tools/model.h"
+#include "tools/order.h"
+#include "tools/stats/stats.h"
+
+namespace ncclwatch::tools {
+
+int DiagnoseCommand(const std::vector<std::string>& inputs, const std::string& format, const DiagnoseOptions& opts,
+                    std::ostream& out, std::ostream& err) {
+  Model model;
+  std::string error;
+  if (!BuildModel(inputs, LoadOptions(), &model, &error)) {
+    err << "ncclwatch diagnose: " << error << "\n";
+    if (format == "json") {
+      report::Diagnosis d;
+      d.set_verdict("UNUSABLE INPUT: " + error);
+      d.set_exit_status(2);
+      for (const std::string& e : model.errors) {
+        report::InputIssue* i = d.add_input_issues();
+        i->set_kind(report::InputIssue::UNUSABLE_FILE);
+        i->set_text(e);
+      }
+      out << FormatJson(d);
+    }
+    return 2;
+  }
+  report::Diagnosis d = Diagnose(model, opts);
+  out << (format == "json" ? FormatJson(d) : FormatText(d));
+  return ExitStatus(d);
+}
+
+int MergeCommand(const std::vector<std::string>& inputs, const std::string& format, const std::string& out_path,
+                 std::ostream& out, std::ostream& err) {
+  Model m;
+  std::string error;
+  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
+    err << "ncclwatch merge: " << error << "\n";
+    return 2;
+  }
+  report::MergeReport r = MergeReportOf(m, ComputeOrder(m));
+  std::ofstream file;
+  std::ostream* o = &out;
+  if (!out_path.empty()) {
+    file.open(out_path, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      err << "ncclwatch merge: cannot write " << out_path << "\n";
+      return 2;
+    }
+    o = &file;
+  }
+  if (format == "text") {
+    PrintMergeText(r, *o);
+  } else if (format == "json") {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions jo;
+    jo.add_whitespace = true;
+    jo.preserve_proto_field_names = true;
+    google::protobuf::util::MessageToJsonString(r, &json, jo);
+    *o << json << "\n";
+  } else {
+    r.SerializeToOstream(o);
+  }
+  return 0;
+}
+
+int ExportCommand(const std::vector<std::string>& inputs, const std::string& out_path, std::ostream& out,
+                  std::ostream& err) {
+  Model m;
+  std::string error;
+  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
+    err << "ncclwatch export: " << error << "\n";
+    return 2;
+  }
+  for (const std::string& e : m.errors) err << "ncclwatch export: skipped " << e << "\n";
+  const std::string json = ChromeTraceJson(BuildChromeTrace(m));
+  if (out_path.empty()) {
+    out << json << "\n";
+    return 0;
+  }
+  std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
+  f << json << "\n";
+  f.close();
+  if (!f) {
+    err << "ncclwatch export: cannot write " << out_path << "\n";
+    return 2;
+  }
+  err << "ncclwatch export: wrote " << out_path << " (" << m.procs.size() << " processes, " << m.ops.size()
+      << " operations); open it in ui.perfetto.dev or chrome://tracing\n";
+  return 0;
+}
+
+int StatsCommand(const std::vector<std::string>& inputs, const std::string& format, std::ostream& out,
+                 std::ostream& err) {
+  Model m;
+  std::string error;
+  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
+    err << "ncclwatch stats: " << error << "\n";
+    return 2;
+  }
+  for (const std::string& e : m.errors) err << "ncclwatch stats: skipped " << e << "\n";
+  stats::Stats s = ComputeStats(m);
+  if (format == "json") out << StatsToJson(s);
+  else PrintStatsTable(s, out);
+  return 0;
+}
+
+int CheckCommand(const std::vector<std::string>& inputs, const std::string& baseline_path,
+                 const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err) {
+  std::ifstream bf(baseline_path, std::ios::binary);
+  if (!bf) {
+    err << "ncclwatch check: cannot read baseline " << baseline_path << "\n";
+    return 2;
+  }
+  std::stringstream buf;
+  buf << bf.rdbuf();
+  stats::Stats baseline;
+  std::string error;
+  if (!StatsFromJson(buf.str(), &baseline, &error)) {
+    err << "ncclwatch check: baseline " << baseline_path << ": " << error << "\n";
+    return 2;
+  }
+  Model m;
+  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
+    err << "ncclwatch check: " << error << "\n";
+    return 2;
+  }
+  for (const std::string& e : m.errors) err << "ncclwatch check: skipped " << e << "\n";
+  CheckResult r = CompareStats(baseline, ComputeStats(m), opts);
+  AddFindings(Diagnose(m), &r);
+  PrintCheck(r, opts, out);
+  if (!junit_path.empty()) {
+    std::ofstream jf(junit_path, std::ios::binary | std::ios::trunc);
+    jf << JUnitXml(r, opts);
+    jf.close();
+    if (!jf) {
+      err << "ncclwatch check: cannot write " << junit_path << "\n";
+      return 2;
+    }
+  }
+  return r.failed() ? 1 : 0;
+}
+
+}  // namespace ncclwatch::tools

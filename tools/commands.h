@@ -1,0 +1,35 @@
+// What each `ncclwatch` subcommand does once its flags are parsed (cli.cc):
+// load the model, call the analysis, format, write. The analysis libraries
+// compute and format only; reading files named on the command line and
+// writing outputs is here, with each command's messages and exit status.
+//
+// Thread safety: each call is independent.
+
+#ifndef TOOLS_COMMANDS_H_
+#define TOOLS_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/stats/check.h"
+
+namespace ncclwatch::tools {
+
+// `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.
+int DiagnoseCommand(const std::vector<std::string>& inputs, const std::string& format, const DiagnoseOptions& opts,
+                    std::ostream& out, std::ostream& err);
+// `format`: text, json or pb; `out_path` empty: standard output.
+int MergeCommand(const std::vector<std::string>& inputs, const std::string& format, const std::string& out_path,
+                 std::ostream& out, std::ostream& err);
+int ExportCommand(const std::vector<std::string>& inputs, const std::string& out_path, std::ostream& out,
+                  std::ostream& err);
+int StatsCommand(const std::vector<std::string>& inputs, const std::string& format, std::ostream& out,
+                 std::ostream& err);
+int CheckCommand(const std::vector<std::string>& inputs, const std::string& baseline_path,
+                 const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_COMMANDS_H_
