@@ -322,10 +322,10 @@ Slot* Profiler::AllocSlot(ThreadBuf* tb) {
     Slot* s = &tb->slots[tb->cursor];
     tb->cursor = (tb->cursor + 1) & mask;
     // The next slot was last used a full round ago (4,096 operations): fetch
-    // its lines now, while NCCL does the rest of this operation. (GCC emits
-    // PREFETCHT0, a read, for a baseline x86-64 build; PREFETCHW, which
-    // fetches the line owned, made no difference in place on H200 hosts:
-    // BENCHMARKS.md, "NCCL's proxy thread".)
+    // its lines now, while NCCL does the rest of this operation. A plain read
+    // prefetch (PREFETCHT0 for a baseline x86-64 build) is enough: fetching
+    // the lines owned gains nothing in place (BENCHMARKS.md, "NCCL's proxy
+    // thread").
     const char* next = reinterpret_cast<const char*>(&tb->slots[tb->cursor]);
     for (size_t off = 0; off < sizeof(Slot); off += 64) __builtin_prefetch(next + off, 1, 3);
     if (s->state.load(std::memory_order_acquire) == kSlotLive) continue;

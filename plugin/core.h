@@ -153,8 +153,8 @@ inline T OwnerIncrement(std::atomic<T>& a) {
 
 // Slots a new operation looks at, from the cursor on, before it takes a
 // spare one: enough to step over operations that never complete (a hang, a
-// completion NCCL lost) among ones that do. (4 instead of 64 made no
-// difference on H200 hosts: BENCHMARKS.md, "NCCL's proxy thread".)
+// completion NCCL lost) among ones that do. The number is not what the proxy
+// thread's cost depends on (BENCHMARKS.md, "NCCL's proxy thread").
 constexpr uint32_t kAllocTries = 64;
 
 enum ThreadBufState : uint32_t { kBufFree = 0, kBufOwned = 1, kBufOrphaned = 2 };
