@@ -10,30 +10,6 @@
 namespace ncclwatch::plugin {
 namespace {
 
-struct KindInfo {
-  EventKind kind;
-  uint64_t mask;
-  const char* name;
-};
-
-constexpr KindInfo kKinds[] = {
-    {kEvGroup, nccl::kGroup, "group"},
-    {kEvColl, nccl::kColl, "coll"},
-    {kEvP2p, nccl::kP2p, "p2p"},
-    {kEvProxyOp, nccl::kProxyOp, "proxyop"},
-    {kEvProxyStep, nccl::kProxyStep, "proxystep"},
-    {kEvProxyCtrl, nccl::kProxyCtrl, "proxyctrl"},
-    {kEvKernelCh, nccl::kKernelCh, "kernelch"},
-    {kEvNetPlugin, nccl::kNetPlugin, "netplugin"},
-    {kEvGroupApi, nccl::kGroupApi, "groupapi"},
-    {kEvCollApi, nccl::kCollApi, "collapi"},
-    {kEvP2pApi, nccl::kP2pApi, "p2papi"},
-    {kEvKernelLaunch, nccl::kKernelLaunch, "kernellaunch"},
-    {kEvCeColl, nccl::kCeColl, "cecoll"},
-    {kEvCeSync, nccl::kCeSync, "cesync"},
-    {kEvCeBatch, nccl::kCeBatch, "cebatch"},
-};
-
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -79,27 +55,6 @@ bool ParseDouble(const std::string& s, double* out) {
 
 }  // namespace
 
-uint64_t MaskOf(EventKind k) {
-  for (const auto& i : kKinds)
-    if (i.kind == k) return i.mask;
-  return 0;
-}
-
-// KindOfMask (config.h) relies on bit b of NCCL's type mask being kind b + 1.
-constexpr bool KindsFollowBits() {
-  for (const auto& i : kKinds)
-    if (i.mask != (uint64_t{1} << (i.kind - 1))) return false;
-  return true;
-}
-static_assert(KindsFollowBits(), "EventKind must be NCCL's type bit index + 1");
-static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == kEvCount - 1, "every kind has a mask bit");
-
-const char* EventKindName(EventKind k) {
-  for (const auto& i : kKinds)
-    if (i.kind == k) return i.name;
-  return "none";
-}
-
 uint64_t DefaultMask() { return nccl::kColl | nccl::kP2p | nccl::kKernelCh; }
 
 bool ParseEvents(const std::string& value, uint64_t* nccl_mask, uint32_t* raw_kinds, std::string* error) {
@@ -122,7 +77,7 @@ bool ParseEvents(const std::string& value, uint64_t* nccl_mask, uint32_t* raw_ki
       continue;
     }
     if (tok == "all") {
-      for (const auto& i : kKinds) {
+      for (const auto& i : kEventKinds) {
         mask |= i.mask;
         raw |= 1u << i.kind;
       }
@@ -135,12 +90,12 @@ bool ParseEvents(const std::string& value, uint64_t* nccl_mask, uint32_t* raw_ki
         return false;
       }
       mask |= m;
-      for (const auto& i : kKinds)
+      for (const auto& i : kEventKinds)
         if (m & i.mask) raw |= 1u << i.kind;
       continue;
     }
     bool found = false;
-    for (const auto& i : kKinds) {
+    for (const auto& i : kEventKinds) {
       if (tok == i.name) {
         mask |= i.mask;
         raw |= 1u << i.kind;

@@ -26,39 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "plugin/event_kind.h"
+
 namespace ncclwatch::plugin {
-
-// Event kinds as our own index (also used as EventType in trace.proto).
-enum EventKind : uint8_t {
-  kEvNone = 0,
-  kEvGroup = 1,
-  kEvColl = 2,
-  kEvP2p = 3,
-  kEvProxyOp = 4,
-  kEvProxyStep = 5,
-  kEvProxyCtrl = 6,
-  kEvKernelCh = 7,
-  kEvNetPlugin = 8,
-  kEvGroupApi = 9,
-  kEvCollApi = 10,
-  kEvP2pApi = 11,
-  kEvKernelLaunch = 12,
-  kEvCeColl = 13,
-  kEvCeSync = 14,
-  kEvCeBatch = 15,
-  kEvCount = 16,
-};
-
-// NCCL mask bit of an event kind and back.
-uint64_t MaskOf(EventKind k);
-// kEvNone unless `type_bit` is exactly one known type bit. Hot path: every
-// event of every type goes through it.
-inline EventKind KindOfMask(uint64_t type_bit) {
-  if (type_bit == 0 || (type_bit & (type_bit - 1)) != 0) return kEvNone;
-  const int b = __builtin_ctzll(type_bit);
-  return b < kEvCount - 1 ? static_cast<EventKind>(b + 1) : kEvNone;
-}
-const char* EventKindName(EventKind k);
 
 enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "plugin/config.h"
+#include "plugin/event_kind.h"
 
 namespace ncclwatch::plugin {
 
