@@ -11,13 +11,28 @@
 #include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {
+namespace {
+
+// The model of `inputs`, or false after saying why ("ncclwatch CMD: ...");
+// with `say_skipped`, files that could not be used are named on `err`.
+bool Load(const char* cmd, const std::vector<std::string>& inputs, bool say_skipped, Model* m, std::ostream& err,
+          std::string* error) {
+  if (!BuildModel(inputs, LoadOptions(), m, error)) {
+    err << "ncclwatch " << cmd << ": " << *error << "\n";
+    return false;
+  }
+  if (say_skipped)
+    for (const std::string& e : m->errors) err << "ncclwatch " << cmd << ": skipped " << e << "\n";
+  return true;
+}
+
+}  // namespace
 
 int DiagnoseCommand(const std::vector<std::string>& inputs, const std::string& format, const DiagnoseOptions& opts,
                     std::ostream& out, std::ostream& err) {
   Model model;
   std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &model, &error)) {
-    err << "ncclwatch diagnose: " << error << "\n";
+  if (!Load("diagnose", inputs, false, &model, err, &error)) {
     if (format == "json") {
       report::Diagnosis d;
       d.set_verdict("UNUSABLE INPUT: " + error);
@@ -40,10 +55,7 @@ int MergeCommand(const std::vector<std::string>& inputs, const std::string& form
                  std::ostream& out, std::ostream& err) {
   Model m;
   std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch merge: " << error << "\n";
-    return 2;
-  }
+  if (!Load("merge", inputs, false, &m, err, &error)) return 2;
   report::MergeReport r = MergeReportOf(m, ComputeOrder(m));
   std::ofstream file;
   std::ostream* o = &out;
@@ -74,11 +86,7 @@ int ExportCommand(const std::vector<std::string>& inputs, const std::string& out
                   std::ostream& err) {
   Model m;
   std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch export: " << error << "\n";
-    return 2;
-  }
-  for (const std::string& e : m.errors) err << "ncclwatch export: skipped " << e << "\n";
+  if (!Load("export", inputs, true, &m, err, &error)) return 2;
   const std::string json = ChromeTraceJson(BuildChromeTrace(m));
   if (out_path.empty()) {
     out << json << "\n";
@@ -100,11 +108,7 @@ int StatsCommand(const std::vector<std::string>& inputs, const std::string& form
                  std::ostream& err) {
   Model m;
   std::string error;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch stats: " << error << "\n";
-    return 2;
-  }
-  for (const std::string& e : m.errors) err << "ncclwatch stats: skipped " << e << "\n";
+  if (!Load("stats", inputs, true, &m, err, &error)) return 2;
   stats::Stats s = ComputeStats(m);
   if (format == "json") out << StatsToJson(s);
   else PrintStatsTable(s, out);
@@ -127,11 +131,7 @@ int CheckCommand(const std::vector<std::string>& inputs, const std::string& base
     return 2;
   }
   Model m;
-  if (!BuildModel(inputs, LoadOptions(), &m, &error)) {
-    err << "ncclwatch check: " << error << "\n";
-    return 2;
-  }
-  for (const std::string& e : m.errors) err << "ncclwatch check: skipped " << e << "\n";
+  if (!Load("check", inputs, true, &m, err, &error)) return 2;
   CheckResult r = CompareStats(baseline, ComputeStats(m), opts);
   AddFindings(Diagnose(m), &r);
   PrintCheck(r, opts, out);
