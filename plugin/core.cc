@@ -385,7 +385,7 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
   r.nchannels = d.nchannels;
   r.nwarps = d.nwarps;
   r.id = s->id.load(std::memory_order_relaxed);
-  r.t0 = now;
+  r.t0_ticks = now;
   r.t1 = now;
   Slot* parent = ValidParent(d.parent);
   r.parent_id = parent != nullptr && parent->raw ? parent->id.load(std::memory_order_relaxed) : 0;
@@ -429,7 +429,7 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
   r->etype = d.kind;
   r->comm = s->ctx->comm;
   r->id = s->id.load(std::memory_order_relaxed);
-  r->t0 = now;
+  r->t0_ticks = now;
   r->t1 = tb->tid.load(std::memory_order_relaxed);
   r->parent_id = s->parent != nullptr ? s->parent->id.load(std::memory_order_relaxed) : 0;
   uint16_t flags = d.graph_captured ? kFlagGraph : 0;
@@ -649,7 +649,7 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
       r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
       r->comm = op->ctx->comm;
       r->id = op->id.load(std::memory_order_relaxed);
-      r->t0 = now != 0 ? now : Ticks();
+      r->t0_ticks = now != 0 ? now : Ticks();
       r->t1 = 0;
       r->parent_id = 0;
       r->nchannels = 0;
@@ -733,7 +733,7 @@ void Profiler::Stop(void* handle) {
       r->nchannels = 0;
       r->nwarps = 0;
       r->id = s->id.load(std::memory_order_relaxed);
-      r->t0 = now;
+      r->t0_ticks = now;
       r->t1 = 0;
       r->parent_id = 0;
       r->st.ptimer = s->ptimer_stop;
@@ -789,7 +789,7 @@ void Profiler::State(void* handle, int state, const StateArgs& a) {
     r->nchannels = 0;
     r->nwarps = 0;
     r->id = s->id.load(std::memory_order_relaxed);
-    r->t0 = now;
+    r->t0_ticks = now;
     r->t1 = 0;
     r->parent_id = 0;
     r->st.ptimer = a.ptimer;

@@ -44,8 +44,11 @@ struct Rec {
   uint8_t nchannels;
   uint8_t nwarps;
   uint64_t id;         // event id
-  uint64_t t0;         // start / stop / state time (ns, monotonic)
-  uint64_t t1;         // Op: enqueue end; EvStart: OS thread id
+  // Times in the tick source of the hot path (Ticks(): TSC ticks or
+  // CLOCK_MONOTONIC ns, clock.h); the writer converts them when it stages
+  // the record (StagedRec::t0_ns), the one place units change.
+  uint64_t t0_ticks;   // start / stop / state time
+  uint64_t t1;         // Op: enqueue end (ticks); EvStart: OS thread id
   uint64_t parent_id;  // parent event id (0: none); ProxyOp/KernelCh: the Op
   union {
     struct {

@@ -227,11 +227,8 @@ void Writer::DrainRings() {
     if (tb->owner.load(std::memory_order_acquire) == kBufFree) continue;
     const uint32_t got = tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
       if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
-      staged_.push_back(r);
       // From here on, record times are CLOCK_MONOTONIC ns.
-      Rec& x = staged_.back();
-      x.t0 = ticks_.ToNs(x.t0);
-      if (x.kind == kRecOp) x.t1 = ticks_.ToNs(x.t1);
+      staged_.push_back({r, ticks_.ToNs(r.t0_ticks), r.kind == kRecOp ? ticks_.ToNs(r.t1) : 0});
     });
     busiest = std::max(busiest, got * 8 / tb->ring.capacity());
   }
@@ -244,8 +241,8 @@ void Writer::EncodeStaged() {
   consumed_.assign(staged_.size(), false);
   for (size_t i = 0; i < staged_.size(); ++i) {
     if (consumed_[i]) continue;
-    const Rec& r = staged_[i];
-    const Rec* done = nullptr;
+    const StagedRec& r = staged_[i];
+    const StagedRec* done = nullptr;
     if (r.kind == kRecOp) {
       auto it = staged_done_.find(r.id);
       if (it != staged_done_.end() && it->second > i) {
@@ -257,7 +254,7 @@ void Writer::EncodeStaged() {
   }
 }
 
-void Writer::Emit(const Rec& r, const Rec* done) {
+void Writer::Emit(const StagedRec& r, const StagedRec* done) {
   switch (r.kind) {
     case kRecOp:
       EncodeOp(r, done);
@@ -466,15 +463,15 @@ void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
   EndRecord(at);
 }
 
-void Writer::EncodeDoneBody(const Rec& d, const Rec* op) {
+void Writer::EncodeDoneBody(const StagedRec& d, const StagedRec* op) {
   if (op != nullptr) {
-    wire_.U64(tf::OpDone::kDoneAfterStartNs, d.t0 > op->t0 ? d.t0 - op->t0 : 0);
+    wire_.U64(tf::OpDone::kDoneAfterStartNs, d.t0_ns > op->t0_ns ? d.t0_ns - op->t0_ns : 0);
   } else {
-    wire_.U64(tf::OpDone::kDoneNs, Rel(d.t0));
+    wire_.U64(tf::OpDone::kDoneNs, Rel(d.t0_ns));
   }
   if (d.flags & kFlagHasGpu) {
     // The GPU clock was defined before the record began (DefineGpuClock).
-    wire_.S64(tf::OpDone::kGpuStartDeltaNs, GpuDelta(d.done.gpu_start, d.t0));
+    wire_.S64(tf::OpDone::kGpuStartDeltaNs, GpuDelta(d.done.gpu_start, d.t0_ns));
     uint64_t dur = d.done.gpu_stop - d.done.gpu_start;
     wire_.U64(tf::OpDone::kGpuDurationNs, dur);
     if (dur == 0) wire_.Bool(tf::OpDone::kGpuTiming, true);
@@ -484,7 +481,7 @@ void Writer::EncodeDoneBody(const Rec& d, const Rec* op) {
   wire_.U64(tf::OpDone::kProxyBytes, d.done.proxy_bytes);
 }
 
-void Writer::EncodeOp(const Rec& r, const Rec* done) {
+void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   // Definitions first: strings, the GPU clock base, a communicator named only by its events.
   uint32_t func = Intern(r.op.func);
   uint32_t dtype = Intern(r.op.datatype);
@@ -492,7 +489,7 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   uint32_t proto = Intern(r.op.proto);
   // The GPU clock is anchored on a kernel stop and the CPU time it was seen,
   // the closest pair the plugin has.
-  if (done != nullptr && (done->flags & kFlagHasGpu)) DefineGpuClock(done->done.gpu_stop, done->t0);
+  if (done != nullptr && (done->flags & kFlagHasGpu)) DefineGpuClock(done->done.gpu_stop, done->t0_ns);
   auto ann = comm_announced_.find(r.comm);
   if (ann == comm_announced_.end() || !ann->second) {
     for (Context* ctx : prof_->ContextsSnapshot()) {
@@ -506,9 +503,9 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   }
   const bool tracked = (r.flags & kFlagTracked) != 0;
   if (done != nullptr) {
-    in_flight_.EnqueuedCompleted(r.comm, r.t0, done->t0);
+    in_flight_.EnqueuedCompleted(r.comm, r.t0_ns, done->t0_ns);
   } else {
-    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0, r.nchannels, false, r.t1},
+    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0_ns, r.nchannels, false, r.t1_ns},
                         tracked);
   }
   size_t at = BeginRecord();
@@ -527,10 +524,10 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   wire_.U64(tf::Op::kProto, proto);
   wire_.U64(tf::Op::kNchannels, r.nchannels);
   wire_.U64(tf::Op::kNwarps, r.nwarps);
-  const uint64_t start = Rel(r.t0);
+  const uint64_t start = Rel(r.t0_ns);
   wire_.S64(tf::Op::kStartDeltaNs, static_cast<int64_t>(start - prev_op_start_));
   prev_op_start_ = start;
-  wire_.U64(tf::Op::kEnqueueNs, r.t1 - r.t0);
+  wire_.U64(tf::Op::kEnqueueNs, r.t1_ns - r.t0_ns);
   wire_.U64(tf::Op::kParentId, r.parent_id);
   wire_.U64(tf::Op::kSendBuff, r.op.send_buff);
   wire_.U64(tf::Op::kRecvBuff, r.op.recv_buff);
@@ -550,18 +547,18 @@ void Writer::EncodeOp(const Rec& r, const Rec* done) {
   EndRecord(at);
 }
 
-void Writer::EncodeOpDone(const Rec& r) {
-  if (r.flags & kFlagHasGpu) DefineGpuClock(r.done.gpu_stop, r.t0);
+void Writer::EncodeOpDone(const StagedRec& r) {
+  if (r.flags & kFlagHasGpu) DefineGpuClock(r.done.gpu_stop, r.t0_ns);
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(tf::Record::kOpDone);
   wire_.U64(tf::OpDone::kEventId, r.id);
   EncodeDoneBody(r, nullptr);
   wire_.EndMessage(m);
   EndRecord(at);
-  in_flight_.Completed(r.id, r.comm, r.t0);
+  in_flight_.Completed(r.id, r.comm, r.t0_ns);
 }
 
-void Writer::EncodeEvStart(const Rec& r) {
+void Writer::EncodeEvStart(const StagedRec& r) {
   uint32_t func = 0, dtype = 0, sync = 0;
   if (r.etype == kEvCollApi || r.etype == kEvP2pApi || r.etype == kEvCeColl) {
     func = Intern(r.api.func);
@@ -570,8 +567,8 @@ void Writer::EncodeEvStart(const Rec& r) {
   }
   int64_t gdelta = 0;
   if (r.etype == kEvKernelCh && (r.flags & kFlagHasGpu)) {
-    DefineGpuClock(r.px.ptimer, r.t0);
-    gdelta = GpuDelta(r.px.ptimer, r.t0);
+    DefineGpuClock(r.px.ptimer, r.t0_ns);
+    gdelta = GpuDelta(r.px.ptimer, r.t0_ns);
   }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(tf::Record::kEventStart);
@@ -579,7 +576,7 @@ void Writer::EncodeEvStart(const Rec& r) {
   wire_.U64(tf::EventStart::kType, r.etype);
   wire_.U64(tf::EventStart::kParentId, r.parent_id);
   wire_.U64(tf::EventStart::kComm, r.comm);
-  wire_.U64(tf::EventStart::kTimeNs, Rel(r.t0));
+  wire_.U64(tf::EventStart::kTimeNs, Rel(r.t0_ns));
   if (r.etype == kEvProxyOp || r.etype == kEvProxyStep || r.etype == kEvKernelCh) wire_.I32(tf::EventStart::kNcclRank, r.px.rank);
   wire_.U64(tf::EventStart::kTid, r.t1);
   const bool graph = r.flags & kFlagGraph;
@@ -700,17 +697,17 @@ void Writer::EncodeEvStart(const Rec& r) {
   EndRecord(at);
 }
 
-void Writer::EncodeEvStop(const Rec& r) {
+void Writer::EncodeEvStop(const StagedRec& r) {
   int64_t g = 0;
   const bool has = r.flags & kFlagHasGpuStop;
   if (has) {
-    DefineGpuClock(r.st.ptimer, r.t0);
-    g = GpuDelta(r.st.ptimer, r.t0);
+    DefineGpuClock(r.st.ptimer, r.t0_ns);
+    g = GpuDelta(r.st.ptimer, r.t0_ns);
   }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(tf::Record::kEventStop);
   wire_.U64(tf::EventStop::kEventId, r.id);
-  wire_.U64(tf::EventStop::kTimeNs, Rel(r.t0));
+  wire_.U64(tf::EventStop::kTimeNs, Rel(r.t0_ns));
   if (has) {
     wire_.S64(tf::EventStop::kGpuStopDeltaNs, g);
     wire_.Bool(tf::EventStop::kHasGpuStop, true);
@@ -719,18 +716,18 @@ void Writer::EncodeEvStop(const Rec& r) {
   EndRecord(at);
 }
 
-void Writer::EncodeEvState(const Rec& r) {
+void Writer::EncodeEvState(const StagedRec& r) {
   int64_t g = 0;
   const bool has = r.flags & kFlagHasGpu;
   if (has) {
-    DefineGpuClock(r.st.ptimer, r.t0);
-    g = GpuDelta(r.st.ptimer, r.t0);
+    DefineGpuClock(r.st.ptimer, r.t0_ns);
+    g = GpuDelta(r.st.ptimer, r.t0_ns);
   }
   size_t at = BeginRecord();
   size_t m = wire_.BeginMessage(tf::Record::kEventState);
   wire_.U64(tf::EventState::kEventId, r.id);
   wire_.U64(tf::EventState::kState, r.st.state);
-  wire_.U64(tf::EventState::kTimeNs, Rel(r.t0));
+  wire_.U64(tf::EventState::kTimeNs, Rel(r.t0_ns));
   wire_.U64(tf::EventState::kTransSize, r.st.trans_size);
   wire_.I32(tf::EventState::kSteps, r.st.steps);
   wire_.I32(tf::EventState::kAppendedProxyOps, r.st.appended_proxy_ops);

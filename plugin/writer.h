@@ -66,6 +66,12 @@ class Writer {
   const ClockFacts& clock_facts() const { return ticks_.facts(); }
 
  private:
+  // A drained record with its times in CLOCK_MONOTONIC ns: what the
+  // encoders read. Rec's own times stay ticks.
+  struct StagedRec : Rec {
+    uint64_t t0_ns;
+    uint64_t t1_ns;  // Op: enqueue end (ns); else unused (Rec::t1 keeps an EvStart's thread id)
+  };
   struct Cold {
     enum Kind { kInit, kFinalize } kind;
     Context* ctx;
@@ -78,18 +84,18 @@ class Writer {
   void EncodeStaged();
   void ReclaimThreads();
   void WriteOut();
-  void Emit(const Rec& r, const Rec* done);
+  void Emit(const StagedRec& r, const StagedRec* done);
 
   // Encoders (append one length-delimited Record to wire_).
   void EncodeHeader();
   void EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash);
   void EncodeCommFinalize(const Context* ctx, uint64_t time_ns);
-  void EncodeOp(const Rec& r, const Rec* done);
-  void EncodeOpDone(const Rec& r);
-  void EncodeDoneBody(const Rec& d, const Rec* op);
-  void EncodeEvStart(const Rec& r);
-  void EncodeEvStop(const Rec& r);
-  void EncodeEvState(const Rec& r);
+  void EncodeOp(const StagedRec& r, const StagedRec* done);
+  void EncodeOpDone(const StagedRec& r);
+  void EncodeDoneBody(const StagedRec& d, const StagedRec* op);
+  void EncodeEvStart(const StagedRec& r);
+  void EncodeEvStop(const StagedRec& r);
+  void EncodeEvState(const StagedRec& r);
   void EncodeHeartbeat(uint64_t now);
   void MaybeEncodeDrops(uint64_t now, bool force);
   // Once, on the first operation dropped for want of an event handle: what
@@ -138,7 +144,7 @@ class Writer {
   uint64_t prev_op_start_ = 0;  // the Op start chain within the batch
   bool write_error_logged_ = false;
 
-  std::vector<Rec> staged_;
+  std::vector<StagedRec> staged_;
   std::unordered_map<uint64_t, size_t> staged_done_;  // OpDone id -> index in staged_
   std::vector<bool> consumed_;
 
