@@ -17,6 +17,11 @@
 // retries at the next flush. SIGXFSZ and every other signal are blocked in
 // this thread.
 //
+// Where it is: writer.cc (the loop, draining the rings, writing batches),
+// writer_records.cc (one encoder per record kind), writer_report.cc (drops
+// and their warnings, the closing summary, lost completions, stuck reports),
+// trace_file.h (the file) and in_flight.h (what is in flight).
+//
 // Thread safety: Notify* and FlushNow may be called from any thread; the
 // rest is the writer thread's (and StopAndClose from the last finalize).
 
