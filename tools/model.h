@@ -3,8 +3,9 @@
 // rank's operations in program order, the same operation matched across the
 // ranks of its communicator, and clocks aligned onto one timeline.
 //
-// Pipeline: LoadModel (reader -> model) -> MatchOps (match) -> AlignClocks
-// -> the analyses (order.h, diagnose.h, stats.h, export.h) read it.
+// Pipeline: LoadModel (reader -> model; model.cc) -> MatchOps (match.cc) ->
+// AlignClocks (align.cc) -> liveness.h, then the analyses (order.h,
+// diagnose.h, stats.h, export.h) read it.
 //
 // Memory: an Op is 96 bytes and holds ids, not strings, so 1,024 ranks with
 // 10,000 collectives each fit in about 1 GB. Trace files are streamed: no
@@ -28,6 +29,13 @@ namespace ncclwatch::tools {
 
 inline constexpr uint32_t kNone = 0xffffffffu;
 inline constexpr int64_t kNoTime = INT64_MIN;
+// a + b, saturated, never kNoTime: time arithmetic on values a corrupt file
+// may have made extreme.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN + 1;
+  return r == kNoTime ? INT64_MIN + 1 : r;
+}
 inline constexpr double kAbortMinWaitSec = 1.0;
 inline constexpr double kAbortWindowSec = 3.0;
 // The most ranks a communicator may have (NCCL's largest jobs are well below):
