@@ -151,6 +151,15 @@ inline T OwnerIncrement(std::atomic<T>& a) {
   return n;
 }
 
+// Per thread, a power of two: 1 MiB, room for a burst of 8,192 records
+// between two drains (the writer drains every 10 ms, every 1 ms in a burst).
+constexpr uint32_t kRingRecords = 8192;
+constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per thread
+// Spare slots per thread (see SpareSlot): operations started but not yet
+// stopped at once, when every slot waits for a completion.
+constexpr uint32_t kSpareSlots = 256;
+constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
+
 // Slots a new operation looks at, from the cursor on, before it takes a
 // spare one: enough to step over operations that never complete (a hang, a
 // completion NCCL lost) among ones that do. The number is not what the proxy
