@@ -32,7 +32,7 @@
 //
 // Severity and exit status: every kind but STRAGGLER is an error; STRAGGLER
 // is a warning. ExitStatus: 0 no finding, 1 any finding (warning included;
-// `ncclwatch check` will fail only on errors), 2 unusable input (RunDiagnose,
+// `ncclwatch check` will fail only on errors), 2 unusable input (the diagnose command,
 // when BuildModel fails). Input issues (cut tails, drops, read issues,
 // missing files) are reported but change neither the severity nor the exit.
 //

@@ -1,5 +1,5 @@
 // End to end: synthetic trace files (tools/testing/trace_builder.h) through
-// BuildModel and Diagnose, and RunDiagnose on a directory.
+// BuildModel and Diagnose, and `ncclwatch diagnose` (RunCli) on a directory.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>

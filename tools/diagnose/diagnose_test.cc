@@ -855,7 +855,7 @@ TEST(Diagnose, GoldenTextOfAHang) {
   EXPECT_EQ(text, ReadFile("tools/diagnose/testdata/hang.txt"));
 }
 
-TEST(RunDiagnose, Usage) {
+TEST(DiagnoseCommand, Usage) {
   std::ostringstream out, err;
   EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--help"}, out, err), 0);
   EXPECT_NE(out.str().find("usage: ncclwatch diagnose"), std::string::npos);
@@ -868,7 +868,7 @@ TEST(RunDiagnose, Usage) {
   EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--format=xml", "x"}, out4, err4), 2);
 }
 
-TEST(RunDiagnose, UnusableInputIsExit2) {
+TEST(DiagnoseCommand, UnusableInputIsExit2) {
   const std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/garbage.ncclwatch";
   std::ofstream(path) << "this is not a trace file";
   std::ostringstream out, err;

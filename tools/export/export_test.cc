@@ -296,7 +296,7 @@ TEST(ExportTest, UnnamedCommsAndNoLauncherRank) {
   }
 }
 
-TEST(ExportTest, RunExportFlags) {
+TEST(ExportTest, ExportCommandFlags) {
   std::ostringstream out, err;
   EXPECT_EQ(RunCli({"ncclwatch", "export", "--help"}, out, err), 0);
   EXPECT_NE(out.str().find("usage: ncclwatch export"), std::string::npos);
