@@ -16,7 +16,7 @@
 
 #include "plugin/core.h"
 #include "plugin/testing/fake_nccl_host.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 // Built with ThreadSanitizer? (gcc says __SANITIZE_THREAD__, clang __has_feature.)
 #if defined(__SANITIZE_THREAD__)

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "tools/export/export.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 #include "tools/order.h"
 #include "tools/stats/stats.h"
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/model.h"
+#include "tools/model/model.h"
 #include "tools/order.h"
 #include "tools/testing/trace_builder.h"
 

@@ -5,8 +5,8 @@
 #include <queue>
 #include <sstream>
 
-#include "tools/liveness.h"
-#include "tools/semantics.h"
+#include "tools/model/liveness.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools {
 

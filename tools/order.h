@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "proto/order.pb.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 

@@ -22,9 +22,9 @@
 #include "proto/report.pb.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/diagnose/format.h"
-#include "tools/liveness.h"
-#include "tools/model.h"
-#include "tools/semantics.h"
+#include "tools/model/liveness.h"
+#include "tools/model/model.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 

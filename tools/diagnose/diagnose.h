@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "proto/report.pb.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 

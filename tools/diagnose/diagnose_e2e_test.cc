@@ -10,7 +10,7 @@
 
 #include "tools/cli.h"
 #include "tools/diagnose/diagnose.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {

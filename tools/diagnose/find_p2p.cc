@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tools/semantics.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 

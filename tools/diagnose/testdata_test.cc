@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tools/diagnose/diagnose.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 namespace {

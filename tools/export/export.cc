@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <map>
 
-#include "tools/liveness.h"
-#include "tools/semantics.h"
+#include "tools/model/liveness.h"
+#include "tools/model/semantics.h"
 #include "tools/stats/text.h"
 
 namespace ncclwatch::tools {

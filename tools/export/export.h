@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "proto/stats.pb.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 

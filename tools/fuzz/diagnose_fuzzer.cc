@@ -16,7 +16,7 @@
 #include "tools/diagnose/diagnose.h"
 #include "tools/export/export.h"
 #include "tools/fuzz/split.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 #include "tools/order.h"
 #include "tools/stats/stats.h"
 

@@ -30,7 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "tools/fuzz/split.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 #include "tools/reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);

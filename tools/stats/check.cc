@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "tools/diagnose/diagnose.h"
-#include "tools/model.h"
+#include "tools/model/model.h"
 #include "tools/stats/stats.h"
 #include "tools/stats/text.h"
 

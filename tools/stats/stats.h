@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "proto/stats.pb.h"
-#include "tools/model.h"
-#include "tools/semantics.h"
+#include "tools/model/model.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools {
 

@@ -12,7 +12,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include "tools/semantics.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::testing {
 namespace {

@@ -1,11 +1,11 @@
-#include "tools/liveness.h"
+#include "tools/model/liveness.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 namespace {

@@ -2,7 +2,7 @@
 // collectives matched by (comm, function, seq), clocks of several hosts
 // aligned, and what a watchdog's abort does to a hung job's files.
 
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -17,8 +17,8 @@
 //
 // Built on one thread after the model; read-only afterwards.
 
-#ifndef TOOLS_LIVENESS_H_
-#define TOOLS_LIVENESS_H_
+#ifndef TOOLS_MODEL_LIVENESS_H_
+#define TOOLS_MODEL_LIVENESS_H_
 
 #include <stdint.h>
 
@@ -26,7 +26,7 @@
 #include <set>
 #include <vector>
 
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 
@@ -76,4 +76,4 @@ uint16_t MatchFunc(const Model& m, const Match& mt);
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_LIVENESS_H_
+#endif  // TOOLS_MODEL_LIVENESS_H_

@@ -1,8 +1,8 @@
-#include "tools/liveness.h"
+#include "tools/model/liveness.h"
 
 #include <algorithm>
 
-#include "tools/semantics.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools {
 namespace {

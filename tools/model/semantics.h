@@ -8,8 +8,8 @@
 //
 // Pure functions over constant tables: no allocation, any thread.
 
-#ifndef TOOLS_SEMANTICS_H_
-#define TOOLS_SEMANTICS_H_
+#ifndef TOOLS_MODEL_SEMANTICS_H_
+#define TOOLS_MODEL_SEMANTICS_H_
 
 #include <stdint.h>
 
@@ -58,4 +58,4 @@ bool BusBwFactor(Func f, int32_t nranks, double* factor);
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_SEMANTICS_H_
+#endif  // TOOLS_MODEL_SEMANTICS_H_

@@ -1,4 +1,4 @@
-#include "tools/semantics.h"
+#include "tools/model/semantics.h"
 
 #include <gtest/gtest.h>
 

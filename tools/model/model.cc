@@ -1,4 +1,4 @@
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 

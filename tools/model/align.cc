@@ -4,7 +4,7 @@
 #include <map>
 #include <vector>
 
-#include "tools/model.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 namespace {

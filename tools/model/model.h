@@ -13,8 +13,8 @@
 //
 // Thread safety: build on one thread; afterwards read-only and shareable.
 
-#ifndef TOOLS_MODEL_H_
-#define TOOLS_MODEL_H_
+#ifndef TOOLS_MODEL_MODEL_H_
+#define TOOLS_MODEL_MODEL_H_
 
 #include <stdint.h>
 
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "tools/semantics.h"
+#include "tools/model/semantics.h"
 
 namespace ncclwatch::tools {
 
@@ -261,4 +261,4 @@ std::string ProcName(const Model& m, uint32_t proc);
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_MODEL_H_
+#endif  // TOOLS_MODEL_MODEL_H_
