@@ -72,10 +72,9 @@ bool TraceFile::AppendBatch(const uint8_t* head, size_t head_len, const uint8_t*
     return true;
   }
   // Cut off any part of the batch that did reach the file (O_APPEND: the
-  // next write goes to the new end). If that fails too, the reader stops at
-  // the torn record.
-  if (done > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) {
-  }
+  // next write goes to the new end). If the cut fails too, the reader stops
+  // at the torn record: nothing more to do here.
+  if (done > 0) (void)!ftruncate(fd_, static_cast<off_t>(good_size_));
   records_lost_ += records;
   last_error_ = strerror(err);
   return false;

@@ -56,13 +56,10 @@ void Prepare(Ctx* c) {
   c->oldest_inflight.assign(np, kNone);
   for (size_t pi = 0; pi < np; ++pi) {
     for (uint32_t oi : m.procs[pi].ops) {
-      const Op& op = m.ops[oi];
       // In flight when the file ends, or when its communicator was finalized
-      // (an abort: a clean destroy waits for its operations). Untracked: only
-      // where proven unfinished (MarkUnfinished).
-      const bool in_flight =
-          op.state == OpState::kInFlight || (op.state == OpState::kUntracked && c->unfinished[oi]);
-      if (in_flight && c->oldest_inflight[pi] == kNone) c->oldest_inflight[pi] = oi;
+      // (an abort: a clean destroy waits for its operations); without
+      // completion tracking, only where proven unfinished (tools/model/liveness.h).
+      if (c->live.Unfinished(oi) && c->oldest_inflight[pi] == kNone) c->oldest_inflight[pi] = oi;
     }
   }
 

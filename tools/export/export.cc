@@ -121,7 +121,8 @@ class Builder {
     return e;
   }
 
-  void OpArgs(const Op& o, stats::ChromeEvent* e) const {
+  void OpArgs(uint32_t oi, stats::ChromeEvent* e) const {
+    const Op& o = m_.ops[oi];
     auto& a = *e->mutable_args();
     const Comm& c = m_.comms[o.comm];
     a["comm"] = Str(CommName(c));
@@ -146,7 +147,6 @@ class Builder {
     }
     if (o.state == OpState::kCompleted && o.start_ns != kNoTime && o.done_ns != kNoTime)
       a["cpu_us"] = Num((o.done_ns - o.start_ns) / 1000.0);
-    const uint32_t oi = static_cast<uint32_t>(&o - m_.ops.data());
     if (live_.Hung(oi)) a["stuck"] = Bool(true);
     if (o.state == OpState::kUntracked) a["completion"] = Str("not tracked");
   }
@@ -203,7 +203,7 @@ class Builder {
         e.set_ts(Ts(o.start_ns));
         e.set_dur(static_cast<double>(end - o.start_ns) / 1000.0);
         e.set_pid(pid);
-        OpArgs(o, &e);
+        OpArgs(oi, &e);
         cpu.emplace_back(cpu_lanes.Place(o.start_ns, end), std::move(e));
       }
       std::vector<int32_t> cpu_tids;
@@ -231,7 +231,7 @@ class Builder {
         e.set_ts(Ts(o.gpu_start_ns));
         e.set_dur(o.gpu_duration_ns / 1000.0);
         e.set_pid(pid);
-        OpArgs(o, &e);
+        OpArgs(oi, &e);
         gpu.emplace_back(gpu_lanes.Place(o.gpu_start_ns, o.gpu_end_ns()), std::move(e));
       }
       std::vector<int32_t> gpu_tids;

@@ -58,6 +58,8 @@ struct Liveness {
   std::vector<OpLiveness> of_op;  // the judgement, per op
 
   bool Hung(uint32_t oi) const { return of_op[oi] == OpLiveness::kHung; }
+  // Not finished, as far as the files show: in flight or hung.
+  bool Unfinished(uint32_t oi) const { return of_op[oi] == OpLiveness::kInFlight || Hung(oi); }
 };
 
 Liveness JudgeLiveness(const Model& m, const LivenessOptions& o = {});
