@@ -26,9 +26,12 @@ die() { echo "build.sh: $*" >&2; exit 1; }
 source "$here/find_cuda_nccl.sh"
 echo "build.sh: CUDA $CUDA (libs $cuda_lib); NCCL $nccl_version headers $nccl_inc, libs $nccl_lib" >&2
 
+# The parent (nccl_scenarios.cc, with main) and the parts it links with.
+srcs=("$here/nccl_scenarios.cc" "$here/scenario_ops.cc" "$here/scenario_rank.cc"
+      "$here/scenario_table.cc" "$here/scenario_watchdog.cc")
 mkdir -p "$(dirname "$OUT")"
 set -x
-"$CXX" -std=c++17 -O2 -g -Wall -Wextra -o "$OUT" "$here/nccl_scenarios.cc" \
+"$CXX" -std=c++17 -O2 -g -Wall -Wextra -o "$OUT" "${srcs[@]}" \
   -I"$nccl_inc" -I"$CUDA/include" \
   "${nccl_link[@]}" -L"$cuda_lib" -lcudart -lpthread \
   -Wl,-rpath,"$nccl_lib" -Wl,-rpath,"$cuda_lib"
