@@ -11,11 +11,8 @@
 
 #include "plugin/clock.h"
 #include "plugin/version.h"
-#include "plugin/writer_internal.h"
 
 namespace ncclwatch::plugin {
-
-using namespace writer_internal;  // NOLINT: the writer's own helpers
 
 namespace {
 
@@ -141,7 +138,7 @@ void Writer::Loop() {
       for (Context* ctx : prof_->ContextsSnapshot())
         if (!ctx->finalized.load(std::memory_order_acquire)) clean = false;
       MaybeEncodeDrops(now, true);
-      EncodeFinalize(NowNs(), clean);
+      enc_.Finalize(Rel(NowNs()), clean);
       WriteOut();
       LogSummary();
     }
@@ -192,7 +189,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   ReclaimThreads();
   MaybeEncodeDrops(now, false);
   if (now >= next_heartbeat_) {
-    EncodeHeartbeat(now);
+    enc_.Heartbeat(HeartbeatOf(now));
     next_heartbeat_ = now + uint64_t{prof_->config().heartbeat_ms} * 1000000;
   }
   ReclaimLost(now);
@@ -252,10 +249,10 @@ void Writer::Emit(const StagedRec& r, const StagedRec* done) {
       EncodeEvStart(r);
       break;
     case kRecEvStop:
-      EncodeEvStop(r);
+      enc_.EvStop(r, Rel(r.t0_ns));
       break;
     case kRecEvState:
-      EncodeEvState(r);
+      enc_.EvState(r, Rel(r.t0_ns));
       break;
     default:
       break;
@@ -274,29 +271,21 @@ void Writer::ReclaimThreads() {
   }
 }
 
-size_t Writer::BeginRecord() {
+Wire* Writer::NextRecord() {
   if (wire_.size() + kRecordHeadroom > buf_.size()) WriteOut();
   if (wire_.size() == 0) {
     // A new batch: its base time opens the Op start chain.
     batch_base_ = Rel(NowNs());
-    prev_op_start_ = batch_base_;
+    enc_.StartBatch(batch_base_);
   }
   ++records_;
-  return wire_.BeginRecord();
+  return &wire_;
 }
-
-void Writer::EndRecord(size_t at) { wire_.EndRecord(at); }
 
 void Writer::WriteOut() {
   if (wire_.size() == 0 || !file_.open()) return;
   Wire h(head_buf_, sizeof(head_buf_));
-  size_t at = h.BeginRecord();
-  size_t m = h.BeginMessage(tf::Record::kBatch);
-  h.U64(tf::Batch::kSeq, ++batch_seq_);
-  h.U64(tf::Batch::kTimeNs, batch_base_);
-  h.U64(tf::Batch::kRecordsBefore, file_.records_written());
-  h.EndMessage(m);
-  h.EndRecord(at);
+  TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, file_.records_written());
   const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1);
   records_ = 0;
   wire_.Reset();
@@ -309,30 +298,19 @@ void Writer::WriteOut() {
                file_.path().c_str(), file_.last_error().c_str());
   }
   string_ptr_ids_.clear();
-  string_ids_.clear();
-  gpu_base_set_ = false;
+  enc_.ForgetDefinitions();
   reannounce_ = true;
   // The loss itself must show in the file: a batch of its own with the drop
   // counts and a heartbeat (a few dozen bytes; see TraceFile::AppendNotice).
   file_.AppendNotice(3, [this](uint8_t* buf, size_t cap) -> size_t {
     Wire w(buf, cap);
     const uint64_t now = NowNs();
-    size_t at = w.BeginRecord();
-    size_t m = w.BeginMessage(tf::Record::kBatch);
-    w.U64(tf::Batch::kSeq, ++batch_seq_);
-    w.U64(tf::Batch::kTimeNs, Rel(now));
-    w.U64(tf::Batch::kRecordsBefore, file_.records_written());
-    w.EndMessage(m);
-    w.EndRecord(at);
-    at = w.BeginRecord();
-    EncodeDrops(&w, now);
-    w.EndRecord(at);
-    at = w.BeginRecord();
-    m = w.BeginMessage(tf::Record::kHeartbeat);
-    w.U64(tf::Heartbeat::kTimeNs, Rel(now));
-    w.U64(tf::Heartbeat::kOpsInFlight, in_flight_.size());
-    w.EndMessage(m);
-    w.EndRecord(at);
+    TraceEncoder::Batch(&w, ++batch_seq_, Rel(now), file_.records_written());
+    TraceEncoder::Drops(&w, DropsOf(now));
+    HeartbeatFields hb;
+    hb.time_ns = Rel(now);
+    hb.ops_in_flight = in_flight_.size();
+    TraceEncoder::Heartbeat(&w, hb);
     return w.ok() ? w.size() : 0;
   });
 }

@@ -18,7 +18,8 @@
 // this thread.
 //
 // Where it is: writer.cc (the loop, draining the rings, writing batches),
-// writer_records.cc (one encoder per record kind), writer_report.cc (drops
+// writer_records.cc (records from what NCCL reported, for TraceEncoder,
+// encoder.h), writer_report.cc (drops
 // and their warnings, the closing summary, lost completions, stuck reports),
 // trace_file.h (the file) and in_flight.h (what is in flight).
 //
@@ -41,6 +42,7 @@
 
 #include "plugin/clock.h"
 #include "plugin/core.h"
+#include "plugin/encoder.h"
 #include "plugin/in_flight.h"
 #include "plugin/process_info.h"
 #include "plugin/record.h"
@@ -49,7 +51,7 @@
 
 namespace ncclwatch::plugin {
 
-class Writer {
+class Writer final : private RecordSink {
  public:
   Writer(Profiler* prof, std::string file_name_override);
   ~Writer();
@@ -91,17 +93,16 @@ class Writer {
   void WriteOut();
   void Emit(const StagedRec& r, const StagedRec* done);
 
-  // Encoders (append one length-delimited Record to wire_).
+  // Records (through enc_, into wire_).
   void EncodeHeader();
   void EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash);
   void EncodeCommFinalize(const Context* ctx, uint64_t time_ns);
   void EncodeOp(const StagedRec& r, const StagedRec* done);
   void EncodeOpDone(const StagedRec& r);
-  void EncodeDoneBody(const StagedRec& d, const StagedRec* op);
   void EncodeEvStart(const StagedRec& r);
-  void EncodeEvStop(const StagedRec& r);
-  void EncodeEvState(const StagedRec& r);
-  void EncodeHeartbeat(uint64_t now);
+  DoneFields DoneOf(const StagedRec& d) const;
+  HeartbeatFields HeartbeatOf(uint64_t now) const;
+  DropFields DropsOf(uint64_t now) const;
   void MaybeEncodeDrops(uint64_t now, bool force);
   // Once, on the first operation dropped for want of an event handle: what
   // holds the handles (a backlog, or operations that never complete).
@@ -114,20 +115,13 @@ class Writer {
   void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
   uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
-  void EncodeDrops(Wire* w, uint64_t now) const;
   void MaybeStuckReport(uint64_t now);
-  void EncodeFinalize(uint64_t now, bool clean);
+  // An NCCL string's id, cached by its address.
   uint32_t Intern(const char* s);
-  // Defines the file's GPU clock relation, or re-anchors it on a tighter
-  // (GPU time, CPU time seen) pair: writes a GpuClock record, so call it only
-  // between records, before the record that holds GPU times.
-  void DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns);
-  // A GPU time relative to a reference CPU time of the same message.
-  int64_t GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) const;
   uint64_t Rel(uint64_t t) const { return t > mono_base_ ? t - mono_base_ : 0; }
-  // Begins a record, making room (by writing out) when the buffer is nearly full.
-  size_t BeginRecord();
-  void EndRecord(size_t at);
+  // RecordSink: makes room (by writing out) when the buffer is nearly full,
+  // and opens a batch when it is empty.
+  Wire* NextRecord() override;
 
   Profiler* prof_;
   std::string override_;
@@ -140,13 +134,12 @@ class Writer {
 
   std::vector<uint8_t> buf_;
   Wire wire_;
+  TraceEncoder enc_{this};
   uint8_t head_buf_[256];    // the Batch record opening each write
   bool reannounce_ = false;  // a write was lost: define communicators again
-  uint32_t last_string_id_ = 0;
   uint64_t records_ = 0;           // encoded into buf_ since the last write
   uint64_t batch_seq_ = 0;
-  uint64_t batch_base_ = 0;     // Batch.time_ns of the batch being encoded
-  uint64_t prev_op_start_ = 0;  // the Op start chain within the batch
+  uint64_t batch_base_ = 0;  // Batch.time_ns of the batch being encoded
   bool write_error_logged_ = false;
 
   std::vector<StagedRec> staged_;
@@ -154,11 +147,7 @@ class Writer {
   std::vector<bool> consumed_;
 
   std::unordered_map<const char*, uint32_t> string_ptr_ids_;
-  std::unordered_map<std::string, uint32_t> string_ids_;
   std::unordered_map<uint16_t, bool> comm_announced_;  // comm -> hash known to the file
-  bool gpu_base_set_ = false;
-  uint64_t gpu_base_ = 0;
-  uint64_t gpu_offset_ = 0;  // gpu_base_ - (its CPU time relative to mono_base_)
 
   InFlightTable in_flight_;
   uint64_t last_drops_sum_ = 0;

@@ -9,11 +9,8 @@
 #include <vector>
 
 #include "plugin/writer.h"
-#include "plugin/writer_internal.h"
 
 namespace ncclwatch::plugin {
-
-using namespace writer_internal;  // NOLINT: the writer's own helpers
 
 namespace {
 
@@ -40,20 +37,14 @@ uint64_t Writer::UntrackedOps() const {
   return n;
 }
 
-void Writer::EncodeDrops(Wire* w, uint64_t now) const {
-  uint64_t ring_full, pool, no_slot, foreign, bad;
-  DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
-  size_t m = w->BeginMessage(tf::Record::kDrops);
-  w->U64(tf::Drops::kTimeNs, Rel(now));
-  w->U64(tf::Drops::kRingFull, ring_full);
-  w->U64(tf::Drops::kPoolExhausted, pool);
-  w->U64(tf::Drops::kNoThreadSlot, no_slot);
-  w->U64(tf::Drops::kWriteFailed, file_.records_lost());
-  w->U64(tf::Drops::kForeignParent, foreign);
-  w->U64(tf::Drops::kBadParent, bad);
-  w->Bytes(tf::Drops::kLastWriteError, file_.last_error().data(), file_.last_error().size());
-  w->U64(tf::Drops::kCompletionUntracked, UntrackedOps());
-  w->EndMessage(m);
+DropFields Writer::DropsOf(uint64_t now) const {
+  DropFields d;
+  d.time_ns = Rel(now);
+  DropCounts(&d.ring_full, &d.pool_exhausted, &d.no_thread_slot, &d.foreign_parent, &d.bad_parent);
+  d.write_failed = file_.records_lost();
+  d.last_write_error = file_.last_error();
+  d.completion_untracked = UntrackedOps();
+  return d;
 }
 
 void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
@@ -83,9 +74,7 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
                static_cast<unsigned long long>(ring_full + pool + no_slot), static_cast<unsigned long long>(ring_full),
                static_cast<unsigned long long>(pool), static_cast<unsigned long long>(no_slot), hint);
   }
-  size_t at = BeginRecord();
-  EncodeDrops(&wire_, now);
-  EndRecord(at);
+  enc_.Drops(DropsOf(now));
 }
 
 void Writer::LogHandleExhaustion(uint64_t now) {
@@ -206,59 +195,53 @@ void Writer::MaybeStuckReport(uint64_t now) {
     if (op != 0 && in_flight_.Has(op)) proxies[op].push_back(s);
   }
   std::vector<std::pair<uint64_t, InFlightTable::Op*>> ops = in_flight_.OldestFirst(kMaxStuckOps);
-  std::vector<uint32_t> funcs;
-  for (auto& o : ops) funcs.push_back(Intern(o.second->func));
-
-  size_t at = BeginRecord();
-  size_t m = wire_.BeginMessage(tf::Record::kStuck);
-  wire_.U64(tf::StuckReport::kTimeNs, Rel(now));
-  wire_.Double(tf::StuckReport::kThresholdSec, stuck_sec);
-  wire_.U64(tf::StuckReport::kTriggerEventId, trigger);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    uint64_t id = ops[i].first;
-    InFlightTable::Op& f = *ops[i].second;
+  StuckFields report;
+  report.time_ns = Rel(now);
+  report.threshold_sec = stuck_sec;
+  report.trigger_event_id = trigger;
+  for (auto& [id, op] : ops) {
+    InFlightTable::Op& f = *op;
     f.reported = true;
-    size_t o = wire_.BeginMessage(tf::StuckReport::kOps);
-    wire_.U64(tf::InFlightOp::kEventId, id);
-    wire_.U64(tf::InFlightOp::kComm, f.comm);
-    wire_.U64(tf::InFlightOp::kKind, OpKindOf(f.kind));
-    wire_.U64(tf::InFlightOp::kSeq, f.seq);
-    wire_.U64(tf::InFlightOp::kFunc, funcs[i]);
-    wire_.U64(tf::InFlightOp::kCount, f.count);
-    if (f.kind == kEvP2p) wire_.S64(tf::InFlightOp::kPeer, f.peer);
-    wire_.U64(tf::InFlightOp::kStartNs, Rel(f.start_ns));
-    wire_.U64(tf::InFlightOp::kAgeNs, now - f.start_ns);
-    wire_.Bool(tf::InFlightOp::kEnqueued, true);  // the table holds only enqueued ops (Op records)
-    wire_.U64(tf::InFlightOp::kNchannels, f.nchannels);
+    InFlightFields o;
+    o.event_id = id;
+    o.comm = f.comm;
+    o.p2p = f.kind == kEvP2p;
+    o.seq = f.seq;
+    o.func = Intern(f.func);
+    o.count = f.count;
+    o.peer = f.peer;
+    o.start_ns = Rel(f.start_ns);
+    o.age_ns = now - f.start_ns;
+    o.enqueued = true;  // the table holds only enqueued ops (Op records)
+    o.nchannels = f.nchannels;
     // The op's slot, if it still holds this op.
-    const Slot* slot = SlotOf(id);
-    if (slot != nullptr) {
-      wire_.U64(tf::InFlightOp::kKernelChannelsStarted, slot->kernel_started.load(std::memory_order_relaxed));
-      wire_.U64(tf::InFlightOp::kKernelChannelsStopped, slot->kernel_stopped.load(std::memory_order_relaxed));
-      wire_.U64(tf::InFlightOp::kProxyOpsStarted, slot->proxy_started.load(std::memory_order_relaxed));
-      wire_.U64(tf::InFlightOp::kProxyOpsStopped, slot->proxy_stopped.load(std::memory_order_relaxed));
+    if (const Slot* slot = SlotOf(id)) {
+      o.has_progress = true;
+      o.kernel_channels_started = slot->kernel_started.load(std::memory_order_relaxed);
+      o.kernel_channels_stopped = slot->kernel_stopped.load(std::memory_order_relaxed);
+      o.proxy_ops_started = slot->proxy_started.load(std::memory_order_relaxed);
+      o.proxy_ops_stopped = slot->proxy_stopped.load(std::memory_order_relaxed);
     }
     auto pit = proxies.find(id);
     if (pit != proxies.end()) {
       for (const Slot* p : pit->second) {
-        uint64_t d = p->px_desc.load(std::memory_order_relaxed);
-        uint64_t g = p->px_progress.load(std::memory_order_relaxed);
-        size_t q = wire_.BeginMessage(tf::InFlightOp::kProxy);
-        wire_.U64(tf::ProxyProgress::kChannel, PxChannel(d));
-        wire_.S64(tf::ProxyProgress::kPeer, PxPeer(d));
-        wire_.Bool(tf::ProxyProgress::kIsSend, PxIsSend(d));
-        wire_.I32(tf::ProxyProgress::kNsteps, PxNsteps(d));
-        wire_.I32(tf::ProxyProgress::kLastStep, PxStep(g));
-        wire_.U64(tf::ProxyProgress::kLastState, PxState(g));
-        wire_.U64(tf::ProxyProgress::kLastUpdateNs, Rel(ticks_.ToNs(p->px_update_ns.load(std::memory_order_relaxed))));
-        wire_.Bool(tf::ProxyProgress::kStopped, PxStopped(g));
-        wire_.EndMessage(q);
+        const uint64_t d = p->px_desc.load(std::memory_order_relaxed);
+        const uint64_t g = p->px_progress.load(std::memory_order_relaxed);
+        ProxyProgressFields q;
+        q.channel = PxChannel(d);
+        q.peer = PxPeer(d);
+        q.is_send = PxIsSend(d);
+        q.nsteps = PxNsteps(d);
+        q.last_step = PxStep(g);
+        q.last_state = PxState(g);
+        q.last_update_ns = Rel(ticks_.ToNs(p->px_update_ns.load(std::memory_order_relaxed)));
+        q.stopped = PxStopped(g);
+        o.proxy.push_back(q);
       }
     }
-    wire_.EndMessage(o);
+    report.ops.push_back(std::move(o));
   }
-  wire_.EndMessage(m);
-  EndRecord(at);
+  enc_.Stuck(report);
   WriteOut();
   prof_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
              stuck_sec, ops.size(), file_.path().c_str());
