@@ -9,27 +9,29 @@
 #include <stdexcept>
 #include <tuple>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
+#include "plugin/encoder.h"
 #include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::testing {
 namespace {
 
+using plugin::TraceEncoder;
+
 constexpr uint64_t kTickNs = 10 * kMs;  // the writer's drain period (at most)
 constexpr uint64_t kGpuLaunchNs = 5 * kUs;
 constexpr uint64_t kPollDelayNs = 3 * kUs;
+constexpr size_t kMaxRecordBytes = 4 << 20;
 
 void Check(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("TraceBuilder: ") + what);
 }
 
-void Frame(const trace::Record& r, std::string* out) {
-  google::protobuf::io::StringOutputStream s(out);
-  google::protobuf::io::CodedOutputStream c(&s);
-  c.WriteVarint32(static_cast<uint32_t>(r.ByteSizeLong()));
-  r.SerializeToCodedStream(&c);
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
 }
 
 std::string SafeName(const std::string& s) {
@@ -45,12 +47,55 @@ std::string SafeName(const std::string& s) {
 // TraceBuilder::Kind is declared in cycle order; raw records drain with the ops.
 int ClassOf(int kind) { return kind == 2 ? 1 : kind; }
 
+// The records of the batch being encoded: TraceEncoder writes each into a
+// scratch Wire, which is appended here before the next one begins.
+class PendingBatch final : public plugin::RecordSink {
+ public:
+  PendingBatch() : buf_(kMaxRecordBytes), wire_(buf_.data(), buf_.size()) {}
+
+  plugin::Wire* NextRecord() override {
+    Settle();
+    ++records_;
+    return &wire_;
+  }
+  // A record encoded elsewhere (TraceBuilder::AddRecord).
+  void AddSerialized(const std::string& message) {
+    Settle();
+    AppendVarint(message.size(), &bytes_);
+    bytes_ += message;
+    ++records_;
+  }
+  bool empty() const { return records_ == 0; }
+  size_t records() const { return records_; }
+  // The batch's records, after which it is empty.
+  std::string Take() {
+    Settle();
+    std::string out;
+    out.swap(bytes_);
+    records_ = 0;
+    return out;
+  }
+
+ private:
+  void Settle() {
+    Check(wire_.ok(), "a record over the scratch buffer");
+    bytes_.append(reinterpret_cast<const char*>(wire_.data()), wire_.size());
+    wire_.Reset();
+  }
+
+  std::vector<uint8_t> buf_;
+  plugin::Wire wire_;
+  std::string bytes_;
+  size_t records_ = 0;
+};
+
 }  // namespace
 
-// Plays the writer thread over a TraceBuilder's timeline.
-class Encoder {
+// Plays the writer thread over a TraceBuilder's timeline: when each record
+// is encoded and written is decided here; how, by the plugin's encoder.
+class Player {
  public:
-  explicit Encoder(const TraceBuilder& b) : b_(b), s_(b.spec_) {
+  explicit Player(const TraceBuilder& b) : b_(b), s_(b.spec_), enc_(&pending_, b.spec_.delta_starts) {
     tick_ = std::min<uint64_t>(kTickNs, uint64_t{s_.flush_ms} * kMs);
     if (tick_ == 0) tick_ = kTickNs;
     flush_ = std::max<uint64_t>(uint64_t{s_.flush_ms} * kMs, tick_);
@@ -87,21 +132,14 @@ class Encoder {
   }
   bool HasDone(const TraceBuilder::OpRec& o) const { return o.tracked && o.done_ns >= 0; }
 
-  uint32_t Intern(const std::string& s);
-  void DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns);
-  int64_t GpuDelta(uint64_t gpu_ns, uint64_t ref_cpu_ns) {
-    DefineGpuClock(gpu_ns, ref_cpu_ns);
-    return static_cast<int64_t>(gpu_ns - (ref_cpu_ns + (gpu_base_ - gpu_cpu_)));
-  }
-  void FillDone(const TraceBuilder::OpRec& o, trace::OpDone* d, bool folded);
+  plugin::DoneFields DoneOf(const TraceBuilder::OpRec& o) const;
   void Begin(uint64_t now) {
     if (pending_.empty()) {
       batch_base_ = now;
       batch_first_cycle_ = now;
-      prev_op_start_ = now;
+      enc_.StartBatch(now);
     }
   }
-  void Add(trace::Record r) { pending_.push_back(std::move(r)); }
   void Write(uint64_t at);
   void EncodeOp(const Ev& e);
   void EncodeDone(const Ev& e);
@@ -111,17 +149,15 @@ class Encoder {
 
   const TraceBuilder& b_;
   const ProcSpec& s_;
+  PendingBatch pending_;
+  TraceEncoder enc_;
   uint64_t tick_, flush_;
   std::set<uint64_t> forced_;
   std::optional<uint64_t> life_end_;
 
   std::string out_;
-  std::vector<trace::Record> pending_;
-  uint64_t batch_base_ = 0, batch_first_cycle_ = 0, prev_op_start_ = 0;
+  uint64_t batch_base_ = 0, batch_first_cycle_ = 0;
   uint64_t batch_seq_ = 0, records_written_ = 0, bytes_written_ = 0;
-  std::map<std::string, uint32_t> strings_;
-  bool gpu_set_ = false;
-  uint64_t gpu_base_ = 0, gpu_cpu_ = 0;
   std::map<int, std::pair<uint64_t, uint64_t>> counts_;  // comm: enqueued, completed
   std::map<uint64_t, size_t> in_flight_;                 // event_id: op index
   std::set<uint64_t> reported_;
@@ -131,151 +167,95 @@ class Encoder {
   const DropCounts* last_drops_ = nullptr;
 };
 
-uint32_t Encoder::Intern(const std::string& s) {
-  if (s.empty()) return 0;
-  auto it = strings_.find(s);
-  if (it != strings_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(strings_.size() + 1);
-  strings_.emplace(s, id);
-  trace::Record r;
-  r.mutable_string_def()->set_id(id);
-  r.mutable_string_def()->set_text(s);
-  Add(std::move(r));
-  return id;
-}
-
-void Encoder::DefineGpuClock(uint64_t gpu_ns, uint64_t cpu_ns) {
-  if (gpu_set_) return;
-  gpu_set_ = true;
-  gpu_base_ = gpu_ns;
-  gpu_cpu_ = cpu_ns;
-  trace::Record r;
-  r.mutable_gpu_clock()->set_gpu_base_ns(gpu_ns);
-  r.mutable_gpu_clock()->set_cpu_ns(cpu_ns);
-  Add(std::move(r));
-}
-
-void Encoder::Write(uint64_t at) {
+void Player::Write(uint64_t at) {
   if (pending_.empty()) return;
-  if (b_.kill_ns_ && at > *b_.kill_ns_) {  // killed before this write(2)
-    pending_.clear();
-    return;
-  }
-  trace::Record batch;
-  batch.mutable_batch()->set_seq(++batch_seq_);
-  batch.mutable_batch()->set_time_ns(batch_base_);
-  batch.mutable_batch()->set_records_before(records_written_);
-  size_t before = out_.size();
-  Frame(batch, &out_);
-  for (const auto& r : pending_) Frame(r, &out_);
-  records_written_ += pending_.size() + 1;
-  bytes_written_ += out_.size() - before;
-  pending_.clear();
+  const size_t n = pending_.records();
+  std::string records = pending_.Take();
+  if (b_.kill_ns_ && at > *b_.kill_ns_) return;  // killed before this write(2)
+  uint8_t head[64];
+  plugin::Wire h(head, sizeof(head));
+  TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, records_written_);
+  out_.append(reinterpret_cast<const char*>(h.data()), h.size());
+  out_ += records;
+  records_written_ += n + 1;
+  bytes_written_ += h.size() + records.size();
 }
 
-void Encoder::FillDone(const TraceBuilder::OpRec& o, trace::OpDone* d, bool folded) {
-  const uint64_t done = DoneAt(o);
-  if (folded) {
-    d->set_done_after_start_ns(done - o.start_ns);
-  } else {
-    d->set_event_id(o.event_id);
-    d->set_done_ns(done);
-  }
+plugin::DoneFields Player::DoneOf(const TraceBuilder::OpRec& o) const {
+  plugin::DoneFields d;
+  d.event_id = o.event_id;
+  d.done_ns = DoneAt(o);
   if (o.opts.gpu_timing) {
     uint64_t g0 = o.opts.gpu_start_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_start_ns) : EnqueuedAt(o) + kGpuLaunchNs;
     uint64_t g1 = o.opts.gpu_stop_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_stop_ns)
-                                          : (done > kPollDelayNs ? done - kPollDelayNs : 0);
+                                          : (d.done_ns > kPollDelayNs ? d.done_ns - kPollDelayNs : 0);
     if (g1 < g0) g1 = g0;
-    d->set_gpu_start_delta_ns(GpuDelta(b_.GpuTime(g0), done));
-    d->set_gpu_duration_ns(g1 - g0);
-    if (g1 == g0) d->set_gpu_timing(true);
+    d.has_gpu = true;
+    d.gpu_start = b_.GpuTime(g0);
+    d.gpu_stop = b_.GpuTime(g1);
   }
-  uint32_t kch = o.opts.kernel_channels ? o.opts.kernel_channels : o.opts.nchannels;
-  if (!folded || kch != o.opts.nchannels) d->set_kernel_channels(kch);
-  d->set_proxy_ops(o.opts.proxy_ops);
-  d->set_proxy_bytes(o.opts.proxy_bytes);
+  d.kernel_channels = o.opts.kernel_channels ? o.opts.kernel_channels : o.opts.nchannels;
+  d.proxy_ops = o.opts.proxy_ops;
+  d.proxy_bytes = o.opts.proxy_bytes;
+  return d;
 }
 
-void Encoder::EncodeOp(const Ev& e) {
+void Player::EncodeOp(const Ev& e) {
   const auto& o = b_.ops_[e.ref];
   const bool folded = e.sub == 1;
   const bool coll = !o.p2p;
-  uint32_t func = Intern(o.func);
-  uint32_t dtype = Intern(o.opts.datatype);
-  uint32_t algo = Intern(o.opts.algo ? *o.opts.algo : (coll ? "RING" : ""));
-  uint32_t proto = Intern(o.opts.proto ? *o.opts.proto : (coll ? "SIMPLE" : ""));
-  if (folded && o.opts.gpu_timing) {
-    // Anchored on the kernel stop and the CPU time it was seen, like the plugin.
-    uint64_t done = DoneAt(o);
-    uint64_t g1 = o.opts.gpu_stop_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_stop_ns)
-                                          : (done > kPollDelayNs ? done - kPollDelayNs : 0);
-    DefineGpuClock(b_.GpuTime(g1), done);
-  }
+  plugin::OpFields f;
+  f.func = enc_.Intern(o.func);
+  f.datatype = enc_.Intern(o.opts.datatype);
+  f.algo = enc_.Intern(o.opts.algo ? *o.opts.algo : (coll ? "RING" : ""));
+  f.proto = enc_.Intern(o.opts.proto ? *o.opts.proto : (coll ? "SIMPLE" : ""));
   const auto& comm = b_.comms_[o.comm - 1];
   if (comm.from_event && !announced_.count(o.comm)) {
     announced_.insert(o.comm);
-    trace::Record r;
-    r.mutable_comm_init()->set_comm(o.comm);
-    r.mutable_comm_init()->set_comm_hash(comm.hash);
-    r.mutable_comm_init()->set_time_ns(comm.t_ns);
-    r.mutable_comm_init()->set_from_event(true);
-    Add(std::move(r));
+    plugin::CommInitFields ci;
+    ci.comm = static_cast<uint32_t>(o.comm);
+    ci.comm_hash = comm.hash;
+    ci.time_ns = comm.t_ns;
+    ci.from_event = true;
+    enc_.CommInit(ci);
   }
   auto& counts = counts_[o.comm];
   ++counts.first;
   if (folded) ++counts.second;
   ++recorded_;
   if (folded) ++recorded_;
-  trace::Record r;
-  trace::Op* op = r.mutable_op();
-  if (!folded || s_.raw_capture) op->set_event_id(o.event_id);
-  op->set_comm(o.comm);
-  op->set_kind(o.p2p ? trace::OP_KIND_P2P : trace::OP_KIND_COLL);
-  op->set_seq(o.seq);
-  op->set_func(func);
-  op->set_count(o.count);
-  op->set_datatype(dtype);
-  if (coll) op->set_root(o.opts.root);
-  if (!coll) op->set_peer(o.peer);
-  op->set_algo(algo);
-  op->set_proto(proto);
-  op->set_nchannels(o.opts.nchannels);
-  op->set_nwarps(o.opts.nwarps);
-  if (s_.delta_starts) {
-    op->set_start_delta_ns(static_cast<int64_t>(o.start_ns - prev_op_start_));
-    prev_op_start_ = o.start_ns;
-  } else {
-    op->set_start_ns(o.start_ns);
-  }
-  op->set_enqueue_ns(o.opts.enqueue_ns);
-  op->set_parent_id(o.opts.parent_id);
-  op->set_p2p_seq(o.p2p_seq);
+  if (!folded || s_.raw_capture) f.event_id = o.event_id;
+  f.comm = static_cast<uint32_t>(o.comm);
+  f.p2p = o.p2p;
+  f.seq = o.seq;
+  f.count = o.count;
+  f.root = o.opts.root;
+  f.peer = o.peer;
+  f.nchannels = o.opts.nchannels;
+  f.nwarps = o.opts.nwarps;
+  f.start_ns = o.start_ns;
+  f.enqueue_ns = o.opts.enqueue_ns;
+  f.parent_id = o.opts.parent_id;
+  f.p2p_seq = o.p2p_seq;
+  f.completion_tracked = o.tracked;
   if (folded) {
-    FillDone(o, op->mutable_completion(), true);
+    const plugin::DoneFields d = DoneOf(o);
+    enc_.Op(f, &d);
   } else {
-    op->set_completion_tracked(o.tracked);
+    enc_.Op(f, nullptr);
   }
-  Add(std::move(r));
   if (o.tracked && !folded) in_flight_[o.event_id] = e.ref;
 }
 
-void Encoder::EncodeDone(const Ev& e) {
+void Player::EncodeDone(const Ev& e) {
   const auto& o = b_.ops_[e.ref];
-  trace::Record r;
-  if (o.opts.gpu_timing) {
-    uint64_t done = DoneAt(o);
-    uint64_t g1 = o.opts.gpu_stop_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_stop_ns)
-                                          : (done > kPollDelayNs ? done - kPollDelayNs : 0);
-    DefineGpuClock(b_.GpuTime(g1), done);
-  }
-  FillDone(o, r.mutable_op_done(), false);
-  Add(std::move(r));
+  enc_.OpDone(DoneOf(o));
   ++counts_[o.comm].second;
   ++recorded_;
   in_flight_.erase(o.event_id);
 }
 
-std::vector<size_t> Encoder::InFlightOldestFirst() const {
+std::vector<size_t> Player::InFlightOldestFirst() const {
   std::vector<size_t> ops;
   for (const auto& [id, idx] : in_flight_) ops.push_back(idx);
   std::sort(ops.begin(), ops.end(), [&](size_t a, size_t c) {
@@ -284,7 +264,7 @@ std::vector<size_t> Encoder::InFlightOldestFirst() const {
   return ops;
 }
 
-void Encoder::EncodeStuck(const Ev& e) {
+void Player::EncodeStuck(const Ev& e) {
   const bool is_auto = e.sub == 1;
   const uint64_t now = e.t_ns;
   Begin(e.cycle);
@@ -313,73 +293,60 @@ void Encoder::EncodeStuck(const Ev& e) {
     }
     trigger = st.trigger ? st.trigger : (list.empty() ? 0 : list.front().event_id);
   }
-  std::vector<const TraceBuilder::OpRec*> recs;
-  std::vector<uint32_t> funcs;
+  plugin::StuckFields report;
+  report.time_ns = now;
+  report.threshold_sec = threshold;
+  report.trigger_event_id = trigger;
   for (const auto& so : list) {
-    const TraceBuilder::OpRec* o = nullptr;
+    const TraceBuilder::OpRec* op = nullptr;
     for (const auto& x : b_.ops_)
-      if (x.event_id == so.event_id) o = &x;
-    Check(o != nullptr, "Stuck() names an event_id that is not an operation of this builder");
-    recs.push_back(o);
-    funcs.push_back(Intern(o->func));
-  }
-  trace::Record r;
-  trace::StuckReport* sr = r.mutable_stuck();
-  sr->set_time_ns(now);
-  sr->set_threshold_sec(threshold);
-  sr->set_trigger_event_id(trigger);
-  for (size_t i = 0; i < list.size(); ++i) {
-    const auto& o = *recs[i];
-    const InFlightProgress& p = list[i].progress ? *list[i].progress : o.opts.progress;
+      if (x.event_id == so.event_id) op = &x;
+    Check(op != nullptr, "Stuck() names an event_id that is not an operation of this builder");
+    const auto& o = *op;
+    const InFlightProgress& p = so.progress ? *so.progress : o.opts.progress;
     reported_.insert(o.event_id);
-    trace::InFlightOp* f = sr->add_ops();
-    f->set_event_id(o.event_id);
-    f->set_comm(o.comm);
-    f->set_kind(o.p2p ? trace::OP_KIND_P2P : trace::OP_KIND_COLL);
-    f->set_seq(o.seq);
-    f->set_func(funcs[i]);
-    f->set_count(o.count);
-    if (o.p2p) f->set_peer(o.peer);
-    f->set_start_ns(o.start_ns);
-    f->set_age_ns(now > o.start_ns ? now - o.start_ns : 0);
-    f->set_enqueued(list[i].enqueued);
-    f->set_nchannels(o.opts.nchannels);
-    f->set_kernel_channels_started(p.kernel_channels_started >= 0 ? p.kernel_channels_started : o.opts.nchannels);
-    f->set_kernel_channels_stopped(p.kernel_channels_stopped);
-    f->set_proxy_ops_started(p.proxy_ops_started);
-    f->set_proxy_ops_stopped(p.proxy_ops_stopped);
-    for (const auto& px : p.proxy) {
-      trace::ProxyProgress* q = f->add_proxy();
-      q->set_channel(px.channel);
-      q->set_peer(px.peer);
-      q->set_is_send(px.is_send);
-      q->set_nsteps(px.nsteps);
-      q->set_last_step(px.last_step);
-      q->set_last_state(px.last_state);
-      q->set_last_update_ns(px.last_update_ns);
-      q->set_stopped(px.stopped);
-    }
+    plugin::InFlightFields f;
+    f.event_id = o.event_id;
+    f.comm = static_cast<uint32_t>(o.comm);
+    f.p2p = o.p2p;
+    f.seq = o.seq;
+    f.func = enc_.Intern(o.func);
+    f.count = o.count;
+    f.peer = o.peer;
+    f.start_ns = o.start_ns;
+    f.age_ns = now > o.start_ns ? now - o.start_ns : 0;
+    f.enqueued = so.enqueued;
+    f.nchannels = o.opts.nchannels;
+    f.has_progress = true;
+    f.kernel_channels_started = static_cast<uint64_t>(
+        p.kernel_channels_started >= 0 ? p.kernel_channels_started : static_cast<int32_t>(o.opts.nchannels));
+    f.kernel_channels_stopped = static_cast<uint64_t>(p.kernel_channels_stopped);
+    f.proxy_ops_started = p.proxy_ops_started;
+    f.proxy_ops_stopped = p.proxy_ops_stopped;
+    for (const auto& px : p.proxy)
+      f.proxy.push_back({px.channel, px.peer, px.is_send, px.nsteps, px.last_step, px.last_state, px.last_update_ns,
+                         px.stopped});
+    report.ops.push_back(std::move(f));
   }
-  Add(std::move(r));
+  enc_.Stuck(report);
   Write(e.cycle);  // at once
 }
 
-void Encoder::EncodeDrops(uint64_t t, const DropCounts& d) {
-  trace::Record r;
-  trace::Drops* x = r.mutable_drops();
-  x->set_time_ns(t);
-  x->set_ring_full(d.ring_full);
-  x->set_pool_exhausted(d.pool_exhausted);
-  x->set_no_thread_slot(d.no_thread_slot);
-  x->set_write_failed(d.write_failed);
-  x->set_foreign_parent(d.foreign_parent);
-  x->set_bad_parent(d.bad_parent);
-  x->set_last_write_error(d.last_write_error);
-  Add(std::move(r));
+void Player::EncodeDrops(uint64_t t, const DropCounts& d) {
+  plugin::DropFields x;
+  x.time_ns = t;
+  x.ring_full = d.ring_full;
+  x.pool_exhausted = d.pool_exhausted;
+  x.no_thread_slot = d.no_thread_slot;
+  x.write_failed = d.write_failed;
+  x.foreign_parent = d.foreign_parent;
+  x.bad_parent = d.bad_parent;
+  x.last_write_error = d.last_write_error;
+  enc_.Drops(x);
   last_drops_ = &d;
 }
 
-std::string Encoder::Run() {
+std::string Player::Run() {
   const auto& items = b_.items_;
   // Forced writes: FlushNow at comm finalize and on request, stuck reports, finalize.
   std::optional<uint64_t> finalize_at;
@@ -454,32 +421,30 @@ std::string Encoder::Run() {
   // The header, alone in the first write.
   {
     Begin(s_.open_ns);
-    trace::Record r;
-    trace::ProcessHeader* h = r.mutable_header();
-    h->set_schema_version(trace::SCHEMA_VERSION_CURRENT);
-    h->set_plugin_version(s_.plugin_version);
-    h->set_profiler_api_version(s_.api);
-    h->set_hostname(s_.host);
-    h->set_pid(s_.pid);
-    h->set_mono_base_ns(s_.mono_base_ns);
-    h->set_realtime_base_ns(s_.realtime_base_ns);
-    h->set_clock_pair_error_ns(s_.clock_pair_error_ns);
-    h->set_launcher_rank(s_.launcher_rank);
-    h->set_launcher_world_size(s_.launcher_world_size);
-    h->set_launcher_local_rank(s_.launcher_local_rank);
-    h->set_launcher_rank_source(!s_.launcher_rank_source.empty() ? s_.launcher_rank_source
-                                : s_.launcher_rank >= 0         ? "RANK"
-                                                                : "");
-    h->set_cuda_device(s_.cuda_device);
-    h->set_event_mask(s_.event_mask);
-    h->set_events_config(s_.events_config);
-    h->set_flush_ms(s_.flush_ms);
-    h->set_heartbeat_ms(s_.heartbeat_ms);
-    h->set_stuck_sec(s_.stuck_sec);
-    h->set_buffer_bytes(64ull << 20);
-    h->set_job_id(s_.job_id);
-    for (const auto& a : s_.argv) h->add_argv(a);
-    Add(std::move(r));
+    plugin::HeaderFields h;
+    h.plugin_version = s_.plugin_version;
+    h.profiler_api_version = s_.api;
+    h.hostname = s_.host;
+    h.pid = s_.pid;
+    h.mono_base_ns = s_.mono_base_ns;
+    h.realtime_base_ns = s_.realtime_base_ns;
+    h.clock_pair_error_ns = s_.clock_pair_error_ns;
+    h.launcher_rank = s_.launcher_rank;
+    h.launcher_world_size = s_.launcher_world_size;
+    h.launcher_local_rank = s_.launcher_local_rank;
+    h.launcher_rank_source = !s_.launcher_rank_source.empty() ? std::string_view(s_.launcher_rank_source)
+                             : s_.launcher_rank >= 0         ? std::string_view("RANK")
+                                                             : std::string_view();
+    h.cuda_device = s_.cuda_device;
+    h.event_mask = s_.event_mask;
+    h.events_config = s_.events_config;
+    h.flush_ms = s_.flush_ms;
+    h.heartbeat_ms = s_.heartbeat_ms;
+    h.stuck_sec = s_.stuck_sec;
+    h.buffer_bytes = 64ull << 20;
+    h.job_id = s_.job_id;
+    h.argv = &s_.argv;
+    enc_.Header(h);
     Write(s_.open_ns);
   }
 
@@ -495,16 +460,15 @@ std::string Encoder::Run() {
         const auto& c = b_.comms_[e.ref];
         if (c.from_event) break;  // written with its first operation
         Begin(e.cycle);
-        trace::Record r;
-        trace::CommInit* ci = r.mutable_comm_init();
-        ci->set_comm(static_cast<uint32_t>(e.ref + 1));
-        ci->set_comm_hash(c.hash);
-        ci->set_name(c.name);
-        ci->set_nranks(c.nranks);
-        ci->set_nnodes(c.nnodes);
-        ci->set_rank(c.rank);
-        ci->set_time_ns(c.t_ns);
-        Add(std::move(r));
+        plugin::CommInitFields ci;
+        ci.comm = static_cast<uint32_t>(e.ref + 1);
+        ci.comm_hash = c.hash;
+        ci.name = c.name;
+        ci.nranks = c.nranks;
+        ci.nnodes = c.nnodes;
+        ci.rank = c.rank;
+        ci.time_ns = c.t_ns;
+        enc_.CommInit(ci);
         break;
       }
       case Kind::kOp:
@@ -517,17 +481,12 @@ std::string Encoder::Run() {
         break;
       case Kind::kRecord:
         Begin(e.cycle);
-        Add(b_.records_[e.ref]);
+        pending_.AddSerialized(b_.records_[e.ref].SerializeAsString());
         break;
       case Kind::kCommFinalize: {
         Begin(e.cycle);
         const int comm = static_cast<int>(e.ref);
-        trace::Record r;
-        r.mutable_comm_finalize()->set_comm(comm);
-        r.mutable_comm_finalize()->set_time_ns(e.t_ns);
-        r.mutable_comm_finalize()->set_ops_enqueued(counts_[comm].first);
-        r.mutable_comm_finalize()->set_ops_completed(counts_[comm].second);
-        Add(std::move(r));
+        enc_.CommFinalize(static_cast<uint32_t>(comm), e.t_ns, counts_[comm].first, counts_[comm].second);
         finalized_comms_.insert(comm);
         for (auto it = in_flight_.begin(); it != in_flight_.end();)
           it = b_.ops_[it->second].comm == comm ? in_flight_.erase(it) : std::next(it);
@@ -540,16 +499,15 @@ std::string Encoder::Run() {
         break;
       case Kind::kHeartbeat: {
         Begin(e.cycle);
-        trace::Record r;
-        trace::Heartbeat* hb = r.mutable_heartbeat();
-        hb->set_time_ns(e.t_ns);
-        hb->set_ops_in_flight(static_cast<uint32_t>(in_flight_.size()));
-        hb->set_events_recorded(recorded_);
+        plugin::HeartbeatFields hb;
+        hb.time_ns = e.t_ns;
+        hb.ops_in_flight = in_flight_.size();
+        hb.events_recorded = recorded_;
         if (last_drops_ != nullptr)
-          hb->set_events_dropped(last_drops_->ring_full + last_drops_->pool_exhausted + last_drops_->no_thread_slot +
-                                 last_drops_->write_failed);
-        hb->set_bytes_written(bytes_written_);
-        Add(std::move(r));
+          hb.events_dropped = last_drops_->ring_full + last_drops_->pool_exhausted + last_drops_->no_thread_slot +
+                              last_drops_->write_failed;
+        hb.bytes_written = bytes_written_;
+        enc_.Heartbeat(hb);
         break;
       }
       case Kind::kStuck:
@@ -568,12 +526,7 @@ std::string Encoder::Run() {
               0)
             EncodeDrops(e.t_ns, *d);
         }
-        {
-          trace::Record r;
-          r.mutable_finalize()->set_time_ns(e.t_ns);
-          r.mutable_finalize()->set_clean(e.clean);
-          Add(std::move(r));
-        }
+        enc_.Finalize(e.t_ns, e.clean);
         Write(e.cycle);
         break;
     }
@@ -691,7 +644,7 @@ void TraceBuilder::AddRecord(uint64_t t_ns, const trace::Record& record) {
   items_.push_back({Kind::kRecord, t_ns, records_.size() - 1});
 }
 
-std::string TraceBuilder::Bytes() const { return Encoder(*this).Run(); }
+std::string TraceBuilder::Bytes() const { return Player(*this).Run(); }
 
 bool TraceBuilder::WriteTo(const std::string& path) const {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -5,7 +5,8 @@
 // A TraceBuilder is a timeline: the test declares what happened and when
 // (communicators, operations with their enqueue and completion times,
 // heartbeats, drops, stuck reports, finalize, a kill), in any order, and
-// Bytes() encodes it the way plugin/writer.cc does: records in the order the
+// Bytes() plays the plugin's writer thread over it, encoding with the
+// plugin's own encoder (plugin/encoder.h): records in the order the
 // writer thread would encode them (it drains every 10 ms and calls write(2)
 // every flush_ms), each write(2) opened by a Batch record, the header alone
 // in the first batch, strings interned by StringDef, a GpuClock before the
@@ -207,7 +208,7 @@ class TraceBuilder {
   bool WriteTo(const std::string& path) const;
 
  private:
-  friend class Encoder;
+  friend class Player;
   struct Comm {
     uint64_t hash;
     std::string name;
