@@ -18,7 +18,7 @@
 //
 // Exports ncclProfiler_v4 (NCCL 2.27), _v5 (2.28) and _v6 (2.29+) and nothing
 // else (built with -fvisibility=hidden; see gpu/overhead.sh). The
-// descriptor types come from plugin/nccl/profiler_abi.h; no descriptor is ever
+// descriptor types come from plugin/abi/profiler_abi.h; no descriptor is ever
 // read. On init it logs one INFO line through NCCL's logger (NCCL_DEBUG=INFO).
 //
 // Build (what overhead.sh does):
@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/nccl/profiler_abi.h"
+#include "plugin/abi/profiler_abi.h"
 
 namespace abi = ncclwatch::nccl;
 

@@ -203,7 +203,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     default)      plugin="$PLUGIN"; env=("$ours") ;;
     all)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=all) ;;
     ops)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=coll,p2p) ;;
-    # The default capture with the clock forced (plugin/clock.h): what the
+    # The default capture with the clock forced (plugin/core/clock.h): what the
     # automatic choice of tick source is worth on this machine.
     default_tsc)  plugin="$PLUGIN"; env=("$ours" NCCLWATCH_CLOCK=tsc) ;;
     default_mono) plugin="$PLUGIN"; env=("$ours" NCCLWATCH_CLOCK=monotonic) ;;

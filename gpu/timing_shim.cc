@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/nccl/profiler_abi.h"
+#include "plugin/abi/profiler_abi.h"
 
 namespace abi = ncclwatch::nccl;
 

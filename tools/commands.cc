@@ -7,7 +7,7 @@
 
 #include "tools/export/export.h"
 #include "tools/model/model.h"
-#include "tools/order.h"
+#include "tools/order/order.h"
 #include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {

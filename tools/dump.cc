@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "tools/reader.h"
+#include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
 

@@ -21,7 +21,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/reader.h"
+#include "tools/reader/reader.h"
 
 namespace ncclwatch::testing {
 namespace {

@@ -1,7 +1,7 @@
 // A fake NCCL for tests: loads the built plugin .so the way NCCL does
 // (dlopen + dlsym "ncclProfiler_vN") and drives it through the exported
 // function tables with the call sequences NCCL makes for each profiler API
-// version. Also reads the trace files back (tools/reader.h) into an indexed
+// version. Also reads the trace files back (tools/reader/reader.h) into an indexed
 // form (strings resolved, GPU deltas turned back into absolute pTimers).
 //
 // Strings handed to the plugin (func, datatype, algo, proto, ...) are kept by
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/nccl/profiler_abi.h"
+#include "plugin/abi/profiler_abi.h"
 #include "proto/trace.pb.h"
 
 namespace ncclwatch::testing {

@@ -1,7 +1,7 @@
 // `ncclwatch diagnose`: what went wrong in a job, and who caused it, from
 // every rank's trace file.
 //
-// Diagnose() reads a Model (tools/model.h) and fills one report::Diagnosis
+// Diagnose() reads a Model (tools/model/model.h) and fills one report::Diagnosis
 // (proto/report.proto); the text (FormatText) and JSON (FormatJson) views
 // are both printed from that message. The first line of the text is the
 // verdict: one sentence naming the communicator, the operation, its sequence

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tools/order.h"
+#include "tools/order/order.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 

@@ -17,7 +17,7 @@
 #include "tools/export/export.h"
 #include "tools/fuzz/split.h"
 #include "tools/model/model.h"
-#include "tools/order.h"
+#include "tools/order/order.h"
 #include "tools/stats/stats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

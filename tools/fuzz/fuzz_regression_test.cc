@@ -31,7 +31,7 @@
 
 #include "tools/fuzz/split.h"
 #include "tools/model/model.h"
-#include "tools/reader.h"
+#include "tools/reader/reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

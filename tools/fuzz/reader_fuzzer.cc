@@ -10,7 +10,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "proto/trace.pb.h"
-#include "tools/reader.h"
+#include "tools/reader/reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Invalid UTF-8 in string fields is logged by libprotobuf on every parse.

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "proto/trace.pb.h"
-#include "tools/reader.h"
+#include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
 namespace {

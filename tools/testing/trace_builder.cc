@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "plugin/encoder.h"
+#include "plugin/writer/encoder.h"
 #include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::testing {
@@ -43,7 +43,7 @@ std::string SafeName(const std::string& s) {
   return out.empty() ? "host" : out;
 }
 
-// Ordering of records within one drain cycle (plugin/writer.cc Cycle()).
+// Ordering of records within one drain cycle (plugin/writer/writer.cc Cycle()).
 // TraceBuilder::Kind is declared in cycle order; raw records drain with the ops.
 int ClassOf(int kind) { return kind == 2 ? 1 : kind; }
 

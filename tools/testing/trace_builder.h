@@ -6,7 +6,7 @@
 // (communicators, operations with their enqueue and completion times,
 // heartbeats, drops, stuck reports, finalize, a kill), in any order, and
 // Bytes() plays the plugin's writer thread over it, encoding with the
-// plugin's own encoder (plugin/encoder.h): records in the order the
+// plugin's own encoder (plugin/writer/encoder.h): records in the order the
 // writer thread would encode them (it drains every 10 ms and calls write(2)
 // every flush_ms), each write(2) opened by a Batch record, the header alone
 // in the first batch, strings interned by StringDef, a GpuClock before the

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/reader.h"
+#include "tools/reader/reader.h"
 
 namespace ncclwatch::tools::testing {
 namespace {

@@ -1,0 +1,513 @@
+// The exported ncclProfiler_v1 .. ncclProfiler_v6 tables. Each is a thin
+// adapter: it copies its own version's descriptor, field by field, into the
+// version-neutral EventDesc and calls the one core (core.h). No descriptor is
+// ever read through another version's type: the `type` tag is 8 bits wide
+// before v5 and 64 bits from v5 on.
+//
+// Every entry point is noexcept and returns success, except init, which
+// fails (so NCCL runs on without us) when the plugin cannot work, saying why
+// once through NCCL's logger.
+
+#include <stdlib.h>
+
+#include <atomic>
+
+#include "plugin/core/config.h"
+#include "plugin/core/core.h"
+#include "plugin/core/event.h"
+#include "plugin/abi/profiler_abi.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+std::atomic<bool> g_off_logged{false};
+
+const char* GetEnv(const char* name) { return getenv(name); }
+
+// v1 passes enum values where later versions pass NCCL's names.
+const char* FuncName(uint8_t f) {
+  static const char* const kNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
+                                       "SendRecv",  "Send",   "Recv"};
+  return f < sizeof(kNames) / sizeof(kNames[0]) ? kNames[f] : "Unknown";
+}
+const char* DatatypeName(uint8_t t) {
+  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32", "ncclInt64",
+                                       "ncclUint64",  "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16"};
+  return t < sizeof(kNames) / sizeof(kNames[0]) ? kNames[t] : "Unknown";
+}
+const char* AlgoName(uint8_t a) {
+  static const char* const kNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+  return a < sizeof(kNames) / sizeof(kNames[0]) ? kNames[a] : "Unknown";
+}
+const char* ProtoName(uint8_t p) {
+  static const char* const kNames[] = {"LL", "LL128", "SIMPLE"};
+  return p < sizeof(kNames) / sizeof(kNames[0]) ? kNames[p] : "Unknown";
+}
+
+void LogOff(nccl::Logger log, const std::string& why) {
+  if (g_off_logged.exchange(true)) return;
+  if (log != nullptr) {
+    log(nccl::kLogWarn, nccl::kLogSubsysInit | nccl::kLogSubsysProfile, "ncclwatch", 0,
+        "ncclwatch: turned off: %s", why.c_str());
+  } else {
+    fprintf(stderr, "NCCL WARN ncclwatch: turned off: %s\n", why.c_str());
+  }
+}
+
+nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const char* name, int nnodes, int nranks,
+                        int rank, nccl::Logger log) noexcept {
+  if (context == nullptr) return nccl::kInvalidUsage;
+  *context = nullptr;
+  ProfilerOptions opts;
+  opts.config = ParseConfig(&GetEnv);
+  opts.api_version = api;
+  opts.logger = log;
+  if (!opts.config.enabled) {
+    LogOff(log, "NCCLWATCH_ENABLE=0");
+    return nccl::kInvalidUsage;
+  }
+  const bool fresh = Profiler::Current() == nullptr;
+  std::string err;
+  Profiler* p = Profiler::Acquire(opts, &err);
+  if (p == nullptr) {
+    LogOff(log, err);
+    return nccl::kInternalError;
+  }
+  if (fresh) {
+    for (const std::string& w : opts.config.warnings) p->Log(nccl::kLogWarn, "%s", w.c_str());
+    p->Log(nccl::kLogInfo, "profiler API v%d, events 0x%llx, clock %s (clock_gettime %.0f ns here), writing %s", api,
+           static_cast<unsigned long long>(p->mask()), p->clock_source().c_str(), p->clock_facts().gettime_ns,
+           p->writer_path().c_str());
+  }
+  Context* c = p->NewContext(hash, name, nnodes, nranks, rank);
+  if (c == nullptr) {
+    Profiler::Release(p);
+    LogOff(log, "too many communicators");
+    return nccl::kInternalError;
+  }
+  if (mask != nullptr) *mask = static_cast<int>(p->mask());
+  *context = c;
+  return nccl::kSuccess;
+}
+
+nccl::Result Finalize(void* context) noexcept {
+  auto* c = static_cast<Context*>(context);
+  if (c == nullptr) return nccl::kSuccess;
+  Profiler* p = c->prof;
+  p->FinalizeContext(c);
+  Profiler::Release(p);
+  return nccl::kSuccess;
+}
+
+// Before any copying: NCCL starts some event types whatever the activation
+// mask says (v5 calls Group, GroupApi and CollApi for every collective), and
+// most are of no use at the default capture.
+inline bool Wanted(void* context, EventKind kind) {
+  auto* c = static_cast<Context*>(context);
+  return c != nullptr && c->prof->Wants(kind);
+}
+
+// v4+: a kernel channel without raw capture goes straight to its op
+// (Profiler::StartKernelCh). True when it did.
+template <typename D>
+bool KernelChFast(void* context, void** handle, EventKind kind, const D& e) {
+  if (kind != kEvKernelCh) return false;
+  Profiler* p = static_cast<Context*>(context)->prof;
+  if (!p->KernelChFast()) return false;
+  void* h = p->StartKernelCh(e.parentObj, e.kernelCh.pTimer);
+  if (handle != nullptr) *handle = h;
+  return true;
+}
+
+void StartCommon(void* context, void** handle, const EventDesc& d) {
+  auto* c = static_cast<Context*>(context);
+  void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
+  if (handle != nullptr) *handle = h;
+}
+
+nccl::Result Stop(void* handle) noexcept {
+  if (handle == nullptr) return nccl::kSuccess;
+  SlotOfHandle(handle)->ctx->prof->Stop(handle);
+  return nccl::kSuccess;
+}
+
+// State arguments of v1..v3: a union whose member depends on the state.
+nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept {
+  if (handle == nullptr) return nccl::kSuccess;
+  StateArgs a;
+  if (args != nullptr) {
+    if ((state >= nccl::kProxyOpSendPosted && state <= nccl::kProxyOpRecvDone) || state == nccl::kProxyOpInProgress) {
+      a.trans_size = args->proxyOp.transSize;
+      a.steps = args->proxyOp.steps;
+    } else if (state >= nccl::kProxyCtrlIdle && state <= nccl::kProxyCtrlAppendEnd) {
+      a.appended_proxy_ops = args->proxyCtrl.appendedProxyOps;
+    }
+  }
+  SlotOfHandle(handle)->ctx->prof->State(handle, state, a);
+  return nccl::kSuccess;
+}
+
+nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept {
+  if (handle == nullptr) return nccl::kSuccess;
+  StateArgs a;
+  if (args != nullptr) {
+    if ((state >= nccl::kProxyStepSendGPUWait && state <= nccl::kProxyStepRecvGPUWait) ||
+        state == nccl::kProxyStepSendPeerWait) {
+      a.trans_size = args->proxyStep.transSize;
+    } else if (state >= nccl::kProxyCtrlIdle && state <= nccl::kProxyCtrlAppendEnd) {
+      a.appended_proxy_ops = args->proxyCtrl.appendedProxyOps;
+    } else if (state == nccl::kNetPluginUpdate) {
+      a.net_data = args->netPlugin.data;
+    } else if (state == nccl::kKernelChStop) {
+      a.ptimer = args->kernelCh.pTimer;
+      a.has_ptimer = true;
+    }
+  }
+  SlotOfHandle(handle)->ctx->prof->State(handle, state, a);
+  return nccl::kSuccess;
+}
+
+// ---------------------------------------------------------------- v1..v3
+template <typename D>
+void CopyProxy(const D& e, EventDesc* d) {
+  d->pid = e.proxyOp.pid;
+  d->channel = e.proxyOp.channelId;
+  d->peer = e.proxyOp.peer;
+  d->nsteps = e.proxyOp.nSteps;
+  d->chunk_size = e.proxyOp.chunkSize;
+  d->is_send = e.proxyOp.isSend != 0;
+}
+
+nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  switch (d.kind) {
+    case kEvColl:
+      d.comm_hash = e->coll.commHash;
+      d.seq = e->coll.seqNumber;
+      d.func = FuncName(e->coll.func);
+      d.send_buff = e->coll.sendBuff;
+      d.recv_buff = e->coll.recvBuff;
+      d.count = e->coll.count;
+      d.root = e->coll.root;
+      d.datatype = DatatypeName(e->coll.datatype);
+      d.op = e->coll.op;
+      d.traffic_bytes = e->coll.trafficBytes;
+      d.nchannels = e->coll.nMaxChannels;
+      d.nwarps = e->coll.nWarps;
+      d.algo = AlgoName(e->coll.algo);
+      d.proto = ProtoName(e->coll.proto);
+      d.is_collnet = e->coll.isCollnet != 0;
+      d.is_nvls = e->coll.isNvls != 0;
+      break;
+    case kEvP2p:
+      d.comm_hash = e->p2p.commHash;
+      d.func = FuncName(e->p2p.func);
+      d.recv_buff = e->p2p.buff;
+      d.datatype = DatatypeName(e->p2p.datatype);
+      d.count = e->p2p.count;
+      d.peer = e->p2p.peer;
+      break;
+    case kEvProxyOp:
+      CopyProxy(*e, &d);
+      break;
+    case kEvProxyStep:
+      d.step = e->proxyStep.step;
+      break;
+    case kEvGroup:
+    case kEvProxyCtrl:
+      break;
+    default:
+      return nccl::kSuccess;  // not a v1 event type
+  }
+  StartCommon(context, handle, d);
+  return nccl::kSuccess;
+}
+
+template <typename D>
+void CopyCollV2V3(const D& e, EventDesc* d) {
+  d->comm_hash = e.coll.commHash;
+  d->seq = e.coll.seqNumber;
+  d->func = e.coll.func;
+  d->send_buff = e.coll.sendBuff;
+  d->recv_buff = e.coll.recvBuff;
+  d->count = e.coll.count;
+  d->root = e.coll.root;
+  d->datatype = e.coll.datatype;
+  d->nchannels = e.coll.nMaxChannels;
+  d->nwarps = e.coll.nWarps;
+  d->algo = e.coll.algo;
+  d->proto = e.coll.proto;
+}
+template <typename D>
+void CopyP2pV2V3(const D& e, EventDesc* d) {
+  d->comm_hash = e.p2p.commHash;
+  d->func = e.p2p.func;
+  d->recv_buff = e.p2p.buff;
+  d->datatype = e.p2p.datatype;
+  d->count = e.p2p.count;
+  d->peer = e.p2p.peer;
+}
+
+nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  switch (d.kind) {
+    case kEvColl:
+      CopyCollV2V3(*e, &d);
+      d.traffic_bytes = e->coll.trafficBytes;
+      break;
+    case kEvP2p:
+      CopyP2pV2V3(*e, &d);
+      break;
+    case kEvProxyOp:
+      CopyProxy(*e, &d);
+      break;
+    case kEvProxyStep:
+      d.step = e->proxyStep.step;
+      break;
+    case kEvGroup:
+    case kEvProxyCtrl:
+      break;
+    default:
+      return nccl::kSuccess;
+  }
+  StartCommon(context, handle, d);
+  return nccl::kSuccess;
+}
+
+nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  switch (d.kind) {
+    case kEvColl:
+      CopyCollV2V3(*e, &d);
+      break;
+    case kEvP2p:
+      CopyP2pV2V3(*e, &d);
+      break;
+    case kEvProxyOp:
+      CopyProxy(*e, &d);
+      break;
+    case kEvProxyStep:
+      d.step = e->proxyStep.step;
+      break;
+    case kEvKernelCh:
+      d.channel = e->kernelCh.channelId;
+      break;
+    case kEvNetPlugin:
+      d.net_id = e->netPlugin.id;
+      d.net_data = e->netPlugin.data;
+      break;
+    case kEvGroup:
+    case kEvProxyCtrl:
+      break;
+    default:
+      return nccl::kSuccess;
+  }
+  StartCommon(context, handle, d);
+  return nccl::kSuccess;
+}
+
+// ---------------------------------------------------------------- v4..v6
+// The members shared by v4, v5 and v6 (same names, same meaning).
+template <typename D>
+bool CopyCommonV4(const D& e, EventDesc* d) {
+  switch (d->kind) {
+    case kEvColl:
+      d->seq = e.coll.seqNumber;
+      d->func = e.coll.func;
+      d->send_buff = e.coll.sendBuff;
+      d->recv_buff = e.coll.recvBuff;
+      d->count = e.coll.count;
+      d->root = e.coll.root;
+      d->datatype = e.coll.datatype;
+      d->nchannels = e.coll.nChannels;
+      d->nwarps = e.coll.nWarps;
+      d->algo = e.coll.algo;
+      d->proto = e.coll.proto;
+      return true;
+    case kEvP2p:
+      d->func = e.p2p.func;
+      d->recv_buff = e.p2p.buff;
+      d->datatype = e.p2p.datatype;
+      d->count = e.p2p.count;
+      d->peer = e.p2p.peer;
+      d->nchannels = e.p2p.nChannels;
+      return true;
+    case kEvProxyOp:
+      CopyProxy(e, d);
+      return true;
+    case kEvProxyStep:
+      d->step = e.proxyStep.step;
+      return true;
+    case kEvKernelCh:
+      d->channel = e.kernelCh.channelId;
+      d->ptimer = e.kernelCh.pTimer;
+      d->has_ptimer = true;
+      return true;
+    case kEvNetPlugin:
+      d->net_id = e.netPlugin.id;
+      d->net_data = e.netPlugin.data;
+      return true;
+    case kEvGroup:
+    case kEvProxyCtrl:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename D>
+bool CopyApiV5(const D& e, EventDesc* d) {
+  switch (d->kind) {
+    case kEvGroupApi:
+      d->graph_captured = e.groupApi.graphCaptured;
+      d->group_depth = e.groupApi.groupDepth;
+      return true;
+    case kEvCollApi:
+      d->func = e.collApi.func;
+      d->count = e.collApi.count;
+      d->datatype = e.collApi.datatype;
+      d->root = e.collApi.root;
+      d->stream = e.collApi.stream;
+      d->graph_captured = e.collApi.graphCaptured;
+      return true;
+    case kEvP2pApi:
+      d->func = e.p2pApi.func;
+      d->count = e.p2pApi.count;
+      d->datatype = e.p2pApi.datatype;
+      d->stream = e.p2pApi.stream;
+      d->graph_captured = e.p2pApi.graphCaptured;
+      return true;
+    case kEvKernelLaunch:
+      d->stream = e.kernelLaunch.stream;
+      return true;
+    default:
+      return CopyCommonV4(e, d);
+  }
+}
+
+nccl::Result StartV4(void* context, void** handle, nccl::DescrV4* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  if (!CopyCommonV4(*e, &d)) return nccl::kSuccess;
+  StartCommon(context, handle, d);
+  return nccl::kSuccess;
+}
+
+nccl::Result StartV5(void* context, void** handle, nccl::DescrV5* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  if (!CopyApiV5(*e, &d)) return nccl::kSuccess;
+  StartCommon(context, handle, d);
+  return nccl::kSuccess;
+}
+
+nccl::Result StartV6(void* context, void** handle, nccl::DescrV6* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  switch (d.kind) {
+    case kEvCeColl:
+      d.seq = e->ceColl.seqNumber;
+      d.func = e->ceColl.func;
+      d.send_buff = e->ceColl.sendBuff;
+      d.recv_buff = e->ceColl.recvBuff;
+      d.count = e->ceColl.count;
+      d.root = e->ceColl.root;
+      d.datatype = e->ceColl.datatype;
+      d.sync_strategy = e->ceColl.syncStrategy;
+      d.intra_batch_sync = e->ceColl.intraBatchSync;
+      d.batch_size = e->ceColl.batchSize;
+      d.num_batches = e->ceColl.numBatches;
+      d.ce_seq = e->ceColl.ceSeqNum;
+      d.stream = e->ceColl.stream;
+      break;
+    case kEvCeSync:
+      d.is_complete = e->ceCollSync.isComplete;
+      d.nranks = e->ceCollSync.nRanks;
+      break;
+    case kEvCeBatch:
+      d.num_ops = e->ceCollBatch.numOps;
+      d.total_bytes = e->ceCollBatch.totalBytes;
+      d.use_intra_sync = e->ceCollBatch.useIntraSync;
+      break;
+    default:
+      if (!CopyApiV5(*e, &d)) return nccl::kSuccess;
+  }
+  StartCommon(context, handle, d);
+  return nccl::kSuccess;
+}
+
+nccl::Result InitV1(void** context, int* mask) noexcept { return InitCommon(1, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
+nccl::Result InitV2(void** context, int* mask) noexcept { return InitCommon(2, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
+nccl::Result InitV3(void** context, int* mask) noexcept { return InitCommon(3, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
+nccl::Result InitV4(void** context, int* mask, const char* name, uint64_t hash, int nnodes, int nranks, int rank,
+                    nccl::Logger log) noexcept {
+  return InitCommon(4, context, mask, hash, name, nnodes, nranks, rank, log);
+}
+nccl::Result InitV5(void** context, uint64_t id, int* mask, const char* name, int nnodes, int nranks, int rank,
+                    nccl::Logger log) noexcept {
+  return InitCommon(5, context, mask, id, name, nnodes, nranks, rank, log);
+}
+nccl::Result InitV6(void** context, uint64_t id, int* mask, const char* name, int nnodes, int nranks, int rank,
+                    nccl::Logger log) noexcept {
+  return InitCommon(6, context, mask, id, name, nnodes, nranks, rank, log);
+}
+
+}  // namespace
+}  // namespace ncclwatch::plugin
+
+namespace p = ncclwatch::plugin;
+namespace n = ncclwatch::nccl;
+
+#define NCCLWATCH_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+NCCLWATCH_EXPORT n::ProfilerV6 ncclProfiler_v6 = {"ncclwatch", p::InitV6, p::StartV6, p::Stop, p::StateV4, p::Finalize};
+NCCLWATCH_EXPORT n::ProfilerV5 ncclProfiler_v5 = {"ncclwatch", p::InitV5, p::StartV5, p::Stop, p::StateV4, p::Finalize};
+NCCLWATCH_EXPORT n::ProfilerV4 ncclProfiler_v4 = {"ncclwatch", p::InitV4, p::StartV4, p::Stop, p::StateV4, p::Finalize};
+NCCLWATCH_EXPORT n::ProfilerV3 ncclProfiler_v3 = {"ncclwatch", p::InitV3, p::StartV3, p::Stop, p::StateV1, p::Finalize};
+NCCLWATCH_EXPORT n::ProfilerV2 ncclProfiler_v2 = {"ncclwatch", p::InitV2, p::StartV2, p::Stop, p::StateV1, p::Finalize};
+NCCLWATCH_EXPORT n::ProfilerV1 ncclProfiler_v1 = {"ncclwatch", p::InitV1, p::StartV1, p::Stop, p::StateV1, p::Finalize};
+}  // extern "C"

@@ -1,0 +1,61 @@
+// The plugin's configuration, read once from the environment in the first
+// init. Every bad value gets one warning (collected in `warnings`, logged by
+// the caller through NCCL's logger) and falls back to its default.
+//
+// Variables (defaults in Config below):
+//   NCCLWATCH_DIR           where trace files go ("." if unset)
+//   NCCLWATCH_EVENTS        which events: "default", "all", a comma list of
+//                           event names, or a numeric mask (0x...). Names add
+//                           raw records of that type to the file.
+//   NCCLWATCH_FLUSH_MS      write(2) interval
+//   NCCLWATCH_HEARTBEAT_MS  heartbeat interval
+//   NCCLWATCH_STUCK_SEC     in-flight age that triggers a stuck report (0: off)
+//   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
+//   NCCLWATCH_ENABLE        0 turns the plugin off (init fails, NCCL runs on)
+//   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
+//                           safe and clock_gettime would cost more), "tsc" or
+//                           "monotonic" (clock_gettime); see clock.h
+//
+// Thread safety: ParseConfig is pure; call it from any thread.
+
+#ifndef PLUGIN_CORE_CONFIG_H_
+#define PLUGIN_CORE_CONFIG_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "plugin/abi/event_kind.h"
+
+namespace ncclwatch::plugin {
+
+enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
+
+struct Config {
+  std::string dir = ".";
+  std::string events = "default";
+  uint64_t nccl_mask = 0;   // handed to NCCL
+  uint32_t raw_kinds = 0;   // bit (1 << EventKind): write raw records for this kind
+  uint32_t flush_ms = 100;
+  uint32_t heartbeat_ms = 1000;
+  double stuck_sec = 60.0;
+  uint64_t buffer_mb = 64;
+  bool enabled = true;
+  ClockMode clock = ClockMode::kAuto;
+  std::vector<std::string> warnings;
+};
+
+// The default capture: collectives and point-to-point with their kernel
+// channels, folded into one record per operation with its GPU timing.
+uint64_t DefaultMask();
+
+// Reads the variables through `getenv_fn` (getenv in production, a fake in tests).
+Config ParseConfig(const char* (*getenv_fn)(const char*));
+
+// Parses an NCCLWATCH_EVENTS value. Returns false with `error` set when bad.
+bool ParseEvents(const std::string& value, uint64_t* nccl_mask, uint32_t* raw_kinds, std::string* error);
+
+}  // namespace ncclwatch::plugin
+
+#endif  // PLUGIN_CORE_CONFIG_H_

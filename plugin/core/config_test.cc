@@ -1,0 +1,125 @@
+#include "plugin/core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "plugin/abi/profiler_abi.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+std::map<std::string, std::string>* g_env;
+const char* FakeGetenv(const char* name) {
+  auto it = g_env->find(name);
+  return it == g_env->end() ? nullptr : it->second.c_str();
+}
+
+Config Parse(std::map<std::string, std::string> env) {
+  g_env = &env;
+  return ParseConfig(&FakeGetenv);
+}
+
+TEST(ConfigTest, Defaults) {
+  Config c = Parse({});
+  EXPECT_TRUE(c.enabled);
+  EXPECT_EQ(c.dir, ".");
+  EXPECT_EQ(c.nccl_mask, DefaultMask());
+  EXPECT_EQ(c.nccl_mask, uint64_t{nccl::kColl | nccl::kP2p | nccl::kKernelCh});
+  EXPECT_EQ(c.raw_kinds, 0u);
+  EXPECT_EQ(c.flush_ms, 100u);
+  EXPECT_EQ(c.heartbeat_ms, 1000u);
+  EXPECT_EQ(c.stuck_sec, 60.0);
+  EXPECT_EQ(c.buffer_mb, 64u);
+  EXPECT_EQ(c.clock, ClockMode::kAuto);
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ConfigTest, Clock) {
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "tsc"}}).clock, ClockMode::kTsc);
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", " Monotonic "}}).clock, ClockMode::kMonotonic);
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "auto"}}).clock, ClockMode::kAuto);
+  Config bad = Parse({{"NCCLWATCH_CLOCK", "hpet"}});
+  EXPECT_EQ(bad.clock, ClockMode::kAuto);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+  EXPECT_NE(bad.warnings[0].find("NCCLWATCH_CLOCK='hpet' ignored: not auto, tsc or monotonic"), std::string::npos);
+}
+
+TEST(ConfigTest, GoodValues) {
+  Config c = Parse({{"NCCLWATCH_DIR", "/tmp/x"},
+                    {"NCCLWATCH_FLUSH_MS", "250"},
+                    {"NCCLWATCH_HEARTBEAT_MS", "500"},
+                    {"NCCLWATCH_STUCK_SEC", "2.5"},
+                    {"NCCLWATCH_BUFFER_MB", "8"},
+                    {"NCCLWATCH_EVENTS", "default, ProxyOp,proxystep"}});
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(c.dir, "/tmp/x");
+  EXPECT_EQ(c.flush_ms, 250u);
+  EXPECT_EQ(c.heartbeat_ms, 500u);
+  EXPECT_EQ(c.stuck_sec, 2.5);
+  EXPECT_EQ(c.buffer_mb, 8u);
+  EXPECT_EQ(c.nccl_mask, DefaultMask() | nccl::kProxyOp | nccl::kProxyStep);
+  EXPECT_EQ(c.raw_kinds, (1u << kEvProxyOp) | (1u << kEvProxyStep));
+}
+
+TEST(ConfigTest, AllAndNumericMask) {
+  Config all = Parse({{"NCCLWATCH_EVENTS", "all"}});
+  EXPECT_EQ(all.nccl_mask, 0x7fffu);
+  EXPECT_EQ(all.raw_kinds & (1u << kEvColl), 0u);  // ops are Op records, never raw
+  EXPECT_NE(all.raw_kinds & (1u << kEvKernelCh), 0u);
+  Config m = Parse({{"NCCLWATCH_EVENTS", "0x42"}});
+  EXPECT_EQ(m.nccl_mask, 0x42u);
+  EXPECT_TRUE(m.warnings.empty());
+}
+
+TEST(ConfigTest, BadValuesWarnAndKeepDefaults) {
+  Config c = Parse({{"NCCLWATCH_FLUSH_MS", "10ms"},
+                    {"NCCLWATCH_HEARTBEAT_MS", "-5"},
+                    {"NCCLWATCH_STUCK_SEC", "soon"},
+                    {"NCCLWATCH_BUFFER_MB", "99999"},
+                    {"NCCLWATCH_EVENTS", "coll,bogus"},
+                    {"NCCLWATCH_ENABLE", "maybe"}});
+  EXPECT_EQ(c.flush_ms, 100u);
+  EXPECT_EQ(c.heartbeat_ms, 1000u);
+  EXPECT_EQ(c.stuck_sec, 60.0);
+  EXPECT_EQ(c.buffer_mb, 64u);
+  EXPECT_EQ(c.nccl_mask, DefaultMask());
+  EXPECT_TRUE(c.enabled);
+  ASSERT_EQ(c.warnings.size(), 6u);
+  bool named_bogus = false;
+  for (const auto& w : c.warnings) named_bogus |= w.find("unknown event name 'bogus'") != std::string::npos;
+  EXPECT_TRUE(named_bogus);
+  EXPECT_NE(c.warnings[0].find("NCCLWATCH_ENABLE='maybe'"), std::string::npos);
+}
+
+TEST(ConfigTest, EventsRejectsOutOfRangeMaskAndEmpty) {
+  uint64_t m;
+  uint32_t r;
+  std::string err;
+  EXPECT_FALSE(ParseEvents("0x10000", &m, &r, &err));
+  EXPECT_FALSE(ParseEvents(" , ", &m, &r, &err));
+  EXPECT_FALSE(ParseEvents("0", &m, &r, &err));
+  EXPECT_TRUE(ParseEvents("KernelCh", &m, &r, &err));
+  EXPECT_EQ(m, uint64_t{nccl::kKernelCh});
+}
+
+TEST(ConfigTest, KindOfMaskIsTheInverseOfMaskOf) {
+  for (int k = kEvGroup; k < kEvCount; ++k) {
+    const EventKind kind = static_cast<EventKind>(k);
+    EXPECT_EQ(KindOfMask(MaskOf(kind)), kind) << EventKindName(kind);
+  }
+  EXPECT_EQ(KindOfMask(0), kEvNone);
+  EXPECT_EQ(KindOfMask(nccl::kColl | nccl::kP2p), kEvNone);  // not one type
+  EXPECT_EQ(KindOfMask(uint64_t{1} << 15), kEvNone);         // unknown bit
+  EXPECT_EQ(KindOfMask(uint64_t{1} << 63), kEvNone);
+  EXPECT_EQ(KindOfMask(nccl::kKernelCh), kEvKernelCh);
+}
+
+TEST(ConfigTest, Disable) {
+  EXPECT_FALSE(Parse({{"NCCLWATCH_ENABLE", "0"}}).enabled);
+  EXPECT_FALSE(Parse({{"NCCLWATCH_ENABLE", "off"}}).enabled);
+}
+
+}  // namespace
+}  // namespace ncclwatch::plugin

@@ -1,0 +1,333 @@
+// The plugin's process-wide state and its hot path.
+//
+// Profiler is created by the first init and destroyed by the last finalize
+// (reference-counted under a mutex). It owns:
+//   - one ThreadBuf per thread that calls the plugin (claimed on the thread's
+//     first event, released when the thread exits): a Ring of records and a
+//     region of event Slots, both preallocated at creation, so the hot path
+//     never allocates, locks or makes a system call beyond the clock;
+//   - one Context per communicator (never freed before the Profiler);
+//   - the Writer thread, which drains the rings into the trace file.
+//
+// An event handle given to NCCL is a Slot*. Slots are taken round-robin in
+// the calling thread's region, so a finished slot is reused only after the
+// region has wrapped; a late child event naming a finished parent still finds
+// it. Operations (Coll, P2p) track completion: all of their kernel channels
+// stopped and all of their proxy operations stopped.
+//
+// Thread safety: Start/Stop/State may be called from any thread at any time
+// between the Context's creation and the Profiler's destruction.
+
+#ifndef PLUGIN_CORE_CORE_H_
+#define PLUGIN_CORE_CORE_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin/core/clock.h"
+#include "plugin/core/config.h"
+#include "plugin/core/event.h"
+#include "plugin/abi/profiler_abi.h"
+#include "plugin/core/record.h"
+#include "plugin/core/ring.h"
+
+namespace ncclwatch::plugin {
+
+class Profiler;
+class Writer;
+
+enum SlotState : uint32_t { kSlotFree = 0, kSlotLive = 1, kSlotDone = 2 };
+
+struct Context {
+  Profiler* prof = nullptr;
+  uint16_t comm = 0;  // file-local index
+  uint64_t comm_hash = 0;
+  std::string name;
+  int32_t nranks = 0;
+  int32_t nnodes = 0;
+  int32_t rank = 0;
+  uint64_t init_ns = 0;
+  // v1..v3: the communicator hash learnt from the first event naming it.
+  std::atomic<uint64_t> event_comm_hash{0};
+  // Point-to-point order per peer (indexed by peer rank, size nranks).
+  std::unique_ptr<std::atomic<uint32_t>[]> send_seq;
+  std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
+  std::atomic<bool> finalized{false};
+};
+
+// One event handle. Fields read by the writer thread are atomics; the rest
+// belong to the threads NCCL calls us from, ordered by NCCL itself.
+//
+// Slots live in zero-filled anonymous memory and are never constructed: every
+// member's zero is its initial value (state kSlotFree).
+//
+// Layout: an operation's slot is written by the thread that enqueues it and
+// then updated by NCCL's proxy thread, once per kernel channel (start, state,
+// stop) and at completion. Each cache line the proxy thread touches moves
+// from one core to the other (measured on GPU: ~100 ns a line in a VM), so
+// everything those updates need is in the first line; the proxy counters are
+// read only once proxy events have been seen.
+struct alignas(64) Slot {
+  // Line 0: completion.
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> kind;
+  std::atomic<uint64_t> id;
+  Context* ctx;
+  std::atomic<uint64_t> gpu_min;
+  std::atomic<uint64_t> gpu_max;
+  std::atomic<uint32_t> expect_channels;  // 0 with tracked: no kernel expected
+  std::atomic<uint32_t> tracked;          // completion is tracked for this op
+  std::atomic<uint32_t> enqueued;
+  std::atomic<uint32_t> done;
+  std::atomic<uint32_t> kernel_started;
+  std::atomic<uint32_t> kernel_stopped;
+  // Line 1.
+  std::atomic<uint32_t> proxy_started;
+  std::atomic<uint32_t> proxy_stopped;
+  std::atomic<uint64_t> proxy_bytes;
+  std::atomic<uint64_t> op_id;  // ProxyOp/ProxyStep/KernelCh: the Op served
+  Slot* parent;                 // validated parent handle
+  Slot* op;                     // the Op slot this event serves (null: none)
+  uint64_t start_ns;  // ticks (clock.h)
+  uint64_t ptimer_start;
+  uint64_t ptimer_stop;
+  // Line 2.
+  uint64_t step_bytes;  // ProxyStep: last transSize
+  uint32_t raw;         // raw records are written for this event
+  uint32_t has_ptimer;  // bit 0: start, bit 1: stop
+  // ProxyOp progress: channel | is_send << 8 | (nsteps & 0xffffff) << 9 ... see PackPx*.
+  std::atomic<uint64_t> px_desc;
+  // last step started (low 32 bits) | last state << 32 | stopped << 63.
+  std::atomic<uint64_t> px_progress;
+  std::atomic<uint64_t> px_update_ns;  // ticks
+  // Lines 3 and 4.
+  alignas(64) Rec rec;  // Op: the record being built, pushed at stopEvent
+};
+static_assert(sizeof(Slot) == 320, "Slot is five cache lines");
+
+// ProxyOp descriptor packing (for the writer's stuck reports).
+inline uint64_t PackPxDesc(uint32_t channel, bool is_send, int32_t nsteps, int32_t peer) {
+  return uint64_t{channel & 0xff} | (uint64_t{is_send} << 8) | (uint64_t(uint32_t(nsteps) & 0x7fffff) << 9) |
+         (uint64_t(uint32_t(peer)) << 32);
+}
+inline uint32_t PxChannel(uint64_t d) { return static_cast<uint32_t>(d & 0xff); }
+inline bool PxIsSend(uint64_t d) { return (d >> 8) & 1; }
+inline int32_t PxNsteps(uint64_t d) { return static_cast<int32_t>((d >> 9) & 0x7fffff); }
+inline int32_t PxPeer(uint64_t d) { return static_cast<int32_t>(static_cast<uint32_t>(d >> 32)); }
+inline uint64_t PackPxProgress(int32_t step, uint32_t state, bool stopped) {
+  return uint64_t(uint32_t(step)) | (uint64_t{state & 0x7fffffff} << 32) | (uint64_t{stopped} << 63);
+}
+inline int32_t PxStep(uint64_t p) { return static_cast<int32_t>(static_cast<uint32_t>(p)); }
+inline uint32_t PxState(uint64_t p) { return static_cast<uint32_t>((p >> 32) & 0x7fffffff); }
+inline bool PxStopped(uint64_t p) { return (p >> 63) & 1; }
+
+// Written by the owning thread only (OwnerIncrement: no locked
+// instruction), read by the writer.
+struct ThreadCounters {
+  std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> ops_completed{0};
+  std::atomic<uint64_t> ring_full{0};
+  std::atomic<uint64_t> pool_exhausted{0};
+  // Operations recorded without completion tracking: no handle was free, so
+  // the op took a spare one (Profiler::SpareSlot).
+  std::atomic<uint64_t> untracked_ops{0};
+  std::atomic<uint64_t> foreign_parent{0};
+  std::atomic<uint64_t> bad_parent{0};
+};
+
+// Adds one to a counter that only the calling thread writes (others may
+// read it): a plain load and store, no locked instruction. Never for a
+// counter two threads write: their increments would be lost.
+template <typename T>
+inline T OwnerIncrement(std::atomic<T>& a) {
+  const T n = a.load(std::memory_order_relaxed) + 1;
+  a.store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Per thread, a power of two: 1 MiB, room for a burst of 8,192 records
+// between two drains (the writer drains every 10 ms, every 1 ms in a burst).
+constexpr uint32_t kRingRecords = 8192;
+constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per thread
+// Spare slots per thread (see SpareSlot): operations started but not yet
+// stopped at once, when every slot waits for a completion.
+constexpr uint32_t kSpareSlots = 256;
+constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
+
+// Slots a new operation looks at, from the cursor on, before it takes a
+// spare one: enough to step over operations that never complete (a hang, a
+// completion NCCL lost) among ones that do. The number is not what the proxy
+// thread's cost depends on (BENCHMARKS.md, "NCCL's proxy thread").
+constexpr uint32_t kAllocTries = 64;
+
+enum ThreadBufState : uint32_t { kBufFree = 0, kBufOwned = 1, kBufOrphaned = 2 };
+
+struct ThreadBuf {
+  std::atomic<uint32_t> owner{kBufFree};
+  std::atomic<uint32_t> tid{0};
+  uint32_t index = 0;
+  Ring ring;
+  Slot* slots = nullptr;
+  uint32_t nslots = 0;
+  // After the nslots: spare slots for operations recorded without completion
+  // tracking when every slot is live (a backlog of completions).
+  uint32_t nspare = 0;
+  uint32_t spare_cursor = 0;  // owner thread only
+  uint32_t cursor = 0;      // owner thread only
+  uint64_t next_local = 0;  // owner thread only: event id counter
+  ThreadCounters counters;
+};
+
+struct ProfilerOptions {
+  Config config;
+  int api_version = 6;
+  nccl::Logger logger = nullptr;
+  // Tests: a fixed file name instead of <host>-<pid>-<time>.ncclwatch.
+  std::string file_name_override;
+  // Tests: what the clock choice reads, instead of this machine.
+  ClockProbe clock_probe;
+};
+
+class Profiler {
+ public:
+  // Creates the Profiler on the first call, else takes another reference.
+  // Returns null with `error` set when the plugin cannot run (e.g. the
+  // directory is not writable); NCCL then goes on without us.
+  static Profiler* Acquire(const ProfilerOptions& opts, std::string* error);
+  // Drops a reference; the last one flushes, stops the writer and frees all.
+  static void Release(Profiler* p);
+  // The current instance (tests and the adapters' logging), or null.
+  static Profiler* Current();
+
+  Context* NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank);
+  void FinalizeContext(Context* ctx);
+
+  // Whether Start can do anything with an event of this kind: operations and
+  // what feeds their completion, and kinds captured raw. The adapters ask
+  // before they copy a descriptor.
+  bool Wants(EventKind kind) const { return (wanted_kinds_ >> kind) & 1; }
+  // A kernel channel of API v4+ without raw capture: what Start does for it,
+  // without a descriptor (NCCL's proxy thread calls it for every channel of
+  // every operation). The adapters call it when KernelChFast().
+  bool KernelChFast() const { return !((config_.raw_kinds >> kEvKernelCh) & 1); }
+  void* StartKernelCh(void* parent, uint64_t ptimer);
+  // Hot path. Start returns a handle or null (event dropped or not tracked).
+  void* Start(Context* ctx, const EventDesc& d);
+  void Stop(void* handle);
+  void State(void* handle, int state, const StateArgs& a);
+
+  const Config& config() const { return config_; }
+  uint64_t mask() const { return config_.nccl_mask; }
+  int api_version() const { return api_version_; }
+  pid_t pid() const { return pid_; }
+  void Log(nccl::LogLevel level, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+  // Writer-side access.
+  uint32_t thread_count() const { return nthreads_; }
+  ThreadBuf* thread_buf(uint32_t i) { return &threads_[i]; }
+  std::vector<Context*> ContextsSnapshot();
+  bool SlotIsOurs(const void* p) const;
+  uint64_t no_thread_slot() const { return no_thread_slot_.load(std::memory_order_relaxed); }
+  // Scans every slot (writer thread, for stuck reports).
+  const Slot* slots_begin() const { return slots_begin_; }
+  const Slot* slots_end() const { return slots_end_; }
+  // In a forked child: the inherited Profiler goes quiet (see core.cc).
+  void Abandon();
+  bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
+  const std::string& writer_path() const;
+  const std::string& clock_source() const;  // how events are stamped, and why
+  const ClockFacts& clock_facts() const;     // what that choice rested on
+  const ClockProbe& clock_probe() const { return clock_probe_; }
+  void ForceFlush();
+  // Tests only: the writer stops (true) or resumes (false) draining rings.
+  void PauseDrainForTesting(bool paused);
+
+  ~Profiler();
+
+ private:
+  explicit Profiler(const ProfilerOptions& opts);
+  bool Init(std::string* error);
+
+  ThreadBuf* CurrentThread();
+  ThreadBuf* ClaimThread();
+  Slot* AllocSlot(ThreadBuf* tb);
+  Slot* SpareSlot(ThreadBuf* tb);
+  void Claim(ThreadBuf* tb, Slot* s);
+  // `p` as a parent handle: one of our slots, in use; else null (counted
+  // as bad_parent unless `p` is null).
+  Slot* ValidParent(void* p);
+  // A kernel channel's handle: the op's slot, tagged; the channel counted.
+  void* TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer);
+  // A kernel channel of `op` stopped: counted, and the op completed if that
+  // was the last (`now` as for MaybeComplete).
+  void KernelChStopped(Slot* op, uint64_t now);
+  // A record to fill in the calling thread's ring (published by the ring's
+  // Commit), or null with the drop counted: an operation's may take the
+  // whole ring, a raw event's leaves the last quarter for operations.
+  Rec* ReserveOpRecord(ThreadBuf* tb);
+  Rec* ReserveRawRecord(ThreadBuf* tb);
+  // Pushes the completion record (on the calling thread) if `op` is done;
+  // `now` in ticks, 0 to read the clock only then.
+  void MaybeComplete(Slot* op, uint64_t now);
+  void StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
+  void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
+  static void ThreadExit(void* buf);
+
+  Config config_;
+  int api_version_;
+  nccl::Logger logger_;
+  std::string file_name_override_;
+  ClockProbe clock_probe_;
+  pid_t pid_;
+  bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
+  uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
+  // Set (once) by the first ProxyOp that feeds an operation: from then on,
+  // completion also waits for proxy operations. Not set at the default
+  // capture, where NCCL starts no ProxyOp events.
+  std::atomic<bool> seen_proxy_{false};
+  uint64_t generation_;
+  pthread_key_t key_{};
+  bool key_ok_ = false;
+
+  uint32_t nthreads_ = 0;
+  std::unique_ptr<ThreadBuf[]> threads_;
+  void* storage_ = nullptr;  // mmap'ed rings and slots
+  size_t storage_bytes_ = 0;
+  const Slot* slots_begin_ = nullptr;
+  const Slot* slots_end_ = nullptr;
+
+  std::mutex ctx_mu_;
+  std::vector<std::unique_ptr<Context>> contexts_;  // guarded by ctx_mu_
+  std::unique_ptr<Writer> writer_;
+  std::atomic<uint64_t> no_thread_slot_{0};
+  std::atomic<bool> abandoned_{false};
+  int refs_ = 0;  // guarded by the global mutex
+
+};
+
+// A kernel channel's handle when no raw record is kept for it: its op's slot
+// with the low bit set (slots are 64-byte aligned). Stop and State see the tag
+// and update the op directly.
+inline void* KernelChHandle(Slot* op) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1u); }
+inline Slot* OpOfKernelCh(void* handle) {
+  const uintptr_t h = reinterpret_cast<uintptr_t>(handle);
+  return (h & 1u) ? reinterpret_cast<Slot*>(h & ~uintptr_t{1}) : nullptr;
+}
+// The Slot behind any handle we gave out.
+inline Slot* SlotOfHandle(void* handle) {
+  Slot* op = OpOfKernelCh(handle);
+  return op != nullptr ? op : static_cast<Slot*>(handle);
+}
+
+// For tests: an id's thread index and local counter.
+inline uint32_t ThreadOfId(uint64_t id) { return static_cast<uint32_t>(id >> 40); }
+
+}  // namespace ncclwatch::plugin
+
+#endif  // PLUGIN_CORE_CORE_H_

@@ -1,0 +1,202 @@
+// The Profiler's life: the one process-wide instance (Acquire/Release, kept
+// consistent across fork), its buffers, communicators and logging. The hot
+// path is core.cc.
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "plugin/core/core.h"
+#include "plugin/writer/writer.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+std::mutex g_mu;
+Profiler* g_prof = nullptr;  // guarded by g_mu
+std::atomic<Profiler*> g_current{nullptr};
+std::atomic<uint64_t> g_generation{0};
+
+// fork(): the child has none of the parent's threads, so no writer; its copy
+// of the Profiler must never be flushed, finalized or freed there (that would
+// wait on, or join, a thread that does not exist, and the file is the
+// parent's). The child abandons it: events on inherited communicators are
+// ignored, and a communicator the child creates gets a new Profiler and a file
+// of its own. g_mu is held across fork so the child's copy is consistent.
+void AtForkPrepare() { g_mu.lock(); }
+void AtForkParent() { g_mu.unlock(); }
+void AtForkChild() {
+  if (g_prof != nullptr) {
+    g_prof->Abandon();
+    g_prof = nullptr;
+  }
+  g_current.store(nullptr, std::memory_order_release);
+  g_mu.unlock();
+}
+
+bool NcclDebugShowsInfo(const char* v) {
+  return v != nullptr && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
+}
+
+}  // namespace
+
+Profiler* Profiler::Acquire(const ProfilerOptions& opts, std::string* error) {
+  // Registered once per load of the library; glibc drops the handlers when
+  // the library is unloaded.
+  static const bool atfork_registered = pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild) == 0;
+  (void)atfork_registered;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_prof != nullptr) {
+    ++g_prof->refs_;
+    return g_prof;
+  }
+  std::unique_ptr<Profiler> p(new Profiler(opts));
+  if (!p->Init(error)) return nullptr;
+  p->refs_ = 1;
+  g_prof = p.release();
+  g_current.store(g_prof, std::memory_order_release);
+  return g_prof;
+}
+
+void Profiler::Release(Profiler* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (p == nullptr || p != g_prof) return;  // abandoned in a forked child: kept, never freed
+  if (--p->refs_ > 0) return;
+  g_prof = nullptr;
+  g_current.store(nullptr, std::memory_order_release);
+  delete p;
+}
+
+Profiler* Profiler::Current() { return g_current.load(std::memory_order_acquire); }
+
+Profiler::Profiler(const ProfilerOptions& opts)
+    : config_(opts.config),
+      api_version_(opts.api_version),
+      logger_(opts.logger),
+      file_name_override_(opts.file_name_override),
+      clock_probe_(opts.clock_probe),
+      pid_(getpid()),
+      info_to_stderr_(NcclDebugShowsInfo(getenv("NCCL_DEBUG"))),
+      wanted_kinds_(config_.raw_kinds | (1u << kEvColl) | (1u << kEvP2p) | (1u << kEvKernelCh) |
+                    (1u << kEvProxyOp) | (1u << kEvProxyStep)),
+      generation_(g_generation.fetch_add(1) + 1) {}
+
+bool Profiler::Init(std::string* error) {
+  uint64_t budget = config_.buffer_mb << 20;
+  uint64_t n = budget / kBytesPerThread;
+  if (n < 4) n = 4;
+  if (n > 1024) n = 1024;
+  nthreads_ = static_cast<uint32_t>(n);
+  storage_bytes_ = nthreads_ * kBytesPerThread;
+  void* mem = mmap(nullptr, storage_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    *error = "cannot reserve " + std::to_string(storage_bytes_ >> 20) + " MiB for buffers: " + strerror(errno);
+    storage_ = nullptr;
+    return false;
+  }
+  storage_ = mem;
+  auto* slots = static_cast<Slot*>(mem);
+  constexpr size_t kPerThread = kSlotsPerThread + kSpareSlots;
+  auto* recs = reinterpret_cast<Rec*>(slots + size_t{nthreads_} * kPerThread);
+  slots_begin_ = slots;
+  slots_end_ = slots + size_t{nthreads_} * kPerThread;
+  threads_.reset(new ThreadBuf[nthreads_]);
+  for (uint32_t i = 0; i < nthreads_; ++i) {
+    ThreadBuf& t = threads_[i];
+    t.index = i;
+    t.slots = slots + size_t{i} * kPerThread;
+    t.nslots = kSlotsPerThread;
+    t.nspare = kSpareSlots;
+    t.ring.Init(recs + size_t{i} * kRingRecords, kRingRecords);
+  }
+  key_ok_ = pthread_key_create(&key_, &Profiler::ThreadExit) == 0;
+  writer_.reset(new Writer(this, file_name_override_));
+  if (!writer_->Open(error)) return false;
+  writer_->Start();
+  return true;
+}
+
+Profiler::~Profiler() {
+  if (writer_) writer_->StopAndClose();
+  if (key_ok_) pthread_key_delete(key_);
+  if (storage_ != nullptr) munmap(storage_, storage_bytes_);
+}
+
+void Profiler::Log(nccl::LogLevel level, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (logger_ != nullptr) {
+    logger_(level, nccl::kLogSubsysInit | nccl::kLogSubsysProfile, "ncclwatch", 0, "ncclwatch: %s", buf);
+  } else if (level == nccl::kLogWarn || info_to_stderr_) {
+    // No logger (API v1..v3): warnings always; info lines when NCCL's own
+    // would be printed (NCCL_DEBUG=INFO or TRACE).
+    fprintf(stderr, "%s ncclwatch: %s\n", level == nccl::kLogWarn ? "NCCL WARN" : "NCCL INFO", buf);
+  }
+}
+
+std::vector<Context*> Profiler::ContextsSnapshot() {
+  std::lock_guard<std::mutex> lock(ctx_mu_);
+  std::vector<Context*> out;
+  out.reserve(contexts_.size());
+  for (auto& c : contexts_) out.push_back(c.get());
+  return out;
+}
+
+Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank) {
+  auto c = std::make_unique<Context>();
+  c->prof = this;
+  c->comm_hash = comm_hash;
+  c->name = name != nullptr ? name : "";
+  c->nnodes = nnodes;
+  c->nranks = nranks;
+  c->rank = rank;
+  c->init_ns = NowNs();
+  if (nranks > 0 && nranks <= (1 << 20)) {
+    c->send_seq.reset(new std::atomic<uint32_t>[nranks]);
+    c->recv_seq.reset(new std::atomic<uint32_t>[nranks]);
+    for (int i = 0; i < nranks; ++i) {
+      c->send_seq[i].store(0, std::memory_order_relaxed);
+      c->recv_seq[i].store(0, std::memory_order_relaxed);
+    }
+  }
+  Context* raw;
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    if (contexts_.size() >= 65535) return nullptr;
+    c->comm = static_cast<uint16_t>(contexts_.size() + 1);
+    raw = c.get();
+    contexts_.push_back(std::move(c));
+  }
+  writer_->NotifyCommInit(raw);
+  return raw;
+}
+
+void Profiler::FinalizeContext(Context* ctx) {
+  if (ctx == nullptr || abandoned_.load(std::memory_order_relaxed)) return;
+  // One writer cycle drains the rings before it encodes the CommFinalize,
+  // so everything this communicator recorded precedes it, and the flush puts
+  // it on disk before NCCL goes on.
+  ctx->finalized.store(true, std::memory_order_release);
+  writer_->NotifyCommFinalize(ctx, NowNs());
+  writer_->FlushNow();
+}
+
+void Profiler::ForceFlush() {
+  if (!abandoned_.load(std::memory_order_relaxed)) writer_->FlushNow();
+}
+
+void Profiler::Abandon() { abandoned_.store(true, std::memory_order_relaxed); }
+
+const std::string& Profiler::writer_path() const { return writer_->path(); }
+const std::string& Profiler::clock_source() const { return writer_->clock_source(); }
+const ClockFacts& Profiler::clock_facts() const { return writer_->clock_facts(); }
+void Profiler::PauseDrainForTesting(bool paused) { writer_->PauseDrainForTesting(paused); }
+
+
+}  // namespace ncclwatch::plugin

@@ -1,0 +1,8 @@
+#ifndef PLUGIN_CORE_VERSION_H_
+#define PLUGIN_CORE_VERSION_H_
+
+namespace ncclwatch::plugin {
+inline constexpr const char kPluginVersion[] = "0.1.0";
+}
+
+#endif  // PLUGIN_CORE_VERSION_H_

@@ -1,8 +1,0 @@
-#ifndef PLUGIN_VERSION_H_
-#define PLUGIN_VERSION_H_
-
-namespace ncclwatch::plugin {
-inline constexpr const char kPluginVersion[] = "0.1.0";
-}
-
-#endif  // PLUGIN_VERSION_H_

@@ -1,0 +1,309 @@
+// Faults around the plugin, each with the host program going on unharmed and
+// the loss visible: fork() in the host process, a file-size limit reached
+// mid-run (as a full disk would), and a communicator finalized (aborted) with
+// an operation in flight.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "plugin/core/core.h"
+#include "plugin/testing/fake_nccl_host.h"
+#include "tools/model/model.h"
+
+// Built with ThreadSanitizer? (gcc says __SANITIZE_THREAD__, clang __has_feature.)
+#if defined(__SANITIZE_THREAD__)
+#define NCCLWATCH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NCCLWATCH_TSAN 1
+#endif
+#endif
+#ifndef NCCLWATCH_TSAN
+#define NCCLWATCH_TSAN 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define NCCLWATCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NCCLWATCH_ASAN 1
+#endif
+#endif
+#ifndef NCCLWATCH_ASAN
+#define NCCLWATCH_ASAN 0
+#endif
+
+namespace ncclwatch::testing {
+namespace {
+
+// Waits for `pid` to exit; kills it after `sec` seconds (a bound against a
+// hang, far above any run). Returns the wait status, -1 when killed.
+int WaitFor(pid_t pid, double sec) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(sec);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+// The size of the single file in `dir` (0 if none yet).
+uint64_t FileSizeIn(const std::string& dir) {
+  std::vector<std::string> files = TraceFiles(dir);
+  struct stat st;
+  if (files.size() != 1 || stat(files[0].c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+OpSpec Coll(uint64_t seq) {
+  OpSpec s;
+  s.seq = seq;
+  s.api_events = false;
+  s.net_plugin = false;
+  return s;
+}
+
+TEST(FaultTest, ForkedChildIsUnharmedAndWritesItsOwnFile) {
+#if NCCLWATCH_TSAN
+  // ThreadSanitizer does not support a child of a multi-threaded process
+  // (it exits 66); the default configuration runs this test.
+  GTEST_SKIP() << "fork() after threads is unsupported under ThreadSanitizer";
+#endif
+#if NCCLWATCH_ASAN
+  // clang 14's AddressSanitizer allocator is not fork-safe: in about 1 run
+  // of 40, the child's first thread hung at its start inside the allocator
+  // (SizeClassAllocator64::GetFromAllocator, on a lock the parent's copy
+  // held at fork; gdb stack, 2026-11-22). The default configuration runs it.
+  GTEST_SKIP() << "fork() after threads can hang clang 14's AddressSanitizer allocator";
+#endif
+  std::string dir = MakeTempDir("fork");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "20"}});
+  PluginLib* lib = PluginLib::Shared();
+  {
+    FakeComm parent(lib, 5);
+    ASSERT_EQ(parent.Init(0xf0, "world", 1, 2, 0), 0);
+    for (uint64_t k = 0; k < 5; ++k) parent.RunOp(Coll(k));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // The child: events on the inherited communicator are ignored, its
+      // finalize returns at once, and a communicator of its own works.
+      parent.RunOp(Coll(100));
+      FakeComm own(lib, 5);
+      if (own.Init(0xf1, "child", 1, 1, 0) != 0) _exit(3);
+      own.RunOp(Coll(0));
+      own.Finalize();
+      parent.Finalize();
+      _exit(0);
+    }
+    int status = WaitFor(child, 120);
+    ASSERT_TRUE(WIFEXITED(status)) << "child did not exit cleanly: status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    for (uint64_t k = 5; k < 8; ++k) parent.RunOp(Coll(k));
+    parent.Finalize();
+  }
+  auto files = TraceFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  int parent_ops = -1, child_ops = -1;
+  for (const std::string& f : files) {
+    auto t = ReadTrace(f);
+    ASSERT_NE(t->header, nullptr);
+    EXPECT_TRUE(t->raw.issues.empty()) << f;
+    if (t->header->pid() == getpid()) parent_ops = static_cast<int>(t->ops.size());
+    else child_ops = static_cast<int>(t->ops.size());
+  }
+  EXPECT_EQ(parent_ops, 8);  // the child's events went nowhere near the parent's file
+  EXPECT_EQ(child_ops, 1);
+}
+
+TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
+  std::string dir = MakeTempDir("fsize");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A full disk, as RLIMIT_FSIZE makes it: writes past 16 KiB fail (EFBIG;
+    // SIGXFSZ would kill the host if the writer thread did not block it).
+    rlimit rl{16 << 10, 16 << 10};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
+    SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "10"}, {"NCCLWATCH_HEARTBEAT_MS", "50"}});
+    PluginLib* lib = PluginLib::Shared();
+    FakeComm c(lib, 5);
+    if (c.Init(0xd15c, "world", 1, 2, 0) != 0) _exit(5);
+    // Every 100 operations, wait for the writer to write them (the file
+    // grows) or to fail (its warning): the file fills over several batches
+    // however busy the machine is.
+    uint64_t size = 0;
+    for (uint64_t k = 0; k < 1500; ++k) {
+      c.RunOp(Coll(k));
+      if (k % 100 != 99) continue;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      for (;;) {
+        if (!Warnings().empty()) break;
+        const uint64_t now_size = FileSizeIn(dir);
+        if (now_size > size) {
+          size = now_size;
+          break;
+        }
+        if (std::chrono::steady_clock::now() > until) _exit(6);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    c.Finalize();
+    _exit(0);
+  }
+  int status = WaitFor(child, 120);
+  ASSERT_TRUE(WIFEXITED(status)) << "the host did not survive: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto files = TraceFiles(dir);
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_LE(st.st_size, 16 << 10);
+  // The file is whole records only (no torn batch), and says what was lost.
+  auto t = ReadTrace(files[0]);
+  EXPECT_TRUE(t->raw.issues.empty()) << t->raw.issues[0];
+  ASSERT_NE(t->LastDrops(), nullptr);
+  EXPECT_GT(t->LastDrops()->write_failed(), 0u);
+  EXPECT_EQ(t->LastDrops()->last_write_error(), "File too large");
+  EXPECT_GT(t->ops.size(), 50u);
+  EXPECT_LT(t->ops.size(), 1500u);
+  // And the tools report the loss.
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir}, tools::LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.procs.size(), 1u);
+  EXPECT_GT(m.procs[0].drops.write_failed, 0u);
+  EXPECT_EQ(m.procs[0].drops.last_write_error, "File too large");
+}
+
+// The limit falls a few bytes past the last whole batch, too close for even
+// the loss notice: the newest batch is given up for it (counted as lost), and
+// later notices replace it. Driven through the core so the test decides when
+// the writer writes (ForceFlush); in a child, for its own RLIMIT_FSIZE.
+TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
+  const std::string dir = MakeTempDir("noroom");
+  const std::string path = dir + "/t.ncclwatch";
+  constexpr int kOps = 40;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    plugin::ProfilerOptions o;
+    o.config.dir = dir;
+    o.config.flush_ms = 600000;  // writes happen at ForceFlush only
+    o.config.heartbeat_ms = 600000;
+    o.config.stuck_sec = 0;
+    o.config.buffer_mb = 8;
+    o.api_version = 5;
+    o.file_name_override = "t.ncclwatch";
+    std::string err;
+    plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+    if (p == nullptr) _exit(4);
+    plugin::Context* ctx = p->NewContext(0x5ead, "world", 1, 2, 0);
+    uint64_t seq = 0;
+    auto ops = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        plugin::EventDesc d;
+        d.kind = plugin::kEvColl;
+        d.seq = ++seq;
+        d.func = "AllReduce";
+        d.nchannels = 0;  // completes at enqueue
+        void* h = p->Start(ctx, d);
+        if (h != nullptr) p->Stop(h);
+      }
+      p->ForceFlush();
+    };
+    ops(1);  // the header's batch, then one with the communicator and an operation
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) _exit(5);
+    rlimit rl{static_cast<rlim_t>(st.st_size) + 8, static_cast<rlim_t>(st.st_size) + 8};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(6);
+    ops(kOps);  // fails; 8 bytes are no room for the notice
+    ops(kOps);  // fails again: a new notice replaces the first
+    p->FinalizeContext(ctx);
+    plugin::Profiler::Release(p);
+    _exit(0);
+  }
+  int status = WaitFor(child, 120);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto t = ReadTrace(path);
+  EXPECT_TRUE(t->raw.issues.empty()) << ::testing::PrintToString(t->raw.issues);
+  ASSERT_NE(t->header, nullptr);
+  ASSERT_EQ(t->drops.size(), 1u) << "one notice, replaced as the counts grew";
+  const trace::Drops& d = *t->LastDrops();
+  EXPECT_EQ(d.last_write_error(), "File too large");
+  // Every operation is in the file or counted lost: the one of the batch
+  // given up and the 80 that never fit (one record each, at least).
+  EXPECT_EQ(t->ops.size(), 0u);
+  EXPECT_GE(d.write_failed(), 1u + 2 * kOps);
+}
+
+TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {
+  std::string dir = MakeTempDir("abort");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "20"}});
+  PluginLib* lib = PluginLib::Shared();
+  FakeComm c(lib, 5);
+  ASSERT_EQ(c.Init(0xab0, "world", 1, 2, 0), 0);
+  c.RunOp(Coll(0));
+  OpSpec hung = Coll(1);
+  hung.kernel_stop = 0;        // the kernel never finishes...
+  hung.stop_proxies = false;   // ...and its transfers stall
+  c.RunOp(hung);
+  EXPECT_EQ(c.Finalize(), 0);  // ncclCommAbort calls the profiler's finalize like this
+  auto t = ReadSingleTrace(dir);
+  EXPECT_TRUE(t->raw.issues.empty());
+  ASSERT_EQ(t->ops.size(), 2u);
+  EXPECT_EQ(t->ops[0].done_count, 1);
+  EXPECT_EQ(t->ops[1].done_count, 0);  // in flight at the abort: no completion
+  ASSERT_EQ(t->comm_finalizes.size(), 1u);
+  EXPECT_EQ(t->comm_finalizes[0]->ops_enqueued(), 2u);
+  EXPECT_EQ(t->comm_finalizes[0]->ops_completed(), 1u);
+}
+
+TEST(FaultTest, FilesAreCreatedWithoutFollowingSymlinksAndWithTheUmask) {
+  std::string dir = MakeTempDir("nofollow");
+  const std::string victim = dir + "/victim", planted = dir + "/trace";
+  {
+    FILE* f = fopen(victim.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("original", f);
+    fclose(f);
+  }
+  ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
+  plugin::ProfilerOptions o;
+  o.config.dir = dir;
+  o.file_name_override = "trace";  // the name the symlink squats
+  o.api_version = 5;
+  const mode_t old = umask(077);
+  std::string err;
+  plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+  umask(old);
+  ASSERT_NE(p, nullptr) << err;
+  EXPECT_EQ(p->writer_path(), dir + "/trace.1");  // O_EXCL|O_NOFOLLOW: a new name, not the link
+  struct stat st;
+  ASSERT_EQ(stat(p->writer_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // 0666 less the umask
+  plugin::Profiler::Release(p);
+  ASSERT_EQ(lstat(planted.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  char buf[32] = {0};
+  FILE* f = fopen(victim.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(fgets(buf, sizeof(buf), f), nullptr);
+  fclose(f);
+  EXPECT_STREQ(buf, "original");  // the link's target was never touched
+}
+
+}  // namespace
+}  // namespace ncclwatch::testing

@@ -1,0 +1,318 @@
+#include "plugin/writer/writer.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "plugin/core/clock.h"
+#include "plugin/core/version.h"
+
+namespace ncclwatch::plugin {
+
+namespace {
+
+constexpr size_t kBufBytes = 8 << 20;         // encode buffer
+constexpr size_t kWriteThreshold = 4 << 20;   // write early past this
+constexpr size_t kRecordHeadroom = 64 << 10;  // room kept for one record
+constexpr uint32_t kDrainPerRing = 1 << 16;
+
+}  // namespace
+
+Writer::Writer(Profiler* prof, std::string file_name_override)
+    : prof_(prof), override_(std::move(file_name_override)), buf_(kBufBytes), wire_(buf_.data(), buf_.size()) {}
+
+Writer::~Writer() = default;
+
+bool Writer::Open(std::string* error) {
+  const Config& c = prof_->config();
+  ticks_.Init(c.clock, ReadClockFacts(prof_->clock_probe()));
+  info_ = ReadProcessInfo();
+  ClockPair cp = ReadClockPair();
+  mono_base_ = cp.mono_ns;
+  realtime_base_ = cp.realtime_ns;
+  clock_error_ = cp.error_ns;
+
+  struct stat st;
+  if (stat(c.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = "NCCLWATCH_DIR '" + c.dir + "' is not a directory (" + (errno ? strerror(errno) : "not a directory") + ")";
+    return false;
+  }
+  std::string base;
+  if (!override_.empty()) {
+    base = c.dir + "/" + override_;
+  } else {
+    base = c.dir + "/" + SafeName(info_.hostname) + "-" + std::to_string(info_.pid) + "-" +
+           std::to_string(realtime_base_ / 1000000);
+  }
+  if (!file_.Create(base, override_.empty() ? ".ncclwatch" : "", error)) return false;
+  EncodeHeader();
+  WriteOut();
+  if (file_.records_lost() > 0) {
+    *error = "cannot write trace file '" + file_.path() + "': " + file_.last_error();
+    file_.Discard();
+    return false;
+  }
+  uint64_t now = NowNs();
+  next_flush_ = now + uint64_t{c.flush_ms} * 1000000;
+  next_heartbeat_ = now + uint64_t{c.heartbeat_ms} * 1000000;
+  return true;
+}
+
+void Writer::Start() {
+  // The thread starts with every signal blocked: the host's handlers never
+  // run on it, and a write past RLIMIT_FSIZE returns EFBIG instead of
+  // killing the process with SIGXFSZ.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  thread_ = std::thread([this] { Loop(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  running_ = true;
+}
+
+void Writer::StopAndClose() {
+  if (running_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    running_ = false;
+  }
+  file_.Close();
+}
+
+void Writer::NotifyCommInit(Context* ctx) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cold_.push_back({Cold::kInit, ctx, ctx->init_ns});
+  }
+  cv_.notify_all();
+}
+
+void Writer::NotifyCommFinalize(Context* ctx, uint64_t time_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cold_.push_back({Cold::kFinalize, ctx, time_ns});
+  }
+  cv_.notify_all();
+}
+
+void Writer::FlushNow() {
+  if (!running_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t want = ++flush_req_;
+  cv_.notify_all();
+  // Bounded: a stalled disk must not hang NCCL's finalize.
+  done_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return flush_done_ >= want || stop_; });
+}
+
+void Writer::Loop() {
+  const Config& c = prof_->config();
+  const auto tick = std::chrono::milliseconds(std::min<uint32_t>(10, c.flush_ms));
+  // During a burst the rings are drained every millisecond (writes still
+  // follow NCCLWATCH_FLUSH_MS): the hot path never waits, so the only guard
+  // against a full ring is a consumer that keeps up.
+  const auto burst_tick = std::chrono::milliseconds(1);
+  for (;;) {
+    bool stopping;
+    uint64_t req;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, burst_ ? burst_tick : tick, [&] { return stop_ || flush_req_ > flush_done_; });
+      stopping = stop_;
+      req = flush_req_;
+    }
+    uint64_t now = NowNs();
+    bool want_write = stopping || req > flush_done_ || now >= next_flush_;
+    Cycle(now, want_write);
+    if (stopping) {
+      // Final records: drops and a clean finalize if every communicator ended.
+      bool clean = true;
+      for (Context* ctx : prof_->ContextsSnapshot())
+        if (!ctx->finalized.load(std::memory_order_acquire)) clean = false;
+      MaybeEncodeDrops(now, true);
+      enc_.Finalize(Rel(NowNs()), clean);
+      WriteOut();
+      LogSummary();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      flush_done_ = std::max(flush_done_, req);
+    }
+    done_cv_.notify_all();
+    if (stopping) return;
+  }
+}
+
+void Writer::Cycle(uint64_t now, bool force_write) {
+  std::vector<Cold> cold;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cold.swap(cold_);
+  }
+  // After a lost write, communicators are defined again.
+  if (reannounce_) {
+    reannounce_ = false;
+    comm_announced_.clear();
+    for (Context* ctx : prof_->ContextsSnapshot())
+      if (!ctx->finalized.load(std::memory_order_acquire)) {
+        EncodeCommInit(ctx, false, ctx->comm_hash);
+        comm_announced_[ctx->comm] = ctx->comm_hash != 0;
+      }
+  }
+  // Communicators defined before the operations that name them.
+  for (const Cold& c : cold)
+    if (c.kind == Cold::kInit) {
+      EncodeCommInit(c.ctx, false, c.ctx->comm_hash);
+      comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
+    }
+  ticks_.Refine();  // before the first conversion of ticks
+  if (drain_paused_.load(std::memory_order_relaxed)) {
+    staged_.clear();
+    staged_done_.clear();
+  } else {
+    DrainRings();
+  }
+  EncodeStaged();
+  for (const Cold& c : cold)
+    if (c.kind == Cold::kFinalize) {
+      EncodeCommFinalize(c.ctx, c.time_ns);
+      in_flight_.CommFinalized(c.ctx->comm);
+    }
+  ReclaimThreads();
+  MaybeEncodeDrops(now, false);
+  if (now >= next_heartbeat_) {
+    enc_.Heartbeat(HeartbeatOf(now));
+    next_heartbeat_ = now + uint64_t{prof_->config().heartbeat_ms} * 1000000;
+  }
+  ReclaimLost(now);
+  MaybeStuckReport(now);
+  if (force_write || wire_.size() >= kWriteThreshold) {
+    WriteOut();
+    next_flush_ = now + uint64_t{prof_->config().flush_ms} * 1000000;
+  }
+}
+
+void Writer::DrainRings() {
+  staged_.clear();
+  staged_done_.clear();
+  uint32_t busiest = 0;
+  const uint32_t n = prof_->thread_count();
+  for (uint32_t i = 0; i < n; ++i) {
+    ThreadBuf* tb = prof_->thread_buf(i);
+    if (tb->owner.load(std::memory_order_acquire) == kBufFree) continue;
+    const uint32_t got = tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
+      if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
+      // From here on, record times are CLOCK_MONOTONIC ns.
+      staged_.push_back({r, ticks_.ToNs(r.t0_ticks), r.kind == kRecOp ? ticks_.ToNs(r.t1) : 0});
+    });
+    busiest = std::max(busiest, got * 8 / tb->ring.capacity());
+  }
+  // A ring an eighth full or more since the last drain: a burst is on (a
+  // pipelined loop of small operations fills 2,000 records in a few ms).
+  burst_ = busiest > 0;
+}
+
+void Writer::EncodeStaged() {
+  consumed_.assign(staged_.size(), false);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    if (consumed_[i]) continue;
+    const StagedRec& r = staged_[i];
+    const StagedRec* done = nullptr;
+    if (r.kind == kRecOp) {
+      auto it = staged_done_.find(r.id);
+      if (it != staged_done_.end() && it->second > i) {
+        done = &staged_[it->second];
+        consumed_[it->second] = true;
+      }
+    }
+    Emit(r, done);
+  }
+}
+
+void Writer::Emit(const StagedRec& r, const StagedRec* done) {
+  switch (r.kind) {
+    case kRecOp:
+      EncodeOp(r, done);
+      break;
+    case kRecOpDone:
+      EncodeOpDone(r);
+      break;
+    case kRecEvStart:
+      EncodeEvStart(r);
+      break;
+    case kRecEvStop:
+      enc_.EvStop(r, Rel(r.t0_ns));
+      break;
+    case kRecEvState:
+      enc_.EvState(r, Rel(r.t0_ns));
+      break;
+    default:
+      break;
+  }
+}
+
+void Writer::ReclaimThreads() {
+  const uint32_t n = prof_->thread_count();
+  for (uint32_t i = 0; i < n; ++i) {
+    ThreadBuf* tb = prof_->thread_buf(i);
+    if (tb->owner.load(std::memory_order_acquire) != kBufOrphaned || !tb->ring.Empty()) continue;
+    bool live = false;
+    for (uint32_t k = 0; k < tb->nslots && !live; ++k)
+      live = tb->slots[k].state.load(std::memory_order_acquire) == kSlotLive;
+    if (!live) tb->owner.store(kBufFree, std::memory_order_release);
+  }
+}
+
+Wire* Writer::NextRecord() {
+  if (wire_.size() + kRecordHeadroom > buf_.size()) WriteOut();
+  if (wire_.size() == 0) {
+    // A new batch: its base time opens the Op start chain.
+    batch_base_ = Rel(NowNs());
+    enc_.StartBatch(batch_base_);
+  }
+  ++records_;
+  return &wire_;
+}
+
+void Writer::WriteOut() {
+  if (wire_.size() == 0 || !file_.open()) return;
+  Wire h(head_buf_, sizeof(head_buf_));
+  TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, file_.records_written());
+  const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1);
+  records_ = 0;
+  wire_.Reset();
+  if (ok) return;
+  // A failed write (disk full, RLIMIT_FSIZE, I/O error): the batch is lost
+  // and counted; definitions in it must be written again before use.
+  if (!write_error_logged_) {
+    write_error_logged_ = true;
+    prof_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
+               file_.path().c_str(), file_.last_error().c_str());
+  }
+  string_ptr_ids_.clear();
+  enc_.ForgetDefinitions();
+  reannounce_ = true;
+  // The loss itself must show in the file: a batch of its own with the drop
+  // counts and a heartbeat (a few dozen bytes; see TraceFile::AppendNotice).
+  file_.AppendNotice(3, [this](uint8_t* buf, size_t cap) -> size_t {
+    Wire w(buf, cap);
+    const uint64_t now = NowNs();
+    TraceEncoder::Batch(&w, ++batch_seq_, Rel(now), file_.records_written());
+    TraceEncoder::Drops(&w, DropsOf(now));
+    HeartbeatFields hb;
+    hb.time_ns = Rel(now);
+    hb.ops_in_flight = in_flight_.size();
+    TraceEncoder::Heartbeat(&w, hb);
+    return w.ok() ? w.size() : 0;
+  });
+}
+
+}  // namespace ncclwatch::plugin

@@ -1,0 +1,174 @@
+// The writer thread: the only place that encodes trace.proto and touches the
+// file.
+//
+// Every few milliseconds it drains every thread's ring into a staging array,
+// folds an Op and its OpDone into one record when both are in the same
+// drain, and encodes. It calls write(2) every NCCLWATCH_FLUSH_MS (each write
+// opens with a Batch record), at once for a stuck report, and whenever
+// FlushNow() asks. The page cache keeps what was written when the process is
+// aborted or killed. A Heartbeat goes out every NCCLWATCH_HEARTBEAT_MS.
+//
+// It keeps its own table of operations in flight (from the Op and OpDone
+// records it encoded) and writes a StuckReport when one of them is older
+// than NCCLWATCH_STUCK_SEC, with live progress read from the slots' atomics.
+//
+// Failures never reach the host: a failed write(2) (disk full, file size
+// limit) counts the records lost, says so once through NCCL's logger, and
+// retries at the next flush. SIGXFSZ and every other signal are blocked in
+// this thread.
+//
+// Where it is: writer.cc (the loop, draining the rings, writing batches),
+// writer_records.cc (records from what NCCL reported, for TraceEncoder,
+// encoder.h), writer_report.cc (drops
+// and their warnings, the closing summary, lost completions, stuck reports),
+// trace_file.h (the file) and in_flight.h (what is in flight).
+//
+// Thread safety: Notify* and FlushNow may be called from any thread; the
+// rest is the writer thread's (and StopAndClose from the last finalize).
+
+#ifndef PLUGIN_WRITER_WRITER_H_
+#define PLUGIN_WRITER_WRITER_H_
+
+#include <stdint.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "plugin/core/clock.h"
+#include "plugin/core/core.h"
+#include "plugin/writer/encoder.h"
+#include "plugin/writer/in_flight.h"
+#include "plugin/core/process_info.h"
+#include "plugin/core/record.h"
+#include "plugin/writer/trace_file.h"
+#include "plugin/writer/wire.h"
+
+namespace ncclwatch::plugin {
+
+class Writer final : private RecordSink {
+ public:
+  Writer(Profiler* prof, std::string file_name_override);
+  ~Writer();
+
+  // Creates the file (O_EXCL|O_NOFOLLOW, mode 0666 less the umask) and
+  // writes the process header. False with `error` when it cannot.
+  bool Open(std::string* error);
+  void Start();
+  void StopAndClose();
+
+  void NotifyCommInit(Context* ctx);
+  void NotifyCommFinalize(Context* ctx, uint64_t time_ns);
+  // Runs one drain-and-write cycle and waits for it (bounded wait).
+  void FlushNow();
+  void PauseDrainForTesting(bool paused) { drain_paused_.store(paused); }
+
+  const std::string& path() const { return file_.path(); }
+  const std::string& clock_source() const { return ticks_.why(); }
+  const ClockFacts& clock_facts() const { return ticks_.facts(); }
+
+ private:
+  // A drained record with its times in CLOCK_MONOTONIC ns: what the
+  // encoders read. Rec's own times stay ticks.
+  struct StagedRec : Rec {
+    uint64_t t0_ns;
+    uint64_t t1_ns;  // Op: enqueue end (ns); else unused (Rec::t1 keeps an EvStart's thread id)
+  };
+  struct Cold {
+    enum Kind { kInit, kFinalize } kind;
+    Context* ctx;
+    uint64_t time_ns;
+  };
+
+  void Loop();
+  void Cycle(uint64_t now, bool force_write);
+  void DrainRings();
+  void EncodeStaged();
+  void ReclaimThreads();
+  void WriteOut();
+  void Emit(const StagedRec& r, const StagedRec* done);
+
+  // Records (through enc_, into wire_).
+  void EncodeHeader();
+  void EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash);
+  void EncodeCommFinalize(const Context* ctx, uint64_t time_ns);
+  void EncodeOp(const StagedRec& r, const StagedRec* done);
+  void EncodeOpDone(const StagedRec& r);
+  void EncodeEvStart(const StagedRec& r);
+  DoneFields DoneOf(const StagedRec& d) const;
+  HeartbeatFields HeartbeatOf(uint64_t now) const;
+  DropFields DropsOf(uint64_t now) const;
+  void MaybeEncodeDrops(uint64_t now, bool force);
+  // Once, on the first operation dropped for want of an event handle: what
+  // holds the handles (a backlog, or operations that never complete).
+  void LogHandleExhaustion(uint64_t now);
+  // Ends the watch of operations a later completion proves complete, and
+  // frees their handles (InFlightTable::ReclaimLost).
+  void ReclaimLost(uint64_t now);
+  // The slot holding operation `id` in its thread's region, if it still does.
+  Slot* SlotOf(uint64_t id);
+  void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
+  void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
+  uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
+  void MaybeStuckReport(uint64_t now);
+  // An NCCL string's id, cached by its address.
+  uint32_t Intern(const char* s);
+  uint64_t Rel(uint64_t t) const { return t > mono_base_ ? t - mono_base_ : 0; }
+  // RecordSink: makes room (by writing out) when the buffer is nearly full,
+  // and opens a batch when it is empty.
+  Wire* NextRecord() override;
+
+  Profiler* prof_;
+  std::string override_;
+  TraceFile file_;
+  ProcessInfo info_;
+  TickConverter ticks_;
+  uint64_t mono_base_ = 0;
+  uint64_t realtime_base_ = 0;
+  uint64_t clock_error_ = 0;
+
+  std::vector<uint8_t> buf_;
+  Wire wire_;
+  TraceEncoder enc_{this};
+  uint8_t head_buf_[256];    // the Batch record opening each write
+  bool reannounce_ = false;  // a write was lost: define communicators again
+  uint64_t records_ = 0;           // encoded into buf_ since the last write
+  uint64_t batch_seq_ = 0;
+  uint64_t batch_base_ = 0;  // Batch.time_ns of the batch being encoded
+  bool write_error_logged_ = false;
+
+  std::vector<StagedRec> staged_;
+  std::unordered_map<uint64_t, size_t> staged_done_;  // OpDone id -> index in staged_
+  std::vector<bool> consumed_;
+
+  std::unordered_map<const char*, uint32_t> string_ptr_ids_;
+  std::unordered_map<uint16_t, bool> comm_announced_;  // comm -> hash known to the file
+
+  InFlightTable in_flight_;
+  uint64_t last_drops_sum_ = 0;
+  bool warned_drops_ = false;
+  bool warned_pool_ = false;
+  bool burst_ = false;  // the last drain found a ring an eighth full: drain every 1 ms
+  std::atomic<bool> drain_paused_{false};  // tests
+  uint64_t next_heartbeat_ = 0;
+  uint64_t next_flush_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable done_cv_;
+  std::vector<Cold> cold_;     // guarded by mu_
+  bool stop_ = false;          // guarded by mu_
+  uint64_t flush_req_ = 0;     // guarded by mu_
+  uint64_t flush_done_ = 0;    // guarded by mu_
+  std::thread thread_;
+  bool running_ = false;
+};
+
+}  // namespace ncclwatch::plugin
+
+#endif  // PLUGIN_WRITER_WRITER_H_

@@ -1,0 +1,178 @@
+// The Writer's records: what NCCL reported (staged records) and the
+// writer's own state, turned into TraceEncoder's fields in file time.
+
+#include <string.h>
+
+#include <string>
+
+#include "plugin/core/version.h"
+#include "plugin/writer/writer.h"
+
+namespace ncclwatch::plugin {
+namespace {
+
+// Reads a NUL-terminated string NCCL handed us, bounded.
+std::string SafeString(const char* s) { return std::string(s, strnlen(s, 256)); }
+
+}  // namespace
+
+uint32_t Writer::Intern(const char* s) {
+  if (s == nullptr) return 0;
+  // NCCL's strings are static: their address names them, without a copy.
+  auto it = string_ptr_ids_.find(s);
+  if (it != string_ptr_ids_.end()) return it->second;
+  const uint32_t id = enc_.Intern(SafeString(s));
+  string_ptr_ids_.emplace(s, id);
+  return id;
+}
+
+void Writer::EncodeHeader() {
+  const Config& c = prof_->config();
+  const ClockFacts& f = ticks_.facts();
+  HeaderFields h;
+  h.plugin_version = kPluginVersion;
+  h.profiler_api_version = static_cast<uint32_t>(prof_->api_version());
+  h.hostname = info_.hostname;
+  h.pid = info_.pid;
+  h.mono_base_ns = mono_base_;
+  h.realtime_base_ns = realtime_base_;
+  h.clock_pair_error_ns = clock_error_;
+  h.launcher_rank = info_.launcher_rank;
+  h.launcher_world_size = info_.launcher_world_size;
+  h.launcher_local_rank = info_.launcher_local_rank;
+  h.launcher_rank_source = info_.launcher_rank_source;
+  h.cuda_device = info_.cuda_device;
+  h.cuda_visible_devices = info_.cuda_visible_devices;
+  h.gpu_pci_bus_id = info_.gpu_pci_bus_id;
+  h.gpu_uuid = info_.gpu_uuid;
+  h.event_mask = c.nccl_mask;
+  h.events_config = c.events;
+  h.flush_ms = c.flush_ms;
+  h.heartbeat_ms = c.heartbeat_ms;
+  h.stuck_sec = c.stuck_sec;
+  h.buffer_bytes = c.buffer_mb << 20;
+  h.job_id = info_.job_id;
+  h.argv = &info_.argv;
+  h.clock_source = ticks_.why();
+  h.tick_clock = ticks_.tsc() ? 1 : 2;  // TickClock: TICK_CLOCK_TSC, TICK_CLOCK_MONOTONIC
+  h.kernel_clocksource = f.clocksource;
+  h.clock_gettime_ns = f.gettime_ns;
+  enc_.Header(h);
+}
+
+void Writer::EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash) {
+  CommInitFields f;
+  f.comm = ctx->comm;
+  f.comm_hash = hash;
+  f.from_event = from_event;
+  f.name = ctx->name;
+  f.nranks = ctx->nranks;
+  f.nnodes = ctx->nnodes;
+  f.rank = ctx->rank;
+  f.time_ns = Rel(ctx->init_ns);
+  enc_.CommInit(f);
+}
+
+void Writer::EncodeCommFinalize(const Context* ctx, uint64_t time_ns) {
+  enc_.CommFinalize(ctx->comm, Rel(time_ns), in_flight_.enqueued(ctx->comm), in_flight_.completed(ctx->comm));
+}
+
+DoneFields Writer::DoneOf(const StagedRec& d) const {
+  DoneFields f;
+  f.event_id = d.id;
+  f.done_ns = Rel(d.t0_ns);
+  f.has_gpu = (d.flags & kFlagHasGpu) != 0;
+  f.gpu_start = d.done.gpu_start;
+  f.gpu_stop = d.done.gpu_stop;
+  f.kernel_channels = d.done.kernel_channels;
+  f.proxy_ops = d.done.proxy_ops;
+  f.proxy_bytes = d.done.proxy_bytes;
+  return f;
+}
+
+void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
+  // Definitions first: strings, a communicator named only by its events.
+  OpFields f;
+  f.func = Intern(r.op.func);
+  f.datatype = Intern(r.op.datatype);
+  f.algo = Intern(r.op.algo);
+  f.proto = Intern(r.op.proto);
+  auto ann = comm_announced_.find(r.comm);
+  if (ann == comm_announced_.end() || !ann->second) {
+    for (Context* ctx : prof_->ContextsSnapshot()) {
+      if (ctx->comm != r.comm) continue;
+      uint64_t h = ctx->event_comm_hash.load(std::memory_order_relaxed);
+      if (h != 0) {
+        EncodeCommInit(ctx, true, h);
+        comm_announced_[r.comm] = true;
+      }
+    }
+  }
+  const bool tracked = (r.flags & kFlagTracked) != 0;
+  if (done != nullptr) {
+    in_flight_.EnqueuedCompleted(r.comm, r.t0_ns, done->t0_ns);
+  } else {
+    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0_ns, r.nchannels, false, r.t1_ns},
+                        tracked);
+  }
+  // A folded op needs no id unless raw records may name it as their parent.
+  if (done == nullptr || prof_->config().raw_kinds != 0) f.event_id = r.id;
+  f.comm = r.comm;
+  f.p2p = r.etype == kEvP2p;
+  f.seq = r.op.seq;
+  f.count = r.op.count;
+  f.root = r.op.root;
+  f.peer = r.op.peer;
+  f.nchannels = r.nchannels;
+  f.nwarps = r.nwarps;
+  f.start_ns = Rel(r.t0_ns);
+  f.enqueue_ns = r.t1_ns - r.t0_ns;
+  f.parent_id = r.parent_id;
+  f.send_buff = r.op.send_buff;
+  f.recv_buff = r.op.recv_buff;
+  f.traffic_bytes = r.op.traffic_bytes;
+  f.op = r.op.op;
+  f.collnet = (r.flags & kFlagCollnet) != 0;
+  f.nvls = (r.flags & kFlagNvls) != 0;
+  f.p2p_seq = r.op.p2p_seq;
+  f.completion_tracked = tracked;
+  if (done != nullptr) {
+    const DoneFields d = DoneOf(*done);
+    enc_.Op(f, &d);
+  } else {
+    enc_.Op(f, nullptr);
+  }
+}
+
+void Writer::EncodeOpDone(const StagedRec& r) {
+  enc_.OpDone(DoneOf(r));
+  in_flight_.Completed(r.id, r.comm, r.t0_ns);
+}
+
+void Writer::EncodeEvStart(const StagedRec& r) {
+  EvStartStrings s;
+  if (r.etype == kEvCollApi || r.etype == kEvP2pApi || r.etype == kEvCeColl) {
+    s.func = Intern(r.api.func);
+    s.datatype = Intern(r.api.datatype);
+    if (r.etype == kEvCeColl) s.sync_strategy = Intern(r.api.sync_strategy);
+  }
+  enc_.EvStart(r, Rel(r.t0_ns), s);
+}
+
+HeartbeatFields Writer::HeartbeatOf(uint64_t now) const {
+  uint64_t recorded = 0, dropped = prof_->no_thread_slot();
+  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
+    const ThreadCounters& c = prof_->thread_buf(i)->counters;
+    recorded += c.recorded.load(std::memory_order_relaxed);
+    dropped += c.ring_full.load(std::memory_order_relaxed) + c.pool_exhausted.load(std::memory_order_relaxed);
+  }
+  HeartbeatFields h;
+  h.time_ns = Rel(now);
+  h.ops_in_flight = in_flight_.size();
+  h.events_recorded = recorded;
+  h.events_dropped = dropped + file_.records_lost();
+  h.bytes_written = file_.bytes_written();
+  return h;
+}
+
+}  // namespace ncclwatch::plugin

@@ -1,0 +1,181 @@
+#include "tools/reader/reader.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <google/protobuf/unknown_field_set.h>
+
+namespace ncclwatch::tools {
+namespace {
+
+constexpr size_t kChunk = 1 << 20;
+
+bool HasUnknownFields(const google::protobuf::Message& m) {
+  const auto* refl = m.GetReflection();
+  if (!refl->GetUnknownFields(m).empty()) return true;
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  refl->ListFields(m, &fields);
+  for (const auto* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (f->is_repeated()) {
+      for (int i = 0; i < refl->FieldSize(m, f); ++i)
+        if (HasUnknownFields(refl->GetRepeatedMessage(m, f, i))) return true;
+    } else if (HasUnknownFields(refl->GetMessage(m, f))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+TraceReader::~TraceReader() {
+  if (file_ != nullptr) fclose(file_);
+}
+
+bool TraceReader::Open(const std::string& path, std::string* error) {
+  path_ = path;
+  file_ = fopen(path.c_str(), "rb");
+  if (file_ == nullptr) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void TraceReader::OpenBytes(const std::string& name, std::string bytes) {
+  path_ = name;
+  buf_ = std::move(bytes);
+  eof_ = true;
+}
+
+size_t TraceReader::Fill(size_t n) {
+  if (buf_.size() - pos_ >= n || eof_) return buf_.size() - pos_;
+  // Drop what was consumed, then read until `n` bytes are there or EOF.
+  buf_.erase(0, pos_);
+  base_ += pos_;
+  pos_ = 0;
+  while (buf_.size() < n && !eof_) {
+    // One chunk at a time: the buffer grows with the data actually read, never
+    // by a record's claimed length (up to kMaxRecordBytes) ahead of it.
+    const size_t want = kChunk;
+    size_t old = buf_.size();
+    buf_.resize(old + want);
+    size_t got = fread(&buf_[old], 1, want, file_);
+    buf_.resize(old + got);
+    if (got < want) {
+      if (ferror(file_)) AddIssue(ReadIssue::kIoError, base_ + buf_.size(), std::string("read error: ") + strerror(errno));
+      eof_ = true;
+    }
+  }
+  return buf_.size() - pos_;
+}
+
+void TraceReader::AddIssue(ReadIssue::Kind kind, uint64_t offset, std::string what) {
+  issues_.push_back({kind, offset, std::move(what)});
+}
+
+bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
+  while (!done_) {
+    size_t avail = Fill(10);
+    if (avail == 0) {
+      done_ = true;
+      break;
+    }
+    const uint64_t at = base_ + pos_;
+    // Varint length.
+    uint64_t len = 0;
+    size_t i = 0;
+    bool complete = false;
+    for (; i < avail && i < 10; ++i) {
+      uint8_t b = static_cast<uint8_t>(buf_[pos_ + i]);
+      len |= uint64_t(b & 0x7f) << (7 * i);
+      if ((b & 0x80) == 0) {
+        complete = true;
+        ++i;
+        break;
+      }
+    }
+    if (!complete) {
+      if (avail < 10 && eof_) {
+        cut_tail_ = true;
+        AddIssue(ReadIssue::kCutTail, at, "cut tail: the last record's length is incomplete");
+      } else {
+        AddIssue(ReadIssue::kCorrupt, at, "corrupt record length (varint longer than 10 bytes); stopped reading");
+      }
+      done_ = true;
+      break;
+    }
+    if (len > kMaxRecordBytes) {
+      AddIssue(ReadIssue::kCorrupt, at,
+               "record length " + std::to_string(len) + " exceeds the " + std::to_string(kMaxRecordBytes >> 20) +
+                   " MiB limit; the file is corrupt from here, stopped reading");
+      done_ = true;
+      break;
+    }
+    size_t have = Fill(i + len);
+    if (have < i + len) {
+      cut_tail_ = true;
+      AddIssue(ReadIssue::kCutTail, at,
+               "cut tail: the last record is incomplete (" + std::to_string(have - i) + " of " + std::to_string(len) +
+                   " bytes)");
+      done_ = true;
+      break;
+    }
+    const char* p = buf_.data() + pos_ + i;
+    pos_ += i + len;
+    record->Clear();
+    if (!record->ParseFromArray(p, static_cast<int>(len))) {
+      AddIssue(ReadIssue::kUnparsable, at, "record of " + std::to_string(len) + " bytes does not parse; skipped");
+      continue;
+    }
+    if (!header_checked_ && !record->has_batch()) {
+      header_checked_ = true;
+      if (!record->has_header()) {
+        AddIssue(ReadIssue::kNoHeader, at, "the first record is not a process header");
+      } else if (record->header().schema_version() > trace::SCHEMA_VERSION_CURRENT) {
+        AddIssue(ReadIssue::kNewerSchema, at,
+                 "written with schema version " + std::to_string(record->header().schema_version()) +
+                     ", newer than this reader's " + std::to_string(trace::SCHEMA_VERSION_CURRENT) +
+                     "; fields it does not know are ignored");
+      }
+    }
+    // Unknown fields: operations (nearly every record) are checked directly,
+    // the rest through reflection.
+    bool unknown = false;
+    if (!unknown_reported_) {
+      if (record->has_op()) {
+        auto has = [](const google::protobuf::Message& x) { return !x.GetReflection()->GetUnknownFields(x).empty(); };
+        unknown = has(*record) || has(record->op()) || (record->op().has_completion() && has(record->op().completion()));
+      } else {
+        unknown = HasUnknownFields(*record);
+      }
+    }
+    if (unknown) {
+      unknown_reported_ = true;
+      AddIssue(ReadIssue::kUnknownFields, at, "record has fields this reader does not know (a newer plugin?); ignored");
+    }
+    // Resolve Op start times (a delta chain within each Batch) to start_ns.
+    if (record->has_batch()) {
+      chain_ns_ = record->batch().time_ns();
+    } else if (record->has_op() && record->op().start_delta_ns() != 0) {
+      // Unsigned: a corrupt delta wraps instead of overflowing (undefined).
+      chain_ns_ += static_cast<uint64_t>(record->op().start_delta_ns());
+      record->mutable_op()->set_start_ns(chain_ns_);
+    } else if (record->has_op() && record->op().start_ns() == 0) {
+      record->mutable_op()->set_start_ns(chain_ns_);  // a delta of zero
+    }
+    ++records_;
+    *offset = at;
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::string> TraceReader::IssueLines() const {
+  std::vector<std::string> out;
+  for (const auto& i : issues_) out.push_back(path_ + ": offset " + std::to_string(i.offset) + ": " + i.what);
+  return out;
+}
+
+}  // namespace ncclwatch::tools

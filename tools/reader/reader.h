@@ -1,0 +1,82 @@
+// Reads an ncclwatch trace file: a stream of length-delimited
+// ncclwatch.trace.Record messages, as the plugin writes it.
+//
+// It streams the file in chunks and never allocates from an unchecked length:
+// a record longer than kMaxRecordBytes, or longer than what is left of the
+// file, ends the read with an issue naming the file and the offset. A cut
+// tail (the process died mid-write) is the normal end of a killed process's
+// file and is reported as such, not as an error. A record that does not
+// parse is skipped (the framing is intact) and reported.
+//
+// It also resolves encodings meant only to save bytes: Op.start_ns is filled
+// from the start_delta_ns chain, so consumers read absolute times.
+//
+// Thread safety: one TraceReader per thread.
+
+#ifndef TOOLS_READER_READER_H_
+#define TOOLS_READER_READER_H_
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <string>
+#include <vector>
+
+#include "proto/trace.pb.h"
+
+namespace ncclwatch::tools {
+
+struct ReadIssue {
+  enum Kind { kCutTail, kCorrupt, kUnparsable, kUnknownFields, kNewerSchema, kNoHeader, kIoError };
+  Kind kind;
+  uint64_t offset;
+  std::string what;  // one sentence, without the file name
+};
+
+class TraceReader {
+ public:
+  static constexpr uint64_t kMaxRecordBytes = 64ull << 20;
+
+  TraceReader() = default;
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  // False with `error` ("cannot open FILE: reason") when the file cannot be read.
+  bool Open(const std::string& path, std::string* error);
+  // Reads from memory instead (tests, fuzzing); `name` is used in messages.
+  void OpenBytes(const std::string& name, std::string bytes);
+
+  // The next record and its byte offset; false at the end of the usable data.
+  bool Next(trace::Record* record, uint64_t* offset);
+
+  const std::string& path() const { return path_; }
+  const std::vector<ReadIssue>& issues() const { return issues_; }
+  bool cut_tail() const { return cut_tail_; }
+  uint64_t records_read() const { return records_; }
+  // "FILE: offset N: what" for each issue.
+  std::vector<std::string> IssueLines() const;
+
+ private:
+  // Makes at least `n` bytes available at pos_ (fewer at end of file).
+  size_t Fill(size_t n);
+  void AddIssue(ReadIssue::Kind kind, uint64_t offset, std::string what);
+
+  std::string path_;
+  FILE* file_ = nullptr;
+  std::string buf_;
+  size_t pos_ = 0;       // read position in buf_
+  uint64_t base_ = 0;    // file offset of buf_[0]
+  bool eof_ = false;
+  bool done_ = false;
+  bool cut_tail_ = false;
+  bool unknown_reported_ = false;
+  bool header_checked_ = false;
+  uint64_t chain_ns_ = 0;  // Op.start_delta_ns chain (see trace.proto Batch)  // the first record that is not a Batch must be the header
+  uint64_t records_ = 0;
+  std::vector<ReadIssue> issues_;
+};
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_READER_READER_H_
