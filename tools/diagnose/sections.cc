@@ -86,6 +86,7 @@ void FillInput(const Ctx& c, Diagnosis* d) {
     return i;
   };
   for (const std::string& e : m.errors) add(report::InputIssue::UNUSABLE_FILE, "", e);
+  for (const std::string& n : m.notes) add(report::InputIssue::DUPLICATE_FILE, "", n);
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];
     const std::string name = c.Name(pi);

@@ -1,40 +1,15 @@
 #include "tools/model/model.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 
 #include "proto/trace.pb.h"
+#include "tools/model/inputs.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
 namespace {
-
-bool IsDir(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Every *.ncclwatch file of a directory, sorted.
-std::vector<std::string> ListTraceFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (EndsWith(name, ".ncclwatch")) out.push_back(dir + "/" + name);
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 struct FileState {
   std::unordered_map<uint32_t, uint16_t> strings;          // file id -> model id
@@ -453,22 +428,10 @@ bool LoadEach(size_t n, uint64_t bytes, const LoadOptions& opts, Model* m, std::
 }  // namespace
 
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* m, std::string* error) {
-  std::vector<std::string> files;
-  for (const std::string& in : inputs) {
-    if (IsDir(in)) {
-      std::vector<std::string> f = ListTraceFiles(in);
-      if (f.empty()) m->errors.push_back(in + ": directory holds no *.ncclwatch file");
-      files.insert(files.end(), f.begin(), f.end());
-    } else {
-      files.push_back(in);
-    }
-  }
-  uint64_t bytes = 0;
-  for (const std::string& f : files) {
-    struct stat st;
-    if (stat(f.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
-  }
-  return LoadEach(files.size(), bytes, opts, m, error, [&](size_t i) { LoadPath(files[i], m); });
+  TraceInputs in = ListTraceInputs(inputs);
+  m->errors.insert(m->errors.end(), in.errors.begin(), in.errors.end());
+  m->notes.insert(m->notes.end(), in.notes.begin(), in.notes.end());
+  return LoadEach(in.files.size(), in.data_bytes, opts, m, error, [&](size_t i) { LoadPath(in.files[i], m); });
 }
 
 bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& named_files, const LoadOptions& opts,

@@ -200,6 +200,7 @@ struct Model {
   std::vector<Match> matches;
   std::vector<std::string> strings{""};  // id 0: none
   std::vector<std::string> errors;       // files that could not be used, with why
+  std::vector<std::string> notes;        // about the input, not errors: a file named twice, read once
   // Clock alignment (AlignClocks).
   std::string alignment_method;          // e.g. "header clock pairs, refined by 1234 collective completions"
   double alignment_error_ns = 0;         // median residual of collective end times after alignment
@@ -217,7 +218,8 @@ struct Model {
   std::unordered_map<std::string, uint16_t> string_ids;
 };
 
-// Reads every file (paths of files, or directories: every *.ncclwatch in them).
+// Reads every file (paths of files, or folders: every *.ncclwatch in them,
+// recursively; see inputs.h).
 // False with `error` when nothing usable was found.
 //
 // An abort (ncclCommAbort, what a framework's watchdog calls) makes hung

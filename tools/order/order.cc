@@ -182,6 +182,7 @@ report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order) {
     for (const std::string& i : p.issues) r.add_input_issues(i);
   }
   for (const std::string& e : m.errors) r.add_input_issues(e);
+  for (const std::string& n : m.notes) r.add_input_issues(n);
   for (size_t pos = 0; pos < order.nodes.size(); ++pos) {
     const auto& node = order.nodes[pos];
     const Op& first = m.ops[node[0]];

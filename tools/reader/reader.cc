@@ -1,7 +1,10 @@
 #include "tools/reader/reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -29,15 +32,44 @@ bool HasUnknownFields(const google::protobuf::Message& m) {
 
 }  // namespace
 
+std::string FileTypeName(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "of unknown type";
+  }
+}
+
 TraceReader::~TraceReader() {
   if (file_ != nullptr) fclose(file_);
 }
 
 bool TraceReader::Open(const std::string& path, std::string* error) {
   path_ = path;
-  file_ = fopen(path.c_str(), "rb");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Then only a
+  // regular file is read: a FIFO, a device (/dev/zero) or a directory would
+  // block, never end, or fail later with a less clear message.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = path + ": not a regular file (" + FileTypeName(st.st_mode) + "); trace files are regular files";
+    close(fd);
+    return false;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  file_ = fdopen(fd, "rb");
   if (file_ == nullptr) {
     *error = "cannot open " + path + ": " + strerror(errno);
+    close(fd);
     return false;
   }
   return true;
@@ -103,6 +135,14 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
       } else {
         AddIssue(ReadIssue::kCorrupt, at, "corrupt record length (varint longer than 10 bytes); stopped reading");
       }
+      done_ = true;
+      break;
+    }
+    if (len == 0) {
+      // The plugin never writes an empty record; zeros are a preallocated or
+      // damaged region (a tail of zeros would otherwise read as millions of
+      // empty records).
+      AddIssue(ReadIssue::kCorrupt, at, "zero bytes where a record should begin; the file is damaged from here, stopped reading");
       done_ = true;
       break;
     }

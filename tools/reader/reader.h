@@ -33,6 +33,9 @@ struct ReadIssue {
   std::string what;  // one sentence, without the file name
 };
 
+// "a FIFO", "a character device", ... for a stat(2) st_mode.
+std::string FileTypeName(unsigned mode);
+
 class TraceReader {
  public:
   static constexpr uint64_t kMaxRecordBytes = 64ull << 20;
@@ -42,7 +45,8 @@ class TraceReader {
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;
 
-  // False with `error` ("cannot open FILE: reason") when the file cannot be read.
+  // False with `error` ("cannot open FILE: reason") when the file cannot be
+  // read or is not a regular file (a FIFO is never waited on).
   bool Open(const std::string& path, std::string* error);
   // Reads from memory instead (tests, fuzzing); `name` is used in messages.
   void OpenBytes(const std::string& name, std::string bytes);

@@ -50,6 +50,21 @@ TEST(ReaderTest, ReadsEveryRecordWithOffsets) {
   EXPECT_FALSE(r.cut_tail());
 }
 
+TEST(ReaderTest, ATailOfZerosIsDamageNotMillionsOfEmptyRecords) {
+  TraceReader r;
+  const std::string good = ThreeRecords();
+  r.OpenBytes("mem", good + std::string(16 << 20, '\0'));
+  trace::Record rec;
+  uint64_t off = 0;
+  int n = 0;
+  while (r.Next(&rec, &off)) ++n;
+  EXPECT_EQ(n, 3);
+  ASSERT_EQ(r.issues().size(), 1u);
+  EXPECT_EQ(r.issues()[0].kind, ReadIssue::kCorrupt);
+  EXPECT_EQ(r.issues()[0].offset, good.size());
+  EXPECT_NE(r.issues()[0].what.find("zero bytes"), std::string::npos);
+}
+
 TEST(ReaderTest, EveryCutPointIsACleanCutTail) {
   std::string bytes = ThreeRecords();
   for (size_t cut = 1; cut < bytes.size(); ++cut) {
