@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin/core/version.h"
+#include "proto/trace.pb.h"
 #include "tools/commands.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/dump.h"
@@ -25,9 +27,16 @@ ABSL_FLAG(std::string, baseline, "", "check: the baseline stats JSON");
 ABSL_FLAG(std::string, junit, "", "check: also write a JUnit XML report");
 ABSL_FLAG(std::string, tolerance, "", "check: METRIC=PCT,... (repeatable)");
 ABSL_FLAG(bool, strict, false, "check: baseline rows missing from the run fail too");
+ABSL_FLAG(std::string, job, "", "read only the files of this job id");
 
 namespace ncclwatch::tools {
 namespace {
+
+constexpr int kTraceSchemaVersion = trace::SCHEMA_VERSION_CURRENT;
+
+void PrintVersion(std::ostream& out) {
+  out << "ncclwatch " << plugin::kPluginVersion << " (trace schema " << kTraceSchemaVersion << ")\n";
+}
 
 constexpr char kUsage[] =
     "usage: ncclwatch <command> [options] FILE...\n"
@@ -40,19 +49,24 @@ constexpr char kUsage[] =
     "  check    the CI gate: stats against a baseline, and no diagnose error\n"
     "  dump     print every record of trace files, then a summary per file\n"
     "\n"
-    "Each takes the trace files of all ranks: files, or directories of *.ncclwatch.\n"
+    "Each takes the trace files of all ranks: files, or folders searched\n"
+    "recursively for *.ncclwatch. The files must hold one job: --job ID picks\n"
+    "one where they hold several.\n"
     "\n"
+    "ncclwatch --version prints the release.\n"
     "Run 'ncclwatch <command> --help' for a command's options. Every command\n"
     "takes --flag=VALUE and --flag VALUE alike, and -- before file names that\n"
     "begin with '-'.\n";
 
 constexpr char kDumpUsage[] =
-    "usage: ncclwatch dump [--summary] FILE...\n"
+    "usage: ncclwatch dump [--summary] FILE|DIR...\n"
     "\n"
     "Prints each record of each ncclwatch trace file (one line per record,\n"
     "with its byte offset), then a summary: operations enqueued, completed,\n"
     "with GPU timing, never completed; drops; read issues such as a cut tail.\n"
-    "  --summary   print only the summary lines\n";
+    "  --summary   print only the summary lines\n"
+    "Exit status: 0 every file read (a cut tail included), 1 a file damaged,\n"
+    "2 a path unreadable or not a regular file.\n";
 
 constexpr char kDiagnoseUsage[] =
     "usage: ncclwatch diagnose [--format=text|json] FILE|DIR...\n"
@@ -65,6 +79,7 @@ constexpr char kDiagnoseUsage[] =
     "  --format=json   the same content as a ncclwatch.report.Diagnosis message in JSON\n"
     "  --min-wait=SEC  an operation in flight this long is a hang (default 1)\n"
     "  --json          the same as --format=json\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
     "2 unusable input.\n";
 
@@ -81,6 +96,7 @@ constexpr char kMergeUsage[] =
     "  --format=json   the MergeReport message (proto/order.proto) as JSON\n"
     "  --format=pb     the MergeReport message, binary protobuf\n"
     "  --out FILE, -o FILE  write there instead of standard output\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "Exit status: 0, or 2 when no input could be used.\n";
 
 constexpr char kExportUsage[] =
@@ -92,7 +108,8 @@ constexpr char kExportUsage[] =
     "operations that hung drawn to the end as '(STUCK)' (those the files end\n"
     "on too soon to call a hang as '(in flight)'; the judgement diagnose makes), and the\n"
     "stuck reports as instant events. Times on the aligned timeline.\n"
-    "  --out FILE, -o FILE  write to FILE (default: standard output)\n";
+    "  --out FILE, -o FILE  write to FILE (default: standard output)\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n";
 
 constexpr char kStatsUsage[] =
     "usage: ncclwatch stats [--format=text|json] FILE|DIR...\n"
@@ -104,7 +121,8 @@ constexpr char kStatsUsage[] =
     "formulas), enqueue-to-kernel delay and arrival skew across ranks.\n"
     "  --format=text   an aligned table (the default)\n"
     "  --format=json   JSON (proto/stats.proto, message Stats): a baseline for\n"
-    "                  'ncclwatch check --baseline'\n";
+    "                  'ncclwatch check --baseline'\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n";
 
 constexpr char kCheckUsage[] =
     "usage: ncclwatch check --baseline FILE [--tolerance METRIC=PCT]... [--junit FILE] [--strict] FILE|DIR...\n"
@@ -123,6 +141,7 @@ constexpr char kCheckUsage[] =
     "  --junit FILE              also write a JUnit XML report for CI systems\n"
     "  --strict                  baseline rows missing from the run fail too\n"
     "                            (by default they are reported only)\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
 
 struct Command {
@@ -133,11 +152,11 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait"}, {}},
-    {"merge", kMergeUsage, {"format", "out"}, {}},
-    {"export", kExportUsage, {"out"}, {}},
-    {"stats", kStatsUsage, {"format"}, {}},
-    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict"}, {"tolerance"}},
+    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job"}, {}},
+    {"merge", kMergeUsage, {"format", "out", "job"}, {}},
+    {"export", kExportUsage, {"out", "job"}, {}},
+    {"stats", kStatsUsage, {"format", "job"}, {}},
+    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "job"}, {"tolerance"}},
     {"dump", kDumpUsage, {"summary"}, {}},
 };
 
@@ -152,6 +171,10 @@ int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vec
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       out << cmd.usage;
+      return 0;
+    }
+    if (a == "--version") {
+      PrintVersion(out);
       return 0;
     }
     if (a == "--") {
@@ -216,15 +239,18 @@ int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vec
   return -1;
 }
 
-int Run(const Command& cmd, const std::vector<std::string>& inputs, std::ostream& out, std::ostream& err) {
+int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err) {
   const std::string name = cmd.name;
   const std::string who = "ncclwatch " + name + ": ";
   std::string format = absl::GetFlag(FLAGS_format);
   if (name == "dump") {
     DumpOptions opts;
     opts.records = !absl::GetFlag(FLAGS_summary);
-    return Dump(inputs, opts, out, err);
+    return Dump(paths, opts, out, err);
   }
+  Inputs inputs;
+  inputs.paths = paths;
+  inputs.load.job = absl::GetFlag(FLAGS_job);
   if (name == "diagnose") {
     if (absl::GetFlag(FLAGS_json)) format = "json";
     if (format != "text" && format != "json") {
@@ -290,6 +316,10 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   const std::string& name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     out << kUsage;
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    PrintVersion(out);
     return 0;
   }
   for (const Command& cmd : kCommands) {

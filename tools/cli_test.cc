@@ -109,5 +109,50 @@ TEST(Cli, HelpForEachCommand) {
   }
 }
 
+TEST(Cli, VersionFromTheTopAndFromEveryCommand) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--version"}, {"diagnose", "--version"}, {"dump", "--version"}}) {
+    Result r = Nw(args);
+    EXPECT_EQ(r.status, 0) << args.back();
+    EXPECT_EQ(r.out.rfind("ncclwatch 0.", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("(trace schema 1)"), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, DumpSaysWhenAFileIsNotATrace) {
+  // A folder: its files, found recursively, read whole.
+  Result r = Nw({"dump", "--summary", kSkip});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("== testdata/gpu/skip/"), std::string::npos);
+  // Random bytes are not a trace: exit 1, with the offset where it went wrong.
+  const std::string junk = TempPath("junk.ncclwatch");
+  {
+    std::ofstream f(junk, std::ios::binary);
+    unsigned x = 12345;
+    for (int i = 0; i < 4096; ++i) {
+      x = x * 1103515245u + 12345u;
+      f.put(static_cast<char>(x >> 16));
+    }
+  }
+  r = Nw({"dump", "--summary", junk});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("offset"), std::string::npos) << r.out;
+  // Not a regular file: exit 2.
+  r = Nw({"dump", "/dev/null"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("/dev/null: not a regular file (a character device)"), std::string::npos) << r.err;
+}
+
+TEST(Cli, JobPicksOneJobOfSeveral) {
+  // The recordings carry no job id: --job names none of them.
+  Result r = Nw({"diagnose", "--job", "4242", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("no file of job '4242' (the files record no job id)"), std::string::npos) << r.err;
+  // Two recordings of different jobs in one list: refused, each named.
+  r = Nw({"stats", kSkip, "testdata/gpu/healthy"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the files hold 2 jobs (processes that share no communicator)"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

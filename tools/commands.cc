@@ -15,9 +15,9 @@ namespace {
 
 // The model of `inputs`, or false after saying why ("ncclwatch CMD: ...");
 // with `say_skipped`, files that could not be used are named on `err`.
-bool Load(const char* cmd, const std::vector<std::string>& inputs, bool say_skipped, Model* m, std::ostream& err,
+bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std::ostream& err,
           std::string* error) {
-  if (!BuildModel(inputs, LoadOptions(), m, error)) {
+  if (!BuildModel(inputs.paths, inputs.load, m, error)) {
     err << "ncclwatch " << cmd << ": " << *error << "\n";
     return false;
   }
@@ -28,7 +28,7 @@ bool Load(const char* cmd, const std::vector<std::string>& inputs, bool say_skip
 
 }  // namespace
 
-int DiagnoseCommand(const std::vector<std::string>& inputs, const std::string& format, const DiagnoseOptions& opts,
+int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                     std::ostream& out, std::ostream& err) {
   Model model;
   std::string error;
@@ -51,7 +51,7 @@ int DiagnoseCommand(const std::vector<std::string>& inputs, const std::string& f
   return ExitStatus(d);
 }
 
-int MergeCommand(const std::vector<std::string>& inputs, const std::string& format, const std::string& out_path,
+int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,
                  std::ostream& out, std::ostream& err) {
   Model m;
   std::string error;
@@ -82,7 +82,7 @@ int MergeCommand(const std::vector<std::string>& inputs, const std::string& form
   return 0;
 }
 
-int ExportCommand(const std::vector<std::string>& inputs, const std::string& out_path, std::ostream& out,
+int ExportCommand(const Inputs& inputs, const std::string& out_path, std::ostream& out,
                   std::ostream& err) {
   Model m;
   std::string error;
@@ -104,7 +104,7 @@ int ExportCommand(const std::vector<std::string>& inputs, const std::string& out
   return 0;
 }
 
-int StatsCommand(const std::vector<std::string>& inputs, const std::string& format, std::ostream& out,
+int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& out,
                  std::ostream& err) {
   Model m;
   std::string error;
@@ -115,7 +115,7 @@ int StatsCommand(const std::vector<std::string>& inputs, const std::string& form
   return 0;
 }
 
-int CheckCommand(const std::vector<std::string>& inputs, const std::string& baseline_path,
+int CheckCommand(const Inputs& inputs, const std::string& baseline_path,
                  const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   std::ifstream bf(baseline_path, std::ios::binary);
   if (!bf) {

@@ -13,21 +13,28 @@
 #include <vector>
 
 #include "tools/diagnose/diagnose.h"
+#include "tools/model/model.h"
 #include "tools/stats/check.h"
 
 namespace ncclwatch::tools {
 
+// What a command reads: the paths named (files and folders) and how.
+struct Inputs {
+  std::vector<std::string> paths;
+  LoadOptions load;
+};
+
 // `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.
-int DiagnoseCommand(const std::vector<std::string>& inputs, const std::string& format, const DiagnoseOptions& opts,
+int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                     std::ostream& out, std::ostream& err);
 // `format`: text, json or pb; `out_path` empty: standard output.
-int MergeCommand(const std::vector<std::string>& inputs, const std::string& format, const std::string& out_path,
+int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,
                  std::ostream& out, std::ostream& err);
-int ExportCommand(const std::vector<std::string>& inputs, const std::string& out_path, std::ostream& out,
+int ExportCommand(const Inputs& inputs, const std::string& out_path, std::ostream& out,
                   std::ostream& err);
-int StatsCommand(const std::vector<std::string>& inputs, const std::string& format, std::ostream& out,
+int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& out,
                  std::ostream& err);
-int CheckCommand(const std::vector<std::string>& inputs, const std::string& baseline_path,
+int CheckCommand(const Inputs& inputs, const std::string& baseline_path,
                  const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools

@@ -2,15 +2,22 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <map>
 
+#include "tools/model/inputs.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
 
-int Dump(const std::vector<std::string>& files, const DumpOptions& opts, std::ostream& out, std::ostream& err) {
+int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::ostream& out, std::ostream& err) {
+  TraceInputs in = ListTraceInputs(paths);
   int status = 0;
-  for (const std::string& f : files) {
+  for (const std::string& e : in.errors) {
+    err << "ncclwatch dump: " << e << "\n";
+    status = 2;
+  }
+  for (const std::string& f : in.files) {
     TraceReader reader;
     std::string error;
     if (!reader.Open(f, &error)) {
@@ -89,6 +96,10 @@ int Dump(const std::vector<std::string>& files, const DumpOptions& opts, std::os
         << " stuck reports\n";
     if (!drops.empty()) out << "-- drops: " << drops << "\n";
     for (const std::string& line : reader.IssueLines()) out << "-- " << line << "\n";
+    // A cut tail is how a killed process's file ends; anything else means
+    // the file is not (all) what the plugin wrote.
+    for (const ReadIssue& i : reader.issues())
+      if (i.kind != ReadIssue::kCutTail && i.kind != ReadIssue::kUnknownFields) status = std::max(status, 1);
   }
   return status;
 }

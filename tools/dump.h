@@ -15,8 +15,11 @@ struct DumpOptions {
   bool records = true;   // one line per record (else only the summary)
 };
 
-// Returns the exit status: 0 all files read, 2 a file could not be read.
-int Dump(const std::vector<std::string>& files, const DumpOptions& opts, std::ostream& out, std::ostream& err);
+// `paths`: files, or folders searched recursively (inputs.h). Returns the
+// exit status: 0 every file read (a cut tail included: a killed process's
+// file ends so), 1 a file is damaged (corrupt or unparsable records, no
+// header), 2 a path could not be read or is not a regular file.
+int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools
 

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
+#include "proto/trace.pb.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -100,5 +102,103 @@ class Lister {
 }  // namespace
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths) { return Lister().Run(paths); }
+
+namespace {
+
+struct HeaderFacts {
+  bool found = false;
+  std::string host;
+  int64_t pid = 0;
+  uint64_t mono_base_ns = 0;
+  uint64_t realtime_base_ns = 0;
+  std::string job_id;
+  uint64_t size = 0;
+};
+
+// The header is the first record after its batch's opening: a few records in.
+HeaderFacts ReadHeaderFacts(const std::string& path) {
+  HeaderFacts h;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) h.size = static_cast<uint64_t>(st.st_size);
+  TraceReader r;
+  std::string error;
+  if (!r.Open(path, &error)) return h;
+  trace::Record rec;
+  uint64_t offset = 0;
+  for (int i = 0; i < 4 && r.Next(&rec, &offset); ++i) {
+    if (!rec.has_header()) continue;
+    h.found = true;
+    h.host = rec.header().hostname();
+    h.pid = rec.header().pid();
+    h.mono_base_ns = rec.header().mono_base_ns();
+    h.realtime_base_ns = rec.header().realtime_base_ns();
+    h.job_id = rec.header().job_id();
+    break;
+  }
+  return h;
+}
+
+std::string ListFew(const std::vector<std::string>& files) {
+  std::string s;
+  for (size_t i = 0; i < files.size() && i < 3; ++i) s += (i ? ", " : "") + files[i];
+  if (files.size() > 3) s += " and " + std::to_string(files.size() - 3) + " more";
+  return s;
+}
+
+}  // namespace
+
+bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* error) {
+  std::vector<HeaderFacts> facts;
+  facts.reserve(in->files.size());
+  for (const std::string& f : in->files) facts.push_back(ReadHeaderFacts(f));
+
+  // One file per process: the same host, pid and start cannot be two processes.
+  std::map<std::tuple<std::string, int64_t, uint64_t, uint64_t>, size_t> first;
+  std::vector<bool> keep(in->files.size(), true);
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (!facts[i].found) continue;
+    auto key = std::make_tuple(facts[i].host, facts[i].pid, facts[i].mono_base_ns, facts[i].realtime_base_ns);
+    auto [it, fresh] = first.emplace(key, i);
+    if (fresh) continue;
+    size_t& kept = it->second;
+    const size_t dropped = facts[i].size > facts[kept].size ? kept : i;
+    if (dropped == kept) kept = i;
+    keep[dropped] = false;
+    in->notes.push_back(in->files[dropped] + " holds the same process as " + in->files[kept] + " (pid " +
+                        std::to_string(facts[i].pid) + "@" + facts[i].host + "): read once, the longer file");
+  }
+
+  // One job.
+  std::map<std::string, std::vector<std::string>> by_job;
+  for (size_t i = 0; i < facts.size(); ++i)
+    if (keep[i] && facts[i].found && !facts[i].job_id.empty()) by_job[facts[i].job_id].push_back(in->files[i]);
+  if (!job.empty()) {
+    if (!by_job.count(job)) {
+      std::string ids;
+      for (const auto& [id, files] : by_job) ids += (ids.empty() ? "" : ", ") + ("'" + id + "'");
+      *error = "no file of job '" + job + "'" + (ids.empty() ? " (the files record no job id)" : " (jobs found: " + ids + ")");
+      return false;
+    }
+    for (size_t i = 0; i < facts.size(); ++i)
+      if (keep[i] && facts[i].found && facts[i].job_id != job) {
+        keep[i] = false;
+        in->notes.push_back(in->files[i] + ": job '" + facts[i].job_id + "', not '" + job + "': skipped");
+      }
+  } else if (by_job.size() > 1) {
+    *error = "the files hold " + std::to_string(by_job.size()) + " jobs: ";
+    bool first_job = true;
+    for (const auto& [id, files] : by_job) {
+      *error += (first_job ? "" : "; ") + ("'" + id + "' (" + std::to_string(files.size()) + " files: " + ListFew(files) + ")");
+      first_job = false;
+    }
+    *error += "; name one with --job";
+    return false;
+  }
+  std::vector<std::string> files;
+  for (size_t i = 0; i < in->files.size(); ++i)
+    if (keep[i]) files.push_back(in->files[i]);
+  in->files.swap(files);
+  return true;
+}
 
 }  // namespace ncclwatch::tools

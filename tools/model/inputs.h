@@ -28,6 +28,18 @@ inline constexpr int kMaxFolderDepth = 32;
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths);
 
+// Reads each file's header (its first records) and keeps one file per
+// process and the files of one job:
+//  - files holding the same process (host, pid, and the plugin's start
+//    time: copies, or a copy taken while it was still written) are read
+//    once, the longest kept, with a note;
+//  - files of several jobs (their headers' job ids differ) are refused,
+//    naming each job, unless `job` names the one to read; the others are
+//    then skipped with a note.
+// False with `error` when the files hold several jobs and none was chosen,
+// or the chosen one is not among them.
+bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* error);
+
 }  // namespace ncclwatch::tools
 
 #endif  // TOOLS_MODEL_INPUTS_H_

@@ -112,5 +112,88 @@ TEST(InputsTest, ASparseFileSizesNothing) {
   EXPECT_NE(error.find("big.ncclwatch"), std::string::npos) << error;
 }
 
+// Copies of one process's file (3,000 of them in the report that led here)
+// are one process; the longest copy is the one read.
+TEST(InputsTest, CopiesOfOneProcessAreOneProcess) {
+  const std::string dir = TempDir("copies");
+  WriteJob(dir);
+  TraceInputs listed = ListTraceInputs({dir});
+  ASSERT_EQ(listed.files.size(), 2u);
+  std::string bytes;
+  {
+    FILE* f = fopen(listed.files[0].c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+    fclose(f);
+  }
+  for (int i = 0; i < 5; ++i) {
+    // Shorter copies, as if taken while the file was still written.
+    const std::string copy = dir + "/copy" + std::to_string(i) + ".ncclwatch";
+    FILE* f = fopen(copy.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    fwrite(bytes.data(), 1, bytes.size() - static_cast<size_t>(i + 1) * 7, f);
+    fclose(f);
+  }
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &error)) << error;
+  EXPECT_EQ(m.procs.size(), 2u);
+  EXPECT_EQ(m.notes.size(), 5u);
+  EXPECT_TRUE(Has(m.notes, "holds the same process as"));
+  for (const Proc& p : m.procs) EXPECT_EQ(p.path.find("/copy"), std::string::npos) << p.path;
+}
+
+void WriteJobWithId(const std::string& dir, const std::string& job_id, int64_t pid0) {
+  testing::JobSpec spec;
+  spec.nranks = 2;
+  spec.ncolls = 3;
+  spec.rank_hook = [&](int rank, testing::RankPlan& plan) {
+    plan.proc.job_id = job_id;
+    plan.proc.pid = pid0 + rank;
+  };
+  testing::WriteJob(testing::BuildJob(spec), dir);
+}
+
+TEST(InputsTest, TwoJobsAreRefusedUnlessOneIsChosen) {
+  const std::string dir = TempDir("jobs");
+  WriteJobWithId(dir, "1001", 100);
+  WriteJobWithId(dir, "1002", 200);
+  Model m;
+  std::string error;
+  EXPECT_FALSE(BuildModel({dir}, LoadOptions(), &m, &error));
+  EXPECT_NE(error.find("the files hold 2 jobs: '1001' (2 files"), std::string::npos) << error;
+  EXPECT_NE(error.find("name one with --job"), std::string::npos) << error;
+
+  LoadOptions pick;
+  pick.job = "1002";
+  Model one;
+  ASSERT_TRUE(BuildModel({dir}, pick, &one, &error)) << error;
+  EXPECT_EQ(one.procs.size(), 2u);
+  for (const Proc& p : one.procs) EXPECT_GE(p.pid, 200);
+  EXPECT_TRUE(Has(one.notes, "job '1001', not '1002': skipped"));
+
+  pick.job = "7";
+  Model none;
+  EXPECT_FALSE(BuildModel({dir}, pick, &none, &error));
+  EXPECT_NE(error.find("no file of job '7' (jobs found: '1001', '1002')"), std::string::npos) << error;
+}
+
+TEST(InputsTest, JobsWithoutIdsAreToldApartByTheirCommunicators) {
+  const std::string dir = TempDir("nojobid");
+  WriteJobWithId(dir, "", 100);
+  testing::JobSpec spec;
+  spec.nranks = 2;
+  spec.ncolls = 3;
+  spec.comms = {{"world", 0x5555, {}}};  // another job's communicator
+  spec.rank_hook = [&](int rank, testing::RankPlan& plan) { plan.proc.pid = 300 + rank; };
+  testing::WriteJob(testing::BuildJob(spec), dir);
+  Model m;
+  std::string error;
+  EXPECT_FALSE(BuildModel({dir}, LoadOptions(), &m, &error));
+  EXPECT_NE(error.find("the files hold 2 jobs (processes that share no communicator)"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

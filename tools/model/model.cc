@@ -430,6 +430,7 @@ bool LoadEach(size_t n, uint64_t bytes, const LoadOptions& opts, Model* m, std::
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* m, std::string* error) {
   TraceInputs in = ListTraceInputs(inputs);
   m->errors.insert(m->errors.end(), in.errors.begin(), in.errors.end());
+  if (!ScreenTraceInputs(opts.job, &in, error)) return false;
   m->notes.insert(m->notes.end(), in.notes.begin(), in.notes.end());
   return LoadEach(in.files.size(), in.data_bytes, opts, m, error, [&](size_t i) { LoadPath(in.files[i], m); });
 }
@@ -446,6 +447,37 @@ bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& 
 }
 
 namespace {
+
+// Processes of one job share communicators (every rank is in the world
+// one); groups of processes that share none are separate jobs, mixed by
+// mistake. Processes that recorded no communicator join no group.
+bool OneJob(const Model& m, std::string* error) {
+  std::vector<uint32_t> root(m.procs.size());
+  for (uint32_t i = 0; i < root.size(); ++i) root[i] = i;
+  auto find = [&](uint32_t x) {
+    while (root[x] != x) x = root[x] = root[root[x]];
+    return x;
+  };
+  std::vector<bool> in_comm(m.procs.size(), false);
+  for (const Comm& c : m.comms)
+    for (const CommMember& mem : c.members) {
+      in_comm[mem.proc] = true;
+      root[find(mem.proc)] = find(c.members.front().proc);
+    }
+  std::map<uint32_t, std::vector<std::string>> groups;
+  for (uint32_t i = 0; i < m.procs.size(); ++i)
+    if (in_comm[i]) groups[find(i)].push_back(m.procs[i].path);
+  if (groups.size() <= 1) return true;
+  *error = "the files hold " + std::to_string(groups.size()) + " jobs (processes that share no communicator): ";
+  size_t g = 0;
+  for (const auto& [r, files] : groups) {
+    *error += (g++ ? "; " : "") + std::to_string(files.size()) + " files: ";
+    for (size_t i = 0; i < files.size() && i < 3; ++i) *error += (i ? ", " : "") + files[i];
+    if (files.size() > 3) *error += " and " + std::to_string(files.size() - 3) + " more";
+  }
+  *error += "; give one job's files";
+  return false;
+}
 
 bool FinishLoad(Model* m, std::string* error) {
   if (m->procs.empty()) {
@@ -466,6 +498,7 @@ bool FinishLoad(Model* m, std::string* error) {
     for (const CommMember& mem : c.members)
       if (mem.rank >= 0 && mem.rank < c.nranks) c.proc_of_rank[static_cast<size_t>(mem.rank)] = mem.proc;
   }
+  if (!OneJob(*m, error)) return false;
   for (Op& o : m->ops)
     if (o.rank < 0) {
       for (const CommMember& mem : m->comms[o.comm].members)

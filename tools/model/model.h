@@ -191,6 +191,9 @@ struct LoadOptions {
   // Files that cannot be read at all are errors; with `keep_going` they are
   // skipped (and named in Model::errors) instead of failing the load.
   bool keep_going = true;
+  // Read only the files of this job (the plugin's job id); empty: the files
+  // must hold one job (see ScreenTraceInputs).
+  std::string job;
 };
 
 struct Model {
