@@ -81,7 +81,8 @@ constexpr char kDiagnoseUsage[] =
     "  --json          the same as --format=json\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
-    "2 unusable input.\n";
+    "2 unusable input, 3 the evidence is incomplete or damaged (files missing or\n"
+    "damaged, events lost): the first line says why, and is never OK.\n";
 
 constexpr char kMergeUsage[] =
     "usage: ncclwatch merge [--format=text|json|pb] [--out FILE] FILE|DIR...\n"

@@ -44,7 +44,8 @@ void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
   int prec = 2 * Precedence(f.kind());
   // A rank missing because it waits in another communicator is explained by
   // that communicator's finding: it comes after missing ranks that left, died or idle.
-  if (f.kind() == report::MISSING_RANK && f.fates_size() > 0 &&
+  // So does one that can name no rank (their files are missing or damaged).
+  if (f.kind() == report::MISSING_RANK &&
       std::all_of(f.fates().begin(), f.fates().end(), [](int x) { return x == report::FATE_WAITS_ELSEWHERE; }))
     ++prec;
   out->push_back({prec, when, std::move(f)});
@@ -145,7 +146,12 @@ FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* miss
   const std::string last_op = "last op on it: " + LastOpText(c, proc, comm);
   const int64_t fin = c.FinalizeOf(proc, comm);
   const uint32_t busy = c.oldest_inflight[proc];
-  if (c.dead[proc]) {
+  if (p.damaged_end) {
+    f.fate = report::FATE_FILE_DAMAGED;
+    f.brief = "cannot be followed: its file is damaged from offset " + std::to_string(p.damaged_at);
+    f.evidence = "its file is damaged from offset " + std::to_string(p.damaged_at) +
+                 ": what it did after that cannot be read; " + last_op;
+  } else if (c.dead[proc]) {
     const double silent = static_cast<double>(c.t_end - p.last_ns) / 1e9;
     f.fate = report::FATE_DIED;
     f.brief = "died" + after + " (silent for the last " + Dur(silent) + ")";

@@ -16,6 +16,64 @@ namespace ncclwatch::tools {
 
 using namespace diagnose_internal;  // NOLINT: the implementation's own parts
 
+namespace {
+
+// Why the evidence cannot carry a verdict on its own: what is missing,
+// damaged or lost, one short reason each, the most telling first.
+std::vector<std::string> Incomplete(const Ctx& c) {
+  const Model& m = c.m;
+  std::vector<std::string> why;
+  if (m.comms.empty() || m.ops.empty())
+    why.push_back(m.comms.empty() ? "the files hold no communicator" : "the files hold no operation");
+  // Files missing: the communicator missing the most ranks, and the launcher's world.
+  uint32_t worst = kNone;
+  int32_t worst_missing = 0;
+  for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
+    int32_t missing = 0;
+    for (int32_t r = 0; r < m.comms[ci].nranks; ++r) missing += !c.HasFile(ci, r);
+    if (missing > worst_missing) worst = ci, worst_missing = missing;
+  }
+  if (worst != kNone) {
+    const Comm& comm = m.comms[worst];
+    std::string ranks;
+    int32_t shown = 0;
+    for (int32_t r = 0; r < comm.nranks && shown < 4; ++r)
+      if (!c.HasFile(worst, r)) ranks += (shown++ ? "," : "") + std::to_string(r);
+    if (worst_missing > shown) ranks += ",...";
+    why.push_back("no file for " + std::string(worst_missing == 1 ? "rank " : "ranks ") + ranks + " of " +
+                  c.CommLabel(worst) + " (" + std::to_string(comm.nranks - worst_missing) + " of " +
+                  std::to_string(comm.nranks) + " given)");
+  }
+  int32_t world = -1;
+  std::vector<int32_t> launcher_ranks;
+  for (const Proc& p : m.procs) {
+    world = std::max(world, p.launcher_world_size);
+    if (p.launcher_rank >= 0) launcher_ranks.push_back(p.launcher_rank);
+  }
+  std::sort(launcher_ranks.begin(), launcher_ranks.end());
+  launcher_ranks.erase(std::unique(launcher_ranks.begin(), launcher_ranks.end()), launcher_ranks.end());
+  if (world > 0 && static_cast<int32_t>(launcher_ranks.size()) < world && worst == kNone)
+    why.push_back(std::to_string(launcher_ranks.size()) + " of the launcher's " + std::to_string(world) +
+                  " ranks given");
+  if (!m.errors.empty()) why.push_back(Plural(m.errors.size(), "path", "paths") + " could not be read");
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    const Proc& p = m.procs[pi];
+    if (p.damaged)
+      why.push_back(c.Name(pi) + "'s file is damaged at offset " + std::to_string(p.damaged_at));
+    if (p.drops.lost() > 0) why.push_back(c.Name(pi) + " lost " + Plural(p.drops.lost(), "event", "events"));
+  }
+  return why;
+}
+
+std::string Reasons(const std::vector<std::string>& why) {
+  std::string s;
+  for (size_t i = 0; i < why.size() && i < 2; ++i) s += (i ? "; " : "") + why[i];
+  if (why.size() > 2) s += "; and " + std::to_string(why.size() - 2) + " more (Input)";
+  return s;
+}
+
+}  // namespace
+
 Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   Ctx c(model, opts);
   Prepare(&c);
@@ -27,8 +85,11 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FindCycles(&c, &found);
   FindOrderCycles(&c, &found);
   FindStragglers(&c, &found);
+  // A finding that can name who caused it comes before one that cannot (its
+  // ranks left no file, or a damaged one).
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
-    return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
+    const bool a_blind = a.f.culprits_size() == 0, b_blind = b.f.culprits_size() == 0;
+    return std::tie(a.precedence, a_blind, a.when) < std::tie(b.precedence, b_blind, b.when);
   });
 
   CaveatLostRecords(c, &found);
@@ -62,12 +123,24 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
            Dur(opts.min_wait_sec) + ": not a hang";
     d.set_verdict(v);
   }
+  // A verdict on incomplete or damaged evidence says so first, and is never OK.
+  const std::vector<std::string> why = Incomplete(c);
+  for (const std::string& w : why) d.add_incomplete(w);
+  if (!why.empty()) {
+    if (d.findings_size() > 0) {
+      d.set_verdict("INCOMPLETE EVIDENCE (" + Reasons(why) + "): " + d.verdict());
+    } else {
+      d.set_verdict("INCOMPLETE: no problem found in the " + Plural(model.procs.size(), "process", "processes") +
+                    " given, but " + Reasons(why) + ": cannot tell whether the job was healthy");
+    }
+  }
   d.set_exit_status(ExitStatus(d));
   return d;
 }
 
 int ExitStatus(const Diagnosis& d) {
   if (d.exit_status() == 2) return 2;
+  if (d.incomplete_size() > 0) return 3;
   return d.findings_size() > 0 ? 1 : 0;
 }
 

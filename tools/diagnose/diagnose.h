@@ -32,9 +32,14 @@
 //
 // Severity and exit status: every kind but STRAGGLER is an error; STRAGGLER
 // is a warning. ExitStatus: 0 no finding, 1 any finding (warning included;
-// `ncclwatch check` will fail only on errors), 2 unusable input (the diagnose command,
-// when BuildModel fails). Input issues (cut tails, drops, read issues,
-// missing files) are reported but change neither the severity nor the exit.
+// `ncclwatch check` will fail only on errors), 2 unusable input (the diagnose
+// command, when BuildModel fails), 3 evidence incomplete or damaged: a
+// communicator rank or launcher rank without a file, a damaged file, lost
+// events, or nothing recorded (Diagnosis.incomplete). Then the verdict's
+// first line says so ("INCOMPLETE: ..." without a finding, "INCOMPLETE
+// EVIDENCE (...): " before one): a healthy-looking job with missing
+// evidence is never OK. A cut tail alone is not damage: it is how a killed
+// process's file ends.
 //
 // A hang needs time: an operation counts as hung when the waiting ranks were
 // alive for `min_wait_sec` after enqueuing it, or a stuck report names it.
@@ -84,7 +89,7 @@ std::string FormatText(const report::Diagnosis& d);
 // The JSON view (protobuf's JSON encoder, fields in lowerCamelCase).
 std::string FormatJson(const report::Diagnosis& d);
 
-// 0 healthy, 1 any finding, 2 unusable input.
+// 0 healthy, 1 any finding, 2 unusable input, 3 incomplete or damaged evidence.
 int ExitStatus(const report::Diagnosis& d);
 
 

@@ -407,7 +407,11 @@ TEST(Diagnose, ADroppedRecordIsNotASkip) {
   for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 3.0);
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
-  EXPECT_EQ(ExitStatus(d), 0) << FormatText(d);
+  // No finding, but not OK either: what was lost may have been the problem.
+  EXPECT_EQ(ExitStatus(d), 3) << FormatText(d);
+  EXPECT_EQ(d.verdict(),
+            "INCOMPLETE: no problem found in the 4 processes given, but rank 2 lost 1 event: cannot tell whether the "
+            "job was healthy");
   EXPECT_NE(FormatText(d).find("rank 2 lost 1 event: 1 with no free event handle"), std::string::npos) << FormatText(d);
 }
 
@@ -423,7 +427,10 @@ TEST(Diagnose, BlamingARankThatLostEventsSaysSo) {
   report::Diagnosis d = Diagnose(j.Finish());
   ASSERT_GE(d.findings_size(), 1) << FormatText(d);
   EXPECT_EQ(d.findings(0).kind(), report::MISSING_RANK);
-  EXPECT_EQ(d.verdict().rfind("HANG: rank 3 never joined AllReduce #5", 0), 0u) << d.verdict();
+  EXPECT_EQ(d.verdict().rfind("INCOMPLETE EVIDENCE (rank 3 lost 7 events): HANG: rank 3 never joined AllReduce #5", 0),
+            0u)
+      << d.verdict();
+  EXPECT_EQ(ExitStatus(d), 3);
   EXPECT_NE(d.verdict().find("(but rank 3 lost trace events: a record may be missing)"), std::string::npos)
       << d.verdict();
   bool evidence = false;
@@ -781,7 +788,15 @@ TEST(Diagnose, InputIssues) {
   j.m.errors.push_back("cannot open /traces/x.ncclwatch: Permission denied");
   for (uint32_t p = 0; p < 3; ++p) j.Finalize(p, 2.0);
   report::Diagnosis d = Diagnose(j.Finish());
-  EXPECT_EQ(ExitStatus(d), 0) << FormatText(d);  // notes do not change the exit status
+  // Input notes make the evidence incomplete: never OK, and the first line says why.
+  EXPECT_EQ(ExitStatus(d), 3) << FormatText(d);
+  EXPECT_EQ(d.verdict().rfind("INCOMPLETE: no problem found in the 3 processes given, but the files hold no operation; "
+                              "no file for rank 3 of comm 'world' (4 ranks) (3 of 4 given); and 2 more (Input): cannot "
+                              "tell",
+                              0),
+            0u)
+      << d.verdict();
+  EXPECT_EQ(d.incomplete_size(), 4);
   std::string text = FormatText(d);
   EXPECT_NE(text.find("rank 2 lost 1,234 events: 1,234 in failed writes (No space left on device)"), std::string::npos) << text;
   EXPECT_NE(text.find("cut tail: the last record's length is incomplete (normal for a killed process)"), std::string::npos);

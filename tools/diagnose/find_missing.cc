@@ -98,15 +98,26 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         f.set_seq(mt.seq);
         f.set_waited_sec(waited);
         std::string fates;
+        // A rank whose file is damaged before the operation is not known to
+        // have missed it: named in the evidence, never a culprit.
+        std::vector<uint32_t> unknown;
         for (uint32_t pr : absent) {
           FateInfo fi = FateOf(*c, pr, ci, &mt.seq, MatchFunc(m, mt));
+          AddEvidence(&f, c->Name(pr), fi.evidence);
+          if (fi.fate == report::FATE_FILE_DAMAGED) {
+            unknown.push_back(pr);
+            continue;
+          }
           *f.add_culprits() = c->Ref(pr, ci);
           f.add_fates(fi.fate);
           fates += (fates.empty() ? "" : ", ") + c->Name(pr) + " " + fi.brief;
-          AddEvidence(&f, c->Name(pr), fi.evidence);
         }
         std::vector<std::string> nf;
         for (uint32_t r : no_file) nf.push_back("comm rank " + std::to_string(r));
+        for (uint32_t pr : unknown) {
+          absent.erase(std::find(absent.begin(), absent.end(), pr));
+          nf.push_back(c->Name(pr) + " (file damaged)");
+        }
         if (absent.empty()) {
           for (uint32_t r : no_file) {
             ProcRef* pr = f.add_culprits();
@@ -123,7 +134,8 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
                 c->Names(waiting) + " waited " + Dur(waited) + "; " + fates;
         } else {
           sum = "HANG: " + opname + " on " + c->CommLabel(ci) + " never completed; " + c->Names(waiting) + " waited " +
-                Dur(waited) + "; the missing " + RankList(nf) + " gave no trace file";
+                Dur(waited) + "; the missing " + RankList(nf) +
+                (unknown.empty() ? " gave no trace file" : ": no readable record of whether they joined");
         }
         f.set_summary(sum);
         int64_t lo = INT64_MAX, hi = INT64_MIN;
@@ -138,8 +150,8 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
                     "in " + opname + " since " + At(c->T(lo)) + (hi - lo > 10000000 ? " to " + At(c->T(hi)) : "") +
                         ", waited " + Dur(wlo) + (whi - wlo > 0.05 ? " to " + Dur(whi) : "") +
                         (stuck_named ? "; stuck reports name it" : ""));
-        if (!absent.empty() && !no_file.empty())
-          AddEvidence(&f, RankList(nf), "no trace file: cannot tell whether it joined");
+        if (!absent.empty() && !nf.empty())
+          AddEvidence(&f, RankList(nf), "no trace file or a damaged one: cannot tell whether it joined");
         Emit(out, EarliestStart(m, ops), std::move(f));
         break;
       }

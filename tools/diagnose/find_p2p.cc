@@ -82,6 +82,10 @@ void FindP2p(Ctx* c, std::vector<Ranked>* out) {
     const Op& op = m.ops[have];
     const bool is_send = have == send;
     const int32_t other_rank = is_send ? mt.dst : mt.src;
+    // The other side's file is damaged before it: its side is unknown, not
+    // missing (the hang is found where it can be seen, or the verdict says
+    // it cannot tell).
+    if (c->HasFile(mt.comm, other_rank) && m.procs[m.comms[mt.comm].proc_of_rank[other_rank]].damaged_end) continue;
     Finding f;
     f.set_kind(report::UNMATCHED_P2P);
     f.set_p2p(true);

@@ -134,7 +134,7 @@ Liveness JudgeLiveness(const Model& m, const LivenessOptions& o) {
   c.dead.assign(np, false);
   for (size_t pi = 0; pi < np; ++pi) {
     const Proc& p = m.procs[pi];
-    if (p.finalized || p.last_ns == kNoTime) continue;
+    if (p.finalized || p.last_ns == kNoTime || p.damaged_end) continue;
     const double hb = (p.heartbeat_ms > 0 ? p.heartbeat_ms : 1000) / 1e3;
     const double limit = std::max(o.dead_heartbeats * hb, o.dead_min_sec);
     c.dead[pi] = static_cast<double>(c.t_end - p.last_ns) / 1e9 > limit;

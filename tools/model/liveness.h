@@ -38,7 +38,8 @@ struct LivenessOptions {
   double min_wait_sec = 1.0;
   // A process is dead when its last sign of life is earlier than the job's
   // last record by more than max(dead_heartbeats x its heartbeat interval,
-  // dead_min_sec), and its file has no Finalize.
+  // dead_min_sec), and its file has no Finalize. A file whose damage ended
+  // the read proves nothing of the kind (Proc::damaged_end).
   double dead_heartbeats = 3.0;
   double dead_min_sec = 2.0;
 };

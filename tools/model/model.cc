@@ -152,7 +152,16 @@ void LoadFile(TraceReader& reader, Model* m) {
         op.seq = op.kind == OpKind::kP2p ? o.p2p_seq() : o.seq();
         auto str = [&](uint32_t id) -> uint16_t {
           auto it = fs.strings.find(id);
-          return it == fs.strings.end() ? 0 : it->second;
+          if (it != fs.strings.end()) return it->second;
+          if (id != 0) {
+            op.names_undefined = true;
+            if (!p->damaged || off < p->damaged_at) p->damaged_at = off;
+            if (!p->damaged)
+              p->issues.push_back(path + ": offset " + std::to_string(off) + ": an operation names string " +
+                                  std::to_string(id) + ", which the file never defines (damaged)");
+            p->damaged = true;
+          }
+          return 0;
         };
         m->SetFunc(&op, str(o.func()));
         op.datatype = str(o.datatype());
@@ -258,6 +267,15 @@ void LoadFile(TraceReader& reader, Model* m) {
     }
   }
   p->cut_tail = reader.cut_tail();
+  for (const ReadIssue& i : reader.issues()) {
+    if (i.kind != ReadIssue::kCorrupt && i.kind != ReadIssue::kUnparsable && i.kind != ReadIssue::kIoError) continue;
+    if (!p->damaged || i.offset < p->damaged_at) p->damaged_at = i.offset;
+    p->damaged = true;
+    p->damaged_end |= i.kind != ReadIssue::kUnparsable;  // the others stop the read
+  }
+  // Damage that broke the framing ends the file in a "cut tail" well before
+  // its real end: that is not a killed process's last write.
+  if (p->damaged && p->cut_tail) p->damaged_end = true;
   for (const std::string& line : reader.IssueLines()) p->issues.push_back(line);
   if (!have_header) {
     m->errors.push_back(path + ": no process header; not an ncclwatch trace file" +

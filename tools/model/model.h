@@ -70,6 +70,9 @@ struct Op {
   // kNoTime): NCCL did not deliver one of its kernel-channel events (seen on
   // GPU, NCCL 2.28: about 1 operation in 5,000 under load). See LoadModel.
   bool completion_lost = false;
+  // Names a function or datatype its file never defined (a damaged file):
+  // what it was called with is unknown, so it can disagree with nothing.
+  bool names_undefined = false;
   Func fn = Func::kOther;  // `func` resolved once at load (tools/semantics.h)
   uint16_t func = 0;       // Model::strings ids (0: none)
   uint16_t datatype = 0;
@@ -152,6 +155,13 @@ struct Proc {
   bool finalized = false;  // a Finalize record
   bool clean = false;      // ... saying every communicator was finalized
   bool cut_tail = false;
+  // The file is not all the plugin wrote: corrupt or unparsable records, or
+  // operations naming strings it never defines. `damaged_end`: the damage
+  // ended the read, so nothing is known of the process after it (it is not
+  // dead for that: its file is).
+  bool damaged = false;
+  bool damaged_end = false;
+  uint64_t damaged_at = 0;  // the first damaged byte offset
   std::vector<std::string> issues;  // read issues, "FILE: offset N: ..."
   Drops drops;
   std::vector<StuckReport> stucks;
