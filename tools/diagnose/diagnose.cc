@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -65,6 +66,54 @@ std::vector<std::string> Incomplete(const Ctx& c) {
   return why;
 }
 
+// Findings blocked behind the root cause (the first error finding). A rank
+// is blocked when it causes the root or waits in it, or in an operation
+// already found blocked. Then:
+//  - a rank missing from an operation (MISSING_RANK, UNMATCHED_P2P) is a
+//    consequence when every rank it blames is blocked: they never joined
+//    because they were held;
+//  - an operation every rank issued that never finished (STUCK_IN_PROGRESS)
+//    is a consequence when one of its ranks causes the root (a dead rank
+//    inside it), or when one is blocked and it was issued no earlier than
+//    the root's operation, less `slack_ns` for clock alignment (one hung
+//    before it cannot be waiting for it).
+// DEAD_RANK, mismatches, cycles and stragglers are never consequences: they
+// are causes in their own right.
+std::vector<bool> Consequences(const std::vector<Ranked>& found, int64_t slack_ns) {
+  std::vector<bool> out(found.size(), false);
+  if (found.empty() || found[0].f.severity() != report::SEVERITY_ERROR) return out;
+  const Finding& root = found[0].f;
+  std::set<std::string> causes, blocked;
+  for (const report::ProcRef& p : root.culprits()) causes.insert(p.name());
+  blocked = causes;
+  for (const report::ProcRef& p : root.waiting()) blocked.insert(p.name());
+  const int64_t from = found[0].when - slack_ns;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = 1; i < found.size(); ++i) {
+      const Finding& f = found[i].f;
+      if (out[i]) continue;
+      bool is = false;
+      if (f.kind() == report::MISSING_RANK || f.kind() == report::UNMATCHED_P2P) {
+        is = f.culprits_size() > 0;
+        for (const report::ProcRef& p : f.culprits()) is = is && blocked.count(p.name()) > 0;
+      } else if (f.kind() == report::STUCK_IN_PROGRESS) {
+        bool cause = false, held = false;
+        for (const report::ProcRef& p : f.culprits()) {
+          cause |= causes.count(p.name()) > 0;
+          held |= blocked.count(p.name()) > 0;
+        }
+        is = cause || (held && found[i].when >= from);
+      }
+      if (!is) continue;
+      out[i] = grew = true;
+      for (const report::ProcRef& p : f.culprits()) blocked.insert(p.name());
+      for (const report::ProcRef& p : f.waiting()) blocked.insert(p.name());
+    }
+  }
+  return out;
+}
+
 std::string Reasons(const std::vector<std::string>& why) {
   std::string s;
   for (size_t i = 0; i < why.size() && i < 2; ++i) s += (i ? "; " : "") + why[i];
@@ -95,9 +144,26 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   CaveatLostRecords(c, &found);
 
   Diagnosis d;
-  for (Ranked& r : found) {
-    if (r.f.severity() > d.severity()) d.set_severity(r.f.severity());
-    *d.add_findings() = std::move(r.f);
+  // Operations of one step are issued within microseconds of each other;
+  // 10 ms, or four times the clock alignment's error, is generous.
+  const int64_t slack_ns = std::max<int64_t>(10'000'000, static_cast<int64_t>(4 * model.alignment_error_ns));
+  const std::vector<bool> blocked = Consequences(found, slack_ns);
+  for (size_t i = 0; i < found.size(); ++i) {
+    Finding& f = found[i].f;
+    if (f.severity() > d.severity()) d.set_severity(f.severity());
+    if (!blocked[i]) {
+      *d.add_findings() = std::move(f);
+      continue;
+    }
+    // Its ranks wait: none of them caused it.
+    for (const report::ProcRef& p : f.culprits()) {
+      bool listed = false;
+      for (const report::ProcRef& w : f.waiting()) listed |= w.name() == p.name();
+      if (!listed) *f.add_waiting() = p;
+    }
+    f.clear_culprits();
+    f.clear_fates();
+    *d.add_consequences() = std::move(f);
   }
   FillProgress(c, &d);
   FillStuckReports(c, &d);
@@ -159,6 +225,10 @@ std::string FormatText(const Diagnosis& d) {
     }
   };
   if (d.findings_size() > 0) evidence(d.findings(0));
+  if (d.consequences_size() > 0) {
+    out << "\nBlocked behind it (" << d.consequences_size() << "):\n";
+    for (const Finding& f : d.consequences()) out << "  " << f.summary() << "\n";
+  }
   if (d.findings_size() > 1) {
     out << "\nAlso found (" << d.findings_size() - 1 << "):\n";
     for (int i = 1; i < d.findings_size(); ++i) {

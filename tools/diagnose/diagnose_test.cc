@@ -360,12 +360,15 @@ TEST(Diagnose, MissingRankWaitsInAnotherComm) {
   EXPECT_EQ(d.verdict(),
             "HANG: rank 4 never joined Broadcast #1 on comm 'pp' (2 ranks); rank 3 waited 9.9 s; "
             "rank 4 is alive but idle outside NCCL");
-  ASSERT_EQ(d.findings_size(), 2) << FormatText(d);
-  const report::Finding& f = d.findings(1);
+  // The 'world' hang is blocked behind it: a consequence, rank 3 waiting.
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  ASSERT_EQ(d.consequences_size(), 1) << FormatText(d);
+  const report::Finding& f = d.consequences(0);
   EXPECT_EQ(f.summary(),
             "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
             "rank 3 waits in Broadcast #1 on comm 'pp' (2 ranks)");
-  EXPECT_EQ(f.fates(0), report::FATE_WAITS_ELSEWHERE);
+  EXPECT_EQ(f.culprits_size(), 0);
+  EXPECT_EQ(Names(f.waiting()), (V{"rank 0", "rank 1", "rank 2", "rank 3"}));
 }
 
 // Rank 3 waits in 'pp' for rank 2, which waits in 'world' for rank 3.
@@ -377,8 +380,10 @@ TEST(Diagnose, MissingRanksOnACycleAreADeadlock) {
   EXPECT_EQ(d.verdict(),
             "DEADLOCK: rank 2 waits in AllReduce #12 on comm 'world' (4 ranks) for rank 3, which waits in Broadcast #5 "
             "on comm 'pp' (2 ranks) for rank 2; neither issued the other's operation (waited 10.0 s)");
-  const report::Finding* missing = FindKind(d, report::MISSING_RANK);
-  ASSERT_NE(missing, nullptr);
+  // The missing ranks on the cycle are its consequences, not causes.
+  EXPECT_EQ(FindKind(d, report::MISSING_RANK), nullptr);
+  ASSERT_GE(d.consequences_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.consequences(0).kind(), report::MISSING_RANK);
 }
 
 // Records lost at the tail of a file (the op completed elsewhere, so the rank took part): not a hang.
@@ -688,8 +693,14 @@ TEST(Diagnose, DeadRankInsideTheOperationOthersWaitIn) {
             "on comm 'world' (4 ranks); ranks 0,1,2 wait in it (10.0 s)");
   EXPECT_EQ(d.findings(0).kind(), report::DEAD_RANK);
   EXPECT_DOUBLE_EQ(d.findings(0).t_last_sign_of_life_sec(), 5.5);
-  // The stuck collective is reported too, after the death that explains it.
-  ASSERT_NE(FindKind(d, report::STUCK_IN_PROGRESS), nullptr);
+  // The stuck collective is blocked behind the death that explains it: a
+  // consequence, with its ranks waiting and no culprit.
+  EXPECT_EQ(FindKind(d, report::STUCK_IN_PROGRESS), nullptr);
+  ASSERT_EQ(d.consequences_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.consequences(0).kind(), report::STUCK_IN_PROGRESS);
+  EXPECT_EQ(d.consequences(0).culprits_size(), 0);
+  EXPECT_EQ(d.consequences(0).waiting_size(), 4);
+  EXPECT_NE(FormatText(d).find("\nBlocked behind it (1):\n  STUCK: AllReduce #12"), std::string::npos) << FormatText(d);
 }
 
 TEST(Diagnose, RecentSilenceIsNotDeath) {
@@ -717,9 +728,14 @@ TEST(Diagnose, CrossCommunicatorDeadlock) {
             "DEADLOCK: rank 0 waits in AllReduce #5 on comm 'a' (2 ranks) for rank 1, which waits in AllReduce #3 on "
             "comm 'b' (2 ranks) for rank 0; neither issued the other's operation (waited 14.0 s)");
   EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"}));
-  // Both missing-rank findings follow, each naming the other communicator.
+  // Both missing-rank findings are blocked behind the cycle: consequences,
+  // each naming the other communicator, without culprits.
+  EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
   int missing = 0;
-  for (const auto& f : d.findings()) missing += f.kind() == report::MISSING_RANK;
+  for (const auto& f : d.consequences()) {
+    missing += f.kind() == report::MISSING_RANK;
+    EXPECT_EQ(f.culprits_size(), 0);
+  }
   EXPECT_EQ(missing, 2) << FormatText(d);
 }
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/diagnose/diagnose.h"
@@ -62,6 +64,32 @@ TEST_P(TestdataTest, VerdictNamesTheOperationAndTheCulprits) {
     if (p != std::string::npos) at = p + frag.size();
   }
   EXPECT_EQ(ExitStatus(d), c.exit_status) << d.verdict();
+}
+
+// Culprits name causes only: every finding's culprits, over the whole
+// Diagnosis, are the ranks where the fault was injected. Operations hung
+// behind the fault are consequences, whose ranks wait (a scheduler that
+// drains the nodes named as culprits drains the right ones).
+TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
+  const std::vector<std::pair<std::string, std::set<std::string>>> expected = {
+      {"testdata/gpu/skip", {"rank 3"}},          {"testdata/gpu/kill", {"rank 1"}},
+      {"testdata/gpu/count", {"rank 3"}},         {"testdata/gpu/cross-wait", {"rank 0"}},
+      {"testdata/gpu/host-stuck", {"rank 3"}},    {"testdata/gpu/net-stall", {"rank 3"}},
+      {"testdata/gpu/swap", {"rank 2", "rank 3"}}, {"testdata/gpu/torch_skip", {"rank 3"}},
+      {"testdata/gpu/send-no-recv", {"rank 0", "rank 3"}},  // sizes disagree: both sides
+  };
+  for (const auto& [dir, ranks] : expected) {
+    Model m;
+    std::string err;
+    ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+    report::Diagnosis d = Diagnose(m);
+    std::set<std::string> culprits;
+    for (const report::Finding& f : d.findings())
+      for (const report::ProcRef& p : f.culprits()) culprits.insert(p.name());
+    EXPECT_EQ(culprits, ranks) << dir << ": " << d.verdict();
+    for (const report::Finding& f : d.consequences()) EXPECT_EQ(f.culprits_size(), 0) << dir << ": " << f.summary();
+    EXPECT_GT(d.consequences_size(), 0) << dir;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
