@@ -4,6 +4,7 @@
 #include <absl/flags/reflection.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ constexpr char kDumpUsage[] =
     "with its byte offset), then a summary: operations enqueued, completed,\n"
     "with GPU timing, never completed; drops; read issues such as a cut tail.\n"
     "  --summary   print only the summary lines\n"
+    "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 every file read (a cut tail included), 1 a file damaged,\n"
     "2 a path unreadable or not a regular file.\n";
 
@@ -80,6 +82,7 @@ constexpr char kDiagnoseUsage[] =
     "  --min-wait=SEC  an operation in flight this long is a hang (default 1)\n"
     "  --json          the same as --format=json\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
     "2 unusable input, 3 the evidence is incomplete or damaged (files missing or\n"
     "damaged, events lost): the first line says why, and is never OK.\n";
@@ -123,16 +126,19 @@ constexpr char kStatsUsage[] =
     "  --format=text   an aligned table (the default)\n"
     "  --format=json   JSON (proto/stats.proto, message Stats): a baseline for\n"
     "                  'ncclwatch check --baseline'\n"
-    "  --job ID        only the files of job ID (the launcher's job id in each header)\n";
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --out FILE, -o FILE  write the report there instead of standard output\n";
 
 constexpr char kCheckUsage[] =
     "usage: ncclwatch check --baseline FILE [--tolerance METRIC=PCT]... [--junit FILE] [--strict] FILE|DIR...\n"
     "\n"
     "The CI gate: compares the run's stats with a baseline made by\n"
-    "'ncclwatch stats --format=json' (rows of the same communicator, function\n"
-    "and size bucket), and runs 'diagnose'. Fails (exit 1) when a metric is\n"
-    "worse than the baseline by more than its tolerance, or on any diagnose\n"
-    "finding of error severity (hang, mismatch, dead rank...).\n"
+    "'ncclwatch stats --format=json' (rows of the same communicator name and\n"
+    "size, function and size bucket, with 20 samples or more on both sides),\n"
+    "and runs 'diagnose'. The first line is PASS or FAIL with why. Fails\n"
+    "(exit 1) when a metric is worse than the baseline by more than its\n"
+    "tolerance, on any diagnose finding of error severity (hang, mismatch,\n"
+    "dead rank...), on incomplete evidence, or when nothing could be compared.\n"
     "  --baseline FILE           the baseline stats JSON\n"
     "  --tolerance METRIC=PCT    allowed change in percent of the baseline\n"
     "                            (METRIC=off: not compared); repeatable, or\n"
@@ -143,6 +149,7 @@ constexpr char kCheckUsage[] =
     "  --strict                  baseline rows missing from the run fail too\n"
     "                            (by default they are reported only)\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
 
 struct Command {
@@ -153,12 +160,12 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job"}, {}},
+    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out"}, {}},
     {"merge", kMergeUsage, {"format", "out", "job"}, {}},
     {"export", kExportUsage, {"out", "job"}, {}},
-    {"stats", kStatsUsage, {"format", "job"}, {}},
-    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "job"}, {"tolerance"}},
-    {"dump", kDumpUsage, {"summary"}, {}},
+    {"stats", kStatsUsage, {"format", "job", "out"}, {}},
+    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "job", "out"}, {"tolerance"}},
+    {"dump", kDumpUsage, {"summary", "out"}, {}},
 };
 
 bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
@@ -238,6 +245,29 @@ int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vec
     }
   }
   return -1;
+}
+
+int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err);
+
+// Every command's report goes to --out (-o) when given: merge and export
+// write there themselves (binary and streamed output); the others through
+// this file.
+int RunTo(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err) {
+  const std::string name = cmd.name;
+  const std::string path = absl::GetFlag(FLAGS_out);
+  if (path.empty() || name == "merge" || name == "export") return Run(cmd, paths, out, err);
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) {
+    err << "ncclwatch " << name << ": cannot write " << path << "\n";
+    return 2;
+  }
+  const int status = Run(cmd, paths, file, err);
+  file.close();
+  if (!file) {
+    err << "ncclwatch " << name << ": cannot write " << path << "\n";
+    return 2;
+  }
+  return status;
 }
 
 int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err) {
@@ -332,7 +362,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       err << "ncclwatch " << name << ": no trace file or directory given\n" << cmd.usage;
       return 2;
     }
-    return Run(cmd, inputs, out, err);
+    return RunTo(cmd, inputs, out, err);
   }
   err << "ncclwatch: unknown command '" << name << "'\n" << kUsage;
   return 2;

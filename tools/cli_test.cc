@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -93,8 +95,8 @@ TEST(Cli, EveryRunStartsFromTheDefaults) {
 TEST(Cli, ARepeatableFlagAccumulates) {
   const std::string baseline = TempPath("base.json");
   const Result stats = Nw({"stats", "--format=json", "-o", baseline, kSkip});
-  EXPECT_EQ(stats.status, 2) << "stats has no -o";
-  std::ofstream(baseline) << Nw({"stats", "--format=json", kSkip}).out;
+  EXPECT_EQ(stats.status, 0) << stats.err;  // -o for every command with a report
+  EXPECT_EQ(ReadFile(baseline), Nw({"stats", "--format=json", kSkip}).out);
   // The second --tolerance is read as well as the first: its bad metric is named.
   const Result r = Nw({"check", "--baseline", baseline, "--tolerance", "latency_p50=50", "--tolerance", "nope=1", kSkip});
   EXPECT_EQ(r.status, 2);
@@ -152,6 +154,37 @@ TEST(Cli, JobPicksOneJobOfSeveral) {
   r = Nw({"stats", kSkip, "testdata/gpu/healthy"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("the files hold 2 jobs (processes that share no communicator)"), std::string::npos) << r.err;
+}
+
+TEST(Cli, CheckReadsARegularBaselineOnly) {
+  // A FIFO would block the gate forever, /dev/zero grow it to gigabytes.
+  const std::string fifo = TempPath("baseline.fifo");
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  Result r = Nw({"check", "--baseline", fifo, kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not a regular file (a FIFO)"), std::string::npos) << r.err;
+  r = Nw({"check", "--baseline", "/dev/zero", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not a regular file (a character device)"), std::string::npos) << r.err;
+}
+
+TEST(Cli, CheckOnAHangFailsOncePerRootCauseWithStableNames) {
+  const std::string base = TempPath("healthy-base.json");
+  Result s = Nw({"stats", "--format=json", "-o", base, "testdata/gpu/healthy"});
+  ASSERT_EQ(s.status, 0) << s.err;
+  const std::string junit = TempPath("skip.xml");
+  Result r = Nw({"check", "--baseline", base, "--junit", junit, kSkip});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out.rfind("FAIL: ", 0), 0u) << r.out;  // the verdict is the first line
+  const std::string xml = ReadFile(junit);
+  size_t failures = 0;
+  for (size_t at = xml.find("<failure"); at != std::string::npos; at = xml.find("<failure", at + 1))
+    failures += xml.compare(xml.rfind("<testcase", at), 30, "<testcase classname=\"diagnose.") == 0;
+  EXPECT_EQ(failures, 1u) << xml;  // one hang, one failure: what it blocked is not a case
+  EXPECT_NE(xml.find("name=\"MISSING_RANK AllReduce #4 on &apos;world&apos; (4 ranks) by rank 3\""),
+            std::string::npos)
+      << xml;
 }
 
 }  // namespace

@@ -2,12 +2,19 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "tools/export/export.h"
 #include "tools/model/model.h"
 #include "tools/order/order.h"
+#include "tools/reader/reader.h"
 #include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {
@@ -24,6 +31,41 @@ bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std
   if (say_skipped)
     for (const std::string& e : m->errors) err << "ncclwatch " << cmd << ": skipped " << e << "\n";
   return true;
+}
+
+// A baseline's bytes: a regular file (a FIFO would block, /dev/zero never
+// end), of at most kMaxBaselineBytes (a stats baseline is kilobytes).
+constexpr uint64_t kMaxBaselineBytes = 64ull << 20;
+
+bool ReadBaseline(const std::string& path, std::string* bytes, std::string* error) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot read baseline " + path + ": " + strerror(errno);
+    return false;
+  }
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  if (ok && !S_ISREG(st.st_mode)) {
+    *error = "baseline " + path + ": not a regular file (" + FileTypeName(st.st_mode) + ")";
+    ok = false;
+  } else if (ok && static_cast<uint64_t>(st.st_size) > kMaxBaselineBytes) {
+    *error = "baseline " + path + ": " + std::to_string(st.st_size) + " bytes, more than a stats baseline holds (" +
+             std::to_string(kMaxBaselineBytes >> 20) + " MiB at most)";
+    ok = false;
+  }
+  char buf[1 << 16];
+  while (ok && bytes->size() <= kMaxBaselineBytes) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = "cannot read baseline " + path + ": " + strerror(errno);
+      ok = false;
+    }
+    if (n <= 0) break;
+    bytes->append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return ok;
 }
 
 }  // namespace
@@ -117,16 +159,13 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
 
 int CheckCommand(const Inputs& inputs, const std::string& baseline_path,
                  const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err) {
-  std::ifstream bf(baseline_path, std::ios::binary);
-  if (!bf) {
-    err << "ncclwatch check: cannot read baseline " << baseline_path << "\n";
+  std::string bytes, error;
+  if (!ReadBaseline(baseline_path, &bytes, &error)) {
+    err << "ncclwatch check: " << error << "\n";
     return 2;
   }
-  std::stringstream buf;
-  buf << bf.rdbuf();
   stats::Stats baseline;
-  std::string error;
-  if (!StatsFromJson(buf.str(), &baseline, &error)) {
+  if (!StatsFromJson(bytes, &baseline, &error)) {
     err << "ncclwatch check: baseline " << baseline_path << ": " << error << "\n";
     return 2;
   }

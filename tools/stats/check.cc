@@ -53,8 +53,10 @@ const MetricDef* FindMetric(const std::string& name) {
   return nullptr;
 }
 
-using Key = std::tuple<std::string, std::string, int32_t>;
-Key KeyOf(const stats::StatRow& r) { return Key(r.comm(), r.func(), r.bucket_log2()); }
+// The communicator's size is part of the key: a row of an 8-rank job says
+// nothing about a 4-rank one.
+using Key = std::tuple<std::string, int32_t, std::string, int32_t>;
+Key KeyOf(const stats::StatRow& r) { return Key(r.comm(), r.nranks(), r.func(), r.bucket_log2()); }
 
 stats::CheckItem ItemFor(const stats::StatRow& r) {
   stats::CheckItem it;
@@ -137,7 +139,9 @@ const char* SeverityName(report::Severity s) {
 
 }  // namespace
 
-bool CheckResult::failed() const { return regressed > 0 || error_findings > 0 || (strict && missing > 0); }
+bool CheckResult::failed() const {
+  return regressed > 0 || error_findings > 0 || !incomplete.empty() || compared() == 0 || (strict && missing > 0);
+}
 
 CheckOptions DefaultCheckOptions() {
   CheckOptions o;
@@ -217,6 +221,10 @@ CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, 
       if (!item.has_current()) {
         item.set_status("skipped");
         item.set_note("no value in this run");
+      } else if (b->samples() < opts.min_samples || c.samples() < opts.min_samples) {
+        item.set_status("skipped");
+        item.set_note("too few samples to compare (" + std::to_string(b->samples()) + " in the baseline, " +
+                      std::to_string(c.samples()) + " in this run; at least " + std::to_string(opts.min_samples) + ")");
       } else if (m.depends_on_timing && b->timing() != c.timing()) {
         item.set_status("skipped");
         item.set_note("not comparable: timing from " + b->timing() + " in the baseline, " + c.timing() + " in this run");
@@ -261,9 +269,30 @@ void AddFindings(const report::Diagnosis& d, CheckResult* r) {
     r->findings.push_back(f);
     if (f.severity() == report::SEVERITY_ERROR) ++r->error_findings;
   }
+  r->incomplete.assign(d.incomplete().begin(), d.incomplete().end());
 }
 
+namespace {
+
+std::string Verdict(const CheckResult& r, const CheckOptions& opts) {
+  if (!r.failed()) return "PASS: " + std::to_string(r.compared()) + " metric(s) within tolerance, no diagnose error";
+  std::vector<std::string> why;
+  if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
+  if (r.error_findings) why.push_back(std::to_string(r.error_findings) + " diagnose finding(s) of error severity");
+  if (!r.incomplete.empty()) why.push_back("the evidence is incomplete (" + r.incomplete.front() + ")");
+  if (r.compared() == 0)
+    why.push_back("nothing was compared: no row of the baseline has a metric this run can be held to (" +
+                  std::to_string(r.skipped) + " skipped, " + std::to_string(r.missing) + " missing)");
+  if (opts.strict && r.missing) why.push_back(std::to_string(r.missing) + " baseline row(s) missing (--strict)");
+  std::string s;
+  for (const std::string& w : why) s += (s.empty() ? "" : "; ") + w;
+  return "FAIL: " + s;
+}
+
+}  // namespace
+
 void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& out) {
+  out << Verdict(r, opts) << "\n\n";
   int compared = 0;
   for (const stats::CheckItem& i : r.items)
     if (!i.metric().empty()) ++compared;
@@ -302,18 +331,7 @@ void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& ou
   for (const report::Finding& f : r.findings)
     out << "  " << SeverityName(f.severity()) << " " << report::FindingKind_Name(f.kind()) << ": "
         << Printable(f.summary()) << "\n";
-  out << "\n";
-  if (!r.failed()) {
-    out << "PASS\n";
-    return;
-  }
-  std::vector<std::string> why;
-  if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
-  if (opts.strict && r.missing) why.push_back(std::to_string(r.missing) + " baseline row(s) missing (--strict)");
-  if (r.error_findings) why.push_back(std::to_string(r.error_findings) + " diagnose finding(s) of error severity");
-  std::string s;
-  for (const std::string& w : why) s += (s.empty() ? "" : ", ") + w;
-  out << "FAIL: " << s << "\n";
+  for (const std::string& w : r.incomplete) out << "  incomplete evidence: " << Printable(w) << "\n";
 }
 
 std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
@@ -343,7 +361,10 @@ std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
   int diag_tests = 0, diag_failures = 0;
   for (const report::Finding& f : r.findings) {
     ++diag_tests;
-    const std::string name = report::FindingKind_Name(f.kind()) + ": " + f.summary();
+    // What and where, no measured value: CI history follows the case.
+    std::string name = report::FindingKind_Name(f.kind());
+    if (!f.comm().empty()) name += " " + f.func() + " #" + std::to_string(f.seq()) + " on " + f.comm();
+    for (const report::ProcRef& p : f.culprits()) name += (&p == &f.culprits(0) ? " by " : ",") + p.name();
     std::string detail = f.summary();
     for (const report::Evidence& e : f.evidence()) detail += "\n" + (e.proc().empty() ? "" : e.proc() + ": ") + e.text();
     diag_cases << "    <testcase classname=\"diagnose." << XmlEscape(report::FindingKind_Name(f.kind())) << "\" name=\""

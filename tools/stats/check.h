@@ -36,6 +36,9 @@ namespace ncclwatch::tools {
 struct CheckOptions {
   std::map<std::string, double> tolerance_pct;  // metric -> percent; metrics absent are not compared
   bool strict = false;                          // missing rows fail
+  // A row's metrics are compared only where the baseline and the run both
+  // timed at least this many samples: a p99 of 4 samples is its maximum.
+  uint32_t min_samples = 20;
 };
 
 // The defaults above.
@@ -52,7 +55,12 @@ struct CheckResult {
   int regressed = 0, missing = 0, added = 0, skipped = 0, improved = 0, ok = 0;
   int error_findings = 0;
   bool strict = false;                          // CheckOptions::strict: missing rows fail
-  bool failed() const;                          // regressions, error findings, missing rows if strict
+  // Diagnosis.incomplete: the run's evidence is incomplete or damaged.
+  std::vector<std::string> incomplete;
+  int compared() const { return regressed + improved + ok; }
+  // Regressions, error findings, incomplete evidence, nothing compared (a
+  // gate that compared nothing has not passed), missing rows if strict.
+  bool failed() const;
 };
 
 // Compares `run` with `baseline`.
@@ -60,13 +68,14 @@ CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, 
 // Adds diagnose's findings (fails on those of error severity).
 void AddFindings(const report::Diagnosis& d, CheckResult* r);
 
-// The readable report: what regressed (and what was skipped, missing,
-// improved), the findings, then "PASS" or "FAIL: ..." on the last line.
+// The readable report: "PASS" or "FAIL: why" on the first line, then what
+// regressed (and what was skipped, missing, improved) and the findings.
 void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& out);
 
 // JUnit XML: suite "stats" with one testcase per row and metric (and per
-// missing/new row), suite "diagnose" with one per finding (one passing case
-// when there is none).
+// missing/new row), suite "diagnose" with one per independent finding (one
+// passing case when there is none; consequences are not cases). Test names
+// are stable from run to run: what and where, never a measured value.
 std::string JUnitXml(const CheckResult& r, const CheckOptions& opts);
 
 

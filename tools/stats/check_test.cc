@@ -113,7 +113,7 @@ TEST(CheckTest, MissingNewAndIncomparableRowsDoNotFail) {
     }
   std::ostringstream out;
   PrintCheck(r, DefaultCheckOptions(), out);
-  EXPECT_NE(out.str().find("\nPASS\n"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().rfind("PASS: 3 metric(s) within tolerance", 0), 0u) << out.str();  // the verdict first
 
   CheckOptions strict = DefaultCheckOptions();
   strict.strict = true;
@@ -122,6 +122,57 @@ TEST(CheckTest, MissingNewAndIncomparableRowsDoNotFail) {
   std::ostringstream sout;
   PrintCheck(rs, strict, sout);
   EXPECT_NE(sout.str().find("FAIL: 1 baseline row(s) missing (--strict)"), std::string::npos) << sout.str();
+}
+
+// The report's cases: a gate that compared nothing has not passed; a row of
+// another communicator size is another row; a p99 of a few samples is not
+// compared; the verdict is the first line.
+TEST(CheckTest, NothingComparedIsAFailure) {
+  // The baseline has GPU timing, the run (captured without kernel events) none.
+  stats::Stats base = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50)});
+  stats::Stats run = StatsOf({Row("world", "AllReduce", 20, 900, 900, 5, "cpu")});
+  CheckResult r = CompareStats(base, run, DefaultCheckOptions());
+  EXPECT_EQ(r.compared(), 0);
+  EXPECT_TRUE(r.failed());
+  std::ostringstream out;
+  PrintCheck(r, DefaultCheckOptions(), out);
+  EXPECT_EQ(out.str().rfind("FAIL: nothing was compared", 0), 0u) << out.str();
+}
+
+TEST(CheckTest, TheCommunicatorsSizeIsPartOfTheRow) {
+  stats::StatRow b = Row("world", "AllReduce", 20, 100, 200, 50);
+  b.set_nranks(8);
+  stats::StatRow c = Row("world", "AllReduce", 20, 100, 200, 50);
+  c.set_nranks(4);
+  CheckResult r = CompareStats(StatsOf({b}), StatsOf({c}), DefaultCheckOptions());
+  EXPECT_EQ(r.missing, 1);
+  EXPECT_EQ(r.added, 1);
+  EXPECT_TRUE(r.failed());  // and nothing compared
+}
+
+TEST(CheckTest, TooFewSamplesAreNotCompared) {
+  stats::StatRow b = Row("world", "AllReduce", 20, 100, 200, 50);
+  stats::StatRow c = Row("world", "AllReduce", 20, 100, 900, 50);  // p99 +350%
+  c.set_samples(4);
+  CheckResult r = CompareStats(StatsOf({b, Row("world", "AllGather", 20, 100, 200, 50)}),
+                               StatsOf({c, Row("world", "AllGather", 20, 100, 200, 50)}), DefaultCheckOptions());
+  ASSERT_NE(Item(r, "AllReduce", "latency_p99"), nullptr);
+  EXPECT_EQ(Item(r, "AllReduce", "latency_p99")->status(), "skipped");
+  EXPECT_NE(Item(r, "AllReduce", "latency_p99")->note().find("too few samples"), std::string::npos);
+  EXPECT_EQ(r.regressed, 0);
+  EXPECT_FALSE(r.failed());
+}
+
+TEST(CheckTest, IncompleteEvidenceFails) {
+  stats::Stats s = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50)});
+  CheckResult r = CompareStats(s, s, DefaultCheckOptions());
+  report::Diagnosis d;
+  d.add_incomplete("no file for rank 3 of comm 'world' (4 ranks) (3 of 4 given)");
+  AddFindings(d, &r);
+  EXPECT_TRUE(r.failed());
+  std::ostringstream out;
+  PrintCheck(r, DefaultCheckOptions(), out);
+  EXPECT_EQ(out.str().rfind("FAIL: the evidence is incomplete (no file for rank 3", 0), 0u) << out.str();
 }
 
 TEST(CheckTest, FailsOnErrorFindingsOnly) {
