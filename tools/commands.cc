@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tools/export/export.h"
+#include "tools/json.h"
 #include "tools/model/model.h"
 #include "tools/order/order.h"
 #include "tools/reader/reader.h"
@@ -112,12 +113,7 @@ int MergeCommand(const Inputs& inputs, const std::string& format, const std::str
   if (format == "text") {
     PrintMergeText(r, *o);
   } else if (format == "json") {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions jo;
-    jo.add_whitespace = true;
-    jo.preserve_proto_field_names = true;
-    google::protobuf::util::MessageToJsonString(r, &json, jo);
-    *o << json << "\n";
+    *o << ReportJson(r);
   } else {
     r.SerializeToOstream(o);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tools/diagnose/context.h"
+#include "tools/json.h"
 #include "tools/diagnose/finders.h"
 
 namespace ncclwatch::tools {
@@ -294,13 +295,7 @@ std::string FormatText(const Diagnosis& d) {
 }
 
 std::string FormatJson(const Diagnosis& d) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.always_print_primitive_fields = true;
-  std::string s;
-  auto st = google::protobuf::util::MessageToJsonString(d, &s, o);
-  if (!st.ok()) return "{}\n";
-  return s;
+  return ReportJson(d);
 }
 
 }  // namespace ncclwatch::tools

@@ -1,5 +1,7 @@
 #include "tools/stats/stats.h"
 
+#include "tools/json.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <stdio.h>
 
@@ -258,13 +260,7 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
 }
 
 std::string StatsToJson(const stats::Stats& s) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  o.add_whitespace = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(s, &json, o);
-  return json;
+  return ReportJson(s);
 }
 
 bool StatsFromJson(const std::string& json, stats::Stats* s, std::string* error) {

@@ -242,14 +242,14 @@ TEST(StatsTest, RowsByCommFuncAndBucket) {
   }
 }
 
-TEST(StatsTest, JsonRoundTripWithProtoFieldNames) {
+TEST(StatsTest, JsonRoundTripInTheProto3Mapping) {
   Job j(2, "we\"ird\\name\n\xC3\xA9");
   for (int r = 0; r < 2; ++r) j.AddOp(0, r, "AllReduce", 0, 256, "ncclFloat32", r * 1000, 50'000, 2000, 20'000);
   j.Match();
   stats::Stats s = ComputeStats(j.m);
   const std::string json = StatsToJson(s);
-  EXPECT_NE(json.find("\"latency_p50_us\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"bucket_log2\""), std::string::npos);
+  EXPECT_NE(json.find("\"latencyP50Us\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"bucketLog2\""), std::string::npos);
   EXPECT_NE(json.find("\"format\": \"ncclwatch-stats/1\""), std::string::npos);
   EXPECT_NE(json.find("we\\\"ird\\\\name\\n\xC3\xA9"), std::string::npos) << json;
   stats::Stats back;
