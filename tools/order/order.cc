@@ -243,13 +243,18 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
   out << "\n";
   for (const auto& i : r.input_issues()) out << "input: " << i << "\n";
   for (const auto& c : r.cycles()) out << "ORDER MISMATCH: " << c << "\n";
-  out << std::left << std::setw(7) << "#" << std::setw(12) << "start ms" << std::setw(26) << "comm" << std::setw(28)
-      << "operation" << std::setw(18) << "ranks" << "state\n";
+  // Rows follow happens-before (every rank's program order and every match),
+  // not the clock: a collective comes after whatever any of its ranks issued
+  // before it, so its first rank's start may be earlier than the row above.
+  out << "rows in happens-before order; 'first start' is the earliest rank's enqueue (ms since the job began), "
+         "so it may step back\n";
+  out << std::left << std::setw(7) << "#" << std::setw(14) << "first start" << std::setw(26) << "comm" << std::setw(36)
+      << "operation (elements)" << std::setw(18) << "ranks" << "state\n";
   for (const auto& o : r.ops()) {
     std::ostringstream op;
     if (o.p2p()) op << o.func() << " " << o.src() << "->" << o.dst() << " #" << o.seq();
     else op << o.func() << " #" << o.seq();
-    op << " (" << o.count() << ")";
+    op << " (" << o.count() << " el)";
     std::ostringstream ranks;
     if (o.missing_ranks_size() == 0 && !o.p2p()) ranks << "all " << o.ranks_size();
     else {
@@ -270,8 +275,8 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
     if (o.in_cycle()) state << " [order mismatch]";
     char t[32];
     snprintf(t, sizeof(t), "%.3f", static_cast<double>(o.first_start_ns()) / 1e6);
-    out << std::setw(7) << o.position() << std::setw(12) << t << std::setw(26) << o.comm().substr(0, 25)
-        << std::setw(28) << op.str().substr(0, 27) << std::setw(18) << ranks.str() << state.str() << "\n";
+    out << std::setw(7) << o.position() << std::setw(14) << t << std::setw(26) << o.comm().substr(0, 25)
+        << std::setw(36) << op.str().substr(0, 35) << std::setw(18) << ranks.str() << state.str() << "\n";
   }
 }
 
