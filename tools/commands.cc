@@ -125,13 +125,14 @@ int ExportCommand(const Inputs& inputs, const std::string& out_path, std::ostrea
   Model m;
   std::string error;
   if (!Load("export", inputs, true, &m, err, &error)) return 2;
-  const std::string json = ChromeTraceJson(BuildChromeTrace(m));
   if (out_path.empty()) {
-    out << json << "\n";
+    WriteChromeTrace(m, out);
+    out << "\n";
     return 0;
   }
   std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
-  f << json << "\n";
+  WriteChromeTrace(m, f);
+  f << "\n";
   f.close();
   if (!f) {
     err << "ncclwatch export: cannot write " << out_path << "\n";

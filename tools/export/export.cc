@@ -1,11 +1,11 @@
 #include "tools/export/export.h"
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 #include <stdio.h>
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "tools/model/liveness.h"
 #include "tools/model/semantics.h"
@@ -14,22 +14,42 @@
 namespace ncclwatch::tools {
 namespace {
 
-using google::protobuf::Value;
+// Events are written one at a time, by hand: the format is flat and fixed,
+// and printing each through protobuf's JSON encoder (reflection, a binary
+// round trip) cost microseconds per event, and holding them all for it
+// kilobytes per operation. Strings go through JsonString (escaped, UTF-8
+// made valid).
+std::string JsonString(const std::string& raw) {
+  const std::string s = SanitizeUtf8(raw);
+  std::string out = "\"";
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
 
-Value Str(const std::string& s) {
-  Value v;
-  v.set_string_value(SanitizeUtf8(s));
-  return v;
-}
-Value Num(double d) {
-  Value v;
-  v.set_number_value(d);
-  return v;
-}
-Value Bool(bool b) {
-  Value v;
-  v.set_bool_value(b);
-  return v;
+std::string Num(double d) {
+  char buf[40];
+  if (d == static_cast<double>(static_cast<int64_t>(d)) && d > -1e15 && d < 1e15)
+    snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(d));
+  else
+    snprintf(buf, sizeof(buf), "%.3f", d);
+  return buf;
 }
 
 std::string CommName(const Comm& c) {
@@ -37,12 +57,6 @@ std::string CommName(const Comm& c) {
   char buf[40];
   snprintf(buf, sizeof(buf), "comm 0x%llx", static_cast<unsigned long long>(c.hash));
   return buf;
-}
-
-std::string ProcessName(const Proc& p) {
-  std::string hp = p.host + ":" + std::to_string(p.pid);
-  if (p.launcher_rank >= 0) return "rank " + std::to_string(p.launcher_rank) + " (" + hp + ")";
-  return hp;
 }
 
 // Assigns non-overlapping lanes, first fit.
@@ -63,11 +77,30 @@ class Lanes {
   std::vector<int64_t> ends_;
 };
 
-class Builder {
+// One event's JSON object, built field by field.
+class Event {
  public:
-  explicit Builder(const Model& m) : m_(m), live_(JudgeLiveness(m)) {}
+  Event& Str(const char* key, const std::string& v) { return Raw(key, JsonString(v)); }
+  Event& Num(const char* key, double v) { return Raw(key, tools::Num(v)); }
+  Event& Arg(const std::string& key, const std::string& json) {
+    args_ += (args_.empty() ? "" : ",") + JsonString(key) + ":" + json;
+    return *this;
+  }
+  Event& Raw(const char* key, const std::string& json) {
+    body_ += (body_.empty() ? "" : ",") + std::string("\"") + key + "\":" + json;
+    return *this;
+  }
+  std::string Json() const { return "{" + body_ + (args_.empty() ? "" : ",\"args\":{" + args_ + "}") + "}"; }
 
-  stats::ChromeTrace Build() {
+ private:
+  std::string body_, args_;
+};
+
+class Exporter {
+ public:
+  Exporter(const Model& m, std::ostream& out) : m_(m), live_(JudgeLiveness(m)), out_(out) {}
+
+  void Write() {
     origin_ = INT64_MAX;
     end_ = INT64_MIN;
     auto see = [&](int64_t t) {
@@ -86,77 +119,95 @@ class Builder {
       see(o.gpu_end_ns());
     }
     if (origin_ == INT64_MAX) origin_ = end_ = 0;
-
-    stats::ChromeTrace t;
-    t.set_displaytimeunit("ns");
-    auto& other = *t.mutable_otherdata();
-    other["generator"] = "ncclwatch export";
-    other["origin_ns"] = std::to_string(origin_);
-    other["clock_alignment"] = SanitizeUtf8(m_.alignment_method);
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%.3f", m_.alignment_error_ns / 1000.0);
-    other["alignment_error_us"] = buf;
-
-    std::vector<stats::ChromeEvent> meta, events;
-    for (uint32_t pi = 0; pi < m_.procs.size(); ++pi) ProcEvents(pi, &meta, &events);
-    std::stable_sort(events.begin(), events.end(), [](const stats::ChromeEvent& a, const stats::ChromeEvent& b) {
-      if (a.ts() != b.ts()) return a.ts() < b.ts();
-      return a.dur() > b.dur();  // an enclosing span first
-    });
-    for (auto& e : meta) *t.add_traceevents() = std::move(e);
-    for (auto& e : events) *t.add_traceevents() = std::move(e);
-    return t;
+    char err[64];
+    snprintf(err, sizeof(err), "%.3f", m_.alignment_error_ns / 1000.0);
+    out_ << "{\"traceEvents\":[";
+    for (uint32_t pi = 0; pi < m_.procs.size(); ++pi) ProcEvents(pi);
+    out_ << "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ncclwatch export\",\"origin_ns\":\"" << origin_
+         << "\",\"clock_alignment\":" << JsonString(m_.alignment_method) << ",\"alignment_error_us\":\"" << err
+         << "\"}}";
   }
 
  private:
-  double Ts(int64_t ns) const { return static_cast<double>(ns - origin_) / 1000.0; }
-
-  stats::ChromeEvent Meta(const char* name, int32_t pid, int32_t tid, const char* key, Value v) const {
-    stats::ChromeEvent e;
-    e.set_name(name);
-    e.set_ph("M");
-    e.set_pid(pid);
-    if (tid >= 0) e.set_tid(tid);
-    (*e.mutable_args())[key] = std::move(v);
-    return e;
+  std::string Ts(int64_t ns) const {
+    char buf[40];
+    snprintf(buf, sizeof(buf), "%.3f", static_cast<double>(ns - origin_) / 1000.0);
+    return buf;
   }
 
-  void OpArgs(uint32_t oi, stats::ChromeEvent* e) const {
+  void Emit(const Event& e) {
+    out_ << (first_ ? "" : ",") << e.Json();
+    first_ = false;
+  }
+
+  void Meta(const char* name, int32_t pid, int32_t tid, const char* key, const std::string& json) {
+    Event e;
+    e.Str("name", name).Str("ph", "M").Num("pid", pid);
+    if (tid >= 0) e.Num("tid", tid);
+    e.Arg(key, json);
+    Emit(e);
+  }
+
+  void OpArgs(uint32_t oi, Event* e) const {
     const Op& o = m_.ops[oi];
-    auto& a = *e->mutable_args();
     const Comm& c = m_.comms[o.comm];
-    a["comm"] = Str(CommName(c));
-    a["comm_hash"] = Str([&] {
-      char buf[24];
-      snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(c.hash));
-      return std::string(buf);
-    }());
-    a["rank"] = Num(o.rank);
-    a["seq"] = Num(static_cast<double>(o.seq));
-    a["count"] = Num(static_cast<double>(o.count));
-    a["datatype"] = Str(m_.Str(o.datatype));
-    a["algo"] = Str(m_.Str(o.algo));
-    a["proto"] = Str(m_.Str(o.proto));
-    a["nchannels"] = Num(o.nchannels);
-    if (o.kind == OpKind::kP2p) a["peer"] = Num(o.peer_or_root);
-    else if (IsRooted(o.fn)) a["root"] = Num(o.peer_or_root);
-    a["enqueue_us"] = Num(o.enqueue_ns / 1000.0);
+    char hash[24];
+    snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(c.hash));
+    e->Arg("comm", JsonString(CommName(c))).Arg("comm_hash", JsonString(hash));
+    e->Arg("rank", tools::Num(o.rank)).Arg("seq", tools::Num(static_cast<double>(o.seq)));
+    e->Arg("count", tools::Num(static_cast<double>(o.count))).Arg("datatype", JsonString(m_.Str(o.datatype)));
+    e->Arg("algo", JsonString(m_.Str(o.algo))).Arg("proto", JsonString(m_.Str(o.proto)));
+    e->Arg("nchannels", tools::Num(o.nchannels));
+    if (o.kind == OpKind::kP2p) e->Arg("peer", tools::Num(o.peer_or_root));
+    else if (IsRooted(o.fn)) e->Arg("root", tools::Num(o.peer_or_root));
+    e->Arg("enqueue_us", tools::Num(o.enqueue_ns / 1000.0));
     if (o.has_gpu) {
-      a["gpu_us"] = Num(o.gpu_duration_ns / 1000.0);
-      if (o.start_ns != kNoTime) a["enqueue_to_kernel_us"] = Num((o.gpu_start_ns - o.start_ns) / 1000.0);
+      e->Arg("gpu_us", tools::Num(o.gpu_duration_ns / 1000.0));
+      if (o.start_ns != kNoTime) e->Arg("enqueue_to_kernel_us", tools::Num((o.gpu_start_ns - o.start_ns) / 1000.0));
     }
     if (o.state == OpState::kCompleted && o.start_ns != kNoTime && o.done_ns != kNoTime)
-      a["cpu_us"] = Num((o.done_ns - o.start_ns) / 1000.0);
-    if (live_.Hung(oi)) a["stuck"] = Bool(true);
-    if (o.state == OpState::kUntracked) a["completion"] = Str("not tracked");
+      e->Arg("cpu_us", tools::Num((o.done_ns - o.start_ns) / 1000.0));
+    if (live_.Hung(oi)) e->Arg("stuck", "true");
+    if (o.state == OpState::kUntracked) e->Arg("completion", JsonString("not tracked"));
   }
 
-  void ProcEvents(uint32_t pi, std::vector<stats::ChromeEvent>* meta, std::vector<stats::ChromeEvent>* events) {
+  // The flow linking one operation across its ranks: "s" on the lowest
+  // rank's span, "t" on the ones between, "f" on the highest, each bound to
+  // the span it sits on (bp "e"). Perfetto draws the arrows between ranks.
+  void Flow(uint32_t oi, int32_t pid, int32_t tid, int64_t ts) {
+    const Op& o = m_.ops[oi];
+    if (o.match == kNone) return;
+    const Match& mt = m_.matches[o.match];
+    uint32_t lo = kNone, hi = kNone;
+    size_t present = 0;
+    for (uint32_t x : mt.ops) {
+      if (x == kNone || m_.ops[x].start_ns == kNoTime) continue;
+      ++present;
+      if (lo == kNone || m_.ops[x].rank < m_.ops[lo].rank) lo = x;
+      if (hi == kNone || m_.ops[x].rank > m_.ops[hi].rank) hi = x;
+    }
+    if (present < 2) return;
+    const char* ph = oi == lo ? "s" : oi == hi ? "f" : "t";
+    Event e;
+    e.Str("name", (m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func)) + " #" + std::to_string(o.seq))
+        .Str("cat", "match")
+        .Str("ph", ph)
+        .Raw("id", tools::Num(o.match + 1))
+        .Str("bp", "e")
+        .Raw("ts", Ts(ts))
+        .Num("pid", pid)
+        .Num("tid", tid);
+    Emit(e);
+  }
+
+  void ProcEvents(uint32_t pi) {
     const Proc& p = m_.procs[pi];
     const int32_t pid = static_cast<int32_t>(pi);
-    meta->push_back(Meta("process_name", pid, -1, "name", Str(ProcessName(p))));
-    meta->push_back(Meta("process_sort_index", pid, -1, "sort_index",
-                         Num(p.launcher_rank >= 0 ? p.launcher_rank : static_cast<double>(pi))));
+    // Named by rank as the user knows it: the launcher's, else the rank in
+    // its largest communicator (ProcName), with where it ran.
+    Meta("process_name", pid, -1, "name", JsonString(ProcName(m_, pi) + " (" + p.host + ":" + std::to_string(p.pid) + ")"));
+    Meta("process_sort_index", pid, -1, "sort_index",
+         tools::Num(p.launcher_rank >= 0 ? p.launcher_rank : static_cast<double>(pi)));
 
     // This process's ops by communicator, in program order.
     std::map<uint32_t, std::vector<uint32_t>> by_comm;
@@ -168,50 +219,47 @@ class Builder {
     auto track = [&](const std::string& name, size_t lane) {
       const int32_t tid = next_tid++;
       const std::string n = lane == 0 ? name : name + " [" + std::to_string(lane + 1) + "]";
-      meta->push_back(Meta("thread_name", pid, tid, "name", Str(n)));
-      meta->push_back(Meta("thread_sort_index", pid, tid, "sort_index", Num(tid)));
+      Meta("thread_name", pid, tid, "name", JsonString(n));
+      Meta("thread_sort_index", pid, tid, "sort_index", tools::Num(tid));
       return tid;
     };
     std::map<uint32_t, int32_t> first_tid_of_comm;
     for (auto& [ci, ops] : by_comm) {
       const std::string name = CommName(m_.comms[ci]);
-      // CPU spans.
+      // CPU spans: lanes first (a track per lane), then the spans.
       Lanes cpu_lanes;
-      std::vector<std::pair<size_t, stats::ChromeEvent>> cpu;
+      std::vector<uint32_t> lane_of(ops.size());
+      std::vector<int64_t> end_of(ops.size());
       bool any_gpu = false;
-      for (uint32_t oi : ops) {
-        const Op& o = m_.ops[oi];
+      for (size_t k = 0; k < ops.size(); ++k) {
+        const Op& o = m_.ops[ops[k]];
         any_gpu |= o.has_gpu;
-        int64_t end;
-        std::string ename = m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func);
-        const OpLiveness lv = live_.of_op[oi];
-        if (o.state == OpState::kCompleted && o.done_ns != kNoTime) {
-          end = std::max(o.done_ns, o.start_ns);
-        } else if (lv == OpLiveness::kHung) {
-          end = std::max(end_, o.start_ns);
-          ename += " (STUCK)";
-        } else if (lv == OpLiveness::kInFlight) {
-          end = std::max(end_, o.start_ns);
-          ename += " (in flight)";
-        } else {
-          end = o.start_ns + o.enqueue_ns;
-        }
-        stats::ChromeEvent e;
-        e.set_name(SanitizeUtf8(ename));
-        e.set_cat(o.kind == OpKind::kP2p ? "p2p" : "coll");
-        e.set_ph("X");
-        e.set_ts(Ts(o.start_ns));
-        e.set_dur(static_cast<double>(end - o.start_ns) / 1000.0);
-        e.set_pid(pid);
-        OpArgs(oi, &e);
-        cpu.emplace_back(cpu_lanes.Place(o.start_ns, end), std::move(e));
+        end_of[k] = End(ops[k]);
+        lane_of[k] = static_cast<uint32_t>(cpu_lanes.Place(o.start_ns, end_of[k]));
       }
       std::vector<int32_t> cpu_tids;
       for (size_t l = 0; l < cpu_lanes.size(); ++l) cpu_tids.push_back(track(name, l));
       first_tid_of_comm[ci] = cpu_tids.empty() ? 0 : cpu_tids[0];
-      for (auto& [lane, e] : cpu) {
-        e.set_tid(cpu_tids[lane]);
-        events->push_back(std::move(e));
+      for (size_t k = 0; k < ops.size(); ++k) {
+        const uint32_t oi = ops[k];
+        const Op& o = m_.ops[oi];
+        std::string ename = m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func);
+        const OpLiveness lv = live_.of_op[oi];
+        if (!(o.state == OpState::kCompleted && o.done_ns != kNoTime)) {
+          if (lv == OpLiveness::kHung) ename += " (STUCK)";
+          else if (lv == OpLiveness::kInFlight) ename += " (in flight)";
+        }
+        Event e;
+        e.Str("name", ename)
+            .Str("cat", o.kind == OpKind::kP2p ? "p2p" : "coll")
+            .Str("ph", "X")
+            .Raw("ts", Ts(o.start_ns))
+            .Raw("dur", tools::Num(static_cast<double>(end_of[k] - o.start_ns) / 1000.0))
+            .Num("pid", pid)
+            .Num("tid", cpu_tids[lane_of[k]]);
+        OpArgs(oi, &e);
+        Emit(e);
+        Flow(oi, pid, cpu_tids[lane_of[k]], o.start_ns);
       }
       if (!any_gpu) continue;
       // GPU kernel spans.
@@ -221,46 +269,40 @@ class Builder {
       std::stable_sort(gpu_ops.begin(), gpu_ops.end(),
                        [&](uint32_t a, uint32_t b) { return m_.ops[a].gpu_start_ns < m_.ops[b].gpu_start_ns; });
       Lanes gpu_lanes;
-      std::vector<std::pair<size_t, stats::ChromeEvent>> gpu;
-      for (uint32_t oi : gpu_ops) {
-        const Op& o = m_.ops[oi];
-        stats::ChromeEvent e;
-        e.set_name(SanitizeUtf8(m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func)));
-        e.set_cat("gpu");
-        e.set_ph("X");
-        e.set_ts(Ts(o.gpu_start_ns));
-        e.set_dur(o.gpu_duration_ns / 1000.0);
-        e.set_pid(pid);
-        OpArgs(oi, &e);
-        gpu.emplace_back(gpu_lanes.Place(o.gpu_start_ns, o.gpu_end_ns()), std::move(e));
-      }
+      std::vector<uint32_t> gpu_lane(gpu_ops.size());
+      for (size_t k = 0; k < gpu_ops.size(); ++k)
+        gpu_lane[k] = static_cast<uint32_t>(
+            gpu_lanes.Place(m_.ops[gpu_ops[k]].gpu_start_ns, m_.ops[gpu_ops[k]].gpu_end_ns()));
       std::vector<int32_t> gpu_tids;
       for (size_t l = 0; l < gpu_lanes.size(); ++l) gpu_tids.push_back(track(name + " (GPU)", l));
-      for (auto& [lane, e] : gpu) {
-        e.set_tid(gpu_tids[lane]);
-        events->push_back(std::move(e));
+      for (size_t k = 0; k < gpu_ops.size(); ++k) {
+        const uint32_t oi = gpu_ops[k];
+        const Op& o = m_.ops[oi];
+        Event e;
+        e.Str("name", m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func))
+            .Str("cat", "gpu")
+            .Str("ph", "X")
+            .Raw("ts", Ts(o.gpu_start_ns))
+            .Raw("dur", tools::Num(o.gpu_duration_ns / 1000.0))
+            .Num("pid", pid)
+            .Num("tid", gpu_tids[gpu_lane[k]]);
+        OpArgs(oi, &e);
+        Emit(e);
       }
     }
 
     // Stuck reports.
     for (const StuckReport& r : p.stucks) {
       if (r.time_ns == kNoTime) continue;
-      stats::ChromeEvent e;
-      e.set_name("stuck report");
-      e.set_cat("stuck");
-      e.set_ph("i");
-      e.set_s("p");
-      e.set_ts(Ts(r.time_ns));
-      e.set_pid(pid);
       int32_t tid = 0;
       if (!r.ops.empty()) {
         auto it = first_tid_of_comm.find(r.ops[0].comm);
         if (it != first_tid_of_comm.end()) tid = it->second;
       }
-      e.set_tid(tid);
-      auto& a = *e.mutable_args();
-      a["threshold_sec"] = Num(r.threshold_sec);
-      a["ops_in_flight"] = Num(static_cast<double>(r.ops.size()));
+      Event e;
+      e.Str("name", "stuck report").Str("cat", "stuck").Str("ph", "i").Str("s", "p").Raw("ts", Ts(r.time_ns));
+      e.Num("pid", pid).Num("tid", tid);
+      e.Arg("threshold_sec", tools::Num(r.threshold_sec)).Arg("ops_in_flight", tools::Num(static_cast<double>(r.ops.size())));
       for (size_t i = 0; i < r.ops.size(); ++i) {
         const StuckOp& s = r.ops[i];
         char line[256];
@@ -270,29 +312,31 @@ class Builder {
         std::string text = (m_.Str(s.func).empty() ? "(unknown)" : m_.Str(s.func));
         if (s.comm < m_.comms.size()) text += " on " + CommName(m_.comms[s.comm]);
         text += line;
-        char key[32];
-        snprintf(key, sizeof(key), "op %zu", i + 1);
-        a[key] = Str(text);
+        e.Arg("op " + std::to_string(i + 1), JsonString(text));
       }
-      events->push_back(std::move(e));
+      Emit(e);
     }
   }
 
+  // Where an op's CPU span ends: its completion, the end of the trace for
+  // one in flight (hung or not yet), else its enqueue.
+  int64_t End(uint32_t oi) const {
+    const Op& o = m_.ops[oi];
+    if (o.state == OpState::kCompleted && o.done_ns != kNoTime) return std::max(o.done_ns, o.start_ns);
+    const OpLiveness lv = live_.of_op[oi];
+    if (lv == OpLiveness::kHung || lv == OpLiveness::kInFlight) return std::max(end_, o.start_ns);
+    return o.start_ns + o.enqueue_ns;
+  }
+
   const Model& m_;
-  const Liveness live_;  // the judgement diagnose gives too (tools/liveness.h)
+  const Liveness live_;  // the judgement diagnose gives too (tools/model/liveness.h)
+  std::ostream& out_;
+  bool first_ = true;
   int64_t origin_ = 0, end_ = 0;
 };
 
 }  // namespace
 
-stats::ChromeTrace BuildChromeTrace(const Model& m) { return Builder(m).Build(); }
-
-std::string ChromeTraceJson(const stats::ChromeTrace& t) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(t, &json, o);
-  return json;
-}
+void WriteChromeTrace(const Model& m, std::ostream& out) { Exporter(m, out).Write(); }
 
 }  // namespace ncclwatch::tools

@@ -3,7 +3,8 @@
 //
 // Layout:
 // - one process per traced process: pid = Model::procs index, named
-//   "rank N (host:pid)" ("host:pid" when the launcher gave no rank);
+//   "rank N (host:pid)": the launcher's rank, else its rank in its largest
+//   communicator (ProcName);
 // - per communicator of that process, a CPU track named after it ("world",
 //   or "comm 0x1234abcd" when unnamed) with each operation from enqueue start
 //   to completion as the plugin saw it, and, when any of its operations has
@@ -17,14 +18,18 @@
 //   whose completion the capture could not see spans its enqueue only, with
 //   args.completion = "not tracked";
 // - each stuck report is an instant event ("ph":"i", process scope) listing
-//   what was in flight.
+//   what was in flight;
+// - an operation matched across ranks is linked by a flow ("ph" s/t/f,
+//   "id" its match, "cat":"match") from its lowest rank's span to its
+//   highest's.
 // Times are microseconds (floating) on the aligned timeline (AlignClocks),
 // since the earliest record of any file (otherData.origin_ns says when, in
 // ns of CLOCK_REALTIME as aligned).
 //
-// The JSON is printed from proto/stats.proto's ChromeTrace by protobuf's
-// encoder: strings are escaped by it, and names that are not valid UTF-8
-// have their bad bytes replaced by U+FFFD first.
+// Streamed: events are written as each process's are made, so memory is
+// the model's and not the output's (BENCHMARKS.md). Events are in no global
+// time order; both viewers sort. Strings are escaped and their invalid UTF-8
+// replaced by U+FFFD.
 
 #ifndef TOOLS_EXPORT_EXPORT_H_
 #define TOOLS_EXPORT_EXPORT_H_
@@ -33,16 +38,12 @@
 #include <string>
 #include <vector>
 
-#include "proto/stats.pb.h"
 #include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 
-stats::ChromeTrace BuildChromeTrace(const Model& m);
-
-// Compact JSON: {"traceEvents":[...],"displayTimeUnit":"ns","otherData":{...}}.
-std::string ChromeTraceJson(const stats::ChromeTrace& t);
-
+// Writes the trace as JSON: {"traceEvents":[...],"displayTimeUnit":"ns","otherData":{...}}.
+void WriteChromeTrace(const Model& m, std::ostream& out);
 
 }  // namespace ncclwatch::tools
 

@@ -1,6 +1,8 @@
 #include "tools/cli.h"
 #include "tools/export/export.h"
 
+#include "proto/stats.pb.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
@@ -78,7 +80,9 @@ struct Job {
 };
 
 stats::ChromeTrace RoundTrip(const Model& m, std::string* json_out = nullptr) {
-  const std::string json = ChromeTraceJson(BuildChromeTrace(m));
+  std::ostringstream out;
+  WriteChromeTrace(m, out);
+  const std::string json = out.str();
   if (json_out) *json_out = json;
   stats::ChromeTrace back;
   auto st = google::protobuf::util::JsonStringToMessage(json, &back);
@@ -288,7 +292,8 @@ TEST(ExportTest, UnnamedCommsAndNoLauncherRank) {
   EXPECT_EQ(ThreadNames(t)[std::make_pair(0, 1)], "comm 0xabcdef");
   for (const auto& e : t.traceevents()) {
     if (e.ph() == "M" && e.name() == "process_name" && e.pid() == 0) {
-      EXPECT_EQ(e.args().at("name").string_value(), "node0:4000");
+      // No launcher rank: named by its rank in its communicator, as diagnose names it.
+      EXPECT_EQ(e.args().at("name").string_value(), "rank 0 (node0:4000)");
     }
     if (e.ph() == "X") {
       EXPECT_EQ(e.args().at("root").number_value(), 1);
@@ -354,6 +359,32 @@ TEST(ExportEndToEnd, HungJobFromTraceFiles) {
   std::ostringstream to_stdout;
   ASSERT_EQ(RunCli({"ncclwatch", "export", dir}, to_stdout, err), 0);
   EXPECT_EQ(to_stdout.str().rfind("{\"traceEvents\":[", 0), 0u);
+}
+
+// One collective is one flow across its ranks: "s" on the lowest rank's
+// span, "f" on the highest's, one id, both bound to the span they sit on.
+TEST(ExportTest, ACollectiveIsLinkedAcrossRanks) {
+  Job j("world");
+  j.Add(0, "AllReduce", 0, 1'000'000, 1'500'000);
+  j.Add(1, "AllReduce", 0, 1'200'000, 1'500'000);
+  Match mt;
+  mt.comm = 0;
+  mt.seq = 0;
+  mt.ops = {0, 1};
+  j.m.matches.push_back(mt);
+  j.m.ops[0].match = j.m.ops[1].match = 0;
+  stats::ChromeTrace t = RoundTrip(j.m);
+  std::map<std::string, const stats::ChromeEvent*> flow;
+  for (const auto& e : t.traceevents())
+    if (e.cat() == "match") flow[e.ph()] = &e;
+  ASSERT_EQ(flow.size(), 2u);
+  ASSERT_TRUE(flow.count("s") && flow.count("f"));
+  EXPECT_EQ(flow["s"]->id(), flow["f"]->id());
+  EXPECT_EQ(flow["s"]->pid(), 0);
+  EXPECT_EQ(flow["f"]->pid(), 1);
+  EXPECT_EQ(flow["s"]->bp(), "e");
+  EXPECT_DOUBLE_EQ(flow["s"]->ts(), 1000.0);  // on rank 0's span, which starts 1 ms in
+  EXPECT_EQ(flow["f"]->name(), "AllReduce #0");
 }
 
 }  // namespace

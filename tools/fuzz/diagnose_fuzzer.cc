@@ -43,6 +43,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PrintStatsTable(stats, sink);
   sink << StatsToJson(stats);
 
-  sink << ChromeTraceJson(BuildChromeTrace(model));
+  WriteChromeTrace(model, sink);
   return 0;
 }
