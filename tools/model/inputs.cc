@@ -116,13 +116,9 @@ struct HeaderFacts {
 };
 
 // The header is the first record after its batch's opening: a few records in.
-HeaderFacts ReadHeaderFacts(const std::string& path) {
+HeaderFacts ReadHeaderFacts(TraceReader& r, uint64_t size) {
   HeaderFacts h;
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) h.size = static_cast<uint64_t>(st.st_size);
-  TraceReader r;
-  std::string error;
-  if (!r.Open(path, &error)) return h;
+  h.size = size;
   trace::Record rec;
   uint64_t offset = 0;
   for (int i = 0; i < 4 && r.Next(&rec, &offset); ++i) {
@@ -145,12 +141,12 @@ std::string ListFew(const std::vector<std::string>& files) {
   return s;
 }
 
-}  // namespace
-
-bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* error) {
-  std::vector<HeaderFacts> facts;
-  facts.reserve(in->files.size());
-  for (const std::string& f : in->files) facts.push_back(ReadHeaderFacts(f));
+// Which of `names` (with their headers' facts) to keep: see ScreenTraceInputs.
+bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const std::vector<std::string>& names,
+            std::vector<bool>* keep_out, std::vector<std::string>* notes, std::string* error) {
+  TraceInputs shim;
+  shim.files = names;
+  TraceInputs* in = &shim;
 
   // One file per process: the same host, pid and start cannot be two processes.
   std::map<std::tuple<std::string, int64_t, uint64_t, uint64_t>, size_t> first;
@@ -194,10 +190,48 @@ bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* err
     *error += "; name one with --job";
     return false;
   }
+  notes->insert(notes->end(), in->notes.begin(), in->notes.end());
+  *keep_out = keep;
+  return true;
+}
+
+}  // namespace
+
+bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* error) {
+  std::vector<HeaderFacts> facts;
+  facts.reserve(in->files.size());
+  for (const std::string& f : in->files) {
+    TraceReader r;
+    std::string ignored;
+    struct stat st;
+    const uint64_t size = stat(f.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    facts.push_back(r.Open(f, &ignored) ? ReadHeaderFacts(r, size) : HeaderFacts{});
+  }
+  std::vector<bool> keep;
+  if (!Screen(job, facts, in->files, &keep, &in->notes, error)) return false;
   std::vector<std::string> files;
   for (size_t i = 0; i < in->files.size(); ++i)
     if (keep[i]) files.push_back(in->files[i]);
   in->files.swap(files);
+  return true;
+}
+
+bool ScreenTraceBytes(const std::string& job, std::vector<std::pair<std::string, std::string>>* files,
+                      std::vector<std::string>* notes, std::string* error) {
+  std::vector<HeaderFacts> facts;
+  std::vector<std::string> names;
+  for (const auto& [name, bytes] : *files) {
+    TraceReader r;
+    r.OpenBytes(name, bytes.substr(0, std::min<size_t>(bytes.size(), 1 << 16)));
+    facts.push_back(ReadHeaderFacts(r, bytes.size()));
+    names.push_back(name);
+  }
+  std::vector<bool> keep;
+  if (!Screen(job, facts, names, &keep, notes, error)) return false;
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (size_t i = 0; i < files->size(); ++i)
+    if (keep[i]) kept.push_back(std::move((*files)[i]));
+  files->swap(kept);
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ncclwatch::tools {
@@ -39,6 +40,9 @@ TraceInputs ListTraceInputs(const std::vector<std::string>& paths);
 // False with `error` when the files hold several jobs and none was chosen,
 // or the chosen one is not among them.
 bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* error);
+// The same on in-memory files, {name, bytes} each (tests, fuzzing).
+bool ScreenTraceBytes(const std::string& job, std::vector<std::pair<std::string, std::string>>* files,
+                      std::vector<std::string>* notes, std::string* error);
 
 }  // namespace ncclwatch::tools
 

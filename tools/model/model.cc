@@ -455,11 +455,13 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
 
 bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& named_files, const LoadOptions& opts,
                         Model* m, std::string* error) {
+  std::vector<std::pair<std::string, std::string>> files = named_files;
+  if (!ScreenTraceBytes(opts.job, &files, &m->notes, error)) return false;
   uint64_t bytes = 0;
-  for (const auto& f : named_files) bytes += f.second.size();
-  return LoadEach(named_files.size(), bytes, opts, m, error, [&](size_t i) {
+  for (const auto& f : files) bytes += f.second.size();
+  return LoadEach(files.size(), bytes, opts, m, error, [&](size_t i) {
     TraceReader reader;
-    reader.OpenBytes(named_files[i].first, named_files[i].second);
+    reader.OpenBytes(files[i].first, files[i].second);
     LoadFile(reader, m);
   });
 }
