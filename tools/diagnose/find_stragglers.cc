@@ -11,11 +11,16 @@
 namespace ncclwatch::tools::diagnose_internal {
 namespace {
 
+// The median by selection, not a full sort: it runs once per collective
+// over every rank (10 M values for 1,024 ranks x 10,000 collectives).
 double MedianOf(std::vector<double> v) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
   const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
+  const double hi = v[n / 2];
+  if (n % 2) return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2));
+  return (lo + hi) / 2;
 }
 
 }  // namespace

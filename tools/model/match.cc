@@ -31,8 +31,34 @@ void MatchOps(Model* m) {
       return static_cast<size_t>(h);
     }
   };
+  // Collectives, nearly every operation, are found by seq in a dense table
+  // per (communicator, function): NCCL counts seq from 0, so it is an index.
+  // A table whose seqs are sparse (a corrupt file's) falls back to the hash
+  // map, as p2p operations do. On 10 M operations the hash lookups were the
+  // match's largest cost (BENCHMARKS.md).
+  struct Dense {
+    uint64_t ops = 0, max_seq = 0;
+    std::vector<uint32_t> match;  // seq -> Model::matches index; empty: use the hash map
+  };
+  std::unordered_map<uint64_t, Dense> dense;
+  auto dense_key = [](const Op& o) { return uint64_t{o.comm} << 16 | o.func; };
+  size_t sparse_ops = 0;
+  for (const Op& o : m->ops) {
+    if (o.rank < 0) continue;
+    if (o.kind != OpKind::kColl) {
+      ++sparse_ops;
+      continue;
+    }
+    Dense& d = dense[dense_key(o)];
+    ++d.ops;
+    d.max_seq = std::max(d.max_seq, o.seq);
+  }
+  for (auto& [key, d] : dense) {
+    if (d.max_seq < 4 * d.ops + 1024) d.match.assign(d.max_seq + 1, kNone);
+    else sparse_ops += d.ops;
+  }
   std::unordered_map<Key, uint32_t, KeyHash> index;
-  index.reserve(m->ops.size() / 2 + 16);
+  index.reserve(sparse_ops / 2 + 16);
   std::vector<int32_t> max_member_rank(m->comms.size(), -1);
   for (uint32_t ci = 0; ci < m->comms.size(); ++ci)
     for (const CommMember& mem : m->comms[ci].members)
@@ -52,9 +78,15 @@ void MatchOps(Model* m) {
     } else {
       slot = static_cast<size_t>(o.rank);
     }
-    auto it = index.find(k);
+    uint32_t* dense_slot = nullptr;
+    if (o.kind == OpKind::kColl) {
+      Dense& d = dense[dense_key(o)];
+      if (!d.match.empty()) dense_slot = &d.match[o.seq];
+    }
+    auto it = dense_slot != nullptr ? index.end() : index.find(k);
+    const bool found = dense_slot != nullptr ? *dense_slot != kNone : it != index.end();
     uint32_t mi;
-    if (it == index.end()) {
+    if (!found) {
       mi = static_cast<uint32_t>(m->matches.size());
       Match match;
       match.comm = o.comm;
@@ -67,9 +99,10 @@ void MatchOps(Model* m) {
       // communicator claiming many more ranks than were traced costs nothing.
       match.ops.assign(o.kind == OpKind::kP2p ? 2 : static_cast<size_t>(std::max(max_member_rank[o.comm] + 1, 1)), kNone);
       m->matches.push_back(std::move(match));
-      index.emplace(k, mi);
+      if (dense_slot != nullptr) *dense_slot = mi;
+      else index.emplace(k, mi);
     } else {
-      mi = it->second;
+      mi = dense_slot != nullptr ? *dense_slot : it->second;
     }
     Match& match = m->matches[mi];
     if (slot >= match.ops.size()) match.ops.resize(slot + 1, kNone);

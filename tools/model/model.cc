@@ -1,5 +1,7 @@
 #include "tools/model/model.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <map>
 #include <unordered_map>
@@ -422,6 +424,18 @@ void LoadPath(const std::string& path, Model* m) {
   LoadFile(reader, m);
 }
 
+// Asks for transparent huge pages over a large array about to be filled:
+// one fault per 2 MiB instead of per 4 KiB. A 10 M-operation model is a
+// gigabyte of Op; on VMs where a page fault is expensive (PVM guests), the
+// 250,000 faults of 4 KiB pages were a quarter of the load's time
+// (BENCHMARKS.md). Advice only: nothing changes where THP is off.
+void AdviseHugePages(void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = 2u << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 // What LoadModel does once every file was read.
 bool FinishLoad(Model* m, std::string* error);
 
@@ -432,6 +446,7 @@ bool FinishLoad(Model* m, std::string* error);
 template <typename LoadOne>
 bool LoadEach(size_t n, uint64_t bytes, const LoadOptions& opts, Model* m, std::string* error, LoadOne load) {
   m->ops.reserve(m->ops.size() + bytes / 44 + 16);
+  AdviseHugePages(m->ops.data(), m->ops.capacity() * sizeof(Op));
   for (size_t i = 0; i < n; ++i) {
     const size_t before = m->errors.size();
     load(i);
