@@ -119,6 +119,16 @@ class Exporter {
       see(o.gpu_end_ns());
     }
     if (origin_ == INT64_MAX) origin_ = end_ = 0;
+    // Each match's lowest and highest rank's op, once (a flow's ends): not
+    // per op, which would cost ranks squared per collective.
+    ends_.assign(m_.matches.size(), {kNone, kNone});
+    for (uint32_t oi = 0; oi < m_.ops.size(); ++oi) {
+      const Op& o = m_.ops[oi];
+      if (o.match == kNone || o.start_ns == kNoTime) continue;
+      auto& [lo, hi] = ends_[o.match];
+      if (lo == kNone || o.rank < m_.ops[lo].rank) lo = oi;
+      if (hi == kNone || o.rank > m_.ops[hi].rank) hi = oi;
+    }
     char err[64];
     snprintf(err, sizeof(err), "%.3f", m_.alignment_error_ns / 1000.0);
     out_ << "{\"traceEvents\":[";
@@ -177,16 +187,8 @@ class Exporter {
   void Flow(uint32_t oi, int32_t pid, int32_t tid, int64_t ts) {
     const Op& o = m_.ops[oi];
     if (o.match == kNone) return;
-    const Match& mt = m_.matches[o.match];
-    uint32_t lo = kNone, hi = kNone;
-    size_t present = 0;
-    for (uint32_t x : mt.ops) {
-      if (x == kNone || m_.ops[x].start_ns == kNoTime) continue;
-      ++present;
-      if (lo == kNone || m_.ops[x].rank < m_.ops[lo].rank) lo = x;
-      if (hi == kNone || m_.ops[x].rank > m_.ops[hi].rank) hi = x;
-    }
-    if (present < 2) return;
+    const auto [lo, hi] = ends_[o.match];
+    if (lo == hi) return;  // on one rank only: nothing to link
     const char* ph = oi == lo ? "s" : oi == hi ? "f" : "t";
     Event e;
     e.Str("name", (m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func)) + " #" + std::to_string(o.seq))
@@ -331,6 +333,7 @@ class Exporter {
   const Model& m_;
   const Liveness live_;  // the judgement diagnose gives too (tools/model/liveness.h)
   std::ostream& out_;
+  std::vector<std::pair<uint32_t, uint32_t>> ends_;  // per match: its lowest and highest rank's op
   bool first_ = true;
   int64_t origin_ = 0, end_ = 0;
 };
