@@ -17,6 +17,15 @@
 namespace ncclwatch::tools {
 namespace {
 
+// A p99 needs this many samples to be more than the largest of them.
+constexpr uint32_t kMinTailSamples = 100;
+
+// Percent from a row's p50 to its p99: how much the baseline itself varied.
+double Spread(double p50, double p99) { return p50 > 0 && p99 > p50 ? (p99 - p50) / p50 * 100.0 : 0; }
+double LatencySpread(const stats::StatRow& r) {
+  return r.has_latency_p50_us() && r.has_latency_p99_us() ? Spread(r.latency_p50_us(), r.latency_p99_us()) : 0;
+}
+
 struct MetricDef {
   const char* name;
   bool higher_is_worse;
@@ -24,28 +33,36 @@ struct MetricDef {
   const char* unit;
   std::function<bool(const stats::StatRow&)> has;
   std::function<double(const stats::StatRow&)> get;
+  bool tail = false;  // a p99: compared only with kMinTailSamples on both sides
+  bool skew = false;  // counted in skew samples, not latency samples
+  // The baseline's own spread, in percent (medians and what derives from them).
+  std::function<double(const stats::StatRow&)> spread;
 };
 
-#define NCCLWATCH_METRIC(n, field, worse, timed, unit)                                          \
+#define NCCLWATCH_METRIC(n, field, worse, timed, unit, tail, skew, spread)                      \
   MetricDef {                                                                                   \
     n, worse, timed, unit, [](const stats::StatRow& r) { return r.has_##field(); },            \
-        [](const stats::StatRow& r) { return r.field(); }                                       \
+        [](const stats::StatRow& r) { return r.field(); }, tail, skew, spread                   \
   }
 
 const std::vector<MetricDef>& Metrics() {
   static const std::vector<MetricDef> kMetrics = {
-      NCCLWATCH_METRIC("latency_p50", latency_p50_us, true, true, "us"),
-      NCCLWATCH_METRIC("latency_p99", latency_p99_us, true, true, "us"),
-      NCCLWATCH_METRIC("algbw", algbw_gbps, false, true, "GB/s"),
-      NCCLWATCH_METRIC("busbw", busbw_gbps, false, true, "GB/s"),
-      NCCLWATCH_METRIC("delay_p50", delay_p50_us, true, false, "us"),
-      NCCLWATCH_METRIC("delay_p99", delay_p99_us, true, false, "us"),
-      NCCLWATCH_METRIC("skew_p50", skew_p50_us, true, false, "us"),
-      NCCLWATCH_METRIC("skew_p99", skew_p99_us, true, false, "us"),
+      NCCLWATCH_METRIC("latency_p50", latency_p50_us, true, true, "us", false, false, LatencySpread),
+      NCCLWATCH_METRIC("latency_p99", latency_p99_us, true, true, "us", true, false, nullptr),
+      NCCLWATCH_METRIC("algbw", algbw_gbps, false, true, "GB/s", false, false, LatencySpread),
+      NCCLWATCH_METRIC("busbw", busbw_gbps, false, true, "GB/s", false, false, LatencySpread),
+      NCCLWATCH_METRIC("delay_p50", delay_p50_us, true, false, "us", false, false,
+                       [](const stats::StatRow& r) { return Spread(r.delay_p50_us(), r.delay_p99_us()); }),
+      NCCLWATCH_METRIC("delay_p99", delay_p99_us, true, false, "us", true, false, nullptr),
+      NCCLWATCH_METRIC("skew_p50", skew_p50_us, true, false, "us", false, true,
+                       [](const stats::StatRow& r) { return Spread(r.skew_p50_us(), r.skew_p99_us()); }),
+      NCCLWATCH_METRIC("skew_p99", skew_p99_us, true, false, "us", true, true, nullptr),
   };
   return kMetrics;
 }
 #undef NCCLWATCH_METRIC
+
+uint32_t SamplesOf(const MetricDef& m, const stats::StatRow& r) { return m.skew ? r.skew_samples() : r.samples(); }
 
 const MetricDef* FindMetric(const std::string& name) {
   for (const MetricDef& m : Metrics())
@@ -221,10 +238,12 @@ CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, 
       if (!item.has_current()) {
         item.set_status("skipped");
         item.set_note("no value in this run");
-      } else if (b->samples() < opts.min_samples || c.samples() < opts.min_samples) {
+      } else if (const uint32_t need = m.tail ? std::max(opts.min_samples, kMinTailSamples) : opts.min_samples;
+                 SamplesOf(m, *b) < need || SamplesOf(m, c) < need) {
+        // A p99 of fewer than 100 samples is their maximum: one outlier.
         item.set_status("skipped");
-        item.set_note("too few samples to compare (" + std::to_string(b->samples()) + " in the baseline, " +
-                      std::to_string(c.samples()) + " in this run; at least " + std::to_string(opts.min_samples) + ")");
+        item.set_note("too few samples to compare (" + std::to_string(SamplesOf(m, *b)) + " in the baseline, " +
+                      std::to_string(SamplesOf(m, c)) + " in this run; at least " + std::to_string(need) + ")");
       } else if (m.depends_on_timing && b->timing() != c.timing()) {
         item.set_status("skipped");
         item.set_note("not comparable: timing from " + b->timing() + " in the baseline, " + c.timing() + " in this run");
@@ -234,9 +253,19 @@ CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, 
       } else {
         const double change = (item.current() - item.baseline()) / item.baseline() * 100.0;
         item.set_change_pct(change);
+        // The baseline's own spread widens the limit of a median: a run whose
+        // median moved less than the baseline's p50-to-p99 distance is within
+        // what the baseline itself did.
+        double limit = tol->second;
+        const double spread = m.spread ? m.spread(*b) : 0;
+        if (spread > limit) {
+          limit = spread;
+          item.set_note("limit widened to the baseline's own spread (p50 to p99)");
+        }
+        item.set_tolerance_pct(limit);
         const double worse = m.higher_is_worse ? change : -change;
-        if (worse > tol->second) item.set_status("regressed");
-        else if (worse < -tol->second) item.set_status("improved");
+        if (worse > limit) item.set_status("regressed");
+        else if (worse < -limit) item.set_status("improved");
         else item.set_status("ok");
       }
       res.items.push_back(std::move(item));

@@ -22,7 +22,7 @@ stats::StatRow Row(const std::string& comm, const std::string& func, int bucket,
   r.set_bucket_log2(bucket);
   r.set_bucket(BucketLabel(bucket));
   r.set_calls(10);
-  r.set_samples(40);
+  r.set_samples(200);
   r.set_timing(timing);
   r.set_latency_p50_us(p50);
   r.set_latency_p99_us(p99);
@@ -67,11 +67,12 @@ TEST(CheckTest, ParseTolerance) {
 }
 
 TEST(CheckTest, ComparesEachMetricWithItsTolerance) {
-  stats::Stats base = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50), Row("world", "AllGather", 20, 100, 200, 50),
-                               Row("world", "Broadcast", 20, 100, 200, 50)});
-  stats::Stats run = StatsOf({Row("world", "AllReduce", 20, 115, 230, 47),     // p50 +15% > 10%: regressed
-                              Row("world", "AllGather", 20, 105, 150, 40),     // busbw -20%: regressed; p99 improved
-                              Row("world", "Broadcast", 20, 109.9, 239, 46)});  // all within
+  // A baseline spread (p50 to p99) of 5%: below every tolerance.
+  stats::Stats base = StatsOf({Row("world", "AllReduce", 20, 100, 105, 50), Row("world", "AllGather", 20, 100, 105, 50),
+                               Row("world", "Broadcast", 20, 100, 105, 50)});
+  stats::Stats run = StatsOf({Row("world", "AllReduce", 20, 115, 120.75, 47),     // p50 +15% > 10%: regressed
+                              Row("world", "AllGather", 20, 105, 78.75, 40),      // busbw -20%: regressed; p99 improved
+                              Row("world", "Broadcast", 20, 109.9, 125.475, 46)});  // all within
   CheckResult r = CompareStats(base, run, DefaultCheckOptions());
   ASSERT_NE(Item(r, "AllReduce", "latency_p50"), nullptr);
   EXPECT_EQ(Item(r, "AllReduce", "latency_p50")->status(), "regressed");
@@ -127,6 +128,27 @@ TEST(CheckTest, MissingNewAndIncomparableRowsDoNotFail) {
 // The report's cases: a gate that compared nothing has not passed; a row of
 // another communicator size is another row; a p99 of a few samples is not
 // compared; the verdict is the first line.
+// A median that moved less than the baseline's own p50-to-p99 distance is
+// within what the baseline did; a p99 needs 100 samples to be compared.
+TEST(CheckTest, TheBaselinesSpreadAndTailSamples) {
+  stats::StatRow b = Row("world", "AllReduce", 20, 100, 160, 50);  // spread 60%
+  stats::StatRow c = Row("world", "AllReduce", 20, 150, 180, 50);  // p50 +50%: inside it
+  CheckResult r = CompareStats(StatsOf({b}), StatsOf({c}), DefaultCheckOptions());
+  ASSERT_NE(Item(r, "AllReduce", "latency_p50"), nullptr);
+  EXPECT_EQ(Item(r, "AllReduce", "latency_p50")->status(), "ok");
+  EXPECT_DOUBLE_EQ(Item(r, "AllReduce", "latency_p50")->tolerance_pct(), 60.0);
+  EXPECT_NE(Item(r, "AllReduce", "latency_p50")->note().find("baseline's own spread"), std::string::npos);
+  c.set_latency_p50_us(170);  // +70%: beyond it
+  r = CompareStats(StatsOf({b}), StatsOf({c}), DefaultCheckOptions());
+  EXPECT_EQ(Item(r, "AllReduce", "latency_p50")->status(), "regressed");
+
+  b.set_samples(60);  // enough for a median, not for a p99
+  c.set_latency_p99_us(900);
+  r = CompareStats(StatsOf({b}), StatsOf({c}), DefaultCheckOptions());
+  EXPECT_EQ(Item(r, "AllReduce", "latency_p99")->status(), "skipped");
+  EXPECT_NE(Item(r, "AllReduce", "latency_p99")->note().find("at least 100"), std::string::npos);
+}
+
 TEST(CheckTest, NothingComparedIsAFailure) {
   // The baseline has GPU timing, the run (captured without kernel events) none.
   stats::Stats base = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50)});
@@ -208,8 +230,8 @@ int Count(const std::string& s, const std::string& what) {
 
 TEST(CheckTest, JUnitEscapesHostileNames) {
   const std::string hostile = "<tp\"&'>]]>\n\x01\xC3\xA9";
-  stats::Stats base = StatsOf({Row(hostile, "AllReduce", 20, 100, 200, 50), Row("gone", "Send", 3, 1, 1, 1)});
-  stats::Stats run = StatsOf({Row(hostile, "AllReduce", 20, 150, 200, 50)});
+  stats::Stats base = StatsOf({Row(hostile, "AllReduce", 20, 100, 105, 50), Row("gone", "Send", 3, 1, 1, 1)});
+  stats::Stats run = StatsOf({Row(hostile, "AllReduce", 20, 150, 105, 50)});
   CheckResult r = CompareStats(base, run, DefaultCheckOptions());
   report::Diagnosis d;
   report::Finding* f = d.add_findings();

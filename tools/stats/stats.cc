@@ -43,6 +43,8 @@ struct Acc {
   std::vector<uint32_t> matches;  // sorted and deduplicated at the end
   uint32_t unmatched = 0;
   uint32_t incomplete = 0;
+  uint32_t warmup = 0;
+  std::vector<uint32_t> warmed;  // per process: its timed ops of the row left out so far
   std::vector<int64_t> gpu, cpu, delay, skew;
 };
 
@@ -83,7 +85,7 @@ std::string BucketLabel(int32_t log2) {
   return std::to_string(uint64_t{1} << (log2 % 10)) + " " + kUnits[log2 / 10];
 }
 
-stats::Stats ComputeStats(const Model& m) {
+stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
   std::map<RowKey, Acc> rows;
   auto row_of = [&](const Op& o, double* bytes, bool* known) -> Acc& {
     const Comm& c = m.comms[o.comm];
@@ -93,7 +95,11 @@ stats::Stats ComputeStats(const Model& m) {
     a.fn = o.fn;
     return a;
   };
-  for (const Op& o : m.ops) {
+  // Each process's ops in program order: its first timed ops of a row are
+  // warm-up (StatsOptions), left out of the timings.
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+  for (uint32_t oi : m.procs[pi].ops) {
+    const Op& o = m.ops[oi];
     if (o.comm >= m.comms.size()) continue;
     double bytes = 0;
     bool known = false;
@@ -107,6 +113,14 @@ stats::Stats ComputeStats(const Model& m) {
     if (o.state != OpState::kCompleted) {
       ++a.incomplete;
       continue;
+    }
+    if (o.has_gpu || (o.start_ns != kNoTime && o.done_ns != kNoTime)) {
+      if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
+      if (a.warmed[pi] < opts.warmup_per_rank) {
+        ++a.warmed[pi];
+        ++a.warmup;
+        continue;
+      }
     }
     if (o.has_gpu) {
       a.gpu.push_back(o.gpu_duration_ns);
@@ -150,6 +164,7 @@ stats::Stats ComputeStats(const Model& m) {
     if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
     r->set_calls(static_cast<uint32_t>(a.matches.size()) + a.unmatched);
     r->set_incomplete(a.incomplete);
+    r->set_warmup(a.warmup);
     std::vector<int64_t>* lat = !a.gpu.empty() ? &a.gpu : !a.cpu.empty() ? &a.cpu : nullptr;
     r->set_timing(!a.gpu.empty() ? "gpu" : !a.cpu.empty() ? "cpu" : "none");
     if (lat != nullptr) {

@@ -39,8 +39,14 @@ std::string CommKey(const Comm& c);
 // "0 B", "512 B", "1 KiB", "64 MiB", "2 GiB" for 2^log2 bytes; "unknown" for -1.
 std::string BucketLabel(int32_t log2);
 
+struct StatsOptions {
+  // Each rank's first timed operations of a row left out of the timings as
+  // warm-up (NCCL connects peers and builds plans on first use).
+  uint32_t warmup_per_rank = 1;
+};
+
 // The rows, sorted by communicator, function and bucket.
-stats::Stats ComputeStats(const Model& m);
+stats::Stats ComputeStats(const Model& m, const StatsOptions& opts = {});
 
 // An aligned table, one line per row.
 void PrintStatsTable(const stats::Stats& s, std::ostream& out);

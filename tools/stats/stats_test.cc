@@ -9,6 +9,9 @@
 namespace ncclwatch::tools {
 namespace {
 
+// These tests check the arithmetic on every sample; warm-up has its own.
+const StatsOptions kNoWarmup{0};
+
 constexpr int64_t kT0 = 1'700'000'000'000'000'000;  // aligned ns (CLOCK_REALTIME-like)
 
 // A hand-built job: `nranks` processes, one per rank, on one communicator.
@@ -142,7 +145,7 @@ TEST(StatsTest, GpuLatencyBandwidthSkewAndDelay) {
       j.AddOp(0, r, "AllReduce", seq, 262144, "ncclFloat32", start, start + 300'000, start + 5000, dur);
     }
   j.Match();
-  stats::Stats s = ComputeStats(j.m);
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
   ASSERT_EQ(s.rows_size(), 1);
   const stats::StatRow& r = s.rows(0);
   EXPECT_EQ(r.comm(), "world");
@@ -169,6 +172,24 @@ TEST(StatsTest, GpuLatencyBandwidthSkewAndDelay) {
   EXPECT_DOUBLE_EQ(r.skew_p99_us(), 3.0);
 }
 
+TEST(StatsTest, EachRanksFirstTimedOpOfARowIsWarmUp) {
+  Job j(2, "world");
+  // Rank r's first AllReduce takes 900 us (connection setup), the next ones 100 us.
+  for (int seq = 0; seq < 3; ++seq)
+    for (int r = 0; r < 2; ++r) {
+      const int64_t start = seq * 1'000'000;
+      j.AddOp(0, r, "AllReduce", seq, 1024, "ncclFloat32", start, start + (seq == 0 ? 900'000 : 100'000));
+    }
+  j.Match();
+  const stats::Stats s = ComputeStats(j.m);
+  ASSERT_EQ(s.rows_size(), 1);
+  const stats::StatRow& r = s.rows(0);
+  EXPECT_EQ(r.warmup(), 2u);
+  EXPECT_EQ(r.samples(), 4u);
+  EXPECT_DOUBLE_EQ(r.latency_p99_us(), 100.0);  // the 900 us first calls are not in it
+  EXPECT_EQ(r.skew_samples(), 3u);               // arrival skew keeps every collective
+}
+
 TEST(StatsTest, CpuOnlyRowsSayCpu) {
   Job j(2, "world");
   for (int r = 0; r < 2; ++r) {
@@ -176,7 +197,7 @@ TEST(StatsTest, CpuOnlyRowsSayCpu) {
     j.AddOp(0, r, "AllGather", 1, 1024, "ncclFloat16", 100'000, -1);  // never completes
   }
   j.Match();
-  stats::Stats s = ComputeStats(j.m);
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
   const stats::StatRow* r = FindRow(s, "world", "AllGather", 12);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->timing(), "cpu");
@@ -197,7 +218,7 @@ TEST(StatsTest, GpuSamplesWinOverCpuOnes) {
   j.AddOp(0, 0, "AllReduce", 0, 256, "ncclFloat32", 0, 900'000, 1000, 10'000);
   j.AddOp(0, 1, "AllReduce", 0, 256, "ncclFloat32", 0, 800'000);  // no GPU timing: not mixed in
   j.Match();
-  stats::Stats s = ComputeStats(j.m);
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
   ASSERT_EQ(s.rows_size(), 1);
   EXPECT_EQ(s.rows(0).timing(), "gpu");
   EXPECT_EQ(s.rows(0).samples(), 1u);
@@ -217,7 +238,7 @@ TEST(StatsTest, RowsByCommFuncAndBucket) {
   j.AddOp(0, 0, "Send", 1, 100, "ncclInt8", 70'000, 71'000);
   j.AddOp(0, 1, "Recv", 1, 100, "ncclInt8", 70'000, 72'000);
   j.Match();
-  stats::Stats s = ComputeStats(j.m);
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
   EXPECT_NE(FindRow(s, "world", "AllReduce", 11), nullptr);
   EXPECT_NE(FindRow(s, "world", "AllReduce", 12), nullptr);
   ASSERT_NE(FindRow(s, "world", "AllReduce", -1), nullptr);
@@ -246,7 +267,7 @@ TEST(StatsTest, JsonRoundTripInTheProto3Mapping) {
   Job j(2, "we\"ird\\name\n\xC3\xA9");
   for (int r = 0; r < 2; ++r) j.AddOp(0, r, "AllReduce", 0, 256, "ncclFloat32", r * 1000, 50'000, 2000, 20'000);
   j.Match();
-  stats::Stats s = ComputeStats(j.m);
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
   const std::string json = StatsToJson(s);
   EXPECT_NE(json.find("\"latencyP50Us\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"bucketLog2\""), std::string::npos);
@@ -270,7 +291,7 @@ TEST(StatsTest, InvalidUtf8NamesSurvive) {
   j.Match();
   stats::Stats back;
   std::string error;
-  ASSERT_TRUE(StatsFromJson(StatsToJson(ComputeStats(j.m)), &back, &error)) << error;
+  ASSERT_TRUE(StatsFromJson(StatsToJson(ComputeStats(j.m, kNoWarmup)), &back, &error)) << error;
   ASSERT_EQ(back.rows_size(), 1);
   EXPECT_EQ(back.rows(0).comm(), "bad\xEF\xBF\xBD\xEF\xBF\xBDname");
 }
@@ -284,7 +305,7 @@ TEST(StatsTest, TableColumnsAlign) {
   }
   j.Match();
   std::ostringstream out;
-  PrintStatsTable(ComputeStats(j.m), out);
+  PrintStatsTable(ComputeStats(j.m, kNoWarmup), out);
   std::istringstream in(out.str());
   std::string line;
   std::vector<std::string> lines;
