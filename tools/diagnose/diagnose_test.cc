@@ -791,6 +791,20 @@ TEST(Diagnose, MismatchComesBeforeMissingRankAndStuck) {
   EXPECT_EQ(d.findings(1).kind(), report::MISSING_RANK);
 }
 
+// Every communicator is complete, but the launcher started 8 ranks and 4
+// gave files (a job whose other half used other communicators): not OK.
+TEST(Diagnose, LauncherRanksWithoutFilesAreIncomplete) {
+  Job j;
+  j.Procs(4, 2.0);
+  for (uint32_t p = 0; p < 4; ++p) j.m.procs[p].launcher_world_size = 8;
+  uint32_t w = j.Comm("half", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 3);
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 2.0);
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(ExitStatus(d), 3) << FormatText(d);
+  EXPECT_NE(d.verdict().find("but 4 of the launcher's 8 ranks given"), std::string::npos) << d.verdict();
+}
+
 TEST(Diagnose, InputIssues) {
   Job j;
   j.Procs(3, 2.0);
