@@ -94,8 +94,7 @@ nccl::Result Finalize(void* context) noexcept {
   auto* c = static_cast<Context*>(context);
   if (c == nullptr) return nccl::kSuccess;
   Profiler* p = c->prof;
-  p->FinalizeContext(c);
-  Profiler::Release(p);
+  if (p->FinalizeContext(c)) Profiler::Release(p);
   return nccl::kSuccess;
 }
 
@@ -104,7 +103,12 @@ nccl::Result Finalize(void* context) noexcept {
 // most are of no use at the default capture.
 inline bool Wanted(void* context, EventKind kind) {
   auto* c = static_cast<Context*>(context);
-  return c != nullptr && c->prof->Wants(kind);
+  if (c == nullptr || !c->prof->Wants(kind)) return false;
+  if (__builtin_expect(c->finalized.load(std::memory_order_acquire), 0)) {
+    c->prof->RefuseFinalized();
+    return false;
+  }
+  return true;
 }
 
 // v4+: a kernel channel without raw capture goes straight to its op

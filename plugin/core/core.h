@@ -200,13 +200,20 @@ class Profiler {
   // Returns null with `error` set when the plugin cannot run (e.g. the
   // directory is not writable); NCCL then goes on without us.
   static Profiler* Acquire(const ProfilerOptions& opts, std::string* error);
-  // Drops a reference; the last one flushes, stops the writer and frees all.
+  // Drops a reference; the last one flushes, stops the writer and closes the
+  // file. The Profiler itself is never freed: threads may still hold its
+  // contexts and handles (see profiler.cc).
   static void Release(Profiler* p);
   // The current instance (tests and the adapters' logging), or null.
   static Profiler* Current();
 
   Context* NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank);
-  void FinalizeContext(Context* ctx);
+  // False for a context finalized before (ignored, with one warning): the
+  // caller must not release the Profiler again.
+  bool FinalizeContext(Context* ctx);
+  // An event on a finalized context: ignored, counted, warned once.
+  void RefuseFinalized();
+  uint64_t refused_after_finalize() const { return refused_after_finalize_.load(std::memory_order_relaxed); }
 
   // Whether Start can do anything with an event of this kind: operations and
   // what feeds their completion, and kinds captured raw. The adapters ask
@@ -307,7 +314,12 @@ class Profiler {
   std::unique_ptr<Writer> writer_;
   std::atomic<uint64_t> no_thread_slot_{0};
   std::atomic<bool> abandoned_{false};
+  std::atomic<bool> closed_{false};  // the last communicator was finalized: the writer ended
+  std::atomic<bool> warned_refinalize_{false};
+  std::atomic<bool> warned_after_finalize_{false};
+  std::atomic<uint64_t> refused_after_finalize_{0};
   int refs_ = 0;  // guarded by the global mutex
+  void WarnOnce(std::atomic<bool>* flag, const char* what);
 
 };
 

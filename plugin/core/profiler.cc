@@ -37,6 +37,16 @@ void AtForkChild() {
   g_mu.unlock();
 }
 
+// A communicator's name, as NCCL gave it, up to kMaxNameBytes: a longer one
+// (a 9 MB name made a record the file could not hold) is cut, with a marker.
+constexpr size_t kMaxNameBytes = 256;
+std::string BoundedName(const char* name) {
+  if (name == nullptr) return "";
+  const size_t n = strnlen(name, kMaxNameBytes + 1);
+  if (n <= kMaxNameBytes) return std::string(name, n);
+  return std::string(name, kMaxNameBytes) + "...(truncated)";
+}
+
 bool NcclDebugShowsInfo(const char* v) {
   return v != nullptr && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
 }
@@ -67,7 +77,14 @@ void Profiler::Release(Profiler* p) {
   if (--p->refs_ > 0) return;
   g_prof = nullptr;
   g_current.store(nullptr, std::memory_order_release);
-  delete p;
+  // Closed, not freed: other threads may still be inside Start or Stop with
+  // this Profiler's contexts and slots (NCCL finalizes one communicator while
+  // another thread posts on it), so its memory stays valid for the life of
+  // the process. Only the writer ends: the file is complete and closed.
+  p->writer_->StopAndClose();
+  p->closed_.store(true, std::memory_order_release);
+  static auto* retired = new std::vector<Profiler*>;  // reachable: not a leak to LSan
+  retired->push_back(p);
 }
 
 Profiler* Profiler::Current() { return g_current.load(std::memory_order_acquire); }
@@ -152,7 +169,7 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
   auto c = std::make_unique<Context>();
   c->prof = this;
   c->comm_hash = comm_hash;
-  c->name = name != nullptr ? name : "";
+  c->name = BoundedName(name);
   c->nnodes = nnodes;
   c->nranks = nranks;
   c->rank = rank;
@@ -177,14 +194,30 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
   return raw;
 }
 
-void Profiler::FinalizeContext(Context* ctx) {
-  if (ctx == nullptr || abandoned_.load(std::memory_order_relaxed)) return;
+bool Profiler::FinalizeContext(Context* ctx) {
+  if (ctx == nullptr) return false;
+  // Once per context: a second finalize would release the Profiler twice.
+  if (ctx->finalized.exchange(true, std::memory_order_acq_rel)) {
+    WarnOnce(&warned_refinalize_, "a communicator was finalized twice; the second finalize is ignored");
+    return false;
+  }
+  if (abandoned_.load(std::memory_order_relaxed)) return true;
   // One writer cycle drains the rings before it encodes the CommFinalize,
   // so everything this communicator recorded precedes it, and the flush puts
   // it on disk before NCCL goes on.
-  ctx->finalized.store(true, std::memory_order_release);
   writer_->NotifyCommFinalize(ctx, NowNs());
   writer_->FlushNow();
+  return true;
+}
+
+void Profiler::WarnOnce(std::atomic<bool>* flag, const char* what) {
+  if (!flag->exchange(true, std::memory_order_relaxed)) Log(nccl::kLogWarn, "%s", what);
+}
+
+void Profiler::RefuseFinalized() {
+  refused_after_finalize_.fetch_add(1, std::memory_order_relaxed);
+  WarnOnce(&warned_after_finalize_,
+           "events on a finalized communicator are ignored (NCCL called the profiler after finalizing it)");
 }
 
 void Profiler::ForceFlush() {

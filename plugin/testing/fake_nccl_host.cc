@@ -513,6 +513,16 @@ int FakeComm::Finalize() {
   return rc;
 }
 
+FakeComm FakeComm::Alias() const {
+  FakeComm a(*this);
+  a.inited_ = false;
+  return a;
+}
+
+int FakeComm::FinalizeAgain(void* context) {
+  return static_cast<nccl::ProfilerV6*>(lib_->Table(version_))->finalize(context);
+}
+
 int FakeComm::StartRaw(const Ev& in, void** handle) {
   Ev e = in;
   if (version_ <= 3 && (e.type == nccl::kColl || e.type == nccl::kP2p)) {

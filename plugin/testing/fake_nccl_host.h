@@ -215,12 +215,18 @@ class FakeComm {
  public:
   FakeComm(PluginLib* lib, int version);
   ~FakeComm();  // finalizes if still initialized
+  FakeComm(const FakeComm&) = default;
 
   int version() const { return version_; }
   // v1..v3 ignore hash/name/nnodes/nranks/rank (NCCL tells nothing at init);
   // the hash and name still go into every event's descriptor.
   int Init(uint64_t hash, const char* name, int nnodes, int nranks, int rank);
   int Finalize();
+  // Another NCCL thread on the same communicator: the same context, never
+  // finalized by its destructor.
+  FakeComm Alias() const;
+  // finalize on the context again, as a buggy host would after Finalize().
+  int FinalizeAgain(void* context);
   bool initialized() const { return ctx_ != nullptr || inited_; }
   int mask() const { return mask_; }
   void* context() const { return ctx_; }
