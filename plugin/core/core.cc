@@ -17,6 +17,7 @@ namespace {
 
 thread_local ThreadBuf* t_buf = nullptr;
 thread_local uint64_t t_gen = 0;
+thread_local uint64_t t_epoch = 0;  // buffers freed when this thread last found none
 
 // Raw event records may fill a ring only up to 1 - 1/4 of it: the last
 // quarter is kept for operations and their completions, which the diagnosis
@@ -76,13 +77,19 @@ void Profiler::ThreadExit(void* buf) {
 }
 
 ThreadBuf* Profiler::CurrentThread() {
-  if (__builtin_expect(t_gen == generation_, 1)) return t_buf;
+  if (__builtin_expect(t_gen == generation_, 1)) {
+    if (__builtin_expect(t_buf != nullptr, 1)) return t_buf;
+    // None was free when this thread last looked: look again only once the
+    // writer has freed one (an exited thread's).
+    if (t_epoch == buffers_freed_.load(std::memory_order_acquire)) return nullptr;
+  }
   return ClaimThread();
 }
 
 ThreadBuf* Profiler::ClaimThread() {
   t_gen = generation_;
   t_buf = nullptr;
+  t_epoch = buffers_freed_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < nthreads_; ++i) {
     uint32_t expected = kBufFree;
     if (threads_[i].owner.compare_exchange_strong(expected, kBufOwned, std::memory_order_acq_rel)) {
@@ -98,9 +105,10 @@ ThreadBuf* Profiler::ClaimThread() {
       return tb;
     }
   }
-  no_thread_slot_.fetch_add(1, std::memory_order_relaxed);
-  return nullptr;
+  return nullptr;  // callers count what they drop for want of a buffer
 }
+
+void Profiler::NoBuffer() { no_thread_slot_.fetch_add(1, std::memory_order_relaxed); }
 
 // A free slot becomes live for a new event: a new id, every field at its
 // initial value, published by the state.
@@ -360,7 +368,10 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
-  if (tb == nullptr) return nullptr;
+  if (tb == nullptr) {
+    NoBuffer();
+    return nullptr;
+  }
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
   if (IsOp(d.kind)) {
@@ -456,9 +467,17 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
   if (proxy && op->proxy_stopped.load() < op->proxy_started.load()) return;
   uint32_t z = 0;
   if (!op->done.compare_exchange_strong(z, 1)) return;
-  if (ThreadBuf* tb = CurrentThread()) {
+  ThreadBuf* tb = CurrentThread();
+  Rec lane_rec;
+  Rec* r = nullptr;
+  if (tb != nullptr) {
     OwnerIncrement(tb->counters.ops_completed);
-    if (Rec* r = ReserveOpRecord(tb)) {
+    r = ReserveOpRecord(tb);
+  } else {
+    r = &lane_rec;  // NCCL's proxy thread past the buffers: the shared lane
+  }
+  {
+    if (r != nullptr) {
       r->kind = kRecOpDone;
       r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
       r->comm = op->ctx->comm;
@@ -477,7 +496,8 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
       r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
       r->done.proxy_ops = proxy ? op->proxy_started.load(std::memory_order_relaxed) : 0;
       r->done.proxy_bytes = proxy ? op->proxy_bytes.load(std::memory_order_relaxed) : 0;
-      tb->ring.Commit();
+      if (tb != nullptr) tb->ring.Commit();
+      else if (!lane_.Push(*r)) NoBuffer();
     }
   }
   op->state.store(kSlotDone, std::memory_order_release);
@@ -503,6 +523,8 @@ void Profiler::Stop(void* handle) {
         tb->ring.Commit();
         OwnerIncrement(tb->counters.recorded);
       }
+    } else if (!lane_.Push(s->rec)) {  // stopped on a thread past the buffers
+      NoBuffer();
     }
     s->enqueued.store(1);
     if (s->tracked.load(std::memory_order_relaxed)) {
@@ -594,7 +616,10 @@ void Profiler::State(void* handle, int state, const StateArgs& a) {
   }
   if (!s->raw) return;
   ThreadBuf* tb = CurrentThread();
-  if (tb == nullptr) return;
+  if (tb == nullptr) {
+    NoBuffer();
+    return;
+  }
   if (Rec* r = ReserveRawRecord(tb)) {
     r->kind = kRecEvState;
     r->etype = static_cast<uint8_t>(kind);

@@ -36,6 +36,7 @@
 #include "plugin/abi/profiler_abi.h"
 #include "plugin/core/record.h"
 #include "plugin/core/ring.h"
+#include "plugin/core/shared_lane.h"
 
 namespace ncclwatch::plugin {
 
@@ -158,6 +159,8 @@ constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per t
 // Spare slots per thread (see SpareSlot): operations started but not yet
 // stopped at once, when every slot waits for a completion.
 constexpr uint32_t kSpareSlots = 256;
+// Records the shared lane holds between two drains (128 KiB).
+constexpr size_t kSharedLaneRecords = 1024;
 constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
 
 // Slots a new operation looks at, from the cursor on, before it takes a
@@ -240,7 +243,15 @@ class Profiler {
   ThreadBuf* thread_buf(uint32_t i) { return &threads_[i]; }
   std::vector<Context*> ContextsSnapshot();
   bool SlotIsOurs(const void* p) const;
-  uint64_t no_thread_slot() const { return no_thread_slot_.load(std::memory_order_relaxed); }
+  // Events dropped for want of a buffer: no buffer free when they came, or
+  // the shared lane full.
+  uint64_t no_thread_slot() const {
+    return no_thread_slot_.load(std::memory_order_relaxed) + lane_.dropped();
+  }
+  // Records of threads without a buffer (the writer drains it).
+  SharedLane& lane() { return lane_; }
+  // The writer freed an exited thread's buffer: threads without one look again.
+  void BufferFreed() { buffers_freed_.fetch_add(1, std::memory_order_release); }
   // Scans every slot (writer thread, for stuck reports).
   const Slot* slots_begin() const { return slots_begin_; }
   const Slot* slots_end() const { return slots_end_; }
@@ -263,6 +274,7 @@ class Profiler {
 
   ThreadBuf* CurrentThread();
   ThreadBuf* ClaimThread();
+  void NoBuffer();  // counts one event dropped for want of a buffer
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* SpareSlot(ThreadBuf* tb);
   void Claim(ThreadBuf* tb, Slot* s);
@@ -313,6 +325,8 @@ class Profiler {
   std::vector<std::unique_ptr<Context>> contexts_;  // guarded by ctx_mu_
   std::unique_ptr<Writer> writer_;
   std::atomic<uint64_t> no_thread_slot_{0};
+  std::atomic<uint64_t> buffers_freed_{0};
+  SharedLane lane_{kSharedLaneRecords};
   std::atomic<bool> abandoned_{false};
   std::atomic<bool> closed_{false};  // the last communicator was finalized: the writer ended
   std::atomic<bool> warned_refinalize_{false};

@@ -215,6 +215,12 @@ void Writer::DrainRings() {
     });
     busiest = std::max(busiest, got * 8 / tb->ring.capacity());
   }
+  // Threads past the buffers: their operations' records, after the rings
+  // (an OpDone there follows its Op from a ring, so they fold).
+  prof_->lane().Drain([&](const Rec& r) {
+    if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
+    staged_.push_back({r, ticks_.ToNs(r.t0_ticks), r.kind == kRecOp ? ticks_.ToNs(r.t1) : 0});
+  });
   // A ring an eighth full or more since the last drain: a burst is on (a
   // pipelined loop of small operations fills 2,000 records in a few ms).
   burst_ = busiest > 0;
@@ -267,7 +273,10 @@ void Writer::ReclaimThreads() {
     bool live = false;
     for (uint32_t k = 0; k < tb->nslots && !live; ++k)
       live = tb->slots[k].state.load(std::memory_order_acquire) == kSlotLive;
-    if (!live) tb->owner.store(kBufFree, std::memory_order_release);
+    if (!live) {
+      tb->owner.store(kBufFree, std::memory_order_release);
+      prof_->BufferFreed();
+    }
   }
 }
 
