@@ -122,8 +122,9 @@ void FillInput(const Ctx& c, Diagnosis* d) {
     if (implied > 0)
       add(report::InputIssue::LOST_COMPLETION, name,
           Plural(implied, "operation", "operations") +
-              " never completed in the file, but a later operation on the same communicator did, so they did too "
-              "(NCCL did not deliver a kernel-channel event)");
+              " never completed in the file, but did: a later operation on the same communicator completed (NCCL "
+              "did not deliver a kernel-channel event), or its stuck report saw every kernel channel stop (the "
+              "completion record was lost)");
     if (!p.ops.empty() && std::all_of(p.ops.begin(), p.ops.end(),
                                       [&](uint32_t oi) { return m.ops[oi].state == OpState::kUntracked; }))
       add(report::InputIssue::NO_COMPLETION, name,

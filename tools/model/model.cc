@@ -326,6 +326,24 @@ bool InAbortWindow(const std::vector<int64_t>& ends, int64_t done) {
 
 // See LoadModel (model.h): operations in flight that a later completed
 // operation on the same communicator shows to have completed.
+// An operation its own stuck report saw finish (every kernel channel
+// stopped, and every proxy operation) completed, though its completion
+// record never reached the file: lost on the way (a thread without a
+// buffer, a full ring). It is not a hang.
+void ProveByStuckReports(Model* m, uint32_t pi) {
+  for (const StuckReport& r : m->procs[pi].stucks)
+    for (const StuckOp& so : r.ops) {
+      if (so.op == kNone || so.nchannels == 0) continue;
+      Op& y = m->ops[so.op];
+      if (y.state != OpState::kInFlight || y.ended_by_abort) continue;
+      if (so.kernel_stopped < so.nchannels || so.proxy_stopped < so.proxy_started) continue;
+      y.state = OpState::kCompleted;
+      y.completion_lost = true;
+      y.done_ns = kNoTime;
+      y.has_gpu = false;
+    }
+}
+
 void ImplyLostCompletions(Model* m, uint32_t pi) {
   const Proc& p = m->procs[pi];
   struct Later {
@@ -553,7 +571,10 @@ bool FinishLoad(Model* m, std::string* error) {
     }
   }
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) OrderProc(m, pi);
-  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) ImplyLostCompletions(m, pi);
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) {
+    ImplyLostCompletions(m, pi);
+    ProveByStuckReports(m, pi);
+  }
   // Communicators sharing a name get a tag naming their members.
   for (Comm& c : m->comms) {
     size_t same = 0;

@@ -243,7 +243,9 @@ struct Model {
 // before the end of that process's file (PyTorch aborts, then SIGABRTs), is
 // taken as ended by the abort: kInFlight, ended_by_abort, no GPU timing.
 //
-// Then the completions the file lacks but a later operation proves: NCCL runs
+// Then the completions the file lacks but its own stuck report proves (every
+// kernel channel and proxy operation stopped: the record was lost on the
+// way), and those a later operation proves: NCCL runs
 // one communicator's kernels in issue order, so an operation in flight on a
 // process whose later operation on that communicator (enqueued after its own
 // enqueue ended) completed has completed too: kCompleted, completion_lost,
