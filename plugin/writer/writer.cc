@@ -280,7 +280,23 @@ void Writer::ReclaimThreads() {
   }
 }
 
+void Writer::DropOversizeRecord() {
+  if (wire_.ok()) return;
+  // The last record begun did not fit the encode buffer (every write after
+  // the overflow was refused): cut it off whole, so the batch stays
+  // readable, and count it.
+  wire_.Truncate(record_mark_);
+  --records_;
+  ++oversize_;
+  if (!oversize_logged_) {
+    oversize_logged_ = true;
+    prof_->Log(nccl::kLogWarn, "a record larger than the %zu MiB encode buffer was dropped (counted as lost)",
+               buf_.size() >> 20);
+  }
+}
+
 Wire* Writer::NextRecord() {
+  DropOversizeRecord();
   if (wire_.size() + kRecordHeadroom > buf_.size()) WriteOut();
   if (wire_.size() == 0) {
     // A new batch: its base time opens the Op start chain.
@@ -288,10 +304,12 @@ Wire* Writer::NextRecord() {
     enc_.StartBatch(batch_base_);
   }
   ++records_;
+  record_mark_ = wire_.size();
   return &wire_;
 }
 
 void Writer::WriteOut() {
+  DropOversizeRecord();
   if (wire_.size() == 0 || !file_.open()) return;
   Wire h(head_buf_, sizeof(head_buf_));
   TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, file_.records_written());

@@ -122,6 +122,10 @@ class Writer final : private RecordSink {
   // RecordSink: makes room (by writing out) when the buffer is nearly full,
   // and opens a batch when it is empty.
   Wire* NextRecord() override;
+  // After a record overflowed the encode buffer: removes it, counts it.
+  void DropOversizeRecord();
+  // Records that never reached the file: failed writes and oversize records.
+  uint64_t RecordsLost() const { return file_.records_lost() + oversize_; }
 
   Profiler* prof_;
   std::string override_;
@@ -135,6 +139,9 @@ class Writer final : private RecordSink {
   std::vector<uint8_t> buf_;
   Wire wire_;
   TraceEncoder enc_{this};
+  size_t record_mark_ = 0;       // where the record being encoded began in wire_
+  uint64_t oversize_ = 0;        // records dropped for not fitting the encode buffer
+  bool oversize_logged_ = false;
   uint8_t head_buf_[256];    // the Batch record opening each write
   bool reannounce_ = false;  // a write was lost: define communicators again
   uint64_t records_ = 0;           // encoded into buf_ since the last write

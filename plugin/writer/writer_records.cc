@@ -170,7 +170,7 @@ HeartbeatFields Writer::HeartbeatOf(uint64_t now) const {
   h.time_ns = Rel(now);
   h.ops_in_flight = in_flight_.size();
   h.events_recorded = recorded;
-  h.events_dropped = dropped + file_.records_lost();
+  h.events_dropped = dropped + RecordsLost();
   h.bytes_written = file_.bytes_written();
   return h;
 }

@@ -14,7 +14,11 @@ namespace ncclwatch::plugin {
 
 namespace {
 
-constexpr size_t kMaxStuckOps = 4096;
+// A stuck report is one record, which the reader takes up to 64 MiB and the
+// encode buffer up to 8 MiB: at most this many operations, each with at
+// most this many proxy operations (about 1 MiB in all).
+constexpr size_t kMaxStuckOps = 1024;
+constexpr size_t kMaxStuckProxies = 32;
 
 }  // namespace
 
@@ -41,7 +45,7 @@ DropFields Writer::DropsOf(uint64_t now) const {
   DropFields d;
   d.time_ns = Rel(now);
   DropCounts(&d.ring_full, &d.pool_exhausted, &d.no_thread_slot, &d.foreign_parent, &d.bad_parent);
-  d.write_failed = file_.records_lost();
+  d.write_failed = RecordsLost();
   d.last_write_error = file_.last_error();
   d.completion_untracked = UntrackedOps();
   return d;
@@ -51,7 +55,7 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
   const uint64_t untracked = UntrackedOps();
-  uint64_t sum = ring_full + pool + foreign + bad + no_slot + file_.records_lost() + untracked;
+  uint64_t sum = ring_full + pool + foreign + bad + no_slot + RecordsLost() + untracked;
   if (!force && sum == last_drops_sum_) return;
   if (force && sum == 0) return;
   last_drops_sum_ = sum;
@@ -140,7 +144,7 @@ void Writer::LogHandleExhaustion(uint64_t now) {
 void Writer::LogSummary() {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
-  const uint64_t dropped = ring_full + pool + no_slot + file_.records_lost();
+  const uint64_t dropped = ring_full + pool + no_slot + RecordsLost();
   prof_->Log(dropped > 0 ? nccl::kLogWarn : nccl::kLogInfo,
              "closed %s: %llu records, %llu bytes; dropped %llu events (buffer full %llu, handles exhausted %llu, "
              "no buffer %llu, write failed %llu); %llu operations without completion tracking (handles exhausted); "
@@ -148,7 +152,7 @@ void Writer::LogSummary() {
              file_.path().c_str(), static_cast<unsigned long long>(file_.records_written()),
              static_cast<unsigned long long>(file_.bytes_written()), static_cast<unsigned long long>(dropped),
              static_cast<unsigned long long>(ring_full), static_cast<unsigned long long>(pool),
-             static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(file_.records_lost()),
+             static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(RecordsLost()),
              static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(in_flight_.lost_completions()));
 }
 
@@ -198,6 +202,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
   StuckFields report;
   report.time_ns = Rel(now);
   report.threshold_sec = stuck_sec;
+  WriteOut();  // the report starts an empty buffer: it gets all of it
   report.trigger_event_id = trigger;
   for (auto& [id, op] : ops) {
     InFlightTable::Op& f = *op;
@@ -225,6 +230,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
     auto pit = proxies.find(id);
     if (pit != proxies.end()) {
       for (const Slot* p : pit->second) {
+        if (o.proxy.size() >= kMaxStuckProxies) break;
         const uint64_t d = p->px_desc.load(std::memory_order_relaxed);
         const uint64_t g = p->px_progress.load(std::memory_order_relaxed);
         ProxyProgressFields q;
