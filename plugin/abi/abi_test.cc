@@ -766,23 +766,37 @@ TEST(Concurrency, ManyThreadsManyCommsEveryOpOnce) {
     ASSERT_EQ(t->finalizes.size(), 1u);
     EXPECT_TRUE(t->finalizes[0]->clean());
     EXPECT_TRUE(t->drops.empty());
-    std::map<uint32_t, uint64_t> hash_of;
-    for (auto* ci : t->comm_inits) {
-      EXPECT_EQ(hash_of.count(ci->comm()), 0u);
-      hash_of[ci->comm()] = ci->comm_hash();
+    // A file-local id names the communicator of its latest CommInit: ids
+    // of finalized communicators are given again. Walk the file in order.
+    std::map<uint32_t, uint64_t> hash_of;  // id -> hash, as of this point
+    std::vector<uint64_t> op_hash, fin_hash;
+    for (const trace::Record& rec : t->raw.records) {
+      if (rec.has_comm_init()) {
+        EXPECT_EQ(hash_of.count(rec.comm_init().comm()), 0u) << "an id given again before its CommFinalize";
+        hash_of[rec.comm_init().comm()] = rec.comm_init().comm_hash();
+      } else if (rec.has_op()) {
+        ASSERT_EQ(hash_of.count(rec.op().comm()), 1u);
+        op_hash.push_back(hash_of[rec.op().comm()]);
+      } else if (rec.has_comm_finalize()) {
+        ASSERT_EQ(hash_of.count(rec.comm_finalize().comm()), 1u);
+        fin_hash.push_back(hash_of[rec.comm_finalize().comm()]);
+        hash_of.erase(rec.comm_finalize().comm());
+      }
     }
     EXPECT_TRUE(t->orphan_done.empty());
-    for (const OpView& o : t->ops) {
-      ASSERT_EQ(hash_of.count(o.op->comm()), 1u);
-      seen[{hash_of[o.op->comm()], o.op->seq()}]++;
+    ASSERT_EQ(op_hash.size(), t->ops.size());
+    for (size_t i = 0; i < t->ops.size(); ++i) {
+      const OpView& o = t->ops[i];
+      seen[{op_hash[i], o.op->seq()}]++;
       EXPECT_EQ(o.done_count, 1);
       EXPECT_EQ(o.done.kernel_channels(), o.op->nchannels());
       EXPECT_TRUE(o.has_gpu);
     }
-    for (auto* cf : t->comm_finalizes) {
-      finalized[hash_of[cf->comm()]]++;
-      EXPECT_EQ(cf->ops_enqueued(), static_cast<uint64_t>(kOps));
-      EXPECT_EQ(cf->ops_completed(), static_cast<uint64_t>(kOps));
+    ASSERT_EQ(fin_hash.size(), t->comm_finalizes.size());
+    for (size_t i = 0; i < t->comm_finalizes.size(); ++i) {
+      finalized[fin_hash[i]]++;
+      EXPECT_EQ(t->comm_finalizes[i]->ops_enqueued(), static_cast<uint64_t>(kOps));
+      EXPECT_EQ(t->comm_finalizes[i]->ops_completed(), static_cast<uint64_t>(kOps));
     }
   }
   EXPECT_EQ(finalized.size(), static_cast<size_t>(kThreads * kCommsPerThread));

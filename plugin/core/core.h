@@ -60,6 +60,7 @@ struct Context {
   std::unique_ptr<std::atomic<uint32_t>[]> send_seq;
   std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
   std::atomic<bool> finalized{false};
+  bool finalize_written = false;  // writer thread only: its CommFinalize is in the file
 };
 
 // One event handle. Fields read by the writer thread are atomics; the rest
@@ -242,6 +243,9 @@ class Profiler {
   uint32_t thread_count() const { return nthreads_; }
   ThreadBuf* thread_buf(uint32_t i) { return &threads_[i]; }
   std::vector<Context*> ContextsSnapshot();
+  // The writer has written a communicator's CommFinalize, after everything
+  // it recorded: its file-local id may name a new communicator.
+  void RecycleCommId(uint16_t id);
   bool SlotIsOurs(const void* p) const;
   // Events dropped for want of a buffer: no buffer free when they came, or
   // the shared lane full.
@@ -323,6 +327,8 @@ class Profiler {
 
   std::mutex ctx_mu_;
   std::vector<std::unique_ptr<Context>> contexts_;  // guarded by ctx_mu_
+  std::vector<uint16_t> free_comm_ids_;              // guarded by ctx_mu_
+  uint32_t next_comm_id_ = 1;                        // guarded by ctx_mu_
   std::unique_ptr<Writer> writer_;
   std::atomic<uint64_t> no_thread_slot_{0};
   std::atomic<uint64_t> buffers_freed_{0};

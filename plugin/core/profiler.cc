@@ -185,8 +185,17 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
   Context* raw;
   {
     std::lock_guard<std::mutex> lock(ctx_mu_);
-    if (contexts_.size() >= 65535) return nullptr;
-    c->comm = static_cast<uint16_t>(contexts_.size() + 1);
+    // Ids of finalized communicators are given again (a framework that makes
+    // a communicator per subgroup creates many over a run): the cap is on
+    // communicators alive at once.
+    if (!free_comm_ids_.empty()) {
+      c->comm = free_comm_ids_.back();
+      free_comm_ids_.pop_back();
+    } else if (next_comm_id_ <= 65535) {
+      c->comm = static_cast<uint16_t>(next_comm_id_++);
+    } else {
+      return nullptr;
+    }
     raw = c.get();
     contexts_.push_back(std::move(c));
   }
@@ -218,6 +227,11 @@ void Profiler::RefuseFinalized() {
   refused_after_finalize_.fetch_add(1, std::memory_order_relaxed);
   WarnOnce(&warned_after_finalize_,
            "events on a finalized communicator are ignored (NCCL called the profiler after finalizing it)");
+}
+
+void Profiler::RecycleCommId(uint16_t id) {
+  std::lock_guard<std::mutex> lock(ctx_mu_);
+  free_comm_ids_.push_back(id);
 }
 
 void Profiler::ForceFlush() {

@@ -29,6 +29,7 @@ void InFlightTable::Completed(uint64_t id, uint16_t comm, uint64_t done_ns) {
 
 void InFlightTable::CommFinalized(uint32_t comm) {
   for (auto it = ops_.begin(); it != ops_.end();) it = it->second.comm == comm ? ops_.erase(it) : std::next(it);
+  counts_.erase(static_cast<uint16_t>(comm));  // the id may name another communicator next
 }
 
 void InFlightTable::NoteCompletion(uint16_t comm, uint64_t op_start_ns, uint64_t now) {

@@ -56,7 +56,8 @@ class InFlightTable {
   // An OpDone record was written (it may come before its Op's, across drains).
   void Completed(uint64_t id, uint16_t comm, uint64_t done_ns);
   // The communicator was finalized: its operations that never completed stay
-  // in the file, no longer watched.
+  // in the file, no longer watched, and its counts are forgotten (its id may
+  // be given to a new communicator; read enqueued() and completed() first).
   void CommFinalized(uint32_t comm);
 
   uint64_t enqueued(uint16_t comm) { return counts_[comm].enqueued; }

@@ -180,11 +180,34 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   } else {
     DrainRings();
   }
+  // A communicator initialized while the rings drained may have operations
+  // among the drained records: define it first (its init was noted before
+  // its first event). Finalizes wait for the next cycle, after everything
+  // recorded before them.
+  std::vector<Context*> late_inits;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = cold_.begin(); it != cold_.end();) {
+      if (it->kind != Cold::kInit) {
+        ++it;
+        continue;
+      }
+      late_inits.push_back(it->ctx);
+      it = cold_.erase(it);
+    }
+  }
+  for (Context* ctx : late_inits) {  // outside the lock: encoding may write
+    EncodeCommInit(ctx, false, ctx->comm_hash);
+    comm_announced_[ctx->comm] = ctx->comm_hash != 0;
+  }
   EncodeStaged();
   for (const Cold& c : cold)
     if (c.kind == Cold::kFinalize) {
       EncodeCommFinalize(c.ctx, c.time_ns);
       in_flight_.CommFinalized(c.ctx->comm);
+      comm_announced_.erase(c.ctx->comm);
+      c.ctx->finalize_written = true;
+      prof_->RecycleCommId(c.ctx->comm);
     }
   ReclaimThreads();
   MaybeEncodeDrops(now, false);

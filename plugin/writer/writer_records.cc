@@ -100,7 +100,9 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   auto ann = comm_announced_.find(r.comm);
   if (ann == comm_announced_.end() || !ann->second) {
     for (Context* ctx : prof_->ContextsSnapshot()) {
-      if (ctx->comm != r.comm) continue;
+      // Ids are reused: the one context of that id whose CommFinalize is
+      // not written yet (an id is given again only after it is).
+      if (ctx->comm != r.comm || ctx->finalize_written) continue;
       uint64_t h = ctx->event_comm_hash.load(std::memory_order_relaxed);
       if (h != 0) {
         EncodeCommInit(ctx, true, h);
