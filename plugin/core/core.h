@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,7 +61,7 @@ struct Context {
   std::unique_ptr<std::atomic<uint32_t>[]> send_seq;
   std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
   std::atomic<bool> finalized{false};
-  bool finalize_written = false;  // writer thread only: its CommFinalize is in the file
+  std::atomic<bool> finalize_written{false};  // its CommFinalize is in the file (set by the writer)
 };
 
 // One event handle. Fields read by the writer thread are atomics; the rest
@@ -160,6 +161,9 @@ constexpr uint32_t kSlotsPerThread = 4096;  // power of two: ops in flight per t
 // Spare slots per thread (see SpareSlot): operations started but not yet
 // stopped at once, when every slot waits for a completion.
 constexpr uint32_t kSpareSlots = 256;
+// How long a finalized communicator's context is kept before it serves a new
+// one (Profiler::NewContext).
+constexpr uint64_t kContextGraceNs = 10'000'000'000;
 // Records the shared lane holds between two drains (128 KiB).
 constexpr size_t kSharedLaneRecords = 1024;
 constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
@@ -196,6 +200,9 @@ struct ProfilerOptions {
   std::string file_name_override;
   // Tests: what the clock choice reads, instead of this machine.
   ClockProbe clock_probe;
+  // How long a finalized communicator's context waits before it serves a new
+  // one (tests shorten it).
+  uint64_t context_grace_ns = kContextGraceNs;
 };
 
 class Profiler {
@@ -244,8 +251,8 @@ class Profiler {
   ThreadBuf* thread_buf(uint32_t i) { return &threads_[i]; }
   std::vector<Context*> ContextsSnapshot();
   // The writer has written a communicator's CommFinalize, after everything
-  // it recorded: its file-local id may name a new communicator.
-  void RecycleCommId(uint16_t id);
+  // it recorded: its context and file-local id may serve a new communicator.
+  void RecycleContext(Context* ctx);
   bool SlotIsOurs(const void* p) const;
   // Events dropped for want of a buffer: no buffer free when they came, or
   // the shared lane full.
@@ -327,8 +334,11 @@ class Profiler {
 
   std::mutex ctx_mu_;
   std::vector<std::unique_ptr<Context>> contexts_;  // guarded by ctx_mu_
-  std::vector<uint16_t> free_comm_ids_;              // guarded by ctx_mu_
-  uint32_t next_comm_id_ = 1;                        // guarded by ctx_mu_
+  // Finalized contexts whose CommFinalize is written, with when: given again
+  // to new communicators (NewContext).
+  std::deque<std::pair<uint64_t, Context*>> recycled_;  // guarded by ctx_mu_
+  uint32_t next_comm_id_ = 1;                           // guarded by ctx_mu_
+  const uint64_t context_grace_ns_;
   std::unique_ptr<Writer> writer_;
   std::atomic<uint64_t> no_thread_slot_{0};
   std::atomic<uint64_t> buffers_freed_{0};

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,43 @@ EventDesc Coll(uint64_t seq) {
   d.func = "AllReduce";
   d.nchannels = 0;
   return d;
+}
+
+// Communicators made and finalized over and over beside a long-lived one
+// (66,000 such cycles hit a lifetime cap of 65,535 ids): a finalized
+// communicator's context and id serve the next one once its CommFinalize is
+// written and the grace has passed (none here), so memory and ids follow the
+// communicators alive, not all there ever were.
+TEST(CoreTest, FinalizedContextsServeNewCommunicators) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(tmp != nullptr ? tmp : "/tmp") + "/reuse-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  ProfilerOptions o;
+  o.config.dir = mkdtemp(buf.data());
+  o.config.buffer_mb = 8;
+  o.api_version = 5;
+  o.context_grace_ns = 0;
+  std::string err;
+  Profiler* prof = Profiler::Acquire(o, &err);
+  ASSERT_NE(prof, nullptr) << err;
+  Context* anchor = prof->NewContext(0xA0, "anchor", 1, 2, 0);
+  std::set<Context*> contexts;
+  std::set<uint16_t> ids;
+  for (uint64_t k = 0; k < 200; ++k) {
+    Context* c = prof->NewContext(0x1000 + k, "sub", 1, 2, 0);
+    ASSERT_NE(c, nullptr);
+    EXPECT_FALSE(c->finalized.load());
+    EXPECT_EQ(c->comm_hash, 0x1000 + k);
+    contexts.insert(c);
+    ids.insert(c->comm);
+    EXPECT_TRUE(prof->FinalizeContext(c));  // writes its CommFinalize, then recycles it
+  }
+  EXPECT_LE(contexts.size(), 2u);
+  EXPECT_LE(ids.size(), 2u);
+  EXPECT_EQ(ids.count(anchor->comm), 0u);
+  prof->FinalizeContext(anchor);
+  Profiler::Release(prof);
 }
 
 TEST(CoreTest, AThreadsBufferIsResidentFromItsFirstEvent) {

@@ -4,9 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,37 +92,6 @@ TEST(FinalizeTest, ASecondFinalizeIsIgnoredWithOneWarning) {
   }
   EXPECT_EQ(ops, 20);
   EXPECT_EQ(finals, 2);  // once each
-}
-
-// Communicators made and finalized over and over beside a long-lived one
-// (66,000 such cycles hit a lifetime cap of 65,535 ids): ids come back, so
-// only the communicators alive at once count.
-TEST(FinalizeTest, CommunicatorIdsAreReusedAfterFinalize) {
-  std::string dir = MakeTempDir("reuse");
-  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "5"}});
-  PluginLib* lib = PluginLib::FreshCopy();
-  FakeComm anchor(lib, 5);
-  ASSERT_EQ(anchor.Init(0xa0, "anchor", 1, 2, 0), 0);
-  for (uint64_t k = 0; k < 200; ++k) {
-    FakeComm c(lib, 5);
-    ASSERT_EQ(c.Init(0x1000 + k, "sub", 1, 2, 0), 0) << k;
-    OpSpec s;
-    s.seq = k;
-    c.RunOp(s);
-    ASSERT_EQ(c.Finalize(), 0);
-  }
-  ASSERT_EQ(anchor.Finalize(), 0);
-  std::unique_ptr<Trace> t = ReadSingleTrace(dir);
-  EXPECT_TRUE(t->raw.issues.empty()) << t->raw.issues[0];
-  uint32_t max_id = 0;
-  std::set<uint64_t> hashes;
-  for (const trace::CommInit* ci : t->comm_inits) {
-    max_id = std::max(max_id, ci->comm());
-    hashes.insert(ci->comm_hash());
-  }
-  EXPECT_EQ(hashes.size(), 201u);  // every communicator defined
-  EXPECT_LE(max_id, 2u);           // with two ids: the anchor's and one reused
-  EXPECT_EQ(t->ops.size(), 200u);
 }
 
 }  // namespace

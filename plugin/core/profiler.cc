@@ -99,7 +99,8 @@ Profiler::Profiler(const ProfilerOptions& opts)
       info_to_stderr_(NcclDebugShowsInfo(getenv("NCCL_DEBUG"))),
       wanted_kinds_(config_.raw_kinds | (1u << kEvColl) | (1u << kEvP2p) | (1u << kEvKernelCh) |
                     (1u << kEvProxyOp) | (1u << kEvProxyStep)),
-      generation_(g_generation.fetch_add(1) + 1) {}
+      generation_(g_generation.fetch_add(1) + 1),
+      context_grace_ns_(opts.context_grace_ns) {}
 
 bool Profiler::Init(std::string* error) {
   uint64_t budget = config_.buffer_mb << 20;
@@ -166,14 +167,39 @@ std::vector<Context*> Profiler::ContextsSnapshot() {
 }
 
 Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank) {
-  auto c = std::make_unique<Context>();
+  const uint64_t now = NowNs();
+  Context* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    // A finalized communicator's context (and its file-local id) is given
+    // again once its CommFinalize is written and kContextGraceNs have
+    // passed: a thread still posting on it by then would be a host bug, and
+    // memory stays bounded by the communicators alive or recently finalized.
+    // Past 65,535 ids, the oldest finalized one is taken at once.
+    const bool ids_left = next_comm_id_ <= 65535;
+    if (!recycled_.empty() && (recycled_.front().first + context_grace_ns_ <= now || !ids_left)) {
+      c = recycled_.front().second;
+      recycled_.pop_front();
+    } else if (ids_left) {
+      contexts_.push_back(std::make_unique<Context>());
+      c = contexts_.back().get();
+      c->comm = static_cast<uint16_t>(next_comm_id_++);
+    } else {
+      return nullptr;
+    }
+  }
+  // Nothing reads a context between its CommFinalize and here but the
+  // writer's scans, which skip it until `finalized` is cleared below.
   c->prof = this;
   c->comm_hash = comm_hash;
   c->name = BoundedName(name);
   c->nnodes = nnodes;
   c->nranks = nranks;
   c->rank = rank;
-  c->init_ns = NowNs();
+  c->init_ns = now;
+  c->event_comm_hash.store(0, std::memory_order_relaxed);
+  c->send_seq.reset();
+  c->recv_seq.reset();
   if (nranks > 0 && nranks <= (1 << 20)) {
     c->send_seq.reset(new std::atomic<uint32_t>[nranks]);
     c->recv_seq.reset(new std::atomic<uint32_t>[nranks]);
@@ -182,23 +208,9 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
       c->recv_seq[i].store(0, std::memory_order_relaxed);
     }
   }
-  Context* raw;
-  {
-    std::lock_guard<std::mutex> lock(ctx_mu_);
-    // Ids of finalized communicators are given again (a framework that makes
-    // a communicator per subgroup creates many over a run): the cap is on
-    // communicators alive at once.
-    if (!free_comm_ids_.empty()) {
-      c->comm = free_comm_ids_.back();
-      free_comm_ids_.pop_back();
-    } else if (next_comm_id_ <= 65535) {
-      c->comm = static_cast<uint16_t>(next_comm_id_++);
-    } else {
-      return nullptr;
-    }
-    raw = c.get();
-    contexts_.push_back(std::move(c));
-  }
+  c->finalize_written.store(false, std::memory_order_relaxed);
+  c->finalized.store(false, std::memory_order_release);
+  Context* raw = c;
   writer_->NotifyCommInit(raw);
   return raw;
 }
@@ -229,9 +241,9 @@ void Profiler::RefuseFinalized() {
            "events on a finalized communicator are ignored (NCCL called the profiler after finalizing it)");
 }
 
-void Profiler::RecycleCommId(uint16_t id) {
+void Profiler::RecycleContext(Context* ctx) {
   std::lock_guard<std::mutex> lock(ctx_mu_);
-  free_comm_ids_.push_back(id);
+  recycled_.emplace_back(NowNs(), ctx);
 }
 
 void Profiler::ForceFlush() {

@@ -206,8 +206,8 @@ void Writer::Cycle(uint64_t now, bool force_write) {
       EncodeCommFinalize(c.ctx, c.time_ns);
       in_flight_.CommFinalized(c.ctx->comm);
       comm_announced_.erase(c.ctx->comm);
-      c.ctx->finalize_written = true;
-      prof_->RecycleCommId(c.ctx->comm);
+      c.ctx->finalize_written.store(true, std::memory_order_release);
+      prof_->RecycleContext(c.ctx);
     }
   ReclaimThreads();
   MaybeEncodeDrops(now, false);

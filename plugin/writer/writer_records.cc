@@ -11,8 +11,14 @@
 namespace ncclwatch::plugin {
 namespace {
 
-// Reads a NUL-terminated string NCCL handed us, bounded.
-std::string SafeString(const char* s) { return std::string(s, strnlen(s, 256)); }
+// A NUL-terminated string NCCL handed us, up to 256 bytes: a longer one is
+// cut, with a marker (NCCL's names are short; anything else is not a name).
+std::string SafeString(const char* s) {
+  constexpr size_t kMax = 256;
+  const size_t n = strnlen(s, kMax + 1);
+  if (n <= kMax) return std::string(s, n);
+  return std::string(s, kMax) + "...(truncated)";
+}
 
 }  // namespace
 
@@ -102,7 +108,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
     for (Context* ctx : prof_->ContextsSnapshot()) {
       // Ids are reused: the one context of that id whose CommFinalize is
       // not written yet (an id is given again only after it is).
-      if (ctx->comm != r.comm || ctx->finalize_written) continue;
+      if (ctx->comm != r.comm || ctx->finalize_written.load(std::memory_order_acquire)) continue;
       uint64_t h = ctx->event_comm_hash.load(std::memory_order_relaxed);
       if (h != 0) {
         EncodeCommInit(ctx, true, h);
