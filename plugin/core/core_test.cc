@@ -117,6 +117,36 @@ TEST(CoreTest, FinalizedContextsServeNewCommunicators) {
   Profiler::Release(prof);
 }
 
+// All 65,535 ids in use and one communicator finalized a moment ago: its
+// context serves the next init at once, grace or not (no init is refused
+// for the lifetime count).
+TEST(CoreTest, PastTheLastIdTheNewestFinalizedContextIsTakenAtOnce) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(tmp != nullptr ? tmp : "/tmp") + "/ids-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  ProfilerOptions o;
+  o.config.dir = mkdtemp(buf.data());
+  o.config.buffer_mb = 8;
+  o.api_version = 5;  // the default grace: 10 s
+  std::string err;
+  Profiler* prof = Profiler::Acquire(o, &err);
+  ASSERT_NE(prof, nullptr) << err;
+  std::vector<Context*> all;
+  for (uint32_t k = 0; k < 65535; ++k) {
+    Context* c = prof->NewContext(0x100000 + k, nullptr, 1, 1, 0);
+    ASSERT_NE(c, nullptr) << k;
+    all.push_back(c);
+  }
+  EXPECT_EQ(prof->NewContext(0xdead, nullptr, 1, 1, 0), nullptr);  // every id alive: refused
+  ASSERT_TRUE(prof->FinalizeContext(all[77]));
+  Context* again = prof->NewContext(0xbeef, nullptr, 1, 1, 0);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again, all[77]);
+  EXPECT_EQ(again->comm_hash, 0xbeefu);
+  Profiler::Release(prof);  // the others are left alive: the file just ends unclean
+}
+
 TEST(CoreTest, AThreadsBufferIsResidentFromItsFirstEvent) {
   Open o("default");
   std::thread([&] {
