@@ -14,6 +14,6 @@ bazel-out/k8-opt/bin/tools/ncclwatch diagnose testdata/gpu/skip
 status=$?
 set -e
 echo
-echo "(exit status $status: 0 healthy, 1 problem found, 2 unusable input)"
+echo "(exit status $status: 0 healthy, 1 problem found, 2 unusable input, 3 evidence incomplete or damaged)"
 # A problem found is what this recording holds: only unusable input fails the demo.
 [[ $status -le 1 ]]
