@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include "plugin/core/clock.h"
@@ -183,6 +184,13 @@ TEST_P(AbiTest, EveryFieldArrives) {
   EXPECT_EQ(h.heartbeat_ms(), defaults.heartbeat_ms());
   EXPECT_EQ(h.stuck_sec(), defaults.stuck_sec());
   EXPECT_EQ(h.buffer_bytes(), defaults.buffer_bytes());
+  // Which NCCL loaded the plugin: the process's ncclGetVersion (the fake
+  // host's reports 2.28.9); the CUDA driver's only where one is loaded.
+  EXPECT_EQ(h.nccl_version(), "2.28.9");
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (cuda == nullptr) EXPECT_EQ(h.cuda_driver_version(), 0);
+  else EXPECT_GT(h.cuda_driver_version(), 0);
+  if (cuda != nullptr) dlclose(cuda);
   // The clock: the kernel's clocksource is a fact of this machine; the cost of
   // clock_gettime is a measurement of this process, and the choice must be
   // the one its own facts give (never compared with another process's).

@@ -48,6 +48,26 @@ void ReadCudaDevice(ProcessInfo* info) {
   dlclose(h);
 }
 
+// The NCCL and the CUDA driver of this process, through what is already
+// loaded: ncclGetVersion where the process exports it (NCCL linked in, or
+// libnccl loaded globally), else an already-loaded libnccl.so.2.
+void ReadVersions(ProcessInfo* info) {
+  using GetVersion = int (*)(int*);
+  auto nccl = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+  void* h = nullptr;
+  if (nccl == nullptr && (h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD)) != nullptr)
+    nccl = reinterpret_cast<GetVersion>(dlsym(h, "ncclGetVersion"));
+  int code = 0;
+  if (nccl != nullptr && nccl(&code) == 0 && code > 0) info->nccl_version = NcclVersionString(code);
+  if (h != nullptr) dlclose(h);
+  if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+    auto driver = reinterpret_cast<GetVersion>(dlsym(cuda, "cuDriverGetVersion"));
+    int v = 0;
+    if (driver != nullptr && driver(&v) == 0) info->cuda_driver_version = v;
+    dlclose(cuda);
+  }
+}
+
 void ReadArgv(ProcessInfo* info) {
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -75,6 +95,13 @@ std::string SafeName(const std::string& s) {
   }
   if (out.empty()) out = "host";
   return out;
+}
+
+std::string NcclVersionString(int code) {
+  // NCCL_VERSION(X,Y,Z): X*10000 + Y*100 + Z from 2.9 on, X*1000 + Y*100 + Z before.
+  const int major = code >= 10000 ? code / 10000 : code / 1000;
+  const int rest = code >= 10000 ? code % 10000 : code % 1000;
+  return std::to_string(major) + "." + std::to_string(rest / 100) + "." + std::to_string(rest % 100);
 }
 
 ProcessInfo ReadProcessInfo() {
@@ -105,6 +132,7 @@ ProcessInfo ReadProcessInfo() {
     }
   }
   ReadCudaDevice(&info);
+  ReadVersions(&info);
   ReadArgv(&info);
   return info;
 }

@@ -30,7 +30,13 @@ struct ProcessInfo {
   std::string gpu_uuid;
   std::string job_id;
   std::vector<std::string> argv;
+  std::string nccl_version;     // "2.28.9"; "" when not found
+  int32_t cuda_driver_version = 0;  // cuDriverGetVersion; 0 when no driver is loaded
 };
+
+// "2.28.9" for NCCL's version code 22809 (and 2.8.4 for 2804: codes before
+// 2.9 had two digits per part).
+std::string NcclVersionString(int code);
 
 ProcessInfo ReadProcessInfo();
 

@@ -23,7 +23,21 @@
 
 #include "tools/reader/reader.h"
 
+namespace {
+std::atomic<int> g_fake_nccl_version{22809};
+}  // namespace
+
+// NCCL's own entry point, as the plugin finds it in a process that runs NCCL.
+extern "C" __attribute__((visibility("default"))) int ncclGetVersion(int* version) {
+  const int v = g_fake_nccl_version.load();
+  if (version == nullptr || v == 0) return 4;  // ncclInvalidArgument
+  *version = v;
+  return 0;
+}
+
 namespace ncclwatch::testing {
+
+void SetFakeNcclVersion(int code) { g_fake_nccl_version.store(code); }
 namespace {
 
 std::mutex g_log_mu;

@@ -84,6 +84,13 @@ class StderrCapture {
   std::string text_;
 };
 
+// ------------------------------------------------------------------- version
+
+// What the process's ncclGetVersion (exported by the test binary, as NCCL's
+// host process does) reports: NCCL's version code, 22809 for 2.28.9 unless
+// set. 0: ncclGetVersion fails.
+void SetFakeNcclVersion(int code);
+
 // ------------------------------------------------------------------- env/dirs
 
 // A fresh directory under $TEST_TMPDIR.

@@ -87,6 +87,8 @@ void TraceEncoder::Header(const HeaderFields& h) {
   w->U64(tf::ProcessHeader::kTickClock, h.tick_clock);
   Str(w, tf::ProcessHeader::kKernelClocksource, h.kernel_clocksource);
   w->Double(tf::ProcessHeader::kClockGettimeNs, h.clock_gettime_ns);
+  Str(w, tf::ProcessHeader::kNcclVersion, h.nccl_version);
+  w->I32(tf::ProcessHeader::kCudaDriverVersion, h.cuda_driver_version);
   w->EndMessage(m);
   w->EndRecord(at);
 }

@@ -78,6 +78,8 @@ struct HeaderFields {
   uint32_t tick_clock = 0;  // trace.proto TickClock; 0: not recorded
   std::string_view kernel_clocksource;
   double clock_gettime_ns = 0;
+  std::string_view nccl_version;
+  int32_t cuda_driver_version = 0;
 };
 
 struct CommInitFields {

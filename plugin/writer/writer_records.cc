@@ -63,6 +63,8 @@ void Writer::EncodeHeader() {
   h.tick_clock = ticks_.tsc() ? 1 : 2;  // TickClock: TICK_CLOCK_TSC, TICK_CLOCK_MONOTONIC
   h.kernel_clocksource = f.clocksource;
   h.clock_gettime_ns = f.gettime_ns;
+  h.nccl_version = info_.nccl_version;
+  h.cuda_driver_version = info_.cuda_driver_version;
   enc_.Header(h);
 }
 

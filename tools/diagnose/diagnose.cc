@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -171,6 +172,17 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FillInput(c, &d);
   FillClock(c, &d);
   d.set_processes(static_cast<uint32_t>(model.procs.size()));
+  // Which NCCL and driver ran: one line per combination (a mixed job is worth seeing).
+  std::map<std::string, size_t> versions;
+  for (const Proc& p : model.procs) {
+    std::string v = "NCCL " + (p.nccl_version.empty() ? std::string("version not recorded") : p.nccl_version);
+    v += ", CUDA driver ";
+    v += p.cuda_driver_version > 0 ? std::to_string(p.cuda_driver_version / 1000) + "." +
+                                         std::to_string(p.cuda_driver_version % 1000 / 10)
+                                   : std::string("not recorded");
+    ++versions[v];
+  }
+  for (const auto& [v, n] : versions) d.add_versions(v + ": " + Plural(n, "process", "processes"));
   d.set_communicators(static_cast<uint32_t>(model.comms.size()));
   d.set_operations(model.ops.size());
   d.set_t_end_sec(c.T(c.t_end));
@@ -291,6 +303,7 @@ std::string FormatText(const Diagnosis& d) {
   out << "Job: " << Plural(d.processes(), "process", "processes") << ", "
       << Plural(d.communicators(), "communicator", "communicators") << ", "
       << Plural(d.operations(), "operation", "operations") << ", " << Dur(d.t_end_sec()) << " from the first record to the last\n";
+  for (int i = 0; i < d.versions_size(); ++i) out << (i == 0 ? "Versions: " : "          ") << d.versions(i) << "\n";
   return out.str();
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
 #include "tools/testing/trace_builder.h"
 
@@ -193,6 +194,28 @@ TEST(InputsTest, JobsWithoutIdsAreToldApartByTheirCommunicators) {
   std::string error;
   EXPECT_FALSE(BuildModel({dir}, LoadOptions(), &m, &error));
   EXPECT_NE(error.find("the files hold 2 jobs (processes that share no communicator)"), std::string::npos) << error;
+}
+
+// diagnose says which NCCL and CUDA driver each process ran (from the
+// header), one line per combination.
+TEST(InputsTest, TheVersionsEachProcessRan) {
+  const std::string dir = TempDir("versions");
+  testing::JobSpec spec;
+  spec.nranks = 3;
+  spec.ncolls = 3;
+  spec.rank_hook = [](int rank, testing::RankPlan& plan) {
+    plan.proc.nccl_version = rank == 2 ? "2.27.7" : "2.28.9";
+    plan.proc.cuda_driver_version = 13000;
+  };
+  testing::WriteJob(testing::BuildJob(spec), dir);
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &error)) << error;
+  const std::string text = FormatText(Diagnose(m));
+  EXPECT_NE(text.find("Versions: NCCL 2.27.7, CUDA driver 13.0: 1 process\n"
+                      "          NCCL 2.28.9, CUDA driver 13.0: 2 processes\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

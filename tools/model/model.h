@@ -146,6 +146,8 @@ struct Proc {
   uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
   uint32_t heartbeat_ms = 0;
   double stuck_sec = 0;
+  std::string nccl_version;        // header: the NCCL that loaded the plugin ("" unknown)
+  int32_t cuda_driver_version = 0;  // header: cuDriverGetVersion (0 unknown)
   // Aligned time = own CLOCK_MONOTONIC + offset_ns (AlignClocks).
   int64_t offset_ns = 0;
   int64_t first_ns = kNoTime;           // first record time

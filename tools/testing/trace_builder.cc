@@ -444,6 +444,8 @@ std::string Player::Run() {
     h.buffer_bytes = 64ull << 20;
     h.job_id = s_.job_id;
     h.argv = &s_.argv;
+    h.nccl_version = s_.nccl_version;
+    h.cuda_driver_version = s_.cuda_driver_version;
     enc_.Header(h);
     Write(s_.open_ns);
   }

@@ -79,6 +79,8 @@ struct ProcSpec {
   bool delta_starts = true;
   uint64_t gpu_clock_offset_ns = 5'000 * kSec;  // GPU globaltimer minus relative CPU time
   std::vector<std::string> argv = {"python", "train.py"};
+  std::string nccl_version;          // ProcessHeader.nccl_version ("" not recorded)
+  int32_t cuda_driver_version = 0;
 };
 
 // How an operation's completion is encoded.
