@@ -2,12 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -39,34 +34,20 @@ bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std
 constexpr uint64_t kMaxBaselineBytes = 64ull << 20;
 
 bool ReadBaseline(const std::string& path, std::string* bytes, std::string* error) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    *error = "cannot read baseline " + path + ": " + strerror(errno);
-    return false;
+  RegularFile f;
+  // One byte past the limit tells a file that grew past it while read.
+  const bool ok = ReadFileHead(path, kMaxBaselineBytes + 1, bytes, &f);
+  if (!ok && f.not_regular) {
+    *error = "baseline " + path + ": " + f.why;
+  } else if (!ok) {
+    *error = "cannot read baseline " + path + ": " + f.why;
+  } else if (f.size > kMaxBaselineBytes || bytes->size() > kMaxBaselineBytes) {
+    *error = "baseline " + path + ": " + std::to_string(std::max<uint64_t>(f.size, bytes->size())) +
+             " bytes, more than a stats baseline holds (" + std::to_string(kMaxBaselineBytes >> 20) + " MiB at most)";
+  } else {
+    return true;
   }
-  struct stat st;
-  bool ok = fstat(fd, &st) == 0;
-  if (ok && !S_ISREG(st.st_mode)) {
-    *error = "baseline " + path + ": not a regular file (" + FileTypeName(st.st_mode) + ")";
-    ok = false;
-  } else if (ok && static_cast<uint64_t>(st.st_size) > kMaxBaselineBytes) {
-    *error = "baseline " + path + ": " + std::to_string(st.st_size) + " bytes, more than a stats baseline holds (" +
-             std::to_string(kMaxBaselineBytes >> 20) + " MiB at most)";
-    ok = false;
-  }
-  char buf[1 << 16];
-  while (ok && bytes->size() <= kMaxBaselineBytes) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *error = "cannot read baseline " + path + ": " + strerror(errno);
-      ok = false;
-    }
-    if (n <= 0) break;
-    bytes->append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return ok;
+  return false;
 }
 
 }  // namespace

@@ -476,29 +476,27 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
   } else {
     r = &lane_rec;  // NCCL's proxy thread past the buffers: the shared lane
   }
-  {
-    if (r != nullptr) {
-      r->kind = kRecOpDone;
-      r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
-      r->comm = op->ctx->comm;
-      r->id = op->id.load(std::memory_order_relaxed);
-      r->t0_ticks = now != 0 ? now : Ticks();
-      r->t1 = 0;
-      r->parent_id = 0;
-      r->nchannels = 0;
-      r->nwarps = 0;
-      uint64_t gmin = op->gpu_min.load(std::memory_order_relaxed);
-      uint64_t gmax = op->gpu_max.load(std::memory_order_relaxed);
-      bool gpu = gmin != ~0ull && gmax >= gmin && gmax != 0;
-      r->flags = gpu ? kFlagHasGpu : 0;
-      r->done.gpu_start = gpu ? gmin : 0;
-      r->done.gpu_stop = gpu ? gmax : 0;
-      r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
-      r->done.proxy_ops = proxy ? op->proxy_started.load(std::memory_order_relaxed) : 0;
-      r->done.proxy_bytes = proxy ? op->proxy_bytes.load(std::memory_order_relaxed) : 0;
-      if (tb != nullptr) tb->ring.Commit();
-      else if (!lane_.Push(*r)) NoBuffer();
-    }
+  if (r != nullptr) {
+    r->kind = kRecOpDone;
+    r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
+    r->comm = op->ctx->comm;
+    r->id = op->id.load(std::memory_order_relaxed);
+    r->t0_ticks = now != 0 ? now : Ticks();
+    r->t1 = 0;
+    r->parent_id = 0;
+    r->nchannels = 0;
+    r->nwarps = 0;
+    uint64_t gmin = op->gpu_min.load(std::memory_order_relaxed);
+    uint64_t gmax = op->gpu_max.load(std::memory_order_relaxed);
+    bool gpu = gmin != ~0ull && gmax >= gmin && gmax != 0;
+    r->flags = gpu ? kFlagHasGpu : 0;
+    r->done.gpu_start = gpu ? gmin : 0;
+    r->done.gpu_stop = gpu ? gmax : 0;
+    r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
+    r->done.proxy_ops = proxy ? op->proxy_started.load(std::memory_order_relaxed) : 0;
+    r->done.proxy_bytes = proxy ? op->proxy_bytes.load(std::memory_order_relaxed) : 0;
+    if (tb != nullptr) tb->ring.Commit();
+    else if (!lane_.Push(*r)) NoBuffer();
   }
   op->state.store(kSlotDone, std::memory_order_release);
 }

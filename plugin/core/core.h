@@ -222,9 +222,8 @@ class Profiler {
   // False for a context finalized before (ignored, with one warning): the
   // caller must not release the Profiler again.
   bool FinalizeContext(Context* ctx);
-  // An event on a finalized context: ignored, counted, warned once.
+  // An event on a finalized context: ignored, warned once.
   void RefuseFinalized();
-  uint64_t refused_after_finalize() const { return refused_after_finalize_.load(std::memory_order_relaxed); }
 
   // Whether Start can do anything with an event of this kind: operations and
   // what feeds their completion, and kinds captured raw. The adapters ask
@@ -347,7 +346,6 @@ class Profiler {
   std::atomic<bool> closed_{false};  // the last communicator was finalized: the writer ended
   std::atomic<bool> warned_refinalize_{false};
   std::atomic<bool> warned_after_finalize_{false};
-  std::atomic<uint64_t> refused_after_finalize_{0};
   int refs_ = 0;  // guarded by the global mutex
   void WarnOnce(std::atomic<bool>* flag, const char* what);
 

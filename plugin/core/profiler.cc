@@ -236,7 +236,6 @@ void Profiler::WarnOnce(std::atomic<bool>* flag, const char* what) {
 }
 
 void Profiler::RefuseFinalized() {
-  refused_after_finalize_.fetch_add(1, std::memory_order_relaxed);
   WarnOnce(&warned_after_finalize_,
            "events on a finalized communicator are ignored (NCCL called the profiler after finalizing it)");
 }

@@ -152,11 +152,9 @@ void Writer::Loop() {
 }
 
 void Writer::Cycle(uint64_t now, bool force_write) {
-  std::vector<Cold> cold;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cold.swap(cold_);
-  }
+  // Finalizes noted before this drain: everything their communicators
+  // recorded before them is in the rings now, so they follow it.
+  const std::vector<Cold> finalizes = TakeCold(Cold::kFinalize);
   // After a lost write, communicators are defined again.
   if (reannounce_) {
     reannounce_ = false;
@@ -167,12 +165,6 @@ void Writer::Cycle(uint64_t now, bool force_write) {
         comm_announced_[ctx->comm] = ctx->comm_hash != 0;
       }
   }
-  // Communicators defined before the operations that name them.
-  for (const Cold& c : cold)
-    if (c.kind == Cold::kInit) {
-      EncodeCommInit(c.ctx, false, c.ctx->comm_hash);
-      comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
-    }
   ticks_.Refine();  // before the first conversion of ticks
   if (drain_paused_.load(std::memory_order_relaxed)) {
     staged_.clear();
@@ -180,35 +172,21 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   } else {
     DrainRings();
   }
-  // A communicator initialized while the rings drained may have operations
-  // among the drained records: define it first (its init was noted before
-  // its first event). Finalizes wait for the next cycle, after everything
-  // recorded before them.
-  std::vector<Context*> late_inits;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = cold_.begin(); it != cold_.end();) {
-      if (it->kind != Cold::kInit) {
-        ++it;
-        continue;
-      }
-      late_inits.push_back(it->ctx);
-      it = cold_.erase(it);
-    }
-  }
-  for (Context* ctx : late_inits) {  // outside the lock: encoding may write
-    EncodeCommInit(ctx, false, ctx->comm_hash);
-    comm_announced_[ctx->comm] = ctx->comm_hash != 0;
+  // Inits noted up to the end of the drain, before the operations that name
+  // them: a communicator's init is noted before its first event, so every
+  // drained record's communicator is among them or defined already.
+  for (const Cold& c : TakeCold(Cold::kInit)) {
+    EncodeCommInit(c.ctx, false, c.ctx->comm_hash);
+    comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
   }
   EncodeStaged();
-  for (const Cold& c : cold)
-    if (c.kind == Cold::kFinalize) {
-      EncodeCommFinalize(c.ctx, c.time_ns);
-      in_flight_.CommFinalized(c.ctx->comm);
-      comm_announced_.erase(c.ctx->comm);
-      c.ctx->finalize_written.store(true, std::memory_order_release);
-      prof_->RecycleContext(c.ctx);
-    }
+  for (const Cold& c : finalizes) {
+    EncodeCommFinalize(c.ctx, c.time_ns);
+    in_flight_.CommFinalized(c.ctx->comm);
+    comm_announced_.erase(c.ctx->comm);
+    c.ctx->finalize_written.store(true, std::memory_order_release);
+    prof_->RecycleContext(c.ctx);
+  }
   ReclaimThreads();
   MaybeEncodeDrops(now, false);
   if (now >= next_heartbeat_) {
@@ -221,6 +199,15 @@ void Writer::Cycle(uint64_t now, bool force_write) {
     WriteOut();
     next_flush_ = now + uint64_t{prof_->config().flush_ms} * 1000000;
   }
+}
+
+std::vector<Writer::Cold> Writer::TakeCold(Cold::Kind kind) {
+  std::vector<Cold> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto keep = std::stable_partition(cold_.begin(), cold_.end(), [&](const Cold& c) { return c.kind != kind; });
+  out.assign(keep, cold_.end());
+  cold_.erase(keep, cold_.end());
+  return out;
 }
 
 void Writer::DrainRings() {

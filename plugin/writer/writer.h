@@ -86,6 +86,8 @@ class Writer final : private RecordSink {
   };
 
   void Loop();
+  // The notices of one kind, in the order they came, taken from cold_.
+  std::vector<Cold> TakeCold(Cold::Kind kind);
   void Cycle(uint64_t now, bool force_write);
   void DrainRings();
   void EncodeStaged();

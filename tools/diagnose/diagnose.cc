@@ -136,11 +136,8 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FindCycles(&c, &found);
   FindOrderCycles(&c, &found);
   FindStragglers(&c, &found);
-  // A finding that can name who caused it comes before one that cannot (its
-  // ranks left no file, or a damaged one).
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
-    const bool a_blind = a.f.culprits_size() == 0, b_blind = b.f.culprits_size() == 0;
-    return std::tie(a.precedence, a_blind, a.when) < std::tie(b.precedence, b_blind, b.when);
+    return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
   });
 
   CaveatLostRecords(c, &found);

@@ -103,6 +103,13 @@ class Lister {
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths) { return Lister().Run(paths); }
 
+std::string ListFew(const std::vector<std::string>& files) {
+  std::string s;
+  for (size_t i = 0; i < files.size() && i < 3; ++i) s += (i ? ", " : "") + files[i];
+  if (files.size() > 3) s += " and " + std::to_string(files.size() - 3) + " more";
+  return s;
+}
+
 namespace {
 
 struct HeaderFacts {
@@ -115,10 +122,15 @@ struct HeaderFacts {
   uint64_t size = 0;
 };
 
-// The header is the first record after its batch's opening: a few records in.
-HeaderFacts ReadHeaderFacts(TraceReader& r, uint64_t size) {
+// A file's header is the first record after its batch's opening: a few
+// records into its first kHeadBytes.
+constexpr size_t kHeadBytes = 64 << 10;
+
+HeaderFacts ReadHeaderFacts(const std::string& name, std::string head, uint64_t size) {
   HeaderFacts h;
   h.size = size;
+  TraceReader r;
+  r.OpenBytes(name, std::move(head));
   trace::Record rec;
   uint64_t offset = 0;
   for (int i = 0; i < 4 && r.Next(&rec, &offset); ++i) {
@@ -134,23 +146,12 @@ HeaderFacts ReadHeaderFacts(TraceReader& r, uint64_t size) {
   return h;
 }
 
-std::string ListFew(const std::vector<std::string>& files) {
-  std::string s;
-  for (size_t i = 0; i < files.size() && i < 3; ++i) s += (i ? ", " : "") + files[i];
-  if (files.size() > 3) s += " and " + std::to_string(files.size() - 3) + " more";
-  return s;
-}
-
 // Which of `names` (with their headers' facts) to keep: see ScreenTraceInputs.
 bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const std::vector<std::string>& names,
             std::vector<bool>* keep_out, std::vector<std::string>* notes, std::string* error) {
-  TraceInputs shim;
-  shim.files = names;
-  TraceInputs* in = &shim;
-
   // One file per process: the same host, pid and start cannot be two processes.
   std::map<std::tuple<std::string, int64_t, uint64_t, uint64_t>, size_t> first;
-  std::vector<bool> keep(in->files.size(), true);
+  std::vector<bool> keep(names.size(), true);
   for (size_t i = 0; i < facts.size(); ++i) {
     if (!facts[i].found) continue;
     auto key = std::make_tuple(facts[i].host, facts[i].pid, facts[i].mono_base_ns, facts[i].realtime_base_ns);
@@ -160,14 +161,14 @@ bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const
     const size_t dropped = facts[i].size > facts[kept].size ? kept : i;
     if (dropped == kept) kept = i;
     keep[dropped] = false;
-    in->notes.push_back(in->files[dropped] + " holds the same process as " + in->files[kept] + " (pid " +
+    notes->push_back(names[dropped] + " holds the same process as " + names[kept] + " (pid " +
                         std::to_string(facts[i].pid) + "@" + facts[i].host + "): read once, the longer file");
   }
 
   // One job.
   std::map<std::string, std::vector<std::string>> by_job;
   for (size_t i = 0; i < facts.size(); ++i)
-    if (keep[i] && facts[i].found && !facts[i].job_id.empty()) by_job[facts[i].job_id].push_back(in->files[i]);
+    if (keep[i] && facts[i].found && !facts[i].job_id.empty()) by_job[facts[i].job_id].push_back(names[i]);
   if (!job.empty()) {
     if (!by_job.count(job)) {
       std::string ids;
@@ -178,7 +179,7 @@ bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const
     for (size_t i = 0; i < facts.size(); ++i)
       if (keep[i] && facts[i].found && facts[i].job_id != job) {
         keep[i] = false;
-        in->notes.push_back(in->files[i] + ": job '" + facts[i].job_id + "', not '" + job + "': skipped");
+        notes->push_back(names[i] + ": job '" + facts[i].job_id + "', not '" + job + "': skipped");
       }
   } else if (by_job.size() > 1) {
     *error = "the files hold " + std::to_string(by_job.size()) + " jobs: ";
@@ -190,7 +191,6 @@ bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const
     *error += "; name one with --job";
     return false;
   }
-  notes->insert(notes->end(), in->notes.begin(), in->notes.end());
   *keep_out = keep;
   return true;
 }
@@ -201,11 +201,10 @@ bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* err
   std::vector<HeaderFacts> facts;
   facts.reserve(in->files.size());
   for (const std::string& f : in->files) {
-    TraceReader r;
-    std::string ignored;
-    struct stat st;
-    const uint64_t size = stat(f.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-    facts.push_back(r.Open(f, &ignored) ? ReadHeaderFacts(r, size) : HeaderFacts{});
+    std::string head;
+    RegularFile file;
+    facts.push_back(ReadFileHead(f, kHeadBytes, &head, &file) ? ReadHeaderFacts(f, std::move(head), file.size)
+                                                              : HeaderFacts{});
   }
   std::vector<bool> keep;
   if (!Screen(job, facts, in->files, &keep, &in->notes, error)) return false;
@@ -221,9 +220,7 @@ bool ScreenTraceBytes(const std::string& job, std::vector<std::pair<std::string,
   std::vector<HeaderFacts> facts;
   std::vector<std::string> names;
   for (const auto& [name, bytes] : *files) {
-    TraceReader r;
-    r.OpenBytes(name, bytes.substr(0, std::min<size_t>(bytes.size(), 1 << 16)));
-    facts.push_back(ReadHeaderFacts(r, bytes.size()));
+    facts.push_back(ReadHeaderFacts(name, bytes.substr(0, std::min(bytes.size(), kHeadBytes)), bytes.size()));
     names.push_back(name);
   }
   std::vector<bool> keep;

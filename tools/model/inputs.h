@@ -29,6 +29,9 @@ inline constexpr int kMaxFolderDepth = 32;
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths);
 
+// "a, b, c and 4 more": a list of files for a message.
+std::string ListFew(const std::vector<std::string>& files);
+
 // Reads each file's header (its first records) and keeps one file per
 // process and the files of one job:
 //  - files holding the same process (host, pid, and the plugin's start

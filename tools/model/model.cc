@@ -526,9 +526,7 @@ bool OneJob(const Model& m, std::string* error) {
   *error = "the files hold " + std::to_string(groups.size()) + " jobs (processes that share no communicator): ";
   size_t g = 0;
   for (const auto& [r, files] : groups) {
-    *error += (g++ ? "; " : "") + std::to_string(files.size()) + " files: ";
-    for (size_t i = 0; i < files.size() && i < 3; ++i) *error += (i ? ", " : "") + files[i];
-    if (files.size() > 3) *error += " and " + std::to_string(files.size() - 3) + " more";
+    *error += (g++ ? "; " : "") + std::to_string(files.size()) + " files: " + ListFew(files);
   }
   *error += "; give one job's files";
   return false;

@@ -8,6 +8,8 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
+
 namespace ncclwatch::tools {
 namespace {
 
@@ -45,31 +47,66 @@ std::string FileTypeName(unsigned mode) {
   }
 }
 
+RegularFile OpenRegularFile(const std::string& path) {
+  RegularFile f;
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    f.why = strerror(errno);
+    return f;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    f.why = strerror(errno);
+    close(fd);
+    return f;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    f.not_regular = true;
+    f.why = "not a regular file (" + FileTypeName(st.st_mode) + ")";
+    close(fd);
+    return f;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  f.fd = fd;
+  f.size = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
+bool ReadFileHead(const std::string& path, uint64_t max, std::string* bytes, RegularFile* file) {
+  *file = OpenRegularFile(path);
+  if (file->fd < 0) return false;
+  char buf[1 << 16];
+  bool ok = true;
+  while (bytes->size() < max) {
+    const ssize_t n = read(file->fd, buf, std::min<uint64_t>(sizeof(buf), max - bytes->size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      file->why = strerror(errno);
+      ok = false;
+    }
+    if (n <= 0) break;
+    bytes->append(buf, static_cast<size_t>(n));
+  }
+  close(file->fd);
+  file->fd = -1;
+  return ok;
+}
+
 TraceReader::~TraceReader() {
   if (file_ != nullptr) fclose(file_);
 }
 
 bool TraceReader::Open(const std::string& path, std::string* error) {
   path_ = path;
-  // O_NONBLOCK: opening a FIFO must not wait for a writer. Then only a
-  // regular file is read: a FIFO, a device (/dev/zero) or a directory would
-  // block, never end, or fail later with a less clear message.
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    *error = "cannot open " + path + ": " + strerror(errno);
+  RegularFile f = OpenRegularFile(path);
+  if (f.fd < 0) {
+    *error = f.not_regular ? path + ": " + f.why + "; trace files are regular files" : "cannot open " + path + ": " + f.why;
     return false;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *error = path + ": not a regular file (" + FileTypeName(st.st_mode) + "); trace files are regular files";
-    close(fd);
-    return false;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  file_ = fdopen(fd, "rb");
+  file_ = fdopen(f.fd, "rb");
   if (file_ == nullptr) {
     *error = "cannot open " + path + ": " + strerror(errno);
-    close(fd);
+    close(f.fd);
     return false;
   }
   return true;

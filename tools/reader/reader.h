@@ -36,6 +36,22 @@ struct ReadIssue {
 // "a FIFO", "a character device", ... for a stat(2) st_mode.
 std::string FileTypeName(unsigned mode);
 
+// A file opened for reading only if it is a regular file: opened with
+// O_NONBLOCK (a FIFO never blocks the open), then checked with fstat (a
+// FIFO would block the reads, a device never end). On return the
+// descriptor blocks again. Every input the tools read goes through it.
+struct RegularFile {
+  int fd = -1;               // the caller closes it; -1: not opened
+  uint64_t size = 0;
+  bool not_regular = false;  // fd < 0 because of its type (`why` names it)
+  std::string why;           // fd < 0: strerror, or "not a regular file (a FIFO)"
+};
+RegularFile OpenRegularFile(const std::string& path);
+
+// Up to `max` bytes from the start of the regular file `path` into `bytes`,
+// and its size. False with `file.why` set when it cannot be read.
+bool ReadFileHead(const std::string& path, uint64_t max, std::string* bytes, RegularFile* file);
+
 class TraceReader {
  public:
   static constexpr uint64_t kMaxRecordBytes = 64ull << 20;

@@ -161,7 +161,6 @@ class Player {
   std::map<int, std::pair<uint64_t, uint64_t>> counts_;  // comm: enqueued, completed
   std::map<uint64_t, size_t> in_flight_;                 // event_id: op index
   std::set<uint64_t> reported_;
-  std::set<int> finalized_comms_;
   std::set<int> announced_;
   uint64_t recorded_ = 0;
   const DropCounts* last_drops_ = nullptr;
@@ -489,7 +488,6 @@ std::string Player::Run() {
         Begin(e.cycle);
         const int comm = static_cast<int>(e.ref);
         enc_.CommFinalize(static_cast<uint32_t>(comm), e.t_ns, counts_[comm].first, counts_[comm].second);
-        finalized_comms_.insert(comm);
         for (auto it = in_flight_.begin(); it != in_flight_.end();)
           it = b_.ops_[it->second].comm == comm ? in_flight_.erase(it) : std::next(it);
         Write(e.cycle);
