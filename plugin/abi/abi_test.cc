@@ -1164,6 +1164,69 @@ TEST(Lifecycle, InitAfterLastFinalizeStartsANewFile) {
   EXPECT_EQ(seqs, (std::set<uint64_t>{1, 2}));
 }
 
+// NCCL 2.23 to 2.26 dlclose the plugin after the last finalize and dlopen it
+// again for the next communicator. Threads that called the plugin may exit
+// after the dlclose (the thread-exit hook gives their buffer back), and the
+// writer thread must not run unmapped code: the .so stays loaded
+// (-z nodelete) and serves the next communicator with a new file.
+TEST(Lifecycle, DlcloseAfterLastFinalizeAsNccl226Does) {
+  const std::string dir = MakeTempDir("dlclose");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}});
+  PluginLib* lib = PluginLib::FreshCopy();
+  std::mutex mu;
+  std::condition_variable cv;
+  int phase = 0;  // 1: the thread's op is posted; 2: the plugin was closed
+  {
+    FakeComm c(lib, 3);
+    ASSERT_EQ(c.Init(0x51, "dlclose", 1, 2, 0), 0);
+    FakeComm other = c.Alias();
+    std::thread t([&] {
+      OpSpec s;
+      s.seq = 1;
+      other.RunOp(s);
+      std::unique_lock<std::mutex> lock(mu);
+      phase = 1;
+      cv.notify_all();
+      cv.wait(lock, [&] { return phase == 2; });
+      // Exits now, after the dlclose: its thread-exit hook runs.
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return phase == 1; });
+    }
+    ASSERT_EQ(c.Finalize(), 0);
+    ASSERT_EQ(lib->Close(), 0);
+    EXPECT_NE(dlopen(lib->path().c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr) << "the plugin was unloaded by dlclose";
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      phase = 2;
+    }
+    cv.notify_all();
+    t.join();
+  }
+  ASSERT_NE(lib->Reopen(), nullptr);
+  {
+    FakeComm c(lib, 3);
+    ASSERT_EQ(c.Init(0x52, "dlclose", 1, 2, 0), 0);
+    OpSpec s;
+    s.seq = 2;
+    c.RunOp(s);
+    ASSERT_EQ(c.Finalize(), 0);
+  }
+  std::vector<std::string> files = TraceFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  std::set<uint64_t> seqs;
+  for (const std::string& f : files) {
+    auto t = ReadTrace(f);
+    EXPECT_TRUE(t->raw.issues.empty()) << f;
+    ASSERT_EQ(t->ops.size(), 1u) << f;
+    seqs.insert(t->ops[0].op->seq());
+    ASSERT_EQ(t->finalizes.size(), 1u) << f;
+    EXPECT_TRUE(t->finalizes[0]->clean()) << f;
+  }
+  EXPECT_EQ(seqs, (std::set<uint64_t>{1, 2}));
+}
+
 // Finalizing one communicator while another lives: its CommFinalize follows
 // its ops, the file stays open, and the last finalize ends it cleanly.
 TEST(Lifecycle, CommFinalizeFollowsItsOps) {

@@ -84,11 +84,13 @@ TEST_F(SoTest, NeedsOnlySystemLibraries) {
   const Elf64_Shdr* strtab = elf_->Section(dyns[0]->sh_link);
   std::vector<std::string> needed;
   bool bind_now = false;
+  bool nodelete = false;
   for (const Elf64_Dyn& d : elf_->Entries<Elf64_Dyn>(dyns[0])) {
     if (d.d_tag == DT_NULL) break;
     if (d.d_tag == DT_NEEDED) needed.push_back(elf_->Str(strtab, d.d_un.d_val));
     if (d.d_tag == DT_FLAGS && (d.d_un.d_val & DF_BIND_NOW)) bind_now = true;
     if (d.d_tag == DT_FLAGS_1 && (d.d_un.d_val & DF_1_NOW)) bind_now = true;
+    if (d.d_tag == DT_FLAGS_1 && (d.d_un.d_val & DF_1_NODELETE)) nodelete = true;
     EXPECT_NE(d.d_tag, DT_RPATH) << "no RPATH";
     EXPECT_NE(d.d_tag, DT_RUNPATH) << "no RUNPATH";
   }
@@ -98,6 +100,8 @@ TEST_F(SoTest, NeedsOnlySystemLibraries) {
   EXPECT_FALSE(needed.empty());
   for (const std::string& n : needed) EXPECT_EQ(allowed.count(n), 1u) << "unexpected NEEDED " << n;
   EXPECT_TRUE(bind_now) << "linked with -z now";
+  // NCCL 2.23 to 2.26 dlclose the plugin after the last finalize.
+  EXPECT_TRUE(nodelete) << "linked with -z nodelete";
 }
 
 TEST_F(SoTest, ExportsExactlyTheProfilerTables) {

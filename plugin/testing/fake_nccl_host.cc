@@ -85,6 +85,17 @@ PluginLib::PluginLib(std::string path) : path_(std::move(path)) {
   }
 }
 
+int PluginLib::Close() {
+  int rc = dlclose(handle_);
+  handle_ = nullptr;
+  return rc;
+}
+
+void* PluginLib::Reopen() {
+  handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  return handle_;
+}
+
 PluginLib* PluginLib::Shared() {
   static PluginLib* lib = new PluginLib(PluginPath());
   return lib;

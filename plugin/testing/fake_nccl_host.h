@@ -49,6 +49,11 @@ class PluginLib {
   const std::string& path() const { return path_; }
   // ncclProfiler_vN's table (N in 1..6); null if missing. Cast to ProfilerVN.
   void* Table(int version) const;
+  // What NCCL 2.23 to 2.26 do after the last communicator's finalize:
+  // dlclose the plugin, then dlopen it again for the next communicator.
+  // Close() returns dlclose's result; Reopen() the new handle (null: failed).
+  int Close();
+  void* Reopen();
 
  private:
   explicit PluginLib(std::string path);
