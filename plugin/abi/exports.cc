@@ -54,25 +54,32 @@ void LogOff(nccl::Logger log, const std::string& why) {
   }
 }
 
+// When the plugin cannot run, init still succeeds, with a null context and
+// the mask left as it is: NCCL keeps calling us and every call is a no-op.
+// An error would be worse for the host, whatever the release (read in their
+// src/plugin/profiler.cc): 2.23 to 2.26 turn the profiler off for every
+// communicator and then dereference NULL at the last ncclCommDestroy; 2.27
+// turns it off process-wide; 2.30 unloads the plugin, then unloads it again
+// at that communicator's finalize. The mask is one int shared by all of a
+// process's communicators, so writing 0 would silence the others too.
+nccl::Result TurnOff(nccl::Logger log, const std::string& why) {
+  LogOff(log, why);
+  return nccl::kSuccess;
+}
+
 nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const char* name, int nnodes, int nranks,
                         int rank, nccl::Logger log) noexcept {
-  if (context == nullptr) return nccl::kInvalidUsage;
+  if (context == nullptr) return nccl::kSuccess;
   *context = nullptr;
   ProfilerOptions opts;
   opts.config = ParseConfig(&GetEnv);
   opts.api_version = api;
   opts.logger = log;
-  if (!opts.config.enabled) {
-    LogOff(log, "NCCLWATCH_ENABLE=0");
-    return nccl::kInvalidUsage;
-  }
+  if (!opts.config.enabled) return TurnOff(log, "NCCLWATCH_ENABLE=0");
   const bool fresh = Profiler::Current() == nullptr;
   std::string err;
   Profiler* p = Profiler::Acquire(opts, &err);
-  if (p == nullptr) {
-    LogOff(log, err);
-    return nccl::kInternalError;
-  }
+  if (p == nullptr) return TurnOff(log, err);
   if (fresh) {
     for (const std::string& w : opts.config.warnings) p->Log(nccl::kLogWarn, "%s", w.c_str());
     p->Log(nccl::kLogInfo, "profiler API v%d, events 0x%llx, clock %s (clock_gettime %.0f ns here), writing %s", api,
@@ -82,8 +89,7 @@ nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const
   Context* c = p->NewContext(hash, name, nnodes, nranks, rank);
   if (c == nullptr) {
     Profiler::Release(p);
-    LogOff(log, "too many communicators");
-    return nccl::kInternalError;
+    return TurnOff(log, "too many communicators");
   }
   if (mask != nullptr) *mask = static_cast<int>(p->mask());
   *context = c;

@@ -493,6 +493,15 @@ FakeComm::~FakeComm() {
   if (inited_) Finalize();
 }
 
+namespace {
+// NCCL's ncclProfilerEventMask: one int for every communicator of the
+// process, handed to each init and read again per operation.
+int g_event_mask = 0;
+}  // namespace
+
+int NcclEventMask() { return g_event_mask; }
+void SetNcclEventMask(int mask) { g_event_mask = mask; }
+
 int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int rank) {
   hash_ = hash;
   name_ = name;
@@ -506,24 +515,25 @@ int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int 
   ctx_ = nullptr;
   switch (version_) {
     case 1:
-      rc = static_cast<nccl::ProfilerV1*>(t)->init(&ctx_, &mask_);
+      rc = static_cast<nccl::ProfilerV1*>(t)->init(&ctx_, &g_event_mask);
       break;
     case 2:
-      rc = static_cast<nccl::ProfilerV2*>(t)->init(&ctx_, &mask_);
+      rc = static_cast<nccl::ProfilerV2*>(t)->init(&ctx_, &g_event_mask);
       break;
     case 3:
-      rc = static_cast<nccl::ProfilerV3*>(t)->init(&ctx_, &mask_);
+      rc = static_cast<nccl::ProfilerV3*>(t)->init(&ctx_, &g_event_mask);
       break;
     case 4:
-      rc = static_cast<nccl::ProfilerV4*>(t)->init(&ctx_, &mask_, name, hash, nnodes, nranks, rank, &FakeLogger);
+      rc = static_cast<nccl::ProfilerV4*>(t)->init(&ctx_, &g_event_mask, name, hash, nnodes, nranks, rank, &FakeLogger);
       break;
     case 5:
-      rc = static_cast<nccl::ProfilerV5*>(t)->init(&ctx_, hash, &mask_, name, nnodes, nranks, rank, &FakeLogger);
+      rc = static_cast<nccl::ProfilerV5*>(t)->init(&ctx_, hash, &g_event_mask, name, nnodes, nranks, rank, &FakeLogger);
       break;
     case 6:
-      rc = static_cast<nccl::ProfilerV6*>(t)->init(&ctx_, hash, &mask_, name, nnodes, nranks, rank, &FakeLogger);
+      rc = static_cast<nccl::ProfilerV6*>(t)->init(&ctx_, hash, &g_event_mask, name, nnodes, nranks, rank, &FakeLogger);
       break;
   }
+  mask_ = g_event_mask;
   inited_ = rc == 0;
   return rc;
 }
@@ -531,6 +541,8 @@ int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int 
 int FakeComm::Finalize() {
   if (!inited_) return 0;
   inited_ = false;
+  // NCCL 2.28 and later finalize only a context the plugin gave.
+  if (version_ >= 5 && ctx_ == nullptr) return 0;
   void* t = lib_->Table(version_);
   // finalize is at the same offset in every table.
   int rc = static_cast<nccl::ProfilerV6*>(t)->finalize(ctx_);

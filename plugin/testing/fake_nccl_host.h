@@ -96,6 +96,12 @@ class StderrCapture {
 // set. 0: ncclGetVersion fails.
 void SetFakeNcclVersion(int code);
 
+// ------------------------------------------------------------------- mask
+
+// NCCL's event mask: one int per process, which every init receives.
+int NcclEventMask();
+void SetNcclEventMask(int mask);
+
 // ------------------------------------------------------------------- env/dirs
 
 // A fresh directory under $TEST_TMPDIR.
@@ -240,7 +246,7 @@ class FakeComm {
   // finalize on the context again, as a buggy host would after Finalize().
   int FinalizeAgain(void* context);
   bool initialized() const { return ctx_ != nullptr || inited_; }
-  int mask() const { return mask_; }
+  int mask() const { return mask_; }  // the process's mask after this Init
   void* context() const { return ctx_; }
   uint64_t hash() const { return hash_; }
   int rank() const { return rank_; }
