@@ -678,49 +678,40 @@ TEST(NullHandles, AreNoOps) {
 
 // ------------------------------------------------------------ PXN
 
-TEST(Pxn, ForeignParentIsNotFollowed) {
-  for (const char* events : {"all", "default"}) {
-    SCOPED_TRACE(events);
-    const std::string dir = MakeTempDir("pxn");
-    SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_EVENTS", events}});
-    FakeComm c(PluginLib::Shared(), 5);
-    ASSERT_EQ(c.Init(0x9876, "pxn", 2, 8, 3), 0);
-    OpSpec s;
-    s.pxn = true;  // ProxyOps with another process's pid and a garbage parentObj (0x1234)
-    s.nchannels = 2;
-    s.proxy_peers = {4, 5};
-    OpResult r = c.RunOp(s);
-    EXPECT_EQ(r.proxy_ops, 0u);
-    ASSERT_EQ(c.Finalize(), 0);
-    auto t = ReadSingleTrace(dir);
-    EXPECT_TRUE(t->raw.issues.empty());
-    ASSERT_EQ(t->ops.size(), 1u);
-    const OpView& view = t->ops[0];
-    // The op completes from its kernel channels alone: foreign proxy ops are not its children.
-    ASSERT_EQ(view.done_count, 1);
-    EXPECT_EQ(view.done.proxy_ops(), 0u);
-    EXPECT_EQ(view.done.proxy_bytes(), 0u);
-    EXPECT_EQ(view.done.kernel_channels(), 2u);
-    EXPECT_EQ(view.gpu_start, r.gpu_start);
-    EXPECT_EQ(view.gpu_stop, r.gpu_stop);
-    const trace::Drops* d = t->LastDrops();
-    ASSERT_NE(d, nullptr) << "a Drops record at finalize";
-    EXPECT_EQ(d->foreign_parent(), 2u * 2 * 2);
-    EXPECT_EQ(d->bad_parent(), 0u);
-    std::vector<const trace::EventStart*> pxs;
-    for (auto* e : t->starts)
-      if (e->type() == trace::PROXY_OP) pxs.push_back(e);
-    if (std::string(events) == "all") {
-      ASSERT_EQ(pxs.size(), 8u);
-      for (auto* e : pxs) {
-        EXPECT_EQ(e->parent_id(), 0u);
-        EXPECT_EQ(e->proxy_op().op_id(), 0u);
-        EXPECT_EQ(e->proxy_op().pid(), getpid() + 100000);
-        // Their steps still hang under them.
-        EXPECT_EQ(t->Children(e->event_id(), trace::PROXY_STEP).size(), static_cast<size_t>(s.nsteps));
+// PXN: NCCL hands this process's proxy another process's ProxyOps, with that
+// process's context pointer (NVIDIA/nccl#1586): an address that faults here.
+// The plugin reads nothing at it; the events are not this process's, and
+// the op completes from its own kernel channels.
+TEST(Pxn, AForeignContextIsNeverRead) {
+  for (int v : {4, 5, 6}) {
+    for (const char* events : {"all", "default"}) {
+      SCOPED_TRACE(std::string(events) + " v" + std::to_string(v));
+      const std::string dir = MakeTempDir("pxn");
+      SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_EVENTS", events}});
+      FakeComm c(PluginLib::Shared(), v);
+      ASSERT_EQ(c.Init(0x9876, "pxn", 2, 8, 3), 0);
+      OpSpec s;
+      s.pxn = true;
+      s.nchannels = 2;
+      s.proxy_peers = {4, 5};
+      OpResult r = c.RunOp(s);
+      EXPECT_EQ(r.proxy_ops, 0u);
+      ASSERT_EQ(c.Finalize(), 0);
+      auto t = ReadSingleTrace(dir);
+      EXPECT_TRUE(t->raw.issues.empty());
+      ASSERT_EQ(t->ops.size(), 1u);
+      const OpView& view = t->ops[0];
+      ASSERT_EQ(view.done_count, 1);
+      EXPECT_EQ(view.done.proxy_ops(), 0u);
+      EXPECT_EQ(view.done.proxy_bytes(), 0u);
+      EXPECT_EQ(view.done.kernel_channels(), 2u);
+      EXPECT_EQ(view.gpu_start, r.gpu_start);
+      EXPECT_EQ(view.gpu_stop, r.gpu_stop);
+      for (auto* e : t->starts) {
+        EXPECT_NE(e->type(), trace::PROXY_OP);
+        EXPECT_NE(e->type(), trace::PROXY_STEP);
+        EXPECT_NE(e->type(), trace::NET_PLUGIN);
       }
-    } else {
-      EXPECT_TRUE(pxs.empty());
     }
   }
 }

@@ -108,7 +108,9 @@ nccl::Result Finalize(void* context) noexcept {
 // mask says (v5 calls Group, GroupApi and CollApi for every collective), and
 // most are of no use at the default capture.
 inline bool Wanted(void* context, EventKind kind) {
-  auto* c = static_cast<Context*>(context);
+  // Only a context we made is read: a PXN proxy's events carry another
+  // process's (NVIDIA/nccl#1586), and a turned-off communicator's is null.
+  Context* c = Profiler::KnownContext(context);
   if (c == nullptr || !c->prof->Wants(kind)) return false;
   if (__builtin_expect(c->finalized.load(std::memory_order_acquire), 0)) {
     c->prof->RefuseFinalized();

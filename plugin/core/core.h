@@ -217,6 +217,10 @@ class Profiler {
   static void Release(Profiler* p);
   // The current instance (tests and the adapters' logging), or null.
   static Profiler* Current();
+  // The context `p` as one of this process's Profilers made it (the current
+  // one, or one of the last few closed), or null: nothing at p is read
+  // unless it is one (see OwnsContext).
+  static Context* KnownContext(const void* p);
 
   Context* NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank);
   // False for a context finalized before (ignored, with one warning): the
@@ -249,6 +253,13 @@ class Profiler {
   uint32_t thread_count() const { return nthreads_; }
   ThreadBuf* thread_buf(uint32_t i) { return &threads_[i]; }
   std::vector<Context*> ContextsSnapshot();
+  // Whether `p` is a context this Profiler made, without reading memory at
+  // p: NCCL hands a PXN proxy's events the context pointer of the process
+  // that posted them, an address in another process (NVIDIA/nccl#1586).
+  bool OwnsContext(const void* p) const {
+    const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(ctx_block_);
+    return off < ctx_used_.load(std::memory_order_acquire) * sizeof(Context) && off % sizeof(Context) == 0;
+  }
   // The writer has written a communicator's CommFinalize, after everything
   // it recorded: its context and file-local id may serve a new communicator.
   void RecycleContext(Context* ctx);
@@ -332,7 +343,13 @@ class Profiler {
   const Slot* slots_end_ = nullptr;
 
   std::mutex ctx_mu_;
-  std::vector<std::unique_ptr<Context>> contexts_;  // guarded by ctx_mu_
+  // Contexts live in one block of kMaxContexts, reserved at construction
+  // (pages are touched only as contexts are made), so that OwnsContext is a
+  // range check. contexts_[i] is block[i], constructed; ctx_used_ counts them.
+  static constexpr size_t kMaxContexts = 65535;  // file-local ids are 16 bits
+  Context* ctx_block_ = nullptr;
+  std::atomic<size_t> ctx_used_{0};
+  std::vector<Context*> contexts_;  // guarded by ctx_mu_
   // Finalized contexts whose CommFinalize is written, with when: given again
   // to new communicators (NewContext).
   std::deque<std::pair<uint64_t, Context*>> recycled_;  // guarded by ctx_mu_

@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <new>
+
 #include "plugin/core/core.h"
 #include "plugin/writer/writer.h"
 
@@ -19,6 +21,11 @@ std::mutex g_mu;
 Profiler* g_prof = nullptr;  // guarded by g_mu
 std::atomic<Profiler*> g_current{nullptr};
 std::atomic<uint64_t> g_generation{0};
+// The last Profilers closed (Release), so that a thread still posting on one
+// of their communicators is told apart from a foreign context.
+constexpr int kRetiredKept = 4;
+std::atomic<Profiler*> g_retired[kRetiredKept];
+int g_retired_next = 0;  // guarded by g_mu
 
 // fork(): the child has none of the parent's threads, so no writer; its copy
 // of the Profiler must never be flushed, finalized or freed there (that would
@@ -85,9 +92,21 @@ void Profiler::Release(Profiler* p) {
   p->closed_.store(true, std::memory_order_release);
   static auto* retired = new std::vector<Profiler*>;  // reachable: not a leak to LSan
   retired->push_back(p);
+  g_retired[g_retired_next].store(p, std::memory_order_release);
+  g_retired_next = (g_retired_next + 1) % kRetiredKept;
 }
 
 Profiler* Profiler::Current() { return g_current.load(std::memory_order_acquire); }
+
+Context* Profiler::KnownContext(const void* p) {
+  Profiler* cur = Current();
+  if (__builtin_expect(cur != nullptr && cur->OwnsContext(p), 1)) return static_cast<Context*>(const_cast<void*>(p));
+  for (auto& r : g_retired) {
+    Profiler* old = r.load(std::memory_order_acquire);
+    if (old != nullptr && old->OwnsContext(p)) return static_cast<Context*>(const_cast<void*>(p));
+  }
+  return nullptr;
+}
 
 Profiler::Profiler(const ProfilerOptions& opts)
     : config_(opts.config),
@@ -116,6 +135,14 @@ bool Profiler::Init(std::string* error) {
     return false;
   }
   storage_ = mem;
+  // A large allocation is mapped on demand (malloc's mmap threshold), and
+  // stays a heap block, so that leak checkers see the contexts' strings.
+  ctx_block_ = static_cast<Context*>(
+      ::operator new(kMaxContexts * sizeof(Context), std::align_val_t(alignof(Context)), std::nothrow));
+  if (ctx_block_ == nullptr) {
+    *error = "cannot reserve memory for " + std::to_string(kMaxContexts) + " communicators";
+    return false;
+  }
   auto* slots = static_cast<Slot*>(mem);
   constexpr size_t kPerThread = kSlotsPerThread + kSpareSlots;
   auto* recs = reinterpret_cast<Rec*>(slots + size_t{nthreads_} * kPerThread);
@@ -139,6 +166,8 @@ bool Profiler::Init(std::string* error) {
 
 Profiler::~Profiler() {
   if (writer_) writer_->StopAndClose();
+  for (Context* c : contexts_) c->~Context();
+  ::operator delete(ctx_block_, std::align_val_t(alignof(Context)));
   if (key_ok_) pthread_key_delete(key_);
   if (storage_ != nullptr) munmap(storage_, storage_bytes_);
 }
@@ -162,7 +191,7 @@ std::vector<Context*> Profiler::ContextsSnapshot() {
   std::lock_guard<std::mutex> lock(ctx_mu_);
   std::vector<Context*> out;
   out.reserve(contexts_.size());
-  for (auto& c : contexts_) out.push_back(c.get());
+  for (Context* c : contexts_) out.push_back(c);
   return out;
 }
 
@@ -181,8 +210,9 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
       c = recycled_.front().second;
       recycled_.pop_front();
     } else if (ids_left) {
-      contexts_.push_back(std::make_unique<Context>());
-      c = contexts_.back().get();
+      c = new (&ctx_block_[contexts_.size()]) Context();
+      contexts_.push_back(c);
+      ctx_used_.store(contexts_.size(), std::memory_order_release);
       c->comm = static_cast<uint16_t>(next_comm_id_++);
     } else {
       return nullptr;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -493,6 +494,11 @@ FakeComm::~FakeComm() {
   if (inited_) Finalize();
 }
 
+void* ForeignContext() {
+  static void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return static_cast<char*>(page) + 64;
+}
+
 namespace {
 // NCCL's ncclProfilerEventMask: one int for every communicator of the
 // process, handed to each init and read again per operation.
@@ -567,31 +573,32 @@ int FakeComm::StartRaw(const Ev& in, void** handle) {
     e.comm_name = name_;
   }
   if (e.rank == 0) e.rank = rank_;
+  void* context = e.context != nullptr ? e.context : ctx_;
   void* t = lib_->Table(version_);
   switch (version_) {
     case 1: {
       nccl::DescrV1 d = MakeV1(e);
-      return static_cast<nccl::ProfilerV1*>(t)->startEvent(ctx_, handle, &d);
+      return static_cast<nccl::ProfilerV1*>(t)->startEvent(context, handle, &d);
     }
     case 2: {
       nccl::DescrV2 d = MakeV2(e);
-      return static_cast<nccl::ProfilerV2*>(t)->startEvent(ctx_, handle, &d);
+      return static_cast<nccl::ProfilerV2*>(t)->startEvent(context, handle, &d);
     }
     case 3: {
       nccl::DescrV3 d = MakeV3(e);
-      return static_cast<nccl::ProfilerV3*>(t)->startEvent(ctx_, handle, &d);
+      return static_cast<nccl::ProfilerV3*>(t)->startEvent(context, handle, &d);
     }
     case 4: {
       nccl::DescrV4 d = MakeV4(e);
-      return static_cast<nccl::ProfilerV4*>(t)->startEvent(ctx_, handle, &d);
+      return static_cast<nccl::ProfilerV4*>(t)->startEvent(context, handle, &d);
     }
     case 5: {
       nccl::DescrV5 d = MakeV5(e);
-      return static_cast<nccl::ProfilerV5*>(t)->startEvent(ctx_, handle, &d);
+      return static_cast<nccl::ProfilerV5*>(t)->startEvent(context, handle, &d);
     }
     case 6: {
       nccl::DescrV6 d = MakeV6(e);
-      return static_cast<nccl::ProfilerV6*>(t)->startEvent(ctx_, handle, &d);
+      return static_cast<nccl::ProfilerV6*>(t)->startEvent(context, handle, &d);
     }
   }
   return -1;
@@ -659,8 +666,10 @@ void FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r)
   }
   if (s.p2p) ops.push_back({s.peer, strcmp(s.func, "Send") == 0});
   for (auto [peer, is_send] : ops) {
+    void* context = s.pxn ? ForeignContext() : nullptr;
     Ev e;
     e.type = nccl::kProxyOp;
+    e.context = context;
     e.parent = s.pxn ? reinterpret_cast<void*>(0x1234) : parent;
     e.pid = s.pxn ? getpid() + 100000 : getpid();
     e.channel = static_cast<uint8_t>(channel);
@@ -678,6 +687,7 @@ void FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r)
     for (int step = 0; step < s.nsteps; ++step) {
       Ev st;
       st.type = nccl::kProxyStep;
+      st.context = context;
       st.parent = px;
       st.step = step;
       void* sh = Start(st);
@@ -705,6 +715,7 @@ void FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r)
         ib.qp.length = s.step_bytes;
         Ev n;
         n.type = nccl::kNetPlugin;
+        n.context = context;
         n.parent = sh;
         n.net_id = nccl::kNetTypeIb | 1;
         n.net_data = &ib;
@@ -721,6 +732,7 @@ void FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r)
         so.sock.length = s.step_bytes / 2;
         Ev m;
         m.type = nccl::kNetPlugin;
+        m.context = context;
         m.parent = sh;
         m.net_id = nccl::kNetTypeSocket | 1;
         m.net_data = &so;

@@ -96,6 +96,10 @@ class StderrCapture {
 // set. 0: ncclGetVersion fails.
 void SetFakeNcclVersion(int code);
 
+// An address in no object of this process, as another process's context
+// pointer is: any read of it faults.
+void* ForeignContext();
+
 // ------------------------------------------------------------------- mask
 
 // NCCL's event mask: one int per process, which every init receives.
@@ -117,6 +121,7 @@ uint64_t MonoNs();
 // of its version and type into the versioned descriptor.
 struct Ev {
   uint64_t type = 0;  // nccl::EventType bit
+  void* context = nullptr;  // null: this communicator's
   void* parent = nullptr;
   int rank = 0;
   // Coll / P2p / API / CE.
@@ -214,7 +219,10 @@ struct OpSpec {
   bool stop_proxies = true;   // false: leave every ProxyOp mid-step (stuck)
   // v5+: wrap in GroupApi + CollApi/P2pApi and a KernelLaunch; v4: a Group.
   bool api_events = true;
-  // Foreign pid on the ProxyOps (PXN): their parentObj is garbage.
+  // PXN: this process's proxy runs another process's ProxyOps. NCCL hands
+  // them, their steps and net events, that process's context pointer
+  // (NVIDIA/nccl#1586), its pid and its parentObj: here a pointer to a
+  // PROT_NONE page (ForeignContext), another pid and 0x1234.
   bool pxn = false;
   void* stream = reinterpret_cast<void*>(0x5000);
 };
