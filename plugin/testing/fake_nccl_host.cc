@@ -570,9 +570,14 @@ int FakeComm::StartRaw(const Ev& in, void** handle) {
   Ev e = in;
   if (version_ <= 3 && (e.type == nccl::kColl || e.type == nccl::kP2p)) {
     e.comm_hash = hash_;
-    e.comm_name = name_;
+    e.comm_name = nullptr;  // NCCL 2.23 to 2.26 never set it
   }
-  if (e.rank == 0) e.rank = rank_;
+  // NCCL fills rank only for these; Group, KernelCh, ProxyCtrl and the API
+  // events (GroupApi, CollApi, P2pApi, KernelLaunch) carry 0.
+  const bool has_rank = e.type == nccl::kColl || e.type == nccl::kP2p || e.type == nccl::kProxyOp ||
+                        e.type == nccl::kProxyStep || e.type == nccl::kNetPlugin || e.type == nccl::kCeColl ||
+                        e.type == nccl::kCeSync || e.type == nccl::kCeBatch;
+  if (e.rank == 0 && has_rank) e.rank = rank_;
   void* context = e.context != nullptr ? e.context : ctx_;
   void* t = lib_->Table(version_);
   switch (version_) {
@@ -622,6 +627,9 @@ void FakeComm::State(void* h, int state, const StArgs& a) {
   if (version_ <= 3) {
     nccl::StateArgsV1 s;
     memset(&s, 0, sizeof(s));
+    // NCCL 2.23 to 2.26 pass null args with every ProxyStep state.
+    const bool step_state = state >= nccl::kProxyStepSendGPUWait && state <= nccl::kProxyStepRecvGPUWait;
+    nccl::StateArgsV1* args = step_state ? nullptr : &s;
     if (IsProxyOpState(state)) {
       s.proxyOp.transSize = a.trans_size;
       s.proxyOp.steps = a.steps;
@@ -629,9 +637,9 @@ void FakeComm::State(void* h, int state, const StArgs& a) {
       s.proxyCtrl.appendedProxyOps = a.appended_proxy_ops;
     }
     int rc;
-    if (version_ == 1) rc = static_cast<nccl::ProfilerV1*>(t)->recordEventState(h, state, &s);
-    else if (version_ == 2) rc = static_cast<nccl::ProfilerV2*>(t)->recordEventState(h, state, &s);
-    else rc = static_cast<nccl::ProfilerV3*>(t)->recordEventState(h, state, &s);
+    if (version_ == 1) rc = static_cast<nccl::ProfilerV1*>(t)->recordEventState(h, state, args);
+    else if (version_ == 2) rc = static_cast<nccl::ProfilerV2*>(t)->recordEventState(h, state, args);
+    else rc = static_cast<nccl::ProfilerV3*>(t)->recordEventState(h, state, args);
     EXPECT_EQ(rc, 0);
     return;
   }
@@ -647,8 +655,9 @@ void FakeComm::State(void* h, int state, const StArgs& a) {
   } else if (state == nccl::kKernelChStop) {
     s.kernelCh.pTimer = a.ptimer;
   }
-  // NCCL passes null args for states without arguments.
-  const bool has_args = !(state == nccl::kProxyOpInProgress || (state >= nccl::kGroupStartApiStop));
+  // NCCL passes null args with the API events' states, and zeroed ones
+  // with ProxyOp's InProgress.
+  const bool has_args = state < nccl::kGroupStartApiStop;
   int rc;
   if (version_ == 4) rc = static_cast<nccl::ProfilerV4*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
   else if (version_ == 5) rc = static_cast<nccl::ProfilerV5*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
@@ -656,7 +665,8 @@ void FakeComm::State(void* h, int state, const StArgs& a) {
   EXPECT_EQ(rc, 0);
 }
 
-void FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r) {
+std::vector<void*> FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r) {
+  std::vector<void*> open;
   std::vector<std::pair<int, bool>> ops;  // peer, is_send
   for (int peer : s.proxy_peers) {
     if (!s.p2p) {
@@ -753,15 +763,23 @@ void FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r)
         State(px, nccl::kProxyOpRecvDone, {s.step_bytes * s.nsteps, s.nsteps});
       }
     }
-    if (s.stop_proxies) Stop(px);
+    open.push_back(px);
   }
+  return open;
 }
 
+// The order of NCCL 2.27 to 2.30 (docs/nccl_call_order.md): the API events
+// and the kernel launch come first; then, on the same thread, the plan's
+// Group and ops start and stop (hostStreamPlanTask), their stop meaning
+// "enqueued". NCCL's proxy thread meanwhile sees the kernel's channels start
+// and stop, and ProxyOps stop after the channels, once the network is done.
+// 2.23 to 2.26 differ only in having no API events and no kernel launch.
 OpResult FakeComm::RunOp(const OpSpec& s) {
   OpResult r;
   void* group_api = nullptr;
   void* api = nullptr;
-  if (version_ >= 5 && s.api_events) {
+  const bool api_events = version_ >= 5 && s.api_events;
+  if (api_events) {
     Ev g;
     g.type = nccl::kGroupApi;
     g.group_depth = 1;
@@ -778,10 +796,15 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     api = Start(a);
     Stop(api);
     State(group_api, nccl::kGroupEndApiStart);
+    Ev k;
+    k.type = nccl::kKernelLaunch;
+    k.parent = group_api;
+    k.stream = s.stream;
+    void* kh = Start(k);
+    Stop(kh);
   }
   Ev ge;
-  ge.type = nccl::kGroup;
-  ge.parent = group_api;
+  ge.type = nccl::kGroup;  // parentObj null in every release
   void* group = Start(ge);
 
   Ev o;
@@ -806,68 +829,103 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   o.is_nvls = s.is_nvls;
   void* op = Start(o);
   r.handle = op;
+
+  // The kernel runs: channels start, the proxy moves data, channels stop,
+  // then the ProxyOps stop.
+  auto children = [&] {
+    std::vector<void*> kc(s.nchannels, nullptr);
+    if (version_ >= 3) {
+      for (int c = 0; c < s.nchannels; ++c) {
+        Ev k;
+        k.type = nccl::kKernelCh;
+        k.parent = op;
+        k.channel = static_cast<uint8_t>(c);
+        k.ptimer = s.ptimer0 + s.start_step * c;
+        kc[c] = Start(k);
+      }
+    }
+    std::vector<void*> proxies;
+    for (int c = 0; c < s.nchannels; ++c) {
+      std::vector<void*> p = ProxyOps(s, op, c, &r);
+      proxies.insert(proxies.end(), p.begin(), p.end());
+    }
+    if (version_ >= 3) {
+      const int nstop = s.kernel_stop < 0 ? s.nchannels : s.kernel_stop;
+      for (int c = 0; c < nstop; ++c) {
+        if (version_ >= 4) {
+          StArgs a;
+          a.ptimer = s.ptimer0 + s.duration + s.stop_step * c;
+          State(kc[c], nccl::kKernelChStop, a);
+        }
+        Stop(kc[c]);
+        r.kernel_channels++;
+      }
+      if (version_ >= 4 && s.nchannels > 0 && nstop > 0) {
+        r.gpu_start = s.ptimer0;
+        r.gpu_stop = s.ptimer0 + s.duration + s.stop_step * (nstop - 1);
+      }
+    }
+    if (s.stop_proxies) {
+      for (void* px : proxies) Stop(px);
+    }
+  };
+  // NCCL wakes its proxy thread before it stops the ops: the children may
+  // all come before the op's own stop.
+  if (s.children_before_stop) children();
   Stop(op);  // enqueued
   Stop(group);
-  if (version_ >= 5 && s.api_events) {
-    Ev k;
-    k.type = nccl::kKernelLaunch;
-    k.parent = group_api;
-    k.stream = s.stream;
-    void* kh = Start(k);
-    Stop(kh);
-    Stop(group_api);
-  }
-
-  // The kernel runs: channels start, the proxy moves data, channels stop.
-  std::vector<void*> kc(s.nchannels, nullptr);
-  if (version_ >= 3) {
-    for (int c = 0; c < s.nchannels; ++c) {
-      Ev k;
-      k.type = nccl::kKernelCh;
-      k.parent = op;
-      k.channel = static_cast<uint8_t>(c);
-      k.ptimer = s.ptimer0 + s.start_step * c;
-      kc[c] = Start(k);
-    }
-  }
-  for (int c = 0; c < s.nchannels; ++c) ProxyOps(s, op, c, &r);
-  if (version_ >= 3) {
-    const int nstop = s.kernel_stop < 0 ? s.nchannels : s.kernel_stop;
-    for (int c = 0; c < nstop; ++c) {
-      if (version_ >= 4) {
-        StArgs a;
-        a.ptimer = s.ptimer0 + s.duration + s.stop_step * c;
-        State(kc[c], nccl::kKernelChStop, a);
-      }
-      Stop(kc[c]);
-      r.kernel_channels++;
-    }
-    if (version_ >= 4 && s.nchannels > 0 && nstop > 0) {
-      r.gpu_start = s.ptimer0;
-      r.gpu_stop = s.ptimer0 + s.duration + s.stop_step * (nstop - 1);
-    }
-  }
+  if (api_events) Stop(group_api);
+  if (!s.children_before_stop) children();
   return r;
 }
 
+// NCCL's proxy loop makes three kinds of short ProxyCtrl events: around
+// its sleep (Sleep, Wakeup), around appending posted ops (Append with 0,
+// AppendEnd with the count), and one per idle/active change.
 void FakeComm::RunProxyCtrl(int appended) {
   Ev e;
   e.type = nccl::kProxyCtrl;
   void* h = Start(e);
-  State(h, nccl::kProxyCtrlIdle);
-  State(h, nccl::kProxyCtrlActive);
-  StArgs a;
-  a.appended_proxy_ops = appended;
-  State(h, nccl::kProxyCtrlAppend, a);
-  State(h, nccl::kProxyCtrlAppendEnd, a);
   State(h, nccl::kProxyCtrlSleep);
   State(h, nccl::kProxyCtrlWakeup);
   Stop(h);
+  h = Start(e);
+  StArgs none;
+  State(h, nccl::kProxyCtrlAppend, none);
+  StArgs a;
+  a.appended_proxy_ops = appended;
+  State(h, nccl::kProxyCtrlAppendEnd, a);
+  Stop(h);
+  for (int state : {nccl::kProxyCtrlActive, nccl::kProxyCtrlIdle}) {
+    h = Start(e);
+    State(h, state);
+    Stop(h);
+  }
 }
 
+// A copy-engine collective as NCCL 2.29 and 2.30 report it (src/ce_coll.cc):
+// the API events, then on the launching thread a CeColl under the (already
+// stopped) CollApi, a CeSync before and after a CeBatch, all under the
+// CeColl. CE events get no recordEventState (profiler_v6.h says so).
 void FakeComm::RunCe(uint64_t seq, uint32_t ce_seq) {
+  Ev g;
+  g.type = nccl::kGroupApi;
+  g.group_depth = 1;
+  void* group_api = Start(g);
+  State(group_api, nccl::kGroupStartApiStop);
+  Ev a;
+  a.type = nccl::kCollApi;
+  a.parent = group_api;
+  a.func = "AllGather";
+  a.count = 65536;
+  a.datatype = "ncclBfloat16";
+  a.stream = reinterpret_cast<void*>(0x6000);
+  void* api = Start(a);
+  Stop(api);
+  State(group_api, nccl::kGroupEndApiStart);
   Ev c;
   c.type = nccl::kCeColl;
+  c.parent = api;
   c.seq = seq;
   c.func = "AllGather";
   c.send_buff = reinterpret_cast<const void*>(0x7f00000a0000);
@@ -882,28 +940,25 @@ void FakeComm::RunCe(uint64_t seq, uint32_t ce_seq) {
   c.ce_seq = ce_seq;
   c.stream = reinterpret_cast<void*>(0x6000);
   void* ce = Start(c);
-  State(ce, nccl::kCeCollStart);
-  Ev y;
-  y.type = nccl::kCeSync;
-  y.parent = ce;
-  y.is_complete = true;
-  y.nranks = 8;
-  void* sync = Start(y);
-  State(sync, nccl::kCeSyncStart);
-  State(sync, nccl::kCeSyncComplete);
-  Stop(sync);
+  auto sync = [&](bool complete) {
+    Ev y;
+    y.type = nccl::kCeSync;
+    y.parent = ce;
+    y.is_complete = complete;
+    y.nranks = 8;
+    Stop(Start(y));
+  };
+  sync(true);
   Ev b;
   b.type = nccl::kCeBatch;
   b.parent = ce;
   b.num_ops = 3;
   b.total_bytes = 1 << 20;
   b.use_intra_sync = true;
-  void* batch = Start(b);
-  State(batch, nccl::kCeBatchStart);
-  State(batch, nccl::kCeBatchComplete);
-  Stop(batch);
-  State(ce, nccl::kCeCollComplete);
+  Stop(Start(b));
+  sync(false);
   Stop(ce);
+  Stop(group_api);
 }
 
 // ------------------------------------------------------------------- reading

@@ -217,8 +217,11 @@ struct OpSpec {
   int chunk_size = 131072;
   bool net_plugin = true;     // v4+: IB and socket NetPlugin events under steps
   bool stop_proxies = true;   // false: leave every ProxyOp mid-step (stuck)
-  // v5+: wrap in GroupApi + CollApi/P2pApi and a KernelLaunch; v4: a Group.
+  // v5+: GroupApi + CollApi/P2pApi and a KernelLaunch before the Group.
   bool api_events = true;
+  // The proxy thread's events (kernel channels, proxies) all come between
+  // the op's start and its stop, as they may when the kernel is fast.
+  bool children_before_stop = false;
   // PXN: this process's proxy runs another process's ProxyOps. NCCL hands
   // them, their steps and net events, that process's context pointer
   // (NVIDIA/nccl#1586), its pid and its parentObj: here a pointer to a
@@ -274,7 +277,8 @@ class FakeComm {
   void RunCe(uint64_t seq, uint32_t ce_seq);
 
  private:
-  void ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r);
+  // Starts a channel's ProxyOps and runs their steps; returns them open.
+  std::vector<void*> ProxyOps(const OpSpec& s, void* parent, int channel, OpResult* r);
   PluginLib* lib_;
   int version_;
   void* ctx_ = nullptr;
