@@ -29,6 +29,8 @@ ABSL_FLAG(std::string, junit, "", "check: also write a JUnit XML report");
 ABSL_FLAG(std::string, tolerance, "", "check: METRIC=PCT,... (repeatable)");
 ABSL_FLAG(bool, strict, false, "check: baseline rows missing from the run fail too");
 ABSL_FLAG(std::string, job, "", "read only the files of this job id");
+ABSL_FLAG(std::vector<std::string>, fr, {},
+          "diagnose: PyTorch Flight Recorder dumps (files or folders, comma-separated) besides those among the inputs");
 
 namespace ncclwatch::tools {
 namespace {
@@ -82,6 +84,10 @@ constexpr char kDiagnoseUsage[] =
     "  --min-wait=SEC  an operation in flight this long is a hang (default 1)\n"
     "  --json          the same as --format=json\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --fr PATH,...   PyTorch Flight Recorder dumps (files or folders); dumps\n"
+    "                  among the inputs (pickles named ..._RANK) are read anyway.\n"
+    "                  They name each communicator's process group and give each\n"
+    "                  rank's Python call; without them nothing changes\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
     "2 unusable input, 3 the evidence is incomplete or damaged (files missing or\n"
@@ -163,7 +169,7 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out"}, {}},
+    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out", "fr"}, {}},
     {"merge", kMergeUsage, {"format", "out", "job"}, {}},
     {"export", kExportUsage, {"out", "job"}, {}},
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
@@ -286,6 +292,7 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream&
   inputs.paths = paths;
   inputs.load.job = absl::GetFlag(FLAGS_job);
   if (name == "diagnose") {
+    inputs.fr_paths = absl::GetFlag(FLAGS_fr);
     if (absl::GetFlag(FLAGS_json)) format = "json";
     if (format != "text" && format != "json") {
       err << who << "unknown format '" << format << "' (text or json)\n";

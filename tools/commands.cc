@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "tools/export/export.h"
+#include "tools/fr/flight_recorder.h"
+#include "tools/model/inputs.h"
 #include "tools/json.h"
 #include "tools/model/model.h"
 #include "tools/order/order.h"
@@ -70,7 +72,20 @@ int DiagnoseCommand(const Inputs& inputs, const std::string& format, const Diagn
     }
     return 2;
   }
+  // Flight Recorder dumps among the inputs or named with --fr: they name
+  // the communicators' process groups (before the diagnosis, so that its
+  // labels carry them) and give each rank's Python call (after it).
+  std::vector<std::string> candidates = ListFiles(inputs.paths, &MayBeFrDumpName).files;
+  std::vector<std::string> named;
+  for (const std::string& p : inputs.fr_paths) {
+    TraceInputs listed = ListFiles({p}, &MayBeFrDumpName);
+    if (listed.files.size() == 1 && listed.files[0] == p) named.push_back(p);
+    else candidates.insert(candidates.end(), listed.files.begin(), listed.files.end());
+    for (const std::string& e : listed.errors) err << "ncclwatch diagnose: --fr " << e << "\n";
+  }
+  FrJoin fr = JoinFlightRecorder(candidates, named, &model);
   report::Diagnosis d = Diagnose(model, opts);
+  AddFlightRecorderEvidence(model, fr, &d);
   out << (format == "json" ? FormatJson(d) : FormatText(d));
   return ExitStatus(d);
 }

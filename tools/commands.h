@@ -22,6 +22,9 @@ namespace ncclwatch::tools {
 struct Inputs {
   std::vector<std::string> paths;
   LoadOptions load;
+  // diagnose: PyTorch Flight Recorder dumps (files or folders) besides the
+  // ones found among `paths` (tools/fr/flight_recorder.h).
+  std::vector<std::string> fr_paths;
 };
 
 // `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.

@@ -22,6 +22,10 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 class Lister {
  public:
+  // `accept`: which names a folder's search keeps; `what`: them, for the
+  // error of a folder without any (empty: no such error).
+  Lister(bool (*accept)(const std::string& name), std::string what) : accept_(accept), what_(std::move(what)) {}
+
   TraceInputs Run(const std::vector<std::string>& paths) {
     for (const std::string& p : paths) {
       struct stat st;
@@ -31,8 +35,8 @@ class Lister {
         const size_t before = out_.files.size() + dup_count_;
         const size_t errors_before = out_.errors.size();
         Folder(p, 0);
-        if (out_.files.size() + dup_count_ == before && out_.errors.size() == errors_before)
-          out_.errors.push_back(p + ": folder holds no *.ncclwatch file (searched recursively)");
+        if (!what_.empty() && out_.files.size() + dup_count_ == before && out_.errors.size() == errors_before)
+          out_.errors.push_back(p + ": folder holds no " + what_ + " (searched recursively)");
       } else {
         File(p, st);
       }
@@ -65,7 +69,7 @@ class Lister {
       // Linked folders are not followed: a link back up would never end.
       if (S_ISDIR(lst.st_mode)) {
         Folder(path, depth + 1);
-      } else if (EndsWith(name, ".ncclwatch")) {
+      } else if (accept_(name)) {
         struct stat st;
         if (stat(path.c_str(), &st) != 0) {
           out_.errors.push_back("cannot open " + path + ": " + strerror(errno));
@@ -94,6 +98,8 @@ class Lister {
     out_.data_bytes += std::min<uint64_t>(static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks) * 512);
   }
 
+  bool (*accept_)(const std::string& name);
+  std::string what_;
   TraceInputs out_;
   std::map<std::pair<dev_t, ino_t>, std::string> seen_;
   size_t dup_count_ = 0;
@@ -101,7 +107,13 @@ class Lister {
 
 }  // namespace
 
-TraceInputs ListTraceInputs(const std::vector<std::string>& paths) { return Lister().Run(paths); }
+TraceInputs ListTraceInputs(const std::vector<std::string>& paths) {
+  return Lister([](const std::string& name) { return EndsWith(name, ".ncclwatch"); }, "*.ncclwatch file").Run(paths);
+}
+
+TraceInputs ListFiles(const std::vector<std::string>& paths, bool (*accept)(const std::string& name)) {
+  return Lister(accept, "").Run(paths);
+}
 
 std::string ListFew(const std::vector<std::string>& files) {
   std::string s;

@@ -29,6 +29,11 @@ inline constexpr int kMaxFolderDepth = 32;
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths);
 
+// The same search for other files: those whose name `accept` takes (files
+// named directly are taken whatever their name), without the error for a
+// folder that holds none.
+TraceInputs ListFiles(const std::vector<std::string>& paths, bool (*accept)(const std::string& name));
+
 // "a, b, c and 4 more": a list of files for a message.
 std::string ListFew(const std::vector<std::string>& files);
 

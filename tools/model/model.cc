@@ -412,6 +412,8 @@ std::string Comm::Label() const {
     char buf[32];
     snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(hash));
     n = buf;
+    if (!process_group.empty())
+      return n + tag + " (process group '" + process_group + "', " + std::to_string(nranks) + " ranks)";
   }
   return n + tag + " (" + std::to_string(nranks) + " ranks)";
 }

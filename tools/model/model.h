@@ -186,7 +186,12 @@ struct Comm {
   // Tells apart communicators of one name (e.g. the 'tp' groups): " {0,1}",
   // the members' process names, or " [0x1234]" for large ones. Set by LoadModel.
   std::string tag;
-  std::string Label() const;  // "'world' (4 ranks)", "'tp' {2,3} (2 ranks)" or "0x1234abcd (4 ranks)"
+  // PyTorch's process group, from Flight Recorder dumps (tools/fr): named in
+  // the label of a communicator without a name of its own.
+  std::string process_group;
+  // "'world' (4 ranks)", "'tp' {2,3} (2 ranks)", "0x1234abcd (4 ranks)" or
+  // "0x1234abcd (process group 'default_pg', 4 ranks)".
+  std::string Label() const;
 };
 
 // One operation matched across ranks: a collective (comm, function, seq) or a

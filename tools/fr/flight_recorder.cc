@@ -1,0 +1,339 @@
+#include "tools/fr/flight_recorder.h"
+
+#include <ctype.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "tools/fr/pickle.h"
+#include "tools/reader/reader.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+// The number a file name ends in (PyTorch appends the rank to the dump's
+// prefix), or -1.
+int64_t TrailingNumber(const std::string& path) {
+  size_t end = path.size();
+  size_t begin = end;
+  while (begin > 0 && isdigit(static_cast<unsigned char>(path[begin - 1]))) --begin;
+  if (begin == end || end - begin > 9) return -1;
+  return std::stoll(path.substr(begin, end - begin));
+}
+
+std::string Str(const PyValue* v) { return v != nullptr && v->IsStr() ? v->s : ""; }
+
+// "[0, 1, 2, 3]" (how PyTorch writes a group's ranks) or a list of ints.
+bool Ranks(const PyValue* v, std::vector<int64_t>* out) {
+  out->clear();
+  if (v == nullptr) return false;
+  if (v->kind == PyValue::Kind::kList || v->kind == PyValue::Kind::kTuple) {
+    for (const PyRef& r : v->items) {
+      if (!r->IsInt()) return false;
+      out->push_back(r->i);
+    }
+    return true;
+  }
+  if (!v->IsStr()) return false;
+  int64_t cur = 0;
+  bool in_number = false;
+  for (char ch : v->s) {
+    if (isdigit(static_cast<unsigned char>(ch))) {
+      if (cur > (int64_t{1} << 40)) return false;
+      cur = cur * 10 + (ch - '0');
+      in_number = true;
+    } else {
+      if (in_number) out->push_back(cur);
+      cur = 0;
+      in_number = false;
+      if (ch != '[' && ch != ']' && ch != ',' && ch != ' ') return false;
+    }
+  }
+  if (in_number) out->push_back(cur);
+  return true;
+}
+
+// The NCCL collective a Flight Recorder entry is, when it is exactly one
+// (PyTorch's barrier is an all-reduce); "" when NCCL runs it otherwise
+// (point-to-point operations, several operations, or a name not known here).
+std::string NcclFunc(const std::string& profiling_name) {
+  std::string n = profiling_name;
+  if (n.rfind("nccl:", 0) == 0) n = n.substr(5);
+  while (!n.empty() && n[0] == '_') n = n.substr(1);
+  static const std::pair<const char*, const char*> kOne[] = {
+      {"all_reduce", "AllReduce"},         {"allreduce", "AllReduce"},
+      {"barrier", "AllReduce"},            {"broadcast", "Broadcast"},
+      {"all_gather", "AllGather"},         {"allgather_base", "AllGather"},
+      {"all_gather_base", "AllGather"},
+      {"all_gather_into_tensor", "AllGather"}, {"reduce_scatter", "ReduceScatter"},
+      {"reduce_scatter_base", "ReduceScatter"}, {"reduce_scatter_tensor", "ReduceScatter"},
+      {"reduce", "Reduce"},
+  };
+  for (const auto& [fr, nccl] : kOne)
+    if (n == fr) return nccl;
+  return "";
+}
+
+const FrFrame* UserFrame(const FrEntry& e) {
+  // The innermost frame outside PyTorch itself: the user's line.
+  for (const FrFrame& f : e.frames)
+    if (f.file.find("/torch/") == std::string::npos) return &f;
+  return e.frames.empty() ? nullptr : &e.frames[0];
+}
+
+}  // namespace
+
+bool MayBeFrDumpName(const std::string& name) { return TrailingNumber(name) >= 0; }
+
+bool LooksLikeFrDump(const std::string& path, std::string_view head) {
+  return head.size() >= 2 && static_cast<uint8_t>(head[0]) == 0x80 && head[1] >= 2 && head[1] <= 5 &&
+         TrailingNumber(path) >= 0;
+}
+
+bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, std::string* error) {
+  *dump = FrDump();
+  dump->path = path;
+  dump->rank = TrailingNumber(path);
+  PickleResult p = ParsePickle(bytes);
+  if (p.value == nullptr) {
+    *error = p.error;
+    return false;
+  }
+  const PyValue& top = *p.value;
+  const PyValue* entries = top.Get("entries");
+  if (top.kind != PyValue::Kind::kDict || entries == nullptr || entries->kind != PyValue::Kind::kList) {
+    *error = "a pickle, but not a Flight Recorder dump (no 'entries' list)";
+    return false;
+  }
+  if (dump->rank < 0) {
+    *error = "no rank number at the end of the file name";
+    return false;
+  }
+  dump->version = Str(top.Get("version"));
+  dump->nccl_version = Str(top.Get("comm_lib_version"));
+  if (const PyValue* pgs = top.Get("pg_config"); pgs != nullptr && pgs->kind == PyValue::Kind::kDict) {
+    for (const auto& [k, v] : pgs->entries) {
+      if (!k->IsStr() || v->kind != PyValue::Kind::kDict) continue;
+      FrGroup g;
+      g.desc = Str(v->Get("desc"));
+      if (!Ranks(v->Get("ranks"), &g.ranks)) continue;
+      dump->groups[k->s] = std::move(g);
+    }
+  }
+  for (const PyRef& ref : entries->items) {
+    const PyValue& e = *ref;
+    if (e.kind != PyValue::Kind::kDict) continue;
+    FrEntry out;
+    const PyValue* pg = e.Get("process_group");
+    if (pg != nullptr && pg->kind == PyValue::Kind::kTuple && pg->items.size() == 2) {
+      out.pg = Str(pg->items[0].get());
+      out.pg_desc = Str(pg->items[1].get());
+    }
+    const PyValue* seq = e.Get("collective_seq_id");
+    if (seq == nullptr || !seq->IsInt()) continue;
+    out.collective_seq_id = seq->i;
+    const PyValue* p2p = e.Get("is_p2p");
+    out.is_p2p = p2p != nullptr && p2p->kind == PyValue::Kind::kBool && p2p->b;
+    out.profiling_name = Str(e.Get("profiling_name"));
+    out.state = Str(e.Get("state"));
+    if (const PyValue* fr = e.Get("frames"); fr != nullptr && fr->kind == PyValue::Kind::kList) {
+      for (const PyRef& f : fr->items) {
+        if (f->kind != PyValue::Kind::kDict) continue;
+        FrFrame frame;
+        frame.file = Str(f->Get("filename"));
+        const PyValue* line = f->Get("line");
+        frame.line = line != nullptr && line->IsInt() ? line->i : 0;
+        frame.name = Str(f->Get("name"));
+        out.frames.push_back(std::move(frame));
+      }
+    }
+    dump->entries.push_back(std::move(out));
+  }
+  return true;
+}
+
+FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vector<std::string>& explicit_files,
+                          Model* model) {
+  FrJoin join;
+  Model& m = *model;
+  std::set<std::string> named(explicit_files.begin(), explicit_files.end());
+  std::vector<std::string> all = files;
+  for (const std::string& f : explicit_files)
+    if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
+  for (const std::string& path : all) {
+    std::string bytes;
+    RegularFile rf;
+    if (!ReadFileHead(path, kMaxPickleBytes + 1, &bytes, &rf)) {
+      if (named.count(path)) join.notes.push_back(path + ": cannot read: " + rf.why);
+      continue;
+    }
+    if (!named.count(path) && !LooksLikeFrDump(path, bytes)) continue;
+    if (bytes.size() > kMaxPickleBytes) {
+      join.notes.push_back(path + ": larger than a Flight Recorder dump can be (" +
+                           std::to_string(kMaxPickleBytes >> 20) + " MiB): not read");
+      continue;
+    }
+    FrDump dump;
+    std::string error;
+    if (!ParseFrDump(path, bytes, &dump, &error)) {
+      join.notes.push_back(path + ": not used as a Flight Recorder dump: " + error);
+      continue;
+    }
+    join.dumps.push_back(std::move(dump));
+  }
+
+  // Pointers into join.dumps are taken from here on: it no longer grows.
+  for (const FrDump& dump : join.dumps) {
+    std::map<std::string, std::vector<const FrEntry*>> by_group;
+    for (const FrEntry& e : dump.entries)
+      if (!e.is_p2p) by_group[e.pg].push_back(&e);
+    uint32_t joined_proc = kNone;
+    for (auto& [pg, entries] : by_group) {
+      std::sort(entries.begin(), entries.end(),
+                [](const FrEntry* a, const FrEntry* b) { return a->collective_seq_id < b->collective_seq_id; });
+      auto g = dump.groups.find(pg);
+      if (g == dump.groups.end()) continue;
+      const std::vector<int64_t>& ranks = g->second.ranks;
+      auto at = std::find(ranks.begin(), ranks.end(), dump.rank);
+      if (at == ranks.end()) continue;
+      const size_t pos = static_cast<size_t>(at - ranks.begin());
+      const std::string label = g->second.desc.empty() || g->second.desc == "undefined" ? pg : g->second.desc;
+      // The communicators this group may be: its size, with a file for the
+      // dump's rank in it, whose collectives line up with the entries.
+      struct Candidate {
+        uint32_t comm, proc;
+        std::vector<uint32_t> colls;
+        size_t aligned;
+      };
+      std::vector<Candidate> fits;
+      for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
+        const Comm& c = m.comms[ci];
+        if (c.nranks != static_cast<int32_t>(ranks.size()) || pos >= c.proc_of_rank.size()) continue;
+        const uint32_t pi = c.proc_of_rank[pos];
+        if (pi == kNone) continue;
+        if (m.procs[pi].launcher_rank >= 0 && m.procs[pi].launcher_rank != dump.rank) continue;
+        Candidate cand{ci, pi, {}, 0};
+        for (uint32_t oi : m.procs[pi].ops)
+          if (m.ops[oi].comm == ci && m.ops[oi].kind == OpKind::kColl) cand.colls.push_back(oi);
+        bool ok = true;
+        for (const FrEntry* e : entries) {
+          const std::string fn = NcclFunc(e->profiling_name);
+          if (fn.empty()) break;  // not one NCCL collective: the count is lost from here on
+          if (e->collective_seq_id < 1) continue;
+          const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
+          if (k >= cand.colls.size()) continue;  // called in Python, never reached NCCL
+          if (m.strings[m.ops[cand.colls[k]].func] != fn) {
+            ok = false;
+            break;
+          }
+          ++cand.aligned;
+        }
+        if (ok && cand.aligned > 0) fits.push_back(std::move(cand));
+      }
+      if (fits.size() != 1) {
+        join.notes.push_back(dump.path + ": process group '" + label + "' (" + std::to_string(ranks.size()) +
+                             " ranks) lines up with " +
+                             (fits.empty() ? "no communicator" : std::to_string(fits.size()) + " communicators") +
+                             " of rank " + std::to_string(dump.rank) + "'s NCCL records: not joined");
+        continue;
+      }
+      const Candidate& c = fits[0];
+      Comm& comm = m.comms[c.comm];
+      if (comm.process_group.empty()) comm.process_group = label;
+      for (const FrEntry* e : entries) {
+        if (NcclFunc(e->profiling_name).empty()) break;
+        if (e->collective_seq_id < 1) continue;
+        const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
+        if (k < c.colls.size()) join.by_op[c.colls[k]] = FrCall{e, dump.rank};
+      }
+      joined_proc = c.proc;
+    }
+    if (joined_proc != kNone && !dump.entries.empty()) {
+      // The call the rank is in: its oldest entry not completed (entries are
+      // in call order); when all completed, its newest.
+      const FrEntry* current = &dump.entries.back();
+      for (const FrEntry& e : dump.entries) {
+        if (e.state != "completed") {
+          current = &e;
+          break;
+        }
+      }
+      join.last_by_proc[joined_proc] = FrCall{current, dump.rank};
+    }
+  }
+  return join;
+}
+
+void AddFlightRecorderEvidence(const Model& m, const FrJoin& join, report::Diagnosis* d) {
+  for (const std::string& note : join.notes) {
+    report::InputIssue* i = d->add_input_issues();
+    i->set_kind(report::InputIssue::FLIGHT_RECORDER);
+    i->set_text(note);
+  }
+  if (join.by_op.empty() && join.last_by_proc.empty()) return;
+  std::unordered_map<std::string, uint32_t> proc_of_file;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) proc_of_file[m.procs[pi].path] = pi;
+  auto annotate = [&](report::Finding* f) {
+    uint32_t ci = kNone;
+    for (uint32_t i = 0; i < m.comms.size(); ++i)
+      if (f->comm_hash() != 0 && m.comms[i].hash == f->comm_hash() && m.comms[i].nranks == f->comm_nranks()) ci = i;
+    if (ci == kNone) return;
+    if (!m.comms[ci].process_group.empty()) f->set_process_group(m.comms[ci].process_group);
+    std::vector<const report::ProcRef*> refs;
+    for (const report::ProcRef& r : f->culprits()) refs.push_back(&r);
+    for (const report::ProcRef& r : f->waiting()) refs.push_back(&r);
+    std::set<uint32_t> seen;
+    for (const report::ProcRef* r : refs) {
+      auto p = proc_of_file.find(r->file());
+      if (p == proc_of_file.end() || !seen.insert(p->second).second) continue;
+      const uint32_t pi = p->second;
+      const FrCall* call = nullptr;
+      bool this_op = false;
+      if (!f->p2p()) {
+        for (uint32_t oi : m.procs[pi].ops) {
+          const Op& op = m.ops[oi];
+          if (op.comm != ci || op.kind != OpKind::kColl || op.seq != f->seq() || m.strings[op.func] != f->func())
+            continue;
+          auto it = join.by_op.find(oi);
+          if (it != join.by_op.end()) {
+            call = &it->second;
+            this_op = true;
+          }
+          break;
+        }
+      }
+      if (call == nullptr) {
+        auto it = join.last_by_proc.find(pi);
+        if (it == join.last_by_proc.end()) continue;
+        call = &it->second;
+      }
+      const FrEntry& e = *call->entry;
+      report::PythonCall* pc = f->add_python_calls();
+      pc->set_proc(r->name());
+      pc->set_process_group(e.pg_desc.empty() ? e.pg : e.pg_desc);
+      pc->set_call(e.profiling_name);
+      pc->set_collective_seq_id(static_cast<uint64_t>(std::max<int64_t>(e.collective_seq_id, 0)));
+      pc->set_state(e.state);
+      pc->set_this_operation(this_op);
+      for (const FrFrame& fr : e.frames) {
+        report::PythonFrame* pf = pc->add_frames();
+        pf->set_file(fr.file);
+        pf->set_line(fr.line);
+        pf->set_function(fr.name);
+      }
+      std::string text = std::string("Python: ") + (this_op ? "" : "not in it; in ") + e.profiling_name + " #" +
+                         std::to_string(e.collective_seq_id) + " of group '" + pc->process_group() + "' (" +
+                         e.state + ")";
+      if (const FrFrame* uf = UserFrame(e))
+        text += " from " + uf->name + "() at " + uf->file + ":" + std::to_string(uf->line);
+      report::Evidence* ev = f->add_evidence();
+      ev->set_proc(r->name());
+      ev->set_text(text);
+    }
+  };
+  for (report::Finding& f : *d->mutable_findings()) annotate(&f);
+  for (report::Finding& f : *d->mutable_consequences()) annotate(&f);
+}
+
+}  // namespace ncclwatch::tools
