@@ -184,6 +184,12 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     if (ParseDouble(Trim(v), &x)) c.stuck_sec = x;
     else warn("NCCLWATCH_STUCK_SEC", v, "not a number of seconds >= 0", "60");
   }
+  if (const char* v = get("NCCLWATCH_ON_STUCK")) c.on_stuck = Trim(v);
+  if (const char* v = get("NCCLWATCH_ON_STUCK_TIMEOUT_SEC")) {
+    double x = 0;
+    if (ParseDouble(Trim(v), &x) && x > 0 && x <= 86400) c.on_stuck_timeout_sec = x;
+    else warn("NCCLWATCH_ON_STUCK_TIMEOUT_SEC", v, "not a number of seconds in (0, 86400]", "60");
+  }
   return c;
 }
 

@@ -10,6 +10,9 @@
 //   NCCLWATCH_FLUSH_MS      write(2) interval
 //   NCCLWATCH_HEARTBEAT_MS  heartbeat interval
 //   NCCLWATCH_STUCK_SEC     in-flight age that triggers a stuck report (0: off)
+//   NCCLWATCH_ON_STUCK      a command run once at the first stuck report
+//                           (plugin/writer/on_stuck.h)
+//   NCCLWATCH_ON_STUCK_TIMEOUT_SEC  how long it may run before it is killed
 //   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
 //   NCCLWATCH_ENABLE        0 turns the plugin off (init fails, NCCL runs on)
 //   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
@@ -40,6 +43,8 @@ struct Config {
   uint32_t flush_ms = 100;
   uint32_t heartbeat_ms = 1000;
   double stuck_sec = 60.0;
+  std::string on_stuck;             // empty: none
+  double on_stuck_timeout_sec = 60.0;
   uint64_t buffer_mb = 64;
   bool enabled = true;
   ClockMode clock = ClockMode::kAuto;

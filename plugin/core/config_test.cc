@@ -52,8 +52,12 @@ TEST(ConfigTest, GoodValues) {
                     {"NCCLWATCH_HEARTBEAT_MS", "500"},
                     {"NCCLWATCH_STUCK_SEC", "2.5"},
                     {"NCCLWATCH_BUFFER_MB", "8"},
+                    {"NCCLWATCH_ON_STUCK", " py-spy dump --pid %p "},
+                    {"NCCLWATCH_ON_STUCK_TIMEOUT_SEC", "5"},
                     {"NCCLWATCH_EVENTS", "default, ProxyOp,proxystep"}});
   EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(c.on_stuck, "py-spy dump --pid %p");
+  EXPECT_EQ(c.on_stuck_timeout_sec, 5.0);
   EXPECT_EQ(c.dir, "/tmp/x");
   EXPECT_EQ(c.flush_ms, 250u);
   EXPECT_EQ(c.heartbeat_ms, 500u);
@@ -79,6 +83,7 @@ TEST(ConfigTest, BadValuesWarnAndKeepDefaults) {
                     {"NCCLWATCH_STUCK_SEC", "soon"},
                     {"NCCLWATCH_BUFFER_MB", "99999"},
                     {"NCCLWATCH_EVENTS", "coll,bogus"},
+                    {"NCCLWATCH_ON_STUCK_TIMEOUT_SEC", "0"},
                     {"NCCLWATCH_ENABLE", "maybe"}});
   EXPECT_EQ(c.flush_ms, 100u);
   EXPECT_EQ(c.heartbeat_ms, 1000u);
@@ -86,7 +91,8 @@ TEST(ConfigTest, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.buffer_mb, 64u);
   EXPECT_EQ(c.nccl_mask, DefaultMask());
   EXPECT_TRUE(c.enabled);
-  ASSERT_EQ(c.warnings.size(), 6u);
+  EXPECT_EQ(c.on_stuck_timeout_sec, 60.0);
+  ASSERT_EQ(c.warnings.size(), 7u);
   bool named_bogus = false;
   for (const auto& w : c.warnings) named_bogus |= w.find("unknown event name 'bogus'") != std::string::npos;
   EXPECT_TRUE(named_bogus);

@@ -2,7 +2,11 @@
 // operations stop mid-step) makes the plugin write a StuckReport with its
 // live progress.
 
+#include <stdlib.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include <chrono>
 #include <map>
@@ -194,6 +198,48 @@ TEST(Stuck, ReportListsTheStuckOpWithItsProgress) {
   EXPECT_EQ(t->comm_finalizes[0]->ops_enqueued(), 2u);
   EXPECT_EQ(t->comm_finalizes[0]->ops_completed(), 1u);
   ASSERT_EQ(t->finalizes.size(), 1u);
+}
+
+// NCCLWATCH_ON_STUCK runs once, at the first stuck report, with the pid,
+// the rank (here the communicator's: no launcher rank) and the trace file
+// substituted, its output beside the trace; NCCL's threads never wait.
+TEST(Stuck, OnStuckRunsItsCommandOnce) {
+  const std::string dir = MakeTempDir("onstuck");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                {"NCCLWATCH_STUCK_SEC", "0.2"},
+                {"NCCLWATCH_FLUSH_MS", "20"},
+                {"NCCLWATCH_HEARTBEAT_MS", "50"},
+                {"NCCLWATCH_ON_STUCK", "echo pid=%p rank=%r file=%f"}});
+  for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) unsetenv(v);
+  ClearLogs();
+  FakeComm c(PluginLib::FreshCopy(), 5);
+  ASSERT_EQ(c.Init(0x5700, "onstuck", 2, 4, 1), 0);
+  MakeStuckOp(c);
+  if (HasFatalFailure()) return;
+  std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return !x.stucks.empty(); });
+  ASSERT_FALSE(t->stucks.empty());
+  const std::string out = t->raw.path + ".on_stuck.txt";
+  auto finished = [] {
+    for (const LogLine& l : Logs())
+      if (l.text.find("NCCLWATCH_ON_STUCK: exited with status 0") != std::string::npos) return true;
+    return false;
+  };
+  const uint64_t give_up = MonoNs() + 120'000'000'000ull;
+  while (!finished() && MonoNs() < give_up) usleep(1000);
+  ASSERT_TRUE(finished());
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "pid=" + std::to_string(getpid()) + " rank=1 file=" + t->raw.path + "\n");
+  // A second stuck operation: another report, no second run.
+  MakeStuckOp(c);
+  t = WaitForTrace(dir, [](const Trace& x) { return x.stucks.size() >= 2; });
+  ASSERT_GE(t->stucks.size(), 2u);
+  int started = 0;
+  for (const LogLine& l : Logs())
+    if (l.text.find("NCCLWATCH_ON_STUCK: started") != std::string::npos) ++started;
+  EXPECT_EQ(started, 1);
+  ASSERT_EQ(c.Finalize(), 0);
 }
 
 TEST(Stuck, NoReportWhenOff) {

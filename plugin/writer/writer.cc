@@ -195,6 +195,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   }
   ReclaimLost(now);
   MaybeStuckReport(now);
+  if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll(now));
   if (force_write || wire_.size() >= kWriteThreshold) {
     WriteOut();
     next_flush_ = now + uint64_t{prof_->config().flush_ms} * 1000000;

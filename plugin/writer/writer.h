@@ -44,6 +44,7 @@
 #include "plugin/core/core.h"
 #include "plugin/writer/encoder.h"
 #include "plugin/writer/in_flight.h"
+#include "plugin/writer/on_stuck.h"
 #include "plugin/core/process_info.h"
 #include "plugin/core/record.h"
 #include "plugin/writer/trace_file.h"
@@ -118,6 +119,9 @@ class Writer final : private RecordSink {
   void DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const;
   uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
   void MaybeStuckReport(uint64_t now);
+  // NCCLWATCH_ON_STUCK: started at the first stuck report, looked at each cycle.
+  void StartOnStuck(uint64_t now, uint16_t comm);
+  void LogOnStuck(const OnStuckRunner::Event& e);
   // An NCCL string's id, cached by its address.
   uint32_t Intern(const char* s);
   uint64_t Rel(uint64_t t) const { return t > mono_base_ ? t - mono_base_ : 0; }
@@ -133,6 +137,7 @@ class Writer final : private RecordSink {
   std::string override_;
   TraceFile file_;
   ProcessInfo info_;
+  OnStuckRunner on_stuck_;
   TickConverter ticks_;
   uint64_t mono_base_ = 0;
   uint64_t realtime_base_ = 0;

@@ -251,6 +251,32 @@ void Writer::MaybeStuckReport(uint64_t now) {
   WriteOut();
   prof_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
              stuck_sec, ops.size(), file_.path().c_str());
+  if (!on_stuck_.started() && !prof_->config().on_stuck.empty() && !ops.empty()) StartOnStuck(now, ops[0].second->comm);
+}
+
+void Writer::StartOnStuck(uint64_t now, uint16_t comm) {
+  // %r: the launcher's rank; without one, the process's rank in the
+  // communicator of the oldest stuck operation.
+  int64_t rank = info_.launcher_rank;
+  if (rank < 0) {
+    for (Context* c : prof_->ContextsSnapshot())
+      if (c->comm == comm) rank = c->rank;
+  }
+  const Config& cfg = prof_->config();
+  LogOnStuck(on_stuck_.Start(cfg.on_stuck, info_.pid, rank, file_.path(), cfg.on_stuck_timeout_sec, now));
+}
+
+void Writer::LogOnStuck(const OnStuckRunner::Event& e) {
+  switch (e.kind) {
+    case OnStuckRunner::Event::kNone:
+      return;
+    case OnStuckRunner::Event::kFailed:
+    case OnStuckRunner::Event::kKilled:
+      prof_->Log(nccl::kLogWarn, "%s", e.text.c_str());
+      return;
+    default:
+      prof_->Log(nccl::kLogInfo, "%s", e.text.c_str());
+  }
 }
 
 }  // namespace ncclwatch::plugin
