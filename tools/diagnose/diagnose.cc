@@ -1,5 +1,6 @@
 #include "tools/diagnose/diagnose.h"
 
+#include <stdio.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
@@ -180,6 +181,18 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
     ++versions[v];
   }
   for (const auto& [v, n] : versions) d.add_versions(v + ": " + Plural(n, "process", "processes"));
+  // NCCL 2.29 and later run ncclBroadcast as an AllGatherV that emits no
+  // Coll event (read in their src/enqueue.cc; docs/nccl_call_order.md): the
+  // files hold no Broadcast, and an OK cannot speak for one.
+  size_t blind = 0;
+  for (const Proc& p : model.procs) {
+    int major = 0, minor = 0;
+    if (sscanf(p.nccl_version.c_str(), "%d.%d", &major, &minor) == 2 && (major > 2 || (major == 2 && minor >= 29)))
+      ++blind;
+  }
+  if (blind > 0)
+    d.add_versions("NCCL 2.29 and later record no Broadcast (run as AllGatherV without Coll events): a hang "
+                   "inside a Broadcast is not seen (" + Plural(blind, "process", "processes") + ")");
   d.set_communicators(static_cast<uint32_t>(model.comms.size()));
   d.set_operations(model.ops.size());
   d.set_t_end_sec(c.T(c.t_end));

@@ -218,5 +218,24 @@ TEST(InputsTest, TheVersionsEachProcessRan) {
       << text;
 }
 
+// NCCL 2.29+ runs Broadcast without Coll events: diagnose says what it
+// cannot see, under Versions.
+TEST(InputsTest, Nccl229AndLaterAreSaidToHideBroadcasts) {
+  const std::string dir = TempDir("v229");
+  testing::JobSpec spec;
+  spec.nranks = 2;
+  spec.ncolls = 2;
+  spec.rank_hook = [](int rank, testing::RankPlan& plan) { plan.proc.nccl_version = rank == 0 ? "2.30.7" : "2.28.9"; };
+  testing::WriteJob(testing::BuildJob(spec), dir);
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &error)) << error;
+  const std::string text = FormatText(Diagnose(m));
+  EXPECT_NE(text.find("NCCL 2.29 and later record no Broadcast (run as AllGatherV without Coll events): a hang "
+                      "inside a Broadcast is not seen (1 process)"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools
