@@ -164,11 +164,18 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
   for (const std::string& path : all) {
     std::string bytes;
     RegularFile rf;
-    if (!ReadFileHead(path, kMaxPickleBytes + 1, &bytes, &rf)) {
+    // Its first bytes first: a folder may hold large files whose names end
+    // in a number (core.12345) that are no dump.
+    if (!ReadFileHead(path, 16, &bytes, &rf)) {
       if (named.count(path)) join.notes.push_back(path + ": cannot read: " + rf.why);
       continue;
     }
     if (!named.count(path) && !LooksLikeFrDump(path, bytes)) continue;
+    bytes.clear();  // ReadFileHead appends
+    if (!ReadFileHead(path, kMaxPickleBytes + 1, &bytes, &rf)) {
+      join.notes.push_back(path + ": cannot read: " + rf.why);
+      continue;
+    }
     if (bytes.size() > kMaxPickleBytes) {
       join.notes.push_back(path + ": larger than a Flight Recorder dump can be (" +
                            std::to_string(kMaxPickleBytes >> 20) + " MiB): not read");

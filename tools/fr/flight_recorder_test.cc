@@ -146,6 +146,19 @@ TEST(FlightRecorder, ADamagedOrForeignDumpIsANoteNeverACrash) {
   EXPECT_EQ(r.d.verdict().find("HANG: rank 3 never joined AllReduce #4 on comm 0x4b4755f15b9950a8 (4 ranks)"), 0u);
 }
 
+TEST(FlightRecorder, FilesFoundBesideThatAreNoPickleAreLeftAlone) {
+  // A name ending in a number is only a candidate: found (not named), a file
+  // that does not start as a pickle is skipped without a note.
+  const std::string p = ::testing::TempDir() + "/core.12345";
+  std::ofstream(p, std::ios::binary) << std::string(1 << 20, 'x');
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({kDir}, LoadOptions(), &m, &err)) << err;
+  FrJoin join = JoinFlightRecorder({p}, {}, &m);
+  EXPECT_TRUE(join.dumps.empty());
+  EXPECT_TRUE(join.notes.empty()) << join.notes[0];
+}
+
 TEST(FlightRecorder, AGroupThatLinesUpWithNothingIsNotJoined) {
   // Rank 0's dump under rank 2's name: its entries (an all-reduce #13 that
   // rank 2 issued too) line up, so it joins; but as rank 3's, the
