@@ -91,7 +91,9 @@ nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const
     Profiler::Release(p);
     return TurnOff(log, "too many communicators");
   }
-  if (mask != nullptr) *mask = static_cast<int>(p->mask());
+  // One int for every communicator of the process, which NCCL reads with
+  // atomic loads while another thread may be initializing a communicator.
+  if (mask != nullptr) __atomic_store_n(mask, static_cast<int>(p->mask()), __ATOMIC_RELAXED);
   *context = c;
   return nccl::kSuccess;
 }

@@ -505,8 +505,10 @@ namespace {
 int g_event_mask = 0;
 }  // namespace
 
-int NcclEventMask() { return g_event_mask; }
-void SetNcclEventMask(int mask) { g_event_mask = mask; }
+// Read and written atomically, as NCCL does (communicators may be
+// initialized on several threads at once).
+int NcclEventMask() { return __atomic_load_n(&g_event_mask, __ATOMIC_RELAXED); }
+void SetNcclEventMask(int mask) { __atomic_store_n(&g_event_mask, mask, __ATOMIC_RELAXED); }
 
 int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int rank) {
   hash_ = hash;
@@ -539,7 +541,7 @@ int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int 
       rc = static_cast<nccl::ProfilerV6*>(t)->init(&ctx_, hash, &g_event_mask, name, nnodes, nranks, rank, &FakeLogger);
       break;
   }
-  mask_ = g_event_mask;
+  mask_ = NcclEventMask();
   inited_ = rc == 0;
   return rc;
 }
