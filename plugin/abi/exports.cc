@@ -420,77 +420,59 @@ bool CopyApiV5(const D& e, EventDesc* d) {
   }
 }
 
-nccl::Result StartV4(void* context, void** handle, nccl::DescrV4* e) noexcept {
-  if (handle != nullptr) *handle = nullptr;
-  if (e == nullptr) return nccl::kSuccess;
-  const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
-  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
-  EventDesc d;
-  d.kind = kind;
-  d.parent = e->parentObj;
-  d.rank = e->rank;
-  if (!CopyCommonV4(*e, &d)) return nccl::kSuccess;
-  StartCommon(context, handle, d);
-  return nccl::kSuccess;
-}
-
-nccl::Result StartV5(void* context, void** handle, nccl::DescrV5* e) noexcept {
-  if (handle != nullptr) *handle = nullptr;
-  if (e == nullptr) return nccl::kSuccess;
-  const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
-  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
-  EventDesc d;
-  d.kind = kind;
-  d.parent = e->parentObj;
-  d.rank = e->rank;
-  if (!CopyApiV5(*e, &d)) return nccl::kSuccess;
-  StartCommon(context, handle, d);
-  return nccl::kSuccess;
-}
-
-nccl::Result StartV6(void* context, void** handle, nccl::DescrV6* e) noexcept {
-  if (handle != nullptr) *handle = nullptr;
-  if (e == nullptr) return nccl::kSuccess;
-  const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
-  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
-  EventDesc d;
-  d.kind = kind;
-  d.parent = e->parentObj;
-  d.rank = e->rank;
-  switch (d.kind) {
+// v6's copy-engine events; the rest as v5.
+bool CopyCeV6(const nccl::DescrV6& e, EventDesc* d) {
+  switch (d->kind) {
     case kEvCeColl:
-      d.seq = e->ceColl.seqNumber;
-      d.func = e->ceColl.func;
-      d.send_buff = e->ceColl.sendBuff;
-      d.recv_buff = e->ceColl.recvBuff;
-      d.count = e->ceColl.count;
-      d.root = e->ceColl.root;
-      d.datatype = e->ceColl.datatype;
-      d.sync_strategy = e->ceColl.syncStrategy;
-      d.intra_batch_sync = e->ceColl.intraBatchSync;
-      d.batch_size = e->ceColl.batchSize;
-      d.num_batches = e->ceColl.numBatches;
-      d.ce_seq = e->ceColl.ceSeqNum;
-      d.stream = e->ceColl.stream;
-      break;
+      d->seq = e.ceColl.seqNumber;
+      d->func = e.ceColl.func;
+      d->send_buff = e.ceColl.sendBuff;
+      d->recv_buff = e.ceColl.recvBuff;
+      d->count = e.ceColl.count;
+      d->root = e.ceColl.root;
+      d->datatype = e.ceColl.datatype;
+      d->sync_strategy = e.ceColl.syncStrategy;
+      d->intra_batch_sync = e.ceColl.intraBatchSync;
+      d->batch_size = e.ceColl.batchSize;
+      d->num_batches = e.ceColl.numBatches;
+      d->ce_seq = e.ceColl.ceSeqNum;
+      d->stream = e.ceColl.stream;
+      return true;
     case kEvCeSync:
-      d.is_complete = e->ceCollSync.isComplete;
-      d.nranks = e->ceCollSync.nRanks;
-      break;
+      d->is_complete = e.ceCollSync.isComplete;
+      d->nranks = e.ceCollSync.nRanks;
+      return true;
     case kEvCeBatch:
-      d.num_ops = e->ceCollBatch.numOps;
-      d.total_bytes = e->ceCollBatch.totalBytes;
-      d.use_intra_sync = e->ceCollBatch.useIntraSync;
-      break;
+      d->num_ops = e.ceCollBatch.numOps;
+      d->total_bytes = e.ceCollBatch.totalBytes;
+      d->use_intra_sync = e.ceCollBatch.useIntraSync;
+      return true;
     default:
-      if (!CopyApiV5(*e, &d)) return nccl::kSuccess;
+      return CopyApiV5(e, d);
   }
+}
+
+// startEvent of v4 and later: one body, the version's descriptor copy as a
+// template argument (inlined: this is every event's path).
+template <typename D, bool (*Copy)(const D&, EventDesc*)>
+nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
+  if (handle != nullptr) *handle = nullptr;
+  if (e == nullptr) return nccl::kSuccess;
+  const EventKind kind = KindOfMask(e->type);
+  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
+  EventDesc d;
+  d.kind = kind;
+  d.parent = e->parentObj;
+  d.rank = e->rank;
+  if (!Copy(*e, &d)) return nccl::kSuccess;
   StartCommon(context, handle, d);
   return nccl::kSuccess;
 }
+
+constexpr auto StartV4 = &StartV4Plus<nccl::DescrV4, &CopyCommonV4<nccl::DescrV4>>;
+constexpr auto StartV5 = &StartV4Plus<nccl::DescrV5, &CopyApiV5<nccl::DescrV5>>;
+constexpr auto StartV6 = &StartV4Plus<nccl::DescrV6, &CopyCeV6>;
 
 nccl::Result InitV1(void** context, int* mask) noexcept { return InitCommon(1, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
 nccl::Result InitV2(void** context, int* mask) noexcept { return InitCommon(2, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
