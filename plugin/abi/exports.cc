@@ -81,10 +81,11 @@ nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const
   Profiler* p = Profiler::Acquire(opts, &err);
   if (p == nullptr) return TurnOff(log, err);
   if (fresh) {
-    for (const std::string& w : opts.config.warnings) p->Log(nccl::kLogWarn, "%s", w.c_str());
-    p->Log(nccl::kLogInfo, "profiler API v%d, events 0x%llx, clock %s (clock_gettime %.0f ns here), writing %s", api,
-           static_cast<unsigned long long>(p->mask()), p->clock_source().c_str(), p->clock_facts().gettime_ns,
-           p->writer_path().c_str());
+    for (const std::string& w : p->config().warnings) p->Log(nccl::kLogWarn, "%s", w.c_str());
+    p->Log(nccl::kLogInfo,
+           "profiler API v%d, events 0x%llx, completions from %s, clock %s (clock_gettime %.0f ns here), writing %s",
+           api, static_cast<unsigned long long>(p->mask()), p->completions().c_str(), p->clock_source().c_str(),
+           p->clock_facts().gettime_ns, p->writer_path().c_str());
   }
   Context* c = p->NewContext(hash, name, nnodes, nranks, rank);
   if (c == nullptr) {

@@ -179,6 +179,12 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     else if (s == "monotonic") c.clock = ClockMode::kMonotonic;
     else warn("NCCLWATCH_CLOCK", v, "not auto, tsc or monotonic", "auto");
   }
+  if (const char* v = get("NCCLWATCH_COMPLETIONS")) {
+    std::string s = Lower(Trim(v));
+    if (s == "channels") c.completions = Completions::kChannels;
+    else if (s == "events") c.completions = Completions::kEvents;
+    else warn("NCCLWATCH_COMPLETIONS", v, "not channels or events", "channels");
+  }
   if (const char* v = get("NCCLWATCH_STUCK_SEC")) {
     double x = 0;
     if (ParseDouble(Trim(v), &x)) c.stuck_sec = x;

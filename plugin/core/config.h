@@ -15,6 +15,9 @@
 //   NCCLWATCH_ON_STUCK_TIMEOUT_SEC  how long it may run before it is killed
 //   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
 //   NCCLWATCH_ENABLE        0 turns the plugin off (init fails, NCCL runs on)
+//   NCCLWATCH_COMPLETIONS   where completions come from: "channels" (NCCL's
+//                           kernel-channel events) or "events" (CUDA events
+//                           at each kernel launch; API v5+, launch_events.h)
 //   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
 //                           safe and clock_gettime would cost more), "tsc" or
 //                           "monotonic" (clock_gettime); see clock.h
@@ -34,6 +37,7 @@
 namespace ncclwatch::plugin {
 
 enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
+enum class Completions : uint8_t { kChannels = 0, kEvents = 1 };
 
 struct Config {
   std::string dir = ".";
@@ -48,6 +52,7 @@ struct Config {
   uint64_t buffer_mb = 64;
   bool enabled = true;
   ClockMode clock = ClockMode::kAuto;
+  Completions completions = Completions::kChannels;
   std::vector<std::string> warnings;
 };
 

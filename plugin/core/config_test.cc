@@ -46,6 +46,17 @@ TEST(ConfigTest, Clock) {
   EXPECT_NE(bad.warnings[0].find("NCCLWATCH_CLOCK='hpet' ignored: not auto, tsc or monotonic"), std::string::npos);
 }
 
+TEST(ConfigTest, Completions) {
+  EXPECT_EQ(Parse({}).completions, Completions::kChannels);
+  EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", " Events "}}).completions, Completions::kEvents);
+  EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", "channels"}}).completions, Completions::kChannels);
+  Config bad = Parse({{"NCCLWATCH_COMPLETIONS", "cupti"}});
+  EXPECT_EQ(bad.completions, Completions::kChannels);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+  EXPECT_NE(bad.warnings[0].find("NCCLWATCH_COMPLETIONS='cupti' ignored: not channels or events; using channels"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, GoodValues) {
   Config c = Parse({{"NCCLWATCH_DIR", "/tmp/x"},
                     {"NCCLWATCH_FLUSH_MS", "250"},

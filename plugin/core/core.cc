@@ -19,6 +19,18 @@ thread_local ThreadBuf* t_buf = nullptr;
 thread_local uint64_t t_gen = 0;
 thread_local uint64_t t_epoch = 0;  // buffers freed when this thread last found none
 
+// Completions from CUDA events: the last kernel launch on this thread. NCCL
+// starts a plan's operations right after its launch, on the same thread
+// (docs/nccl_call_order.md), so they belong to it when their communicator
+// is the launch's.
+struct LaunchBinding {
+  uint64_t gen;  // Profiler generation
+  const Context* ctx;
+  uint64_t id;     // the launch's event id (0: none)
+  uint16_t flags;  // kFlagGraph, kFlagNoEvent
+};
+thread_local LaunchBinding t_launch{0, nullptr, 0, 0};
+
 // Raw event records may fill a ring only up to 1 - 1/4 of it: the last
 // quarter is kept for operations and their completions, which the diagnosis
 // needs (measured on GPU with NCCLWATCH_EVENTS=all: bursts of small
@@ -236,11 +248,118 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
       ctx->event_comm_hash.load(std::memory_order_relaxed) == 0) {
     ctx->event_comm_hash.store(d.comm_hash, std::memory_order_relaxed);
   }
+  if (events_) {
+    // Completion comes from the launch's CUDA event, which the writer
+    // watches: the slot is free again at the op's stop.
+    if (t_launch.gen == generation_ && t_launch.ctx == ctx) {
+      r.op.launch_id = t_launch.id;
+      r.flags |= t_launch.flags;
+      if (t_launch.flags == 0) r.flags |= kFlagTracked;
+    } else {
+      r.op.launch_id = 0;
+      r.flags |= kFlagNoLaunch;
+    }
+    s->expect_channels.store(d.nchannels, std::memory_order_relaxed);
+    s->tracked.store(0, std::memory_order_relaxed);
+    return;
+  }
   // Completion is tracked from kernel channels, which need API v4+ (exact
   // nChannels) and KernelCh in the activation mask.
   bool tracked = api_version_ >= 4 && (config_.nccl_mask & nccl::kKernelCh) != 0;
   s->expect_channels.store(d.nchannels, std::memory_order_relaxed);
   s->tracked.store(tracked ? 1 : 0, std::memory_order_relaxed);
+}
+
+void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, bool raw) {
+  const uint64_t now = Ticks();
+  Slot* s = AllocSlot(tb);
+  if (s == nullptr) {
+    OwnerIncrement(tb->counters.pool_exhausted);
+    t_launch = {generation_, ctx, 0, kFlagNoEvent};
+    return nullptr;
+  }
+  s->kind.store(kEvKernelLaunch, std::memory_order_relaxed);
+  s->ctx = ctx;
+  s->start_ns = now;
+  s->raw = raw ? 1 : 0;
+  Rec& r = s->rec;
+  r.kind = kRecLaunch;
+  r.etype = kEvKernelLaunch;
+  r.comm = ctx->comm;
+  r.flags = 0;
+  r.nchannels = 0;
+  r.nwarps = 0;
+  r.id = s->id.load(std::memory_order_relaxed);
+  r.t0_ticks = now;
+  r.t1 = now;
+  r.parent_id = 0;
+  r.launch.stream = reinterpret_cast<uint64_t>(d.stream);
+  r.launch.pool = nullptr;
+  r.launch.ev_before = -1;
+  r.launch.ev_after = -1;
+  r.launch.tid = tb->tid.load(std::memory_order_relaxed);
+  // An event recorded into a stream being captured would become a node of
+  // the user's graph: none there, and its ops say why.
+  int capturing = 0;
+  if (cuda_.stream_is_capturing(const_cast<void*>(d.stream), &capturing) != kCudaSuccess) {
+    r.flags = kFlagNoEvent;
+  } else if (capturing != 0) {
+    r.flags = kFlagGraph;
+  } else {
+    EventPool* pool = pools_->ForCurrentContext();
+    int32_t before = pool != nullptr ? pool->Take() : -1;
+    int32_t after = before >= 0 ? pool->Take() : -1;
+    if (after >= 0 && cuda_.event_record(pool->event(before), const_cast<void*>(d.stream)) == kCudaSuccess) {
+      r.launch.pool = pool;
+      r.launch.ev_before = before;
+      r.launch.ev_after = after;
+    } else {
+      if (pool != nullptr) {
+        pool->Give(before);
+        pool->Give(after);
+      }
+      r.flags = kFlagNoEvent;
+    }
+  }
+  if (raw) StartRaw(tb, s, d, now);
+  OwnerIncrement(tb->counters.recorded);
+  return s;
+}
+
+void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
+  Rec& r = s->rec;
+  const uint64_t now = Ticks();
+  r.t1 = now;
+  auto* pool = static_cast<EventPool*>(r.launch.pool);
+  if (pool != nullptr &&
+      cuda_.event_record(pool->event(r.launch.ev_after), reinterpret_cast<void*>(r.launch.stream)) != kCudaSuccess) {
+    pool->Give(r.launch.ev_before);
+    pool->Give(r.launch.ev_after);
+    r.launch.pool = nullptr;
+    r.flags |= kFlagNoEvent;
+  }
+  bool sent = false;
+  if (tb != nullptr) {
+    if (Rec* out = ReserveOpRecord(tb)) {
+      memcpy(out, &r, sizeof(Rec));
+      tb->ring.Commit();
+      sent = true;
+    }
+  } else if (lane_.Push(r)) {
+    sent = true;
+  } else {
+    NoBuffer();
+  }
+  if (!sent) {
+    // The writer will never see this launch: its events go back now (a
+    // recorded event may be recorded again), and its ops are untracked.
+    if (r.launch.pool != nullptr) {
+      pool->Give(r.launch.ev_before);
+      pool->Give(r.launch.ev_after);
+    }
+    r.flags |= kFlagNoEvent;
+  }
+  t_launch = {generation_, s->ctx, r.id, static_cast<uint16_t>(r.flags & (kFlagGraph | kFlagNoEvent))};
 }
 
 void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
@@ -370,10 +489,13 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) {
     NoBuffer();
+    // The ops that follow must not take an earlier launch's completion.
+    if (d.kind == kEvKernelLaunch && events_) t_launch = {generation_, ctx, 0, kFlagNoEvent};
     return nullptr;
   }
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
+  if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d, raw);
   if (IsOp(d.kind)) {
     const uint64_t now = Ticks();
     Slot* s = AllocSlot(tb);
@@ -533,6 +655,7 @@ void Profiler::Stop(void* handle) {
     return;
   }
 
+  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_) StopLaunch(tb, s);
   Slot* op = s->op;
   switch (kind) {
     case kEvKernelCh:

@@ -34,6 +34,7 @@
 #include "plugin/core/clock.h"
 #include "plugin/core/config.h"
 #include "plugin/core/event.h"
+#include "plugin/core/launch_events.h"
 #include "plugin/abi/profiler_abi.h"
 #include "plugin/core/record.h"
 #include "plugin/core/ring.h"
@@ -245,6 +246,13 @@ class Profiler {
 
   const Config& config() const { return config_; }
   uint64_t mask() const { return config_.nccl_mask; }
+  // Completions come from CUDA events at kernel launches (launch_events.h):
+  // NCCLWATCH_COMPLETIONS=events, API v5+, and the driver API found.
+  bool events() const { return events_; }
+  EventPools* event_pools() { return pools_.get(); }
+  const CudaDriver& cuda() const { return cuda_; }
+  // What the header says of it: "channels", "events" or "channels (why)".
+  const std::string& completions() const { return completions_; }
   int api_version() const { return api_version_; }
   pid_t pid() const { return pid_; }
   void Log(nccl::LogLevel level, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -316,6 +324,12 @@ class Profiler {
   // `now` in ticks, 0 to read the clock only then.
   void MaybeComplete(Slot* op, uint64_t now);
   void StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
+  // KernelLaunch with completions from CUDA events: an event recorded on
+  // the launch stream at start (before the kernel) and at stop (after it).
+  void* StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, bool raw);
+  void StopLaunch(ThreadBuf* tb, Slot* s);
+  // Decides where completions come from (Init), adjusting the mask.
+  void ChooseCompletions();
   void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
   static void ThreadExit(void* buf);
 
@@ -327,6 +341,10 @@ class Profiler {
   pid_t pid_;
   bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
   uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
+  bool events_ = false;
+  CudaDriver cuda_;
+  std::unique_ptr<EventPools> pools_;
+  std::string completions_ = "channels";
   // Set (once) by the first ProxyOp that feeds an operation: from then on,
   // completion also waits for proxy operations. Not set at the default
   // capture, where NCCL starts no ProxyOp events.

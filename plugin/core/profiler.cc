@@ -121,7 +121,33 @@ Profiler::Profiler(const ProfilerOptions& opts)
       generation_(g_generation.fetch_add(1) + 1),
       context_grace_ns_(opts.context_grace_ns) {}
 
+void Profiler::ChooseCompletions() {
+  if (config_.completions != Completions::kEvents) return;
+  std::string why;
+  if (api_version_ < 5) {
+    why = "NCCLWATCH_COMPLETIONS=events needs profiler API v5 (NCCL 2.28 or later), this NCCL uses v" +
+          std::to_string(api_version_);
+  } else if (!ResolveCudaDriver(&cuda_, &why)) {
+    why = "NCCLWATCH_COMPLETIONS=events: " + why;
+  }
+  if (!why.empty()) {
+    completions_ = "channels (" + why + ")";
+    config_.warnings.push_back(why + "; completions come from kernel channels");
+    return;
+  }
+  events_ = true;
+  completions_ = "events";
+  pools_.reset(new EventPools(&cuda_));
+  StopCudaCallsAtExit();
+  // NCCL's kernel-channel instrumentation is what this replaces: it costs
+  // the same whatever the plugin does with it. Kept only when asked for raw.
+  config_.nccl_mask |= nccl::kKernelLaunch;
+  if (!((config_.raw_kinds >> kEvKernelCh) & 1)) config_.nccl_mask &= ~static_cast<uint64_t>(nccl::kKernelCh);
+  wanted_kinds_ |= 1u << kEvKernelLaunch;
+}
+
 bool Profiler::Init(std::string* error) {
+  ChooseCompletions();
   uint64_t budget = config_.buffer_mb << 20;
   uint64_t n = budget / kBytesPerThread;
   if (n < 4) n = 4;

@@ -19,6 +19,7 @@ enum RecKind : uint8_t {
   kRecEvStart = 3,  // raw event start (ev payload)
   kRecEvStop = 4,   // raw event stop (stop payload)
   kRecEvState = 5,  // raw recordEventState (st payload)
+  kRecLaunch = 6,   // a kernel launch with its CUDA events (launch payload; NCCLWATCH_COMPLETIONS=events)
 };
 
 enum RecFlags : uint16_t {
@@ -34,6 +35,10 @@ enum RecFlags : uint16_t {
   kFlagNetIb = 1 << 9,
   kFlagNetSocket = 1 << 10,
   kFlagTracked = 1 << 11,  // Op: completion will be reported (OpDone)
+  // Completions from CUDA events: the launch (and so its ops) has none.
+  // kFlagGraph on a launch or op: the stream was capturing a graph.
+  kFlagNoEvent = 1 << 12,   // no event was free, or recording one failed
+  kFlagNoLaunch = 1 << 13,  // Op: no launch before it on its thread and communicator
 };
 
 struct Rec {
@@ -64,7 +69,10 @@ struct Rec {
       int32_t peer;
       uint32_t p2p_seq;
       uint32_t op;
-      uint64_t traffic_bytes;
+      union {
+        uint64_t traffic_bytes;  // v1, v2
+        uint64_t launch_id;      // v5+ with completions from CUDA events: the launch's event id (0: none)
+      };
     } op;
     struct {
       uint64_t gpu_start;
@@ -111,6 +119,14 @@ struct Rec {
       int32_t qp_num;
       uint64_t length;
     } net;
+    struct {
+      // KernelLaunch with completions from CUDA events.
+      uint64_t stream;
+      void* pool;  // EventPool*: the writer gives the events back to it
+      int32_t ev_before;
+      int32_t ev_after;
+      uint32_t tid;
+    } launch;
     struct {
       int32_t num_ops;
       int32_t pad;

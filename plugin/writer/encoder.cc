@@ -89,6 +89,7 @@ void TraceEncoder::Header(const HeaderFields& h) {
   w->Double(tf::ProcessHeader::kClockGettimeNs, h.clock_gettime_ns);
   Str(w, tf::ProcessHeader::kNcclVersion, h.nccl_version);
   w->I32(tf::ProcessHeader::kCudaDriverVersion, h.cuda_driver_version);
+  Str(w, tf::ProcessHeader::kCompletions, h.completions);
   w->EndMessage(m);
   w->EndRecord(at);
 }
@@ -139,6 +140,7 @@ void TraceEncoder::DoneBody(Wire* w, const DoneFields& d, const OpFields* op) {
   if (op == nullptr || d.kernel_channels != op->nchannels) w->U64(tf::OpDone::kKernelChannels, d.kernel_channels);
   w->U64(tf::OpDone::kProxyOps, d.proxy_ops);
   w->U64(tf::OpDone::kProxyBytes, d.proxy_bytes);
+  w->Bool(tf::OpDone::kFromEvent, d.from_event);
 }
 
 void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
@@ -182,6 +184,7 @@ void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
     w->EndMessage(dm);
   } else {
     w->Bool(tf::Op::kCompletionTracked, op.completion_tracked);
+    w->U64(tf::Op::kNoCompletion, op.no_completion);
   }
   w->EndMessage(m);
   w->EndRecord(at);
@@ -396,6 +399,7 @@ void TraceEncoder::Stuck(const StuckFields& s) {
       w->U64(tf::InFlightOp::kProxyOpsStarted, f.proxy_ops_started);
       w->U64(tf::InFlightOp::kProxyOpsStopped, f.proxy_ops_stopped);
     }
+    w->U64(tf::InFlightOp::kGpu, f.gpu);
     for (const ProxyProgressFields& p : f.proxy) {
       size_t q = w->BeginMessage(tf::InFlightOp::kProxy);
       w->U64(tf::ProxyProgress::kChannel, p.channel);

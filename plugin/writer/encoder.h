@@ -80,6 +80,7 @@ struct HeaderFields {
   double clock_gettime_ns = 0;
   std::string_view nccl_version;
   int32_t cuda_driver_version = 0;
+  std::string completions;
 };
 
 struct CommInitFields {
@@ -120,6 +121,7 @@ struct OpFields {
   bool nvls = false;
   uint64_t p2p_seq = 0;
   bool completion_tracked = false;  // not folded: an OpDone will follow
+  uint32_t no_completion = 0;       // trace::NoCompletion, when none will
 };
 
 // An operation's completion.
@@ -132,6 +134,7 @@ struct DoneFields {
   uint32_t kernel_channels = 0;
   uint64_t proxy_ops = 0;
   uint64_t proxy_bytes = 0;
+  bool from_event = false;  // seen on a CUDA event after its kernel launch
 };
 
 struct HeartbeatFields {
@@ -182,6 +185,7 @@ struct InFlightFields {
   uint64_t kernel_channels_stopped = 0;
   uint64_t proxy_ops_started = 0;
   uint64_t proxy_ops_stopped = 0;
+  uint32_t gpu = 0;  // trace::GpuProgress
   std::vector<ProxyProgressFields> proxy;
 };
 

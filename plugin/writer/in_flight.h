@@ -55,6 +55,9 @@ class InFlightTable {
   void EnqueuedCompleted(uint16_t comm, uint64_t start_ns, uint64_t done_ns);
   // An OpDone record was written (it may come before its Op's, across drains).
   void Completed(uint64_t id, uint16_t comm, uint64_t done_ns);
+  // Its completion can no longer be known (its CUDA context was destroyed):
+  // no longer watched, no completion counted.
+  void Forget(uint64_t id) { ops_.erase(id); }
   // The communicator was finalized: its operations that never completed stay
   // in the file, no longer watched, and its counts are forgotten (its id may
   // be given to a new communicator; read enqueued() and completed() first).

@@ -21,6 +21,10 @@ constexpr size_t kWriteThreshold = 4 << 20;   // write early past this
 constexpr size_t kRecordHeadroom = 64 << 10;  // room kept for one record
 constexpr uint32_t kDrainPerRing = 1 << 16;
 
+// Records whose Rec::t1 is a time in ticks (an Op's enqueue end, a launch's
+// stop); elsewhere it holds other things (an EvStart's thread id).
+bool HasEndTicks(const Rec& r) { return r.kind == kRecOp || r.kind == kRecLaunch; }
+
 }  // namespace
 
 Writer::Writer(Profiler* prof, std::string file_name_override)
@@ -193,6 +197,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
     enc_.Heartbeat(HeartbeatOf(now));
     next_heartbeat_ = now + uint64_t{prof_->config().heartbeat_ms} * 1000000;
   }
+  if (prof_->events()) PollLaunches(now);
   ReclaimLost(now);
   MaybeStuckReport(now);
   if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll(now));
@@ -222,7 +227,7 @@ void Writer::DrainRings() {
     const uint32_t got = tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
       if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
       // From here on, record times are CLOCK_MONOTONIC ns.
-      staged_.push_back({r, ticks_.ToNs(r.t0_ticks), r.kind == kRecOp ? ticks_.ToNs(r.t1) : 0});
+      staged_.push_back({r, ticks_.ToNs(r.t0_ticks), HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
     });
     busiest = std::max(busiest, got * 8 / tb->ring.capacity());
   }
@@ -230,7 +235,7 @@ void Writer::DrainRings() {
   // (an OpDone there follows its Op from a ring, so they fold).
   prof_->lane().Drain([&](const Rec& r) {
     if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
-    staged_.push_back({r, ticks_.ToNs(r.t0_ticks), r.kind == kRecOp ? ticks_.ToNs(r.t1) : 0});
+    staged_.push_back({r, ticks_.ToNs(r.t0_ticks), HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
   });
   // A ring an eighth full or more since the last drain: a burst is on (a
   // pipelined loop of small operations fills 2,000 records in a few ms).
@@ -270,6 +275,9 @@ void Writer::Emit(const StagedRec& r, const StagedRec* done) {
       break;
     case kRecEvState:
       enc_.EvState(r, Rel(r.t0_ns));
+      break;
+    case kRecLaunch:
+      NoteLaunch(r);
       break;
     default:
       break;

@@ -44,6 +44,7 @@
 #include "plugin/core/core.h"
 #include "plugin/writer/encoder.h"
 #include "plugin/writer/in_flight.h"
+#include "plugin/writer/launches.h"
 #include "plugin/writer/on_stuck.h"
 #include "plugin/core/process_info.h"
 #include "plugin/core/record.h"
@@ -110,6 +111,10 @@ class Writer final : private RecordSink {
   // Once, on the first operation dropped for want of an event handle: what
   // holds the handles (a backlog, or operations that never complete).
   void LogHandleExhaustion(uint64_t now);
+  // Completions from CUDA events: a launch record, and the events' queries
+  // (launches.h), once per cycle.
+  void NoteLaunch(const StagedRec& r);
+  void PollLaunches(uint64_t now);
   // Ends the watch of operations a later completion proves complete, and
   // frees their handles (InFlightTable::ReclaimLost).
   void ReclaimLost(uint64_t now);
@@ -164,6 +169,9 @@ class Writer final : private RecordSink {
   std::unordered_map<uint16_t, bool> comm_announced_;  // comm -> hash known to the file
 
   InFlightTable in_flight_;
+  LaunchTable launches_;
+  bool capture_mode_set_ = false;  // the writer thread's CUDA capture mode is relaxed
+  bool warned_context_gone_ = false;
   uint64_t last_drops_sum_ = 0;
   bool warned_drops_ = false;
   bool warned_pool_ = false;

@@ -65,6 +65,7 @@ void Writer::EncodeHeader() {
   h.clock_gettime_ns = f.gettime_ns;
   h.nccl_version = info_.nccl_version;
   h.cuda_driver_version = info_.cuda_driver_version;
+  h.completions = prof_->completions();
   enc_.Header(h);
 }
 
@@ -118,7 +119,30 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
       }
     }
   }
-  const bool tracked = (r.flags & kFlagTracked) != 0;
+  bool tracked = (r.flags & kFlagTracked) != 0;
+  const bool events = prof_->events();
+  // Completions from CUDA events: the op joins its launch, which may have
+  // completed already (the writer saw its event before the op's record).
+  StagedRec ev_done;
+  if (events && tracked && done == nullptr) {
+    uint64_t done_ns = 0;
+    switch (launches_.Bind(r.op.launch_id, r.id, &done_ns)) {
+      case LaunchTable::Bound::kWatched:
+        break;
+      case LaunchTable::Bound::kDone:
+        ev_done = r;
+        ev_done.kind = kRecOpDone;
+        ev_done.flags = 0;
+        ev_done.done = {};
+        // Seen done before this record came: no earlier than its enqueue ended.
+        ev_done.t0_ns = done_ns > r.t1_ns ? done_ns : r.t1_ns;
+        done = &ev_done;
+        break;
+      case LaunchTable::Bound::kUnknown:  // the launch's record was lost
+        tracked = false;
+        break;
+    }
+  }
   if (done != nullptr) {
     in_flight_.EnqueuedCompleted(r.comm, r.t0_ns, done->t0_ns);
   } else {
@@ -140,14 +164,20 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.parent_id = r.parent_id;
   f.send_buff = r.op.send_buff;
   f.recv_buff = r.op.recv_buff;
-  f.traffic_bytes = r.op.traffic_bytes;
+  f.traffic_bytes = events ? 0 : r.op.traffic_bytes;  // the same word holds the launch id
   f.op = r.op.op;
   f.collnet = (r.flags & kFlagCollnet) != 0;
   f.nvls = (r.flags & kFlagNvls) != 0;
   f.p2p_seq = r.op.p2p_seq;
   f.completion_tracked = tracked;
+  if (events && !tracked) {
+    f.no_completion = (r.flags & kFlagGraph)      ? 1   // NO_COMPLETION_GRAPH
+                      : (r.flags & kFlagNoLaunch) ? 2   // NO_COMPLETION_NO_LAUNCH
+                                                  : 3;  // NO_COMPLETION_NO_EVENT
+  }
   if (done != nullptr) {
-    const DoneFields d = DoneOf(*done);
+    DoneFields d = DoneOf(*done);
+    d.from_event = done == &ev_done;
     enc_.Op(f, &d);
   } else {
     enc_.Op(f, nullptr);
@@ -167,6 +197,60 @@ void Writer::EncodeEvStart(const StagedRec& r) {
     if (r.etype == kEvCeColl) s.sync_strategy = Intern(r.api.sync_strategy);
   }
   enc_.EvStart(r, Rel(r.t0_ns), s);
+}
+
+void Writer::NoteLaunch(const StagedRec& r) {
+  launches_.Launched(r.id, static_cast<EventPool*>(r.launch.pool), r.launch.ev_before, r.launch.ev_after,
+                     r.launch.stream, r.launch.tid, r.t1_ns);
+}
+
+void Writer::PollLaunches(uint64_t now) {
+  std::lock_guard<std::mutex> lock(CudaCallMutex());
+  if (!CudaCallsAllowed()) return;  // the process is exiting
+  const CudaDriver& cuda = prof_->cuda();
+  if (!capture_mode_set_) {
+    // A CUDA graph captured in the global mode by another thread would be
+    // invalidated by this thread's event queries: ours are relaxed (what
+    // PyTorch's watchdog does for its own queries).
+    capture_mode_set_ = true;
+    if (cuda.thread_exchange_capture_mode != nullptr) {
+      int mode = kCudaCaptureModeRelaxed;
+      cuda.thread_exchange_capture_mode(&mode);
+    }
+  }
+  // Pools running low get more events here, off NCCL's threads.
+  EventPools* pools = prof_->event_pools();
+  for (size_t i = 0; i < pools->size(); ++i) {
+    EventPool* p = pools->at(i);
+    if (p->dead() || p->created() >= EventPool::kMaxEvents || p->in_use() * 4 < p->created() * 3) continue;
+    if (cuda.ctx_set_current(p->cu_ctx()) == kCudaSuccess) p->Grow(EventPool::kGrowEvents);
+  }
+  if (launches_.pending() == 0) return;
+  uint64_t gone = 0;
+  launches_.Poll(
+      now,
+      [&](uint64_t op, uint64_t done_ns) {
+        const InFlightTable::Op* o = in_flight_.Find(op);
+        if (o == nullptr) return;
+        const uint32_t comm = o->comm;
+        DoneFields d;
+        d.event_id = op;
+        d.done_ns = Rel(done_ns);
+        d.from_event = true;
+        enc_.OpDone(d);
+        in_flight_.Completed(op, static_cast<uint16_t>(comm), done_ns);
+      },
+      [&](uint64_t op) {
+        in_flight_.Forget(op);
+        ++gone;
+      });
+  if (gone > 0 && !warned_context_gone_) {
+    warned_context_gone_ = true;
+    prof_->Log(nccl::kLogWarn,
+               "a CUDA context was destroyed with kernel launches pending: the completion of %llu operations is "
+               "unknown; they are no longer watched",
+               static_cast<unsigned long long>(gone));
+  }
 }
 
 HeartbeatFields Writer::HeartbeatOf(uint64_t now) const {

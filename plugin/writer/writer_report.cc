@@ -219,8 +219,12 @@ void Writer::MaybeStuckReport(uint64_t now) {
     o.age_ns = now - f.start_ns;
     o.enqueued = true;  // the table holds only enqueued ops (Op records)
     o.nchannels = f.nchannels;
-    // The op's slot, if it still holds this op.
-    if (const Slot* slot = SlotOf(id)) {
+    if (prof_->events()) {
+      // Its slot was freed at its stop: what the GPU did comes from its
+      // launch's events.
+      o.gpu = static_cast<uint32_t>(launches_.ProgressOf(id));
+    } else if (const Slot* slot = SlotOf(id)) {
+      // The op's slot, if it still holds this op.
       o.has_progress = true;
       o.kernel_channels_started = slot->kernel_started.load(std::memory_order_relaxed);
       o.kernel_channels_stopped = slot->kernel_stopped.load(std::memory_order_relaxed);

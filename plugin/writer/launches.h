@@ -1,0 +1,94 @@
+// The writer's kernel launches in flight (NCCLWATCH_COMPLETIONS=events):
+// each launch's two CUDA events (one recorded before the kernel, one after),
+// the operations of its plan, and what the GPU has done with it.
+//
+// NCCL starts a plan's Coll/P2p events after its kernel launch, on the same
+// thread (docs/nccl_call_order.md), so the hot path binds each operation to
+// the launch before it on that thread and communicator. Here, per stream,
+// launches are kept in launch order. A stream runs in order: once a launch's
+// "after" event is complete, every earlier launch on that stream has
+// finished, and once its "before" event is, every earlier one has started.
+// So each cycle queries the newest launch of a stream and, only when it is
+// not done, searches for the boundary (a few queries, never one per
+// launch: polling every event contends in the driver, BENCHMARKS.md).
+//
+// Times are the writer's: when it saw the event complete (every few ms),
+// not the kernel's end.
+//
+// Allocates as launches come and go (the writer thread, off the hot path).
+// Thread safety: one thread (the writer's).
+
+#ifndef PLUGIN_WRITER_LAUNCHES_H_
+#define PLUGIN_WRITER_LAUNCHES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "plugin/core/launch_events.h"
+
+namespace ncclwatch::plugin {
+
+enum class GpuProgress : uint8_t { kUnknown = 0, kNotStarted = 1, kStarted = 2 };
+
+class LaunchTable {
+ public:
+  // A launch record: its events (-1: none) in `pool`, on `stream`, recorded
+  // by OS thread `tid`, stopped at `stop_ns`.
+  void Launched(uint64_t id, EventPool* pool, int32_t before, int32_t after, uint64_t stream, uint32_t tid,
+                uint64_t stop_ns);
+  enum class Bound { kWatched, kDone, kUnknown };
+  // An operation of launch `launch_id`: watched until the launch is done,
+  // or already done (`done_ns` set), or unknown (the launch record was lost).
+  Bound Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns);
+
+  struct Stats {
+    uint64_t queries = 0;       // cuEventQuery calls
+    uint64_t done = 0;          // launches seen complete
+    uint64_t context_gone = 0;  // launches given up: their CUDA context was destroyed
+  };
+  // Queries the streams. `done(op_id, done_ns)` for each operation whose
+  // launch completed; `gone(op_id)` for each whose context was destroyed
+  // (its completion is unknown).
+  void Poll(uint64_t now, const std::function<void(uint64_t, uint64_t)>& done,
+            const std::function<void(uint64_t)>& gone);
+  GpuProgress ProgressOf(uint64_t op_id) const;
+  size_t pending() const { return pending_; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Launch {
+    EventPool* pool = nullptr;
+    int32_t before = -1, after = -1;
+    uint64_t stream = 0;
+    uint32_t tid = 0;
+    uint64_t stop_ns = 0;
+    bool started = false;
+    bool done = false;
+    uint64_t done_ns = 0;
+    bool sealed = false;  // a later launch of its thread was drained: no more ops will bind
+    std::vector<uint64_t> ops;
+  };
+  using StreamKey = std::pair<const EventPool*, uint64_t>;
+  // Finished launches are kept until sealed (late binds), then erased.
+  void Finish(uint64_t id, Launch* l);
+  void MaybeErase(uint64_t id);
+  int Query(EventPool* pool, int32_t ev);
+
+  std::unordered_map<uint64_t, Launch> launches_;
+  std::map<StreamKey, std::deque<uint64_t>> streams_;  // unfinished launches, in launch order
+  std::unordered_map<uint32_t, uint64_t> last_of_thread_;
+  std::unordered_map<uint64_t, uint64_t> op_launch_;  // watched op -> its launch
+  size_t pending_ = 0;
+  Stats stats_;
+};
+
+}  // namespace ncclwatch::plugin
+
+#endif  // PLUGIN_WRITER_LAUNCHES_H_

@@ -1,0 +1,197 @@
+#include "plugin/writer/launches.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace ncclwatch::plugin {
+namespace {
+
+// A driver whose events complete when the test says: each event is a
+// position on its stream; the stream has run up to `done` positions.
+struct FakeStream {
+  uint64_t recorded = 0;  // positions handed out
+  uint64_t done = 0;      // positions the "GPU" has passed
+};
+std::map<void*, FakeStream> g_streams;
+std::map<void*, std::pair<void*, uint64_t>> g_events;  // event -> (stream, position)
+bool g_context_gone = false;
+uint64_t g_queries = 0;
+uintptr_t g_next_event = 0x1000;
+
+int FakeCreate(void** ev, unsigned) {
+  *ev = reinterpret_cast<void*>(g_next_event += 16);
+  return kCudaSuccess;
+}
+int FakeRecord(void* ev, void* stream) {
+  g_events[ev] = {stream, ++g_streams[stream].recorded};
+  return kCudaSuccess;
+}
+int FakeQuery(void* ev) {
+  ++g_queries;
+  if (g_context_gone) return 709;  // CUDA_ERROR_CONTEXT_IS_DESTROYED
+  auto it = g_events.find(ev);
+  if (it == g_events.end()) return 400;
+  return g_streams[it->second.first].done >= it->second.second ? kCudaSuccess : kCudaNotReady;
+}
+
+class LaunchTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_streams.clear();
+    g_events.clear();
+    g_context_gone = false;
+    g_queries = 0;
+    cuda_.event_create = &FakeCreate;
+    cuda_.event_record = &FakeRecord;
+    cuda_.event_query = &FakeQuery;
+    pool_ = std::make_unique<EventPool>(&cuda_, reinterpret_cast<void*>(0xc0));
+    ASSERT_EQ(pool_->Grow(64), 64u);
+  }
+
+  // What the hot path does for one launch on `stream` by thread `tid`: an
+  // event before the kernel and one after. Returns the launch id.
+  uint64_t Launch(void* stream, uint32_t tid) {
+    const uint64_t id = ++next_id_;
+    int32_t before = pool_->Take(), after = pool_->Take();
+    EXPECT_GE(before, 0);
+    EXPECT_GE(after, 0);
+    FakeRecord(pool_->event(before), stream);
+    FakeRecord(pool_->event(after), stream);
+    table_.Launched(id, pool_.get(), before, after, reinterpret_cast<uint64_t>(stream), tid, id * 10);
+    return id;
+  }
+  // The GPU passes the first `n` positions of the stream (2 per launch).
+  void Run(void* stream, uint64_t positions) { g_streams[stream].done = positions; }
+  void Poll(uint64_t now) {
+    table_.Poll(
+        now, [&](uint64_t op, uint64_t t) { done_[op] = t; }, [&](uint64_t op) { gone_.insert(op); });
+  }
+
+  CudaDriver cuda_;
+  std::unique_ptr<EventPool> pool_;
+  LaunchTable table_;
+  uint64_t next_id_ = 0;
+  std::map<uint64_t, uint64_t> done_;
+  std::set<uint64_t> gone_;
+};
+
+void* const kS1 = reinterpret_cast<void*>(0x51);
+void* const kS2 = reinterpret_cast<void*>(0x52);
+
+TEST_F(LaunchTableTest, OpsCompleteWithTheirLaunchInStreamOrder) {
+  uint64_t done_ns = 0;
+  const uint64_t a = Launch(kS1, 7);
+  EXPECT_EQ(table_.Bind(a, 100, &done_ns), LaunchTable::Bound::kWatched);
+  EXPECT_EQ(table_.Bind(a, 101, &done_ns), LaunchTable::Bound::kWatched);
+  const uint64_t b = Launch(kS1, 7);
+  EXPECT_EQ(table_.Bind(b, 102, &done_ns), LaunchTable::Bound::kWatched);
+  EXPECT_EQ(table_.ProgressOf(100), GpuProgress::kNotStarted);
+
+  Poll(1000);  // nothing has run
+  EXPECT_TRUE(done_.empty());
+  EXPECT_EQ(table_.ProgressOf(100), GpuProgress::kNotStarted);
+
+  Run(kS1, 1);  // a's "before" passed: a started, not done
+  Poll(2000);
+  EXPECT_TRUE(done_.empty());
+  EXPECT_EQ(table_.ProgressOf(100), GpuProgress::kStarted);
+  EXPECT_EQ(table_.ProgressOf(102), GpuProgress::kNotStarted);
+
+  Run(kS1, 2);  // a done
+  Poll(3000);
+  EXPECT_EQ(done_, (std::map<uint64_t, uint64_t>{{100, 3000}, {101, 3000}}));
+  EXPECT_EQ(table_.pending(), 1u);
+  // a's events went back to the pool.
+  EXPECT_EQ(pool_->in_use(), 2u);
+
+  Run(kS1, 4);
+  Poll(4000);
+  EXPECT_EQ(done_.at(102), 4000u);
+  EXPECT_EQ(table_.pending(), 0u);
+  EXPECT_EQ(pool_->in_use(), 0u);
+}
+
+TEST_F(LaunchTableTest, AnOpArrivingAfterItsLaunchCompletedIsDoneAtOnce) {
+  const uint64_t a = Launch(kS1, 7);
+  Run(kS1, 2);
+  Poll(500);
+  uint64_t done_ns = 0;
+  // The launch is kept for the ops of its plan until the thread launches again.
+  EXPECT_EQ(table_.Bind(a, 100, &done_ns), LaunchTable::Bound::kDone);
+  EXPECT_EQ(done_ns, 500u);
+  Launch(kS1, 7);
+  EXPECT_EQ(table_.Bind(a, 101, &done_ns), LaunchTable::Bound::kUnknown);
+  EXPECT_EQ(table_.Bind(999, 102, &done_ns), LaunchTable::Bound::kUnknown);
+}
+
+TEST_F(LaunchTableTest, FewQueriesPerStreamHoweverManyLaunchesWait) {
+  std::vector<uint64_t> ids;
+  uint64_t done_ns = 0;
+  for (int i = 0; i < 24; ++i) {
+    ids.push_back(Launch(kS1, 7));
+    table_.Bind(ids.back(), 1000 + i, &done_ns);
+  }
+  Run(kS1, 2 * 13);  // 13 launches done
+  g_queries = 0;
+  Poll(10);
+  EXPECT_EQ(done_.size(), 13u);
+  EXPECT_TRUE(done_.count(1012));
+  EXPECT_FALSE(done_.count(1013));
+  // The newest, then a binary search (done and started): not one per launch.
+  EXPECT_LE(g_queries, 12u);
+  EXPECT_GE(g_queries, 2u);
+}
+
+TEST_F(LaunchTableTest, StreamsAreIndependent) {
+  uint64_t done_ns = 0;
+  const uint64_t a = Launch(kS1, 7);
+  const uint64_t b = Launch(kS2, 8);
+  table_.Bind(a, 1, &done_ns);
+  table_.Bind(b, 2, &done_ns);
+  Run(kS2, 2);
+  Poll(10);
+  EXPECT_EQ(done_.count(1), 0u);
+  EXPECT_EQ(done_.count(2), 1u);
+}
+
+TEST_F(LaunchTableTest, ADestroyedContextEndsTheWatchWithoutCallingItAgain) {
+  uint64_t done_ns = 0;
+  const uint64_t a = Launch(kS1, 7);
+  table_.Bind(a, 1, &done_ns);
+  g_context_gone = true;
+  Poll(10);
+  EXPECT_TRUE(done_.empty());
+  EXPECT_EQ(gone_, (std::set<uint64_t>{1}));
+  EXPECT_TRUE(pool_->dead());
+  EXPECT_EQ(table_.pending(), 0u);
+  g_queries = 0;
+  Launch(kS1, 7);  // a launch recorded before the pool was seen dead
+  Poll(20);
+  EXPECT_EQ(g_queries, 0u);
+}
+
+TEST(EventPoolTest, TakeAndGiveEveryEvent) {
+  CudaDriver cuda;
+  cuda.event_create = &FakeCreate;
+  EventPool pool(&cuda, nullptr);
+  EXPECT_EQ(pool.Take(), -1);  // none created yet
+  ASSERT_EQ(pool.Grow(8), 8u);
+  std::set<int32_t> taken;
+  for (int i = 0; i < 8; ++i) {
+    int32_t e = pool.Take();
+    if (e < 0) e = pool.Take();  // a few tries per call; every free one is found over calls
+    ASSERT_GE(e, 0);
+    EXPECT_TRUE(taken.insert(e).second);
+  }
+  EXPECT_EQ(pool.Take(), -1);
+  EXPECT_EQ(pool.in_use(), 8u);
+  pool.Give(*taken.begin());
+  EXPECT_EQ(pool.Take(), *taken.begin());
+}
+
+}  // namespace
+}  // namespace ncclwatch::plugin
