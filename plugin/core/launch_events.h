@@ -68,9 +68,11 @@ class EventPool {
   // on H200s), each launch taking two events.
   static constexpr uint32_t kMaxEvents = 16384;
   // Created on the first launch in a context (on NCCL's launching thread,
-  // once), then by the writer thread as the free ones run low.
-  static constexpr uint32_t kFirstEvents = 256;
-  static constexpr uint32_t kGrowEvents = 1024;
+  // once), then by the writer thread as the free ones run low. The first
+  // ones must last until the writer's next cycle (10 ms): a loop of small
+  // operations launches one every few microseconds.
+  static constexpr uint32_t kFirstEvents = 2048;
+  static constexpr uint32_t kGrowEvents = 2048;
 
   EventPool(const CudaDriver* cuda, void* cu_ctx) : cuda_(cuda), cu_ctx_(cu_ctx) {}
 

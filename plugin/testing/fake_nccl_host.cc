@@ -803,6 +803,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     k.parent = group_api;
     k.stream = s.stream;
     void* kh = Start(k);
+    if (s.launch) s.launch(s.stream);
     Stop(kh);
   }
   Ev ge;
@@ -834,9 +835,13 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
 
   // The kernel runs: channels start, the proxy moves data, channels stop,
   // then the ProxyOps stop.
+  // NCCL's proxy thread reports kernel channels only when the mask asks
+  // (v5+ with completions from CUDA events does not).
+  const bool channels = version_ >= 3 && (version_ < 5 || (NcclEventMask() & nccl::kKernelCh) != 0);
   auto children = [&] {
+    if (!s.kernel_runs) return;
     std::vector<void*> kc(s.nchannels, nullptr);
-    if (version_ >= 3) {
+    if (channels) {
       for (int c = 0; c < s.nchannels; ++c) {
         Ev k;
         k.type = nccl::kKernelCh;
@@ -851,7 +856,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
       std::vector<void*> p = ProxyOps(s, op, c, &r);
       proxies.insert(proxies.end(), p.begin(), p.end());
     }
-    if (version_ >= 3) {
+    if (channels) {
       const int nstop = s.kernel_stop < 0 ? s.nchannels : s.kernel_stop;
       for (int c = 0; c < nstop; ++c) {
         if (version_ >= 4) {

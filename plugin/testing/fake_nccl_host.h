@@ -228,6 +228,13 @@ struct OpSpec {
   // PROT_NONE page (ForeignContext), another pid and 0x1234.
   bool pxn = false;
   void* stream = reinterpret_cast<void*>(0x5000);
+  // v5+: what NCCL's cuLaunchKernelEx does between the KernelLaunch start
+  // and stop (queue the kernel on the stream: fake_cuda_host.h, or a real
+  // launch on a GPU); null: nothing.
+  std::function<void(void* stream)> launch;
+  // v5+: false leaves the kernel's channels silent (the GPU never ran it),
+  // as well as the ProxyOps' stops.
+  bool kernel_runs = true;
 };
 
 // What RunOp did, for the test to compare with the file.

@@ -1,0 +1,278 @@
+// Completions from CUDA events (NCCLWATCH_COMPLETIONS=events), end to end:
+// the built plugin, driven by the fake NCCL host with NCCL 2.28's call order
+// (KernelLaunch start, cuLaunchKernelEx, KernelLaunch stop, then the plan's
+// ops on the same thread), over a fake CUDA driver whose streams run only
+// when the test says (plugin/testing/fake_cuda.cc).
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "plugin/abi/profiler_abi.h"
+#include "plugin/testing/fake_cuda_host.h"
+#include "plugin/testing/fake_nccl_host.h"
+#include "proto/trace.pb.h"
+
+namespace ncclwatch::testing {
+namespace {
+
+constexpr uintptr_t kCtx1 = 0xC1;
+constexpr uintptr_t kCtx2 = 0xC2;
+void* const kStreamA = reinterpret_cast<void*>(0x5A00);
+void* const kStreamB = reinterpret_cast<void*>(0x5B00);
+
+class EventsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cuda_ = LoadFakeCuda();
+    ASSERT_NE(cuda_, nullptr);
+    cuda_->make_current(kCtx1);
+    dir_ = MakeTempDir("events");
+    SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                  {"NCCLWATCH_COMPLETIONS", "events"},
+                  {"NCCLWATCH_STUCK_SEC", "0.3"},
+                  {"NCCLWATCH_FLUSH_MS", "10"},
+                  {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+    ClearLogs();
+  }
+  // An all-reduce whose kernel is queued on `stream` (the fake GPU runs it
+  // only when told).
+  OpSpec Op(uint64_t seq, void* stream) {
+    OpSpec s;
+    s.seq = seq;
+    s.stream = stream;
+    s.proxy_peers = {};
+    FakeCuda* cuda = cuda_;
+    s.launch = [cuda](void* st) { cuda->launch(st); };
+    return s;
+  }
+  static const trace::Op* OpWithSeq(const Trace& t, uint64_t seq, const OpView** view = nullptr) {
+    for (const OpView& o : t.ops)
+      if (o.op->seq() == seq) {
+        if (view != nullptr) *view = &o;
+        return o.op;
+      }
+    return nullptr;
+  }
+  static bool Done(const Trace& t, uint64_t seq) {
+    const OpView* v = nullptr;
+    return OpWithSeq(t, seq, &v) != nullptr && v->done_count > 0;
+  }
+
+  FakeCuda* cuda_ = nullptr;
+  std::string dir_;
+};
+
+TEST_F(EventsTest, OpsCompleteWhenTheirStreamPassesTheLaunch) {
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE1, "events", 1, 2, 0), 0);
+  // NCCL is asked for launches instead of kernel channels.
+  EXPECT_NE(c.mask() & nccl::kKernelLaunch, 0);
+  EXPECT_EQ(c.mask() & nccl::kKernelCh, 0);
+  for (uint64_t seq = 1; seq <= 3; ++seq) c.RunOp(Op(seq, kStreamA));
+
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 3) != nullptr; });
+  EXPECT_EQ(t->header->completions(), "events");
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    const trace::Op* op = OpWithSeq(*t, seq);
+    ASSERT_NE(op, nullptr);
+    EXPECT_TRUE(op->completion_tracked()) << op->DebugString();
+    EXPECT_FALSE(Done(*t, seq)) << "the GPU has run nothing yet";
+  }
+  const uint64_t ran_at = MonoNs();
+  cuda_->run_some(kStreamA, 3);  // the first launch: its before event, kernel, after event
+  t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 1) && WriterPast(x, ran_at); });
+  EXPECT_FALSE(Done(*t, 2));
+  const OpView* v = nullptr;
+  OpWithSeq(*t, 1, &v);
+  EXPECT_TRUE(v->done.from_event());
+  EXPECT_FALSE(v->has_gpu) << "an event gives no GPU timing";
+  EXPECT_GE(t->header->mono_base_ns() + v->done_ns, ran_at);
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 2) && Done(x, 3); });
+  ASSERT_EQ(c.Finalize(), 0);
+  t = WaitForTrace(dir_, [](const Trace& x) { return !x.finalizes.empty(); });
+  EXPECT_TRUE(t->stucks.empty());
+  EXPECT_TRUE(t->raw.only_cut_tail);
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    OpWithSeq(*t, seq, &v);
+    EXPECT_EQ(v->done_count, 1) << "seq " << seq;
+  }
+}
+
+TEST_F(EventsTest, AGraphCaptureRecordsNoEventAndSaysWhy) {
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE2, "graph", 1, 2, 0), 0);
+  uint64_t rec0 = 0, q = 0, cr = 0;
+  cuda_->counts(&rec0, &q, &cr);
+  cuda_->set_capturing(kStreamB, 1);
+  c.RunOp(Op(1, kStreamB));
+  cuda_->set_capturing(kStreamB, 0);
+  uint64_t rec1 = 0;
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1, rec0) << "no event may be recorded into a capturing stream";
+  c.RunOp(Op(2, kStreamB));  // captured no more: tracked again
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 2) != nullptr; });
+  const trace::Op* graph = OpWithSeq(*t, 1);
+  ASSERT_NE(graph, nullptr);
+  EXPECT_FALSE(graph->completion_tracked());
+  EXPECT_EQ(graph->no_completion(), trace::NO_COMPLETION_GRAPH);
+  EXPECT_TRUE(OpWithSeq(*t, 2)->completion_tracked());
+  cuda_->run(kStreamB);
+  t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 2); });
+  EXPECT_FALSE(Done(*t, 1));
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
+TEST_F(EventsTest, StuckReportTellsNeverStartedFromStarted) {
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE3, "stuck", 1, 2, 0), 0);
+  // Stream A: a host function that never returns holds it; the op's kernel
+  // is queued behind it. Stream B: the kernel began and never ends.
+  cuda_->block(kStreamA);
+  c.RunOp(Op(1, kStreamA));
+  c.RunOp(Op(2, kStreamB));
+  cuda_->run_some(kStreamB, 1);  // past the event before the kernel only
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) {
+    return !x.stucks.empty() && x.stucks.back()->ops_size() == 2;
+  });
+  ASSERT_FALSE(t->stucks.empty());
+  std::map<uint64_t, trace::GpuProgress> gpu;
+  for (const trace::InFlightOp& o : t->stucks.back()->ops()) {
+    gpu[o.seq()] = o.gpu();
+    EXPECT_EQ(o.kernel_channels_started(), 0u);  // no channel counts claimed
+  }
+  EXPECT_EQ(gpu[1], trace::GPU_NOT_STARTED);
+  EXPECT_EQ(gpu[2], trace::GPU_STARTED);
+  cuda_->unblock(kStreamA);
+  cuda_->run(kStreamA);
+  cuda_->run(kStreamB);
+  t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 1) && Done(x, 2); });
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
+// Several communicators, each with its stream, launched from several
+// threads at once (a nonblocking communicator's ops come from NCCL's own
+// launch thread): each op follows its own launch.
+TEST_F(EventsTest, CommunicatorsStreamsAndThreadsKeepTheirOwnLaunches) {
+  FakeComm a(PluginLib::Shared(), 5), b(PluginLib::Shared(), 5);
+  ASSERT_EQ(a.Init(0xEA, "a", 1, 2, 0), 0);
+  ASSERT_EQ(b.Init(0xEB, "b", 1, 2, 0), 0);
+  constexpr int kOps = 200;
+  auto run = [&](FakeComm* c, void* stream, uint64_t first) {
+    cuda_->make_current(kCtx1);
+    for (int i = 0; i < kOps; ++i) c->RunOp(Op(first + i, stream));
+  };
+  std::thread ta(run, &a, kStreamA, 1000), tb(run, &b, kStreamB, 5000);
+  ta.join();
+  tb.join();
+  cuda_->run(kStreamB);  // only b's GPU work finishes
+  const uint64_t ran_at = MonoNs();
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [&](const Trace& x) {
+    for (int i = 0; i < kOps; ++i)
+      if (!Done(x, 5000 + i)) return false;
+    return WriterPast(x, ran_at);
+  });
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_TRUE(OpWithSeq(*t, 1000 + i)->completion_tracked());
+    EXPECT_FALSE(Done(*t, 1000 + i)) << "a's kernels never ran: seq " << 1000 + i;
+  }
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 1000 + kOps - 1); });
+  ASSERT_EQ(a.Finalize(), 0);
+  ASSERT_EQ(b.Finalize(), 0);
+}
+
+// A plan run from CUDA's host-callback thread (graphs with proxy ops, or
+// CUDA_LAUNCH_BLOCKING) has no launch before its ops on that thread: they
+// say so rather than take another launch's completion.
+TEST_F(EventsTest, OpsWithoutALaunchOnTheirThreadAreUntracked) {
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE4, "callback", 1, 2, 0), 0);
+  c.RunOp(Op(1, kStreamA));  // this thread's launch
+  std::thread callback([&] {
+    OpSpec s = Op(2, kStreamA);
+    s.api_events = false;  // no GroupApi, CollApi or KernelLaunch there
+    FakeComm alias = c.Alias();
+    alias.RunOp(s);
+  });
+  callback.join();
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 2) != nullptr; });
+  EXPECT_TRUE(OpWithSeq(*t, 1)->completion_tracked());
+  EXPECT_FALSE(OpWithSeq(*t, 2)->completion_tracked());
+  EXPECT_EQ(OpWithSeq(*t, 2)->no_completion(), trace::NO_COMPLETION_NO_LAUNCH);
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 1); });
+  EXPECT_FALSE(Done(*t, 2));
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
+// An abort finalizes the communicator with its kernels never finished: the
+// file closes with them in flight, and later event completions are harmless.
+TEST_F(EventsTest, AbortWithEventsPending) {
+  FakeComm keep(PluginLib::Shared(), 5), c(PluginLib::Shared(), 5);
+  ASSERT_EQ(keep.Init(0xE5, "keep", 1, 2, 0), 0);
+  ASSERT_EQ(c.Init(0xE6, "aborted", 1, 2, 0), 0);
+  c.RunOp(Op(1, kStreamA));
+  ASSERT_EQ(c.Finalize(), 0);
+  cuda_->run(kStreamA);  // the abort ended the kernels
+  keep.RunOp(Op(7, kStreamB));
+  cuda_->run(kStreamB);
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 7); });
+  ASSERT_EQ(keep.Finalize(), 0);
+  t = WaitForTrace(dir_, [](const Trace& x) { return !x.finalizes.empty(); });
+  EXPECT_TRUE(t->raw.only_cut_tail);
+  ASSERT_NE(OpWithSeq(*t, 1), nullptr);
+  EXPECT_FALSE(Done(*t, 1)) << "no completion after its communicator's finalize";
+}
+
+// The context is destroyed with launches pending: the writer stops watching
+// them without calling into it again, says so once, and a new context works.
+TEST_F(EventsTest, ADestroyedContextIsHarmless) {
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE7, "ctx", 1, 2, 0), 0);
+  c.RunOp(Op(1, kStreamA));
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 1) != nullptr; });
+  cuda_->destroy_context(kCtx1);
+  bool warned = false;
+  for (int i = 0; i < 2000 && !warned; ++i) {
+    for (const std::string& w : Warnings()) warned |= w.find("CUDA context was destroyed") != std::string::npos;
+    if (!warned) usleep(5000);  // polling the log: nothing else announces it
+  }
+  EXPECT_TRUE(warned);
+  cuda_->make_current(kCtx2);
+  c.RunOp(Op(2, kStreamB));
+  cuda_->run(kStreamB);
+  t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 2); });
+  EXPECT_FALSE(Done(*t, 1));
+  ASSERT_EQ(c.Finalize(), 0);
+  cuda_->make_current(kCtx1);
+}
+
+// The process exits with launches pending and its writer still polling:
+// exit is clean, and the file holds the ops.
+TEST_F(EventsTest, ExitWithEventsPending) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    cuda_->make_current(kCtx1);
+    FakeComm c(PluginLib::FreshCopy(), 5);
+    if (c.Init(0xE8, "exit", 1, 2, 0) != 0) _exit(3);
+    for (uint64_t seq = 1; seq <= 50; ++seq) c.RunOp(Op(seq, kStreamA));
+    exit(0);  // atexit hooks run with the writer thread alive
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace ncclwatch::testing
