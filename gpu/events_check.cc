@@ -1,0 +1,281 @@
+// Completions from CUDA events (NCCLWATCH_COMPLETIONS=events) on one real
+// GPU, without NCCL: a one-rank NCCL communicator never calls a profiler
+// plugin, so this program plays NCCL 2.28's part (profiler API v5) around
+// real launches on a real stream: KernelLaunch start, an 8-byte
+// cuMemsetD8Async (the kernel), KernelLaunch stop, then the plan's Group
+// and AllReduce start and stop on the same thread.
+//
+//   events_check PLUGIN_SO OUT_DIR check   traces of the cases below, in OUT_DIR/<case>/
+//   events_check PLUGIN_SO OUT_DIR bench   host time per launch: no plugin, channels, events
+//
+// check: `ok` (200 ops, the stream synchronized), `graph` (a launch into a
+// stream being captured), `blocked` (a host function holds the stream past
+// the stuck threshold), `ctxgone` (the context destroyed with launches the
+// writer has not yet seen complete). The traces are judged afterwards with
+// `ncclwatch dump` (gpu/events_check.sh). Each case runs in a child
+// process: the plugin's mode is chosen at its first init.
+//
+// bench: rounds of the three configurations interleaved, each a child
+// process timing 20,000 launches on the launching thread (the stream is
+// synchronized outside the timed spans).
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plugin/abi/profiler_abi.h"
+
+namespace nccl = ncclwatch::nccl;
+
+namespace {
+
+#define CK(x)                                                                 \
+  do {                                                                        \
+    CUresult r_ = (x);                                                        \
+    if (r_ != CUDA_SUCCESS) {                                                 \
+      fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #x, r_); \
+      _exit(2);                                                               \
+    }                                                                         \
+  } while (0)
+
+uint64_t Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+extern "C" int ncclGetVersion(int* v) {  // what NCCL's process exports
+  *v = 22809;
+  return 0;
+}
+
+struct Plugin {
+  nccl::ProfilerV5* t = nullptr;
+  void* ctx = nullptr;
+  int mask = 0;
+  uint64_t seq = 0;
+};
+
+Plugin Load(const char* so) {
+  Plugin p;
+  void* h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    fprintf(stderr, "dlopen %s: %s\n", so, dlerror());
+    _exit(2);
+  }
+  p.t = static_cast<nccl::ProfilerV5*>(dlsym(h, "ncclProfiler_v5"));
+  if (p.t == nullptr || p.t->init(&p.ctx, 0xE0E0, &p.mask, "events_check", 1, 2, 0, nullptr) != 0 ||
+      p.ctx == nullptr) {
+    fprintf(stderr, "plugin init failed\n");
+    _exit(2);
+  }
+  return p;
+}
+
+// One NCCL plan: the launch (with its profiler events when `p`), then the
+// plan's Group and AllReduce, their stop meaning "enqueued".
+void Plan(Plugin* p, CUstream s, CUdeviceptr buf) {
+  if (p == nullptr) {
+    CK(cuMemsetD8Async(buf, 0, 8, s));
+    return;
+  }
+  nccl::DescrV5 k{};
+  k.type = nccl::kKernelLaunch;
+  k.kernelLaunch.stream = s;
+  void* kh = nullptr;
+  p->t->startEvent(p->ctx, &kh, &k);
+  CK(cuMemsetD8Async(buf, 0, 8, s));
+  p->t->stopEvent(kh);
+  nccl::DescrV5 g{};
+  g.type = nccl::kGroup;
+  void* gh = nullptr;
+  p->t->startEvent(p->ctx, &gh, &g);
+  nccl::DescrV5 c{};
+  c.type = nccl::kColl;
+  c.coll.seqNumber = p->seq++;
+  c.coll.func = "AllReduce";
+  c.coll.count = 2;
+  c.coll.datatype = "ncclFloat32";
+  c.coll.nChannels = 1;
+  c.coll.nWarps = 1;
+  c.coll.algo = "RING";
+  c.coll.proto = "LL";
+  c.coll.parentGroup = gh;
+  void* ch = nullptr;
+  p->t->startEvent(p->ctx, &ch, &c);
+  p->t->stopEvent(ch);
+  p->t->stopEvent(gh);
+}
+
+std::atomic<int> g_release{0};
+void CUDA_CB HoldStream(void*) {
+  while (g_release.load() == 0) usleep(1000);
+}
+
+void Setup(CUcontext* cu, CUstream* s, CUdeviceptr* buf) {
+  CK(cuInit(0));
+  CUdevice dev;
+  CK(cuDeviceGet(&dev, 0));
+  CK(cuCtxCreate(cu, nullptr, 0, dev));
+  CK(cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
+  CK(cuMemAlloc(buf, 64));
+}
+
+void Env(const std::string& dir, const char* completions) {
+  mkdir(dir.c_str(), 0755);
+  setenv("NCCLWATCH_DIR", dir.c_str(), 1);
+  setenv("NCCLWATCH_COMPLETIONS", completions, 1);
+  setenv("NCCLWATCH_STUCK_SEC", "1", 1);
+  setenv("NCCLWATCH_FLUSH_MS", "20", 1);
+}
+
+int Check(const char* so, const std::string& out, const std::string& which) {
+  const std::string dir = out + "/" + which;
+  Env(dir, "events");
+  CUcontext cu;
+  CUstream s;
+  CUdeviceptr buf;
+  Setup(&cu, &s, &buf);
+  Plugin p = Load(so);
+  printf("%s: mask 0x%x\n", which.c_str(), p.mask);
+  if (which == "ok") {
+    for (int i = 0; i < 200; ++i) Plan(&p, s, buf);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);  // a few writer cycles see the events complete
+  } else if (which == "graph") {
+    Plan(&p, s, buf);  // seq 0: tracked
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    Plan(&p, s, buf);  // seq 1: captured
+    CUgraph graph;
+    CK(cuStreamEndCapture(s, &graph));
+    CK(cuGraphDestroy(graph));
+    Plan(&p, s, buf);  // seq 2: tracked
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+  } else if (which == "blocked") {
+    CK(cuLaunchHostFunc(s, &HoldStream, nullptr));
+    Plan(&p, s, buf);  // its kernel waits behind the host function
+    usleep(2500 * 1000);  // past the 1 s stuck threshold: the report is written
+    g_release.store(1);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+  } else if (which == "ctxgone") {
+    CK(cuLaunchHostFunc(s, &HoldStream, nullptr));
+    for (int i = 0; i < 50; ++i) Plan(&p, s, buf);
+    std::thread release([] {
+      usleep(20 * 1000);
+      g_release.store(1);
+    });
+    CK(cuCtxDestroy(cu));  // waits for the stream, then the context is gone
+    release.join();
+    usleep(200 * 1000);  // the writer's next queries meet a destroyed context
+  }
+  p.t->finalize(p.ctx);
+  printf("%s: done\n", which.c_str());
+  return 0;
+}
+
+// Nanoseconds of host time per plan on the launching thread.
+double Bench(const char* so, const std::string& out, const char* mode) {
+  const std::string dir = out + "/bench";
+  Env(dir, strcmp(mode, "events") == 0 ? "events" : "channels");
+  setenv("NCCLWATCH_STUCK_SEC", "0", 1);
+  CUcontext cu;
+  CUstream s;
+  CUdeviceptr buf;
+  Setup(&cu, &s, &buf);
+  Plugin p;
+  Plugin* pp = nullptr;
+  if (strcmp(mode, "none") != 0) {
+    p = Load(so);
+    pp = &p;
+  }
+  constexpr int kBlock = 500, kBlocks = 40;
+  for (int i = 0; i < 2000; ++i) Plan(pp, s, buf);  // warm-up: pools, pages, caches
+  CK(cuStreamSynchronize(s));
+  uint64_t total = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    const uint64_t t0 = Now();
+    for (int i = 0; i < kBlock; ++i) Plan(pp, s, buf);
+    total += Now() - t0;
+    CK(cuStreamSynchronize(s));  // outside the timed span: the queue never fills
+  }
+  if (pp != nullptr) p.t->finalize(p.ctx);
+  return double(total) / (kBlock * kBlocks);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s PLUGIN_SO OUT_DIR check|bench\n", argv[0]);
+    return 2;
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  const std::string out = argv[2];
+  mkdir(out.c_str(), 0755);
+  auto child = [&](auto fn) -> int {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      double v = fn();
+      if (write(fds[1], &v, sizeof(v)) != sizeof(v)) _exit(3);
+      _exit(0);
+    }
+    close(fds[1]);
+    double v = -1;
+    if (read(fds[0], &v, sizeof(v)) != sizeof(v)) v = -1;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fprintf(stderr, "child status %d\n", st);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+  };
+  if (strcmp(argv[3], "check") == 0) {
+    int bad = 0;
+    for (const char* c : {"ok", "graph", "blocked", "ctxgone"})
+      bad += child([&] { return double(Check(argv[1], out, c)); });
+    return bad == 0 ? 0 : 1;
+  }
+  const char* modes[] = {"none", "channels", "events"};
+  std::vector<double> per[3];
+  for (int round = 0; round < 7; ++round) {
+    for (int m = 0; m < 3; ++m) {
+      int fds[2];
+      if (pipe(fds) != 0) return 1;
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        double v = Bench(argv[1], out, modes[m]);
+        if (write(fds[1], &v, sizeof(v)) != sizeof(v)) _exit(3);
+        _exit(0);
+      }
+      close(fds[1]);
+      double v = -1;
+      if (read(fds[0], &v, sizeof(v)) != sizeof(v)) v = -1;
+      close(fds[0]);
+      waitpid(pid, nullptr, 0);
+      per[m].push_back(v);
+      printf("round %d %-8s %.1f ns/launch\n", round, modes[m], v);
+    }
+  }
+  for (int m = 0; m < 3; ++m) std::sort(per[m].begin(), per[m].end());
+  const double none = per[0][3], chan = per[1][3], ev = per[2][3];
+  printf("median ns per launch: none %.1f, channels %.1f, events %.1f\n", none, chan, ev);
+  printf("events - none: %.1f ns (%.2fx); events - channels: %.1f ns\n", ev - none, ev / none, ev - chan);
+  return 0;
+}
