@@ -5,6 +5,7 @@
 // when the test says (plugin/testing/fake_cuda.cc).
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,8 @@
 #include "plugin/testing/fake_cuda_host.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
+#include "tools/diagnose/diagnose.h"
+#include "tools/model/model.h"
 
 namespace ncclwatch::testing {
 namespace {
@@ -272,6 +275,56 @@ TEST_F(EventsTest, ExitWithEventsPending) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Three ranks, one process each: AllReduce #1 is issued by every rank; the
+// GPUs of ranks 0 and 1 start it (and wait in it for rank 2), while rank 2's
+// stream is held by earlier work (a host function that never returns), so
+// its GPU never starts it. diagnose names rank 2, from the stuck reports.
+TEST_F(EventsTest, DiagnoseNamesTheRankWhoseGpuNeverStartedIt) {
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 3; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string mine = dir_ + "/rank" + std::to_string(r);
+      mkdir(mine.c_str(), 0755);
+      setenv("NCCLWATCH_DIR", mine.c_str(), 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", "3", 1);
+      cuda_->make_current(kCtx1);
+      FakeComm c(PluginLib::FreshCopy(), 5);
+      if (c.Init(0x3A3A, "world", 1, 3, r) != 0) _exit(3);
+      c.RunOp(Op(0, kStreamA));
+      cuda_->run(kStreamA);
+      if (r == 2) cuda_->block(kStreamA);
+      c.RunOp(Op(1, kStreamA));
+      if (r != 2) cuda_->run_some(kStreamA, 1);  // past the event before the kernel
+      // Stays alive until its stuck report is on disk, then dies as a
+      // watchdog would kill it.
+      std::unique_ptr<Trace> t = WaitForTrace(mine, [](const Trace& x) { return !x.stucks.empty(); });
+      _exit(t->stucks.empty() ? 4 : 0);
+    }
+    ranks.push_back(pid);
+  }
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir_}, tools::LoadOptions(), &m, &err)) << err;
+  const ncclwatch::report::Diagnosis d = tools::Diagnose(m, tools::DiagnoseOptions());
+  const std::string text = tools::FormatText(d);
+  ASSERT_GT(d.findings_size(), 0) << text;
+  const auto& f = d.findings(0);
+  EXPECT_EQ(f.kind(), ncclwatch::report::STUCK_IN_PROGRESS) << text;
+  ASSERT_EQ(f.culprits_size(), 1) << text;
+  EXPECT_EQ(f.culprits(0).name(), "rank 2") << text;
+  EXPECT_EQ(f.waiting_size(), 2) << text;
+  EXPECT_NE(d.verdict().find("rank 2's GPU never started it; ranks 0,1 started it and wait"), std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
           if (m.ops[oi].state == OpState::kCompleted) finished.push_back(m.ops[oi].proc);
         for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
         std::string first_stall;
-        std::vector<uint32_t> no_report;
+        std::vector<uint32_t> no_report, gpu_not_started, gpu_started;
         for (uint32_t oi : unfinished) {
           const Op& op = m.ops[oi];
           int64_t rt = kNoTime;
@@ -183,8 +183,20 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
             no_report.push_back(op.proc);
             continue;
           }
-          std::string line = "kernel channels " + std::to_string(s->kernel_started) + " started, " +
-                             std::to_string(s->kernel_stopped) + " stopped of " + std::to_string(s->nchannels);
+          std::string line;
+          if (s->gpu == 1) {
+            // Completions from CUDA events: the event recorded before its
+            // kernel has not completed, so the stream is still busy with
+            // earlier work.
+            gpu_not_started.push_back(op.proc);
+            line = "its GPU never started it: earlier work on its stream has not finished";
+          } else if (s->gpu == 2) {
+            gpu_started.push_back(op.proc);
+            line = "its GPU started it and has not finished it";
+          } else {
+            line = "kernel channels " + std::to_string(s->kernel_started) + " started, " +
+                   std::to_string(s->kernel_stopped) + " stopped of " + std::to_string(s->nchannels);
+          }
           if (s->proxy_started > 0)
             line += "; proxy ops " + std::to_string(s->proxy_stopped) + " of " + std::to_string(s->proxy_started) + " done";
           for (const ProxyState& x : s->proxy) {
@@ -216,6 +228,16 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         std::string sum = "STUCK: " + opname + " on " + c->CommLabel(ci) + " was issued by every rank and never finished on " +
                           (finished.empty() ? "any (" + c->Names(waiting) + ")" : c->Names(waiting)) + " (in flight " +
                           Dur(waited) + ")";
+        if (!gpu_not_started.empty()) {
+          // The ranks whose GPU never reached the operation hold the others,
+          // which started it and wait inside it for them.
+          sum += "; " + c->Names(gpu_not_started) + (gpu_not_started.size() == 1 ? "'s GPU" : "' GPUs") +
+                 " never started it";
+          if (!gpu_started.empty()) sum += "; " + c->Names(gpu_started) + " started it and wait";
+          f.clear_culprits();
+          for (uint32_t pr : gpu_not_started) *f.add_culprits() = c->Ref(pr, ci);
+          for (uint32_t pr : gpu_started) *f.add_waiting() = c->Ref(pr, ci);
+        }
         if (!first_stall.empty()) sum += "; " + first_stall;
         f.set_summary(sum);
         Emit(out, EarliestStart(m, ops), std::move(f));

@@ -230,6 +230,7 @@ void LoadFile(TraceReader& reader, Model* m) {
           so.kernel_stopped = f.kernel_channels_stopped();
           so.proxy_started = f.proxy_ops_started();
           so.proxy_stopped = f.proxy_ops_stopped();
+          so.gpu = static_cast<uint8_t>(f.gpu());
           for (const auto& x : f.proxy()) {
             ProxyState ps;
             ps.channel = x.channel();

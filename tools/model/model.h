@@ -116,6 +116,9 @@ struct StuckOp {  // trace::InFlightOp
   uint32_t nchannels = 0;
   uint32_t kernel_started = 0, kernel_stopped = 0;
   uint32_t proxy_started = 0, proxy_stopped = 0;
+  // Completions from CUDA events: whether the GPU reached its kernel
+  // (trace::GpuProgress: 0 unknown, 1 not started, 2 started).
+  uint8_t gpu = 0;
   std::vector<ProxyState> proxy;
 };
 
