@@ -86,7 +86,9 @@ Plugin Load(const char* so) {
 
 // One NCCL plan: the launch (with its profiler events when `p`), then the
 // plan's Group and AllReduce, their stop meaning "enqueued".
-void Plan(Plugin* p, CUstream s, CUdeviceptr buf) {
+// `parts`: 1 the launch's events, 2 the plan's Group and op (the bench
+// times each part alone too).
+void Plan(Plugin* p, CUstream s, CUdeviceptr buf, int parts = 3) {
   if (p == nullptr) {
     CK(cuMemsetD8Async(buf, 0, 8, s));
     return;
@@ -95,9 +97,10 @@ void Plan(Plugin* p, CUstream s, CUdeviceptr buf) {
   k.type = nccl::kKernelLaunch;
   k.kernelLaunch.stream = s;
   void* kh = nullptr;
-  p->t->startEvent(p->ctx, &kh, &k);
+  if (parts & 1) p->t->startEvent(p->ctx, &kh, &k);
   CK(cuMemsetD8Async(buf, 0, 8, s));
-  p->t->stopEvent(kh);
+  if (parts & 1) p->t->stopEvent(kh);
+  if (!(parts & 2)) return;
   nccl::DescrV5 g{};
   g.type = nccl::kGroup;
   void* gh = nullptr;
@@ -187,33 +190,95 @@ int Check(const char* so, const std::string& out, const std::string& which) {
   return 0;
 }
 
-// Nanoseconds of host time per plan on the launching thread.
-double Bench(const char* so, const std::string& out, const char* mode) {
-  const std::string dir = out + "/bench";
-  Env(dir, strcmp(mode, "events") == 0 ? "events" : "channels");
+// A private copy of the plugin, so that each configuration has its own
+// globals and Profiler in one process (its mode is chosen at its first init).
+Plugin LoadCopy(const char* so, const std::string& dir, const char* completions) {
+  static int n = 0;
+  const std::string copy = "/tmp/events_check_plugin_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".so";
+  const std::string cmd = "cp " + std::string(so) + " " + copy;
+  if (system(cmd.c_str()) != 0) _exit(2);
+  Env(dir, completions);
   setenv("NCCLWATCH_STUCK_SEC", "0", 1);
+  return Load(copy.c_str());
+}
+
+// ns per call of `fn`, over `n` calls.
+template <typename F>
+double PerCall(int n, F fn) {
+  const uint64_t t0 = Now();
+  for (int i = 0; i < n; ++i) fn();
+  return double(Now() - t0) / n;
+}
+
+// Host time per plan on the launching thread, the configurations
+// interleaved block by block in one process: no plugin, the plugin with
+// kernel-channel completions, the plugin with event completions.
+int Bench(const char* so, const std::string& out) {
   CUcontext cu;
   CUstream s;
   CUdeviceptr buf;
   Setup(&cu, &s, &buf);
-  Plugin p;
-  Plugin* pp = nullptr;
-  if (strcmp(mode, "none") != 0) {
-    p = Load(so);
-    pp = &p;
+  // What the event path is made of, alone.
+  CUevent ev;
+  CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  std::vector<double> rec, cap, ctx, launch;
+  for (int r = 0; r < 5; ++r) {
+    launch.push_back(PerCall(500, [&] { CK(cuMemsetD8Async(buf, 0, 8, s)); }));
+    CK(cuStreamSynchronize(s));
+    rec.push_back(PerCall(500, [&] {
+      CK(cuMemsetD8Async(buf, 0, 8, s));
+      CK(cuEventRecord(ev, s));
+    }));
+    CK(cuStreamSynchronize(s));
+    cap.push_back(PerCall(2000, [&] {
+      CUstreamCaptureStatus st;
+      CK(cuStreamIsCapturing(s, &st));
+    }));
+    ctx.push_back(PerCall(2000, [&] {
+      CUcontext c;
+      CK(cuCtxGetCurrent(&c));
+    }));
   }
-  constexpr int kBlock = 500, kBlocks = 40;
-  for (int i = 0; i < 2000; ++i) Plan(pp, s, buf);  // warm-up: pools, pages, caches
+  for (auto* v : {&rec, &cap, &ctx, &launch}) std::sort(v->begin(), v->end());
+  printf("alone (median of 5): cuMemsetD8Async %.1f ns; + cuEventRecord %.1f ns; cuStreamIsCapturing %.1f ns; "
+         "cuCtxGetCurrent %.1f ns\n",
+         launch[2], rec[2], cap[2], ctx[2]);
+
+  Plugin chan = LoadCopy(so, out + "/bench_channels", "channels");
+  Plugin evp = LoadCopy(so, out + "/bench_events", "events");
+  // events/launch: only the launch's events (its ops untracked); events/ops:
+  // only the plan's ops (no launch before them: untracked too).
+  constexpr int kModes = 5;
+  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp};
+  const int parts[kModes] = {3, 3, 3, 1, 2};
+  const char* names[kModes] = {"none", "channels", "events", "events/launch", "events/ops"};
+  constexpr int kBlock = 500, kRounds = 60;
+  for (int m = 0; m < kModes; ++m)
+    for (int i = 0; i < 2000; ++i) Plan(modes[m], s, buf, parts[m]);  // warm-up: pools, pages, caches
   CK(cuStreamSynchronize(s));
-  uint64_t total = 0;
-  for (int b = 0; b < kBlocks; ++b) {
-    const uint64_t t0 = Now();
-    for (int i = 0; i < kBlock; ++i) Plan(pp, s, buf);
-    total += Now() - t0;
-    CK(cuStreamSynchronize(s));  // outside the timed span: the queue never fills
+  std::vector<double> per[kModes];
+  for (int round = 0; round < kRounds; ++round) {
+    for (int k = 0; k < kModes; ++k) {
+      const int m = (round + k) % kModes;  // each mode in each position as often
+      const uint64_t t0 = Now();
+      for (int i = 0; i < kBlock; ++i) Plan(modes[m], s, buf, parts[m]);
+      per[m].push_back(double(Now() - t0) / kBlock);
+      CK(cuStreamSynchronize(s));  // outside the timed span: the queue never fills
+      usleep(2000);                // the writers drain between blocks
+    }
   }
-  if (pp != nullptr) p.t->finalize(p.ctx);
-  return double(total) / (kBlock * kBlocks);
+  double med[kModes];
+  for (int m = 0; m < kModes; ++m) {
+    std::sort(per[m].begin(), per[m].end());
+    med[m] = per[m][per[m].size() / 2];
+    printf("%-8s ns per plan: p25 %.1f, median %.1f, p75 %.1f (%d blocks of %d)\n", names[m],
+           per[m][per[m].size() / 4], med[m], per[m][per[m].size() * 3 / 4], kRounds, kBlock);
+  }
+  printf("events - none: %.1f ns per launch (%.2fx); events - channels: %.1f ns\n", med[2] - med[0],
+         med[2] / med[0], med[2] - med[1]);
+  chan.t->finalize(chan.ctx);
+  evp.t->finalize(evp.ctx);
+  return 0;
 }
 
 }  // namespace
@@ -251,31 +316,5 @@ int main(int argc, char** argv) {
       bad += child([&] { return double(Check(argv[1], out, c)); });
     return bad == 0 ? 0 : 1;
   }
-  const char* modes[] = {"none", "channels", "events"};
-  std::vector<double> per[3];
-  for (int round = 0; round < 7; ++round) {
-    for (int m = 0; m < 3; ++m) {
-      int fds[2];
-      if (pipe(fds) != 0) return 1;
-      pid_t pid = fork();
-      if (pid == 0) {
-        close(fds[0]);
-        double v = Bench(argv[1], out, modes[m]);
-        if (write(fds[1], &v, sizeof(v)) != sizeof(v)) _exit(3);
-        _exit(0);
-      }
-      close(fds[1]);
-      double v = -1;
-      if (read(fds[0], &v, sizeof(v)) != sizeof(v)) v = -1;
-      close(fds[0]);
-      waitpid(pid, nullptr, 0);
-      per[m].push_back(v);
-      printf("round %d %-8s %.1f ns/launch\n", round, modes[m], v);
-    }
-  }
-  for (int m = 0; m < 3; ++m) std::sort(per[m].begin(), per[m].end());
-  const double none = per[0][3], chan = per[1][3], ev = per[2][3];
-  printf("median ns per launch: none %.1f, channels %.1f, events %.1f\n", none, chan, ev);
-  printf("events - none: %.1f ns (%.2fx); events - channels: %.1f ns\n", ev - none, ev / none, ev - chan);
-  return 0;
+  return Bench(argv[1], out);
 }
