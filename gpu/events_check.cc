@@ -192,13 +192,14 @@ int Check(const char* so, const std::string& out, const std::string& which) {
 
 // A private copy of the plugin, so that each configuration has its own
 // globals and Profiler in one process (its mode is chosen at its first init).
-Plugin LoadCopy(const char* so, const std::string& dir, const char* completions) {
+Plugin LoadCopy(const char* so, const std::string& dir, const char* completions, bool start_events = true) {
   static int n = 0;
   const std::string copy = "/tmp/events_check_plugin_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".so";
   const std::string cmd = "cp " + std::string(so) + " " + copy;
   if (system(cmd.c_str()) != 0) _exit(2);
   Env(dir, completions);
   setenv("NCCLWATCH_STUCK_SEC", "0", 1);
+  setenv("NCCLWATCH_START_EVENTS", start_events ? "1" : "0", 1);
   return Load(copy.c_str());
 }
 
@@ -246,12 +247,15 @@ int Bench(const char* so, const std::string& out) {
 
   Plugin chan = LoadCopy(so, out + "/bench_channels", "channels");
   Plugin evp = LoadCopy(so, out + "/bench_events", "events");
+  Plugin evn = LoadCopy(so, out + "/bench_events_nostart", "events", false);
   // events/launch: only the launch's events (its ops untracked); events/ops:
   // only the plan's ops (no launch before them: untracked too).
-  constexpr int kModes = 5;
-  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp};
-  const int parts[kModes] = {3, 3, 3, 1, 2};
-  const char* names[kModes] = {"none", "channels", "events", "events/launch", "events/ops"};
+  // events-nostart: NCCLWATCH_START_EVENTS=0, one event per launch.
+  constexpr int kModes = 7;
+  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn};
+  const int parts[kModes] = {3, 3, 3, 1, 2, 3, 1};
+  const char* names[kModes] = {"none", "channels", "events", "events/launch", "events/ops", "events-nostart",
+                               "events-nostart/launch"};
   constexpr int kBlock = 500, kRounds = 60;
   for (int m = 0; m < kModes; ++m)
     for (int i = 0; i < 2000; ++i) Plan(modes[m], s, buf, parts[m]);  // warm-up: pools, pages, caches
@@ -271,13 +275,17 @@ int Bench(const char* so, const std::string& out) {
   for (int m = 0; m < kModes; ++m) {
     std::sort(per[m].begin(), per[m].end());
     med[m] = per[m][per[m].size() / 2];
-    printf("%-8s ns per plan: p25 %.1f, median %.1f, p75 %.1f (%d blocks of %d)\n", names[m],
+    printf("%-21s ns per plan: p25 %.1f, median %.1f, p75 %.1f (%d blocks of %d)\n", names[m],
            per[m][per[m].size() / 4], med[m], per[m][per[m].size() * 3 / 4], kRounds, kBlock);
   }
   printf("events - none: %.1f ns per launch (%.2fx); events - channels: %.1f ns\n", med[2] - med[0],
          med[2] / med[0], med[2] - med[1]);
+  printf("events-nostart - none: %.1f ns per launch; launch events alone: %.1f ns (both), %.1f ns (after only); "
+         "the ops alone: %.1f ns\n",
+         med[5] - med[0], med[3] - med[0], med[6] - med[0], med[4] - med[0]);
   chan.t->finalize(chan.ctx);
   evp.t->finalize(evp.ctx);
+  evn.t->finalize(evn.ctx);
   return 0;
 }
 

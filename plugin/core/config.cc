@@ -185,6 +185,11 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     else if (s == "events") c.completions = Completions::kEvents;
     else warn("NCCLWATCH_COMPLETIONS", v, "not channels or events", "channels");
   }
+  if (const char* v = get("NCCLWATCH_START_EVENTS")) {
+    std::string s = Lower(Trim(v));
+    if (s == "0" || s == "false" || s == "off" || s == "no") c.start_events = false;
+    else if (!(s == "1" || s == "true" || s == "on" || s == "yes")) warn("NCCLWATCH_START_EVENTS", v, "not 0 or 1", "1");
+  }
   if (const char* v = get("NCCLWATCH_STUCK_SEC")) {
     double x = 0;
     if (ParseDouble(Trim(v), &x)) c.stuck_sec = x;

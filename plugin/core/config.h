@@ -18,6 +18,9 @@
 //   NCCLWATCH_COMPLETIONS   where completions come from: "channels" (NCCL's
 //                           kernel-channel events) or "events" (CUDA events
 //                           at each kernel launch; API v5+, launch_events.h)
+//   NCCLWATCH_START_EVENTS  with completions from events: 0 records no event
+//                           before each kernel (half the cost; stuck reports
+//                           then cannot tell "never started" from "started")
 //   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
 //                           safe and clock_gettime would cost more), "tsc" or
 //                           "monotonic" (clock_gettime); see clock.h
@@ -53,6 +56,7 @@ struct Config {
   bool enabled = true;
   ClockMode clock = ClockMode::kAuto;
   Completions completions = Completions::kChannels;
+  bool start_events = true;
   std::vector<std::string> warnings;
 };
 

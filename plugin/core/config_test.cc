@@ -50,6 +50,8 @@ TEST(ConfigTest, Completions) {
   EXPECT_EQ(Parse({}).completions, Completions::kChannels);
   EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", " Events "}}).completions, Completions::kEvents);
   EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", "channels"}}).completions, Completions::kChannels);
+  EXPECT_TRUE(Parse({}).start_events);
+  EXPECT_FALSE(Parse({{"NCCLWATCH_START_EVENTS", "0"}}).start_events);
   Config bad = Parse({{"NCCLWATCH_COMPLETIONS", "cupti"}});
   EXPECT_EQ(bad.completions, Completions::kChannels);
   ASSERT_EQ(bad.warnings.size(), 1u);

@@ -294,9 +294,8 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
   r.t1 = now;
   r.parent_id = 0;
   r.launch.stream = reinterpret_cast<uint64_t>(d.stream);
-  r.launch.pool = nullptr;
-  r.launch.ev_before = -1;
-  r.launch.ev_after = -1;
+  r.launch.events = nullptr;
+  r.launch.n = 0;
   r.launch.tid = tb->tid.load(std::memory_order_relaxed);
   // An event recorded into a stream being captured would become a node of
   // the user's graph: none there, and its ops say why.
@@ -306,18 +305,16 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
   } else if (capturing != 0) {
     r.flags = kFlagGraph;
   } else {
-    EventPool* pool = pools_->ForCurrentContext();
-    int32_t before = pool != nullptr ? pool->Take() : -1;
-    int32_t after = before >= 0 ? pool->Take() : -1;
-    if (after >= 0 && cuda_.event_record(pool->event(before), const_cast<void*>(d.stream)) == kCudaSuccess) {
-      r.launch.pool = pool;
-      r.launch.ev_before = before;
-      r.launch.ev_after = after;
+    StreamEvents* ev = streams_->For(const_cast<void*>(d.stream));
+    const uint64_t n = ev != nullptr ? ev->Next() : 0;
+    // The event before the kernel tells "never started" from "started" in
+    // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
+    if (ev != nullptr && (!config_.start_events ||
+                          cuda_.event_record(ev->before(n), const_cast<void*>(d.stream)) == kCudaSuccess)) {
+      r.launch.events = ev;
+      r.launch.n = n;
+      if (!config_.start_events) r.flags |= kFlagNoStartEvent;
     } else {
-      if (pool != nullptr) {
-        pool->Give(before);
-        pool->Give(after);
-      }
       r.flags = kFlagNoEvent;
     }
   }
@@ -330,12 +327,10 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   Rec& r = s->rec;
   const uint64_t now = Ticks();
   r.t1 = now;
-  auto* pool = static_cast<EventPool*>(r.launch.pool);
-  if (pool != nullptr &&
-      cuda_.event_record(pool->event(r.launch.ev_after), reinterpret_cast<void*>(r.launch.stream)) != kCudaSuccess) {
-    pool->Give(r.launch.ev_before);
-    pool->Give(r.launch.ev_after);
-    r.launch.pool = nullptr;
+  auto* ev = static_cast<StreamEvents*>(r.launch.events);
+  if (ev != nullptr &&
+      cuda_.event_record(ev->after(r.launch.n), reinterpret_cast<void*>(r.launch.stream)) != kCudaSuccess) {
+    r.launch.events = nullptr;
     r.flags |= kFlagNoEvent;
   }
   bool sent = false;
@@ -350,15 +345,9 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   } else {
     NoBuffer();
   }
-  if (!sent) {
-    // The writer will never see this launch: its events go back now (a
-    // recorded event may be recorded again), and its ops are untracked.
-    if (r.launch.pool != nullptr) {
-      pool->Give(r.launch.ev_before);
-      pool->Give(r.launch.ev_after);
-    }
-    r.flags |= kFlagNoEvent;
-  }
+  // The writer will never see this launch: its ops are untracked (its
+  // events serve a later launch in turn).
+  if (!sent) r.flags |= kFlagNoEvent;
   t_launch = {generation_, s->ctx, r.id, static_cast<uint16_t>(r.flags & (kFlagGraph | kFlagNoEvent))};
 }
 

@@ -249,7 +249,7 @@ class Profiler {
   // Completions come from CUDA events at kernel launches (launch_events.h):
   // NCCLWATCH_COMPLETIONS=events, API v5+, and the driver API found.
   bool events() const { return events_; }
-  EventPools* event_pools() { return pools_.get(); }
+  StreamTable* streams() { return streams_.get(); }
   const CudaDriver& cuda() const { return cuda_; }
   // What the header says of it: "channels", "events" or "channels (why)".
   const std::string& completions() const { return completions_; }
@@ -343,7 +343,7 @@ class Profiler {
   uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
   bool events_ = false;
   CudaDriver cuda_;
-  std::unique_ptr<EventPools> pools_;
+  std::unique_ptr<StreamTable> streams_;
   std::string completions_ = "channels";
   // Set (once) by the first ProxyOp that feeds an operation: from then on,
   // completion also waits for proxy operations. Not set at the default

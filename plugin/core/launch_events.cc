@@ -38,7 +38,6 @@ bool ResolveCudaDriver(CudaDriver* d, std::string* why) {
     void** fn;
   } syms[] = {
       {"cuCtxGetCurrent", reinterpret_cast<void**>(&d->ctx_get_current)},
-      {"cuCtxSetCurrent", reinterpret_cast<void**>(&d->ctx_set_current)},
       {"cuEventCreate", reinterpret_cast<void**>(&d->event_create)},
       {"cuEventRecord", reinterpret_cast<void**>(&d->event_record)},
       {"cuEventQuery", reinterpret_cast<void**>(&d->event_query)},
@@ -57,78 +56,55 @@ bool ResolveCudaDriver(CudaDriver* d, std::string* why) {
   return true;
 }
 
-uint32_t EventPool::Grow(uint32_t n) {
-  uint32_t have = created_.load(std::memory_order_relaxed);
-  uint32_t made = 0;
-  while (made < n && have < kMaxEvents) {
-    void* ev = nullptr;
-    if (cuda_->event_create(&ev, kCudaEventDisableTiming) != kCudaSuccess || ev == nullptr) break;
-    events_[have] = ev;
-    ++have;
-    ++made;
-    // Published one by one: Take reads only indices below created_.
-    created_.store(have, std::memory_order_release);
+bool StreamEvents::Create() {
+  for (uint32_t i = 0; i < kRing; ++i) {
+    if (cuda_->event_create(&before_[i], kCudaEventDisableTiming) != kCudaSuccess || before_[i] == nullptr)
+      return false;
+    if (cuda_->event_create(&after_[i], kCudaEventDisableTiming) != kCudaSuccess || after_[i] == nullptr)
+      return false;
   }
-  return made;
+  return true;
 }
 
-int32_t EventPool::Take() {
-  const uint32_t n = created_.load(std::memory_order_acquire);
-  if (n == 0) return -1;
-  // A few tries from a shared cursor: threads launching at once start at
-  // different slots, and a pool with free events nearly always has one there
-  // (events come back in launch order).
-  for (int tries = 0; tries < 8; ++tries) {
-    const uint32_t i = cursor_.fetch_add(1, std::memory_order_relaxed) % n;
-    uint8_t expected = 0;
-    if (used_[i].load(std::memory_order_relaxed) == 0 &&
-        used_[i].compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
-      in_use_.fetch_add(1, std::memory_order_relaxed);
-      return static_cast<int32_t>(i);
-    }
-  }
-  return -1;
-}
-
-void EventPool::Give(int32_t i) {
-  if (i < 0 || static_cast<uint32_t>(i) >= kMaxEvents) return;
-  in_use_.fetch_sub(1, std::memory_order_relaxed);
-  used_[i].store(0, std::memory_order_release);
-}
-
-EventPool* EventPools::ForCurrentContext() {
+StreamEvents* StreamTable::For(void* stream) {
   struct Cache {
-    const EventPools* owner;
+    const StreamTable* owner;
+    void* stream;
     void* cu_ctx;
-    EventPool* pool;
+    StreamEvents* events;
   };
-  thread_local Cache cache{nullptr, nullptr, nullptr};
+  thread_local Cache cache{nullptr, nullptr, nullptr, nullptr};
   void* cu_ctx = nullptr;
   if (cuda_->ctx_get_current(&cu_ctx) != kCudaSuccess || cu_ctx == nullptr) return nullptr;
-  // A destroyed context's address may come back for a new one: a dead
-  // pool is never handed out again.
-  if (cache.owner == this && cache.cu_ctx == cu_ctx && !cache.pool->dead()) return cache.pool;
-  EventPool* pool = nullptr;
-  const size_t n = n_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < n && pool == nullptr; ++i)
-    if (pools_[i]->cu_ctx() == cu_ctx && !pools_[i]->dead()) pool = pools_[i].get();
-  if (pool == nullptr) {
+  // A destroyed context's (or stream's) address may come back for a new
+  // one: a dead ring is never handed out again.
+  if (cache.owner == this && cache.stream == stream && cache.cu_ctx == cu_ctx && !cache.events->dead())
+    return cache.events;
+  auto find = [&](size_t n) -> StreamEvents* {
+    for (size_t i = 0; i < n; ++i) {
+      StreamEvents* e = streams_[i].get();
+      if (e->stream() == stream && e->cu_ctx() == cu_ctx && !e->dead()) return e;
+    }
+    return nullptr;
+  };
+  StreamEvents* events = find(n_.load(std::memory_order_acquire));
+  if (events == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t m = n_.load(std::memory_order_relaxed);
-    for (size_t i = 0; i < m && pool == nullptr; ++i)
-      if (pools_[i]->cu_ctx() == cu_ctx && !pools_[i]->dead()) pool = pools_[i].get();
-    if (pool == nullptr) {
-      if (m == kMaxPools) return nullptr;
-      pools_[m].reset(new EventPool(cuda_, cu_ctx));
-      pool = pools_[m].get();
-      // The first events here, in the context that is current: the writer
-      // makes more later, off NCCL's thread.
-      pool->Grow(EventPool::kFirstEvents);
+    events = find(m);
+    if (events == nullptr) {
+      if (m == kMaxStreams) return nullptr;
+      std::unique_ptr<StreamEvents> made(new StreamEvents(cuda_, cu_ctx, stream));
+      // Once per stream, on NCCL's launching thread, in the context that is
+      // current for the launch.
+      if (!made->Create()) return nullptr;  // the events made so far are kept by the driver's context
+      streams_[m] = std::move(made);
+      events = streams_[m].get();
       n_.store(m + 1, std::memory_order_release);
     }
   }
-  cache = {this, cu_ctx, pool};
-  return pool;
+  cache = {this, stream, cu_ctx, events};
+  return events;
 }
 
 }  // namespace ncclwatch::plugin

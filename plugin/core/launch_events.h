@@ -14,8 +14,8 @@
 // (RTLD_NOLOAD): the plugin keeps no link-time CUDA dependency, and a
 // process without CUDA simply gets no events.
 //
-// Thread safety: CudaDriver is immutable once resolved. An EventPool's Take
-// and Give may be called from any thread; Grow from one thread at a time.
+// Thread safety: CudaDriver is immutable once resolved; StreamTable::For
+// and StreamEvents::Next may be called from any thread.
 
 #ifndef PLUGIN_CORE_LAUNCH_EVENTS_H_
 #define PLUGIN_CORE_LAUNCH_EVENTS_H_
@@ -38,7 +38,6 @@ inline constexpr int kCudaCaptureModeRelaxed = 2;           // CU_STREAM_CAPTURE
 
 struct CudaDriver {
   int (*ctx_get_current)(void** ctx) = nullptr;
-  int (*ctx_set_current)(void* ctx) = nullptr;
   int (*event_create)(void** event, unsigned flags) = nullptr;
   int (*event_record)(void* event, void* stream) = nullptr;
   int (*event_query)(void* event) = nullptr;
@@ -58,34 +57,37 @@ void StopCudaCallsAtExit();  // registers the hook once
 // false with `why` ("libcuda.so.1 is not loaded", "libcuda.so.1 lacks X").
 bool ResolveCudaDriver(CudaDriver* d, std::string* why);
 
-// One CUDA context's events, created with timing disabled (the cheapest to
-// record). Slots are never freed while the process lives: a late query by
-// the writer on a returned event is harmless.
-class EventPool {
+// One stream's events: a ring of kRing pairs (one recorded before a
+// launch's kernel, one after), created with timing disabled (the cheapest
+// to record) on the first launch on the stream, in its context, and reused
+// in turn: launch n records pair n % kRing.
+//
+// Why a ring per stream and not a pool: events came back to a shared pool
+// only when the writer saw them complete (every few ms), so a loop of small
+// launches (one a microsecond) needed thousands in use, and the pool's
+// growth and scan cost the launching thread more than the records
+// themselves (measured on H100, BENCHMARKS.md). Recording an event again
+// is allowed while its previous record is pending; a query then answers for
+// the newest record. A stream runs in order, so "complete" still proves
+// every earlier launch complete; only "not ready" on a pair that a later
+// launch took over says nothing about the earlier one (LaunchTable).
+class StreamEvents {
  public:
-  // Events a context may hold: launches in flight on all of its streams.
-  // NCCL's host can run ~4,000 small operations ahead of the GPU (measured
-  // on H200s), each launch taking two events.
-  static constexpr uint32_t kMaxEvents = 16384;
-  // Created on the first launch in a context (on NCCL's launching thread,
-  // once), then by the writer thread as the free ones run low. The first
-  // ones must last until the writer's next cycle (10 ms): a loop of small
-  // operations launches one every few microseconds.
-  static constexpr uint32_t kFirstEvents = 2048;
-  static constexpr uint32_t kGrowEvents = 2048;
+  static constexpr uint32_t kRing = 128;
 
-  EventPool(const CudaDriver* cuda, void* cu_ctx) : cuda_(cuda), cu_ctx_(cu_ctx) {}
-
-  // Creates up to `n` more events in the pool's context, which must be
-  // current on the calling thread. Returns how many were created.
-  uint32_t Grow(uint32_t n);
-  // An event index, or -1 when none is free. Lock-free.
-  int32_t Take();
-  void Give(int32_t i);
-  void* event(int32_t i) const { return events_[i]; }
+  StreamEvents(const CudaDriver* cuda, void* cu_ctx, void* stream) : cuda_(cuda), cu_ctx_(cu_ctx), stream_(stream) {}
+  // Creates the ring's events in the current context; false if the driver
+  // refused one (the stream then gets no events).
+  bool Create();
+  // The next launch's number (launches on this stream, from 0).
+  uint64_t Next() { return next_.fetch_add(1, std::memory_order_relaxed); }
+  // Launches numbered so far: pair n % kRing serves launch n until launch
+  // n + kRing takes it.
+  uint64_t issued() const { return next_.load(std::memory_order_relaxed); }
+  void* before(uint64_t n) const { return before_[n % kRing]; }
+  void* after(uint64_t n) const { return after_[n % kRing]; }
   void* cu_ctx() const { return cu_ctx_; }
-  uint32_t created() const { return created_.load(std::memory_order_acquire); }
-  uint32_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  void* stream() const { return stream_; }
   // The context was destroyed (a query failed): nothing in it is called again.
   bool dead() const { return dead_.load(std::memory_order_relaxed); }
   void MarkDead() { dead_.store(true, std::memory_order_relaxed); }
@@ -94,33 +96,31 @@ class EventPool {
  private:
   const CudaDriver* cuda_;
   void* cu_ctx_;
-  void* events_[kMaxEvents] = {};
-  std::atomic<uint8_t> used_[kMaxEvents] = {};
-  std::atomic<uint32_t> created_{0};
-  std::atomic<uint32_t> cursor_{0};
-  std::atomic<uint32_t> in_use_{0};
+  void* stream_;
+  void* before_[kRing] = {};
+  void* after_[kRing] = {};
+  std::atomic<uint64_t> next_{0};
   std::atomic<bool> dead_{false};
 };
 
-// The pools of a process, one per CUDA context, found without a lock on the
-// launching thread (a thread-local cache of the last context it used).
-class EventPools {
+// Every stream NCCL launched on, found without a lock on the launching
+// thread (a thread-local cache of the last stream it used). Never freed
+// while the process lives: a late query by the writer is harmless.
+class StreamTable {
  public:
-  // At most this many CUDA contexts get events (GPUs a process drives).
-  static constexpr size_t kMaxPools = 64;
+  // Streams that get events (a process's NCCL streams: a few per GPU).
+  static constexpr size_t kMaxStreams = 1024;
 
-  explicit EventPools(const CudaDriver* cuda) : cuda_(cuda) {}
-  // The pool of the calling thread's current context, made (with its first
-  // events) on first use; null with no current context, or past kMaxPools.
-  EventPool* ForCurrentContext();
-  // The writer: pools in creation order (stable pointers).
-  size_t size() const { return n_.load(std::memory_order_acquire); }
-  EventPool* at(size_t i) const { return pools_[i].get(); }
+  explicit StreamTable(const CudaDriver* cuda) : cuda_(cuda) {}
+  // The events of `stream` in the calling thread's current context, made
+  // on first use; null with no current context, past kMaxStreams, or when
+  // the driver refuses events.
+  StreamEvents* For(void* stream);
 
  private:
   const CudaDriver* cuda_;
-  std::mutex mu_;  // making a pool (once per context)
-  std::unique_ptr<EventPool> pools_[kMaxPools];
+  std::mutex mu_;  // making a stream's ring (once per stream)
+  std::unique_ptr<StreamEvents> streams_[kMaxStreams];
   std::atomic<size_t> n_{0};
 };
 

@@ -137,7 +137,7 @@ void Profiler::ChooseCompletions() {
   }
   events_ = true;
   completions_ = "events";
-  pools_.reset(new EventPools(&cuda_));
+  streams_.reset(new StreamTable(&cuda_));
   StopCudaCallsAtExit();
   // NCCL's kernel-channel instrumentation is what this replaces: it costs
   // the same whatever the plugin does with it. Kept only when asked for raw.

@@ -39,6 +39,7 @@ enum RecFlags : uint16_t {
   // kFlagGraph on a launch or op: the stream was capturing a graph.
   kFlagNoEvent = 1 << 12,   // no event was free, or recording one failed
   kFlagNoLaunch = 1 << 13,  // Op: no launch before it on its thread and communicator
+  kFlagNoStartEvent = 1 << 14,  // launch: no event before its kernel (NCCLWATCH_START_EVENTS=0)
 };
 
 struct Rec {
@@ -122,9 +123,8 @@ struct Rec {
     struct {
       // KernelLaunch with completions from CUDA events.
       uint64_t stream;
-      void* pool;  // EventPool*: the writer gives the events back to it
-      int32_t ev_before;
-      int32_t ev_after;
+      void* events;  // StreamEvents* (null: none recorded)
+      uint64_t n;    // the launch's number on its stream: its events are pair n % kRing
       uint32_t tid;
     } launch;
     struct {

@@ -200,10 +200,14 @@ std::string MakeTempDir(const std::string& tag) {
 }
 
 void SetPluginEnv(const std::map<std::string, std::string>& vars) {
-  static const char* const kVars[] = {"NCCLWATCH_DIR",          "NCCLWATCH_EVENTS",    "NCCLWATCH_FLUSH_MS",
-                                      "NCCLWATCH_HEARTBEAT_MS", "NCCLWATCH_STUCK_SEC", "NCCLWATCH_BUFFER_MB", "NCCLWATCH_CLOCK",
-                                      "NCCLWATCH_ENABLE"};
-  for (const char* v : kVars) unsetenv(v);
+  // Every NCCLWATCH_* variable, not a list of them: a test must not inherit
+  // a setting an earlier test made (a list had missed newer variables).
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("NCCLWATCH_", 0) == 0) names.push_back(entry.substr(0, entry.find('=')));
+  }
+  for (const std::string& n : names) unsetenv(n.c_str());
   for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
 }
 

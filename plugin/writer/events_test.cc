@@ -161,6 +161,31 @@ TEST_F(EventsTest, StuckReportTellsNeverStartedFromStarted) {
   ASSERT_EQ(c.Finalize(), 0);
 }
 
+// NCCLWATCH_START_EVENTS=0: one event per launch, after the kernel.
+// Completions still come; a stuck report no longer claims to know whether
+// the GPU started the kernel.
+TEST_F(EventsTest, WithoutStartEventsProgressIsUnknown) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_START_EVENTS", "0"},
+                {"NCCLWATCH_STUCK_SEC", "0.3"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE9, "nostart", 1, 2, 0), 0);
+  uint64_t rec0 = 0, q = 0, cr = 0, rec1 = 0;
+  cuda_->counts(&rec0, &q, &cr);
+  c.RunOp(Op(1, kStreamA));
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1 - rec0, 1u) << "one event per launch";
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return !x.stucks.empty(); });
+  ASSERT_EQ(t->stucks.back()->ops_size(), 1);
+  EXPECT_EQ(t->stucks.back()->ops(0).gpu(), trace::GPU_PROGRESS_UNKNOWN);
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 1); });
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
 // Several communicators, each with its stream, launched from several
 // threads at once (a nonblocking communicator's ops come from NCCL's own
 // launch thread): each op follows its own launch.

@@ -2,8 +2,7 @@
 
 namespace ncclwatch::plugin {
 
-void LaunchTable::Launched(uint64_t id, EventPool* pool, int32_t before, int32_t after, uint64_t stream,
-                           uint32_t tid, uint64_t stop_ns) {
+void LaunchTable::Launched(uint64_t id, StreamEvents* events, uint64_t n, uint32_t tid, bool start_event) {
   // A thread's records arrive in order: its previous launch gets no more
   // operations.
   auto prev = last_of_thread_.find(tid);
@@ -15,19 +14,17 @@ void LaunchTable::Launched(uint64_t id, EventPool* pool, int32_t before, int32_t
     }
   }
   last_of_thread_[tid] = id;
-  if (pool == nullptr || before < 0 || after < 0) return;  // nothing to watch: its ops say why
+  if (events == nullptr) return;  // nothing to watch: its ops say why
   Launch& l = launches_[id];
-  l.pool = pool;
-  l.before = before;
-  l.after = after;
-  l.stream = stream;
+  l.events = events;
+  l.n = n;
   l.tid = tid;
-  l.stop_ns = stop_ns;
-  // In launch order per stream; threads sharing a stream may be drained out
-  // of order, so the few late ones are placed by their stop time.
-  std::deque<uint64_t>& q = streams_[{pool, stream}];
+  l.start_event = start_event;
+  // In stream order (the launch number); threads sharing a stream may be
+  // drained out of order, so the few late ones are placed by number.
+  std::deque<uint64_t>& q = streams_[events];
   auto pos = q.end();
-  while (pos != q.begin() && launches_[*(pos - 1)].stop_ns > stop_ns) --pos;
+  while (pos != q.begin() && launches_[*(pos - 1)].n > n) --pos;
   q.insert(pos, id);
   ++pending_;
 }
@@ -45,9 +42,9 @@ LaunchTable::Bound LaunchTable::Bind(uint64_t launch_id, uint64_t op_id, uint64_
   return Bound::kWatched;
 }
 
-int LaunchTable::Query(EventPool* pool, int32_t ev) {
+int LaunchTable::Query(StreamEvents* s, void* event) {
   ++stats_.queries;
-  return pool->cuda()->event_query(pool->event(ev));
+  return s->cuda()->event_query(event);
 }
 
 void LaunchTable::Finish(uint64_t id, Launch* l) {
@@ -55,8 +52,6 @@ void LaunchTable::Finish(uint64_t id, Launch* l) {
   for (uint64_t op : l->ops) op_launch_.erase(op);
   l->ops.clear();
   l->ops.shrink_to_fit();
-  l->pool->Give(l->before);
-  l->pool->Give(l->after);
   --pending_;
   ++stats_.done;
   MaybeErase(id);
@@ -70,23 +65,31 @@ void LaunchTable::MaybeErase(uint64_t id) {
 void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t)>& done,
                        const std::function<void(uint64_t)>& gone) {
   for (auto s = streams_.begin(); s != streams_.end();) {
+    StreamEvents* ev = s->first;
     std::deque<uint64_t>& q = s->second;
-    EventPool* pool = q.empty() ? nullptr : launches_[q.front()].pool;
-    bool dead = pool != nullptr && pool->dead();
+    bool dead = ev->dead();
+    // Whether launch q[i]'s event (after or before) is known complete:
+    // 1 yes, 0 not yet or unknown, -1 the context is gone.
+    auto known = [&](size_t i, bool after) {
+      const Launch& l = launches_[q[i]];
+      const int r = Query(ev, after ? ev->after(l.n) : ev->before(l.n));
+      if (r == kCudaSuccess) return 1;  // this record or a later one on the stream: either proves it
+      return r == kCudaNotReady ? 0 : -1;
+    };
     // How many launches, from the front, are done: the newest first, then
-    // a binary search for the boundary (lo done, hi not done).
+    // a binary search for the boundary (lo done, hi not known done).
     size_t ndone = 0;
     if (!q.empty() && !dead) {
-      const int r = Query(pool, launches_[q.back()].after);
-      if (r == kCudaSuccess) {
+      const int r = known(q.size() - 1, true);
+      if (r == 1) {
         ndone = q.size();
-      } else if (r == kCudaNotReady) {
+      } else if (r == 0) {
         long lo = -1, hi = static_cast<long>(q.size()) - 1;
         while (hi - lo > 1 && !dead) {
           const long mid = lo + (hi - lo) / 2;
-          const int m = Query(pool, launches_[q[mid]].after);
-          if (m == kCudaSuccess) lo = mid;
-          else if (m == kCudaNotReady) hi = mid;
+          const int m = known(static_cast<size_t>(mid), true);
+          if (m == 1) lo = mid;
+          else if (m == 0) hi = mid;
           else dead = true;
         }
         ndone = static_cast<size_t>(lo + 1);
@@ -97,7 +100,7 @@ void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t
     if (dead) {
       // The context was destroyed (or the driver refuses its events): no
       // call goes into it again, and its launches' completions are unknown.
-      if (pool != nullptr) pool->MarkDead();
+      ev->MarkDead();
       for (uint64_t id : q) {
         Launch& l = launches_[id];
         for (uint64_t op : l.ops) {
@@ -127,18 +130,18 @@ void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t
     // have started, then the newest that has.
     size_t first = 0;
     while (first < q.size() && launches_[q[first]].started) ++first;
-    if (first < q.size()) {
+    if (first < q.size() && launches_[q.back()].start_event) {
       long lo = static_cast<long>(first) - 1, hi = static_cast<long>(q.size());
-      const int r = Query(pool, launches_[q.back()].before);
-      if (r == kCudaSuccess) {
+      const int r = known(q.size() - 1, false);
+      if (r == 1) {
         lo = static_cast<long>(q.size()) - 1;
-      } else if (r == kCudaNotReady) {
+      } else if (r == 0) {
         hi = static_cast<long>(q.size()) - 1;
         while (hi - lo > 1) {
           const long mid = lo + (hi - lo) / 2;
-          const int m = Query(pool, launches_[q[mid]].before);
-          if (m == kCudaSuccess) lo = mid;
-          else if (m == kCudaNotReady) hi = mid;
+          const int m = known(static_cast<size_t>(mid), false);
+          if (m == 1) lo = mid;
+          else if (m == 0) hi = mid;
           else break;  // the next cycle's done query sees the context gone
         }
       }
@@ -153,7 +156,11 @@ GpuProgress LaunchTable::ProgressOf(uint64_t op_id) const {
   if (o == op_launch_.end()) return GpuProgress::kUnknown;
   auto l = launches_.find(o->second);
   if (l == launches_.end()) return GpuProgress::kUnknown;
-  return l->second.started ? GpuProgress::kStarted : GpuProgress::kNotStarted;
+  if (l->second.started) return GpuProgress::kStarted;
+  if (!l->second.start_event) return GpuProgress::kUnknown;
+  // "Not started" only from its own event: a later launch's record on its
+  // pair says nothing about it.
+  return TakenOver(l->second) ? GpuProgress::kUnknown : GpuProgress::kNotStarted;
 }
 
 }  // namespace ncclwatch::plugin

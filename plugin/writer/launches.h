@@ -1,6 +1,7 @@
 // The writer's kernel launches in flight (NCCLWATCH_COMPLETIONS=events):
-// each launch's two CUDA events (one recorded before the kernel, one after),
-// the operations of its plan, and what the GPU has done with it.
+// each launch's two CUDA events (one recorded before the kernel, one after,
+// from its stream's ring), the operations of its plan, and what the GPU has
+// done with it.
 //
 // NCCL starts a plan's Coll/P2p events after its kernel launch, on the same
 // thread (docs/nccl_call_order.md), so the hot path binds each operation to
@@ -11,6 +12,9 @@
 // So each cycle queries the newest launch of a stream and, only when it is
 // not done, searches for the boundary (a few queries, never one per
 // launch: polling every event contends in the driver, BENCHMARKS.md).
+// A launch whose ring pair a later launch took over (StreamEvents::kRing
+// launches later) can be proven complete by a later one, never shown
+// incomplete: its progress is unknown until then.
 //
 // Times are the writer's: when it saw the event complete (every few ms),
 // not the kernel's end.
@@ -39,10 +43,9 @@ enum class GpuProgress : uint8_t { kUnknown = 0, kNotStarted = 1, kStarted = 2 }
 
 class LaunchTable {
  public:
-  // A launch record: its events (-1: none) in `pool`, on `stream`, recorded
-  // by OS thread `tid`, stopped at `stop_ns`.
-  void Launched(uint64_t id, EventPool* pool, int32_t before, int32_t after, uint64_t stream, uint32_t tid,
-                uint64_t stop_ns);
+  // A launch record: launch number `n` on the stream whose events are
+  // `events` (null: none), recorded by OS thread `tid`.
+  void Launched(uint64_t id, StreamEvents* events, uint64_t n, uint32_t tid, bool start_event = true);
   enum class Bound { kWatched, kDone, kUnknown };
   // An operation of launch `launch_id`: watched until the launch is done,
   // or already done (`done_ns` set), or unknown (the launch record was lost).
@@ -64,25 +67,26 @@ class LaunchTable {
 
  private:
   struct Launch {
-    EventPool* pool = nullptr;
-    int32_t before = -1, after = -1;
-    uint64_t stream = 0;
+    StreamEvents* events = nullptr;
+    uint64_t n = 0;
     uint32_t tid = 0;
-    uint64_t stop_ns = 0;
+    bool start_event = true;  // an event was recorded before its kernel
     bool started = false;
     bool done = false;
     uint64_t done_ns = 0;
     bool sealed = false;  // a later launch of its thread was drained: no more ops will bind
     std::vector<uint64_t> ops;
   };
-  using StreamKey = std::pair<const EventPool*, uint64_t>;
   // Finished launches are kept until sealed (late binds), then erased.
   void Finish(uint64_t id, Launch* l);
   void MaybeErase(uint64_t id);
-  int Query(EventPool* pool, int32_t ev);
+  // The driver's answer for one event; a launch whose pair was taken over
+  // reads "not ready" as "unknown".
+  int Query(StreamEvents* s, void* event);
+  static bool TakenOver(const Launch& l) { return l.events->issued() > l.n + StreamEvents::kRing; }
 
   std::unordered_map<uint64_t, Launch> launches_;
-  std::map<StreamKey, std::deque<uint64_t>> streams_;  // unfinished launches, in launch order
+  std::map<StreamEvents*, std::deque<uint64_t>> streams_;  // unfinished launches, in launch order
   std::unordered_map<uint32_t, uint64_t> last_of_thread_;
   std::unordered_map<uint64_t, uint64_t> op_launch_;  // watched op -> its launch
   size_t pending_ = 0;

@@ -19,6 +19,8 @@ struct FakeStream {
 std::map<void*, FakeStream> g_streams;
 std::map<void*, std::pair<void*, uint64_t>> g_events;  // event -> (stream, position)
 bool g_context_gone = false;
+void* const kS1 = reinterpret_cast<void*>(0x51);
+void* const kS2 = reinterpret_cast<void*>(0x52);
 uint64_t g_queries = 0;
 uintptr_t g_next_event = 0x1000;
 
@@ -48,20 +50,21 @@ class LaunchTableTest : public ::testing::Test {
     cuda_.event_create = &FakeCreate;
     cuda_.event_record = &FakeRecord;
     cuda_.event_query = &FakeQuery;
-    pool_ = std::make_unique<EventPool>(&cuda_, reinterpret_cast<void*>(0xc0));
-    ASSERT_EQ(pool_->Grow(64), 64u);
+    for (void* s : {kS1, kS2}) {
+      rings_[s] = std::make_unique<StreamEvents>(&cuda_, reinterpret_cast<void*>(0xc0), s);
+      ASSERT_TRUE(rings_[s]->Create());
+    }
   }
 
   // What the hot path does for one launch on `stream` by thread `tid`: an
   // event before the kernel and one after. Returns the launch id.
   uint64_t Launch(void* stream, uint32_t tid) {
     const uint64_t id = ++next_id_;
-    int32_t before = pool_->Take(), after = pool_->Take();
-    EXPECT_GE(before, 0);
-    EXPECT_GE(after, 0);
-    FakeRecord(pool_->event(before), stream);
-    FakeRecord(pool_->event(after), stream);
-    table_.Launched(id, pool_.get(), before, after, reinterpret_cast<uint64_t>(stream), tid, id * 10);
+    StreamEvents* ring = rings_[stream].get();
+    const uint64_t n = ring->Next();
+    FakeRecord(ring->before(n), stream);
+    FakeRecord(ring->after(n), stream);
+    table_.Launched(id, ring, n, tid);
     return id;
   }
   // The GPU passes the first `n` positions of the stream (2 per launch).
@@ -72,15 +75,12 @@ class LaunchTableTest : public ::testing::Test {
   }
 
   CudaDriver cuda_;
-  std::unique_ptr<EventPool> pool_;
+  std::map<void*, std::unique_ptr<StreamEvents>> rings_;
   LaunchTable table_;
   uint64_t next_id_ = 0;
   std::map<uint64_t, uint64_t> done_;
   std::set<uint64_t> gone_;
 };
-
-void* const kS1 = reinterpret_cast<void*>(0x51);
-void* const kS2 = reinterpret_cast<void*>(0x52);
 
 TEST_F(LaunchTableTest, OpsCompleteWithTheirLaunchInStreamOrder) {
   uint64_t done_ns = 0;
@@ -105,14 +105,11 @@ TEST_F(LaunchTableTest, OpsCompleteWithTheirLaunchInStreamOrder) {
   Poll(3000);
   EXPECT_EQ(done_, (std::map<uint64_t, uint64_t>{{100, 3000}, {101, 3000}}));
   EXPECT_EQ(table_.pending(), 1u);
-  // a's events went back to the pool.
-  EXPECT_EQ(pool_->in_use(), 2u);
 
   Run(kS1, 4);
   Poll(4000);
   EXPECT_EQ(done_.at(102), 4000u);
   EXPECT_EQ(table_.pending(), 0u);
-  EXPECT_EQ(pool_->in_use(), 0u);
 }
 
 TEST_F(LaunchTableTest, AnOpArrivingAfterItsLaunchCompletedIsDoneAtOnce) {
@@ -166,7 +163,7 @@ TEST_F(LaunchTableTest, ADestroyedContextEndsTheWatchWithoutCallingItAgain) {
   Poll(10);
   EXPECT_TRUE(done_.empty());
   EXPECT_EQ(gone_, (std::set<uint64_t>{1}));
-  EXPECT_TRUE(pool_->dead());
+  EXPECT_TRUE(rings_[kS1]->dead());
   EXPECT_EQ(table_.pending(), 0u);
   g_queries = 0;
   Launch(kS1, 7);  // a launch recorded before the pool was seen dead
@@ -174,23 +171,28 @@ TEST_F(LaunchTableTest, ADestroyedContextEndsTheWatchWithoutCallingItAgain) {
   EXPECT_EQ(g_queries, 0u);
 }
 
-TEST(EventPoolTest, TakeAndGiveEveryEvent) {
-  CudaDriver cuda;
-  cuda.event_create = &FakeCreate;
-  EventPool pool(&cuda, nullptr);
-  EXPECT_EQ(pool.Take(), -1);  // none created yet
-  ASSERT_EQ(pool.Grow(8), 8u);
-  std::set<int32_t> taken;
-  for (int i = 0; i < 8; ++i) {
-    int32_t e = pool.Take();
-    if (e < 0) e = pool.Take();  // a few tries per call; every free one is found over calls
-    ASSERT_GE(e, 0);
-    EXPECT_TRUE(taken.insert(e).second);
+// More launches wait than a stream's ring has pairs: the oldest launches'
+// pairs serve newer ones. A newer completion still proves them done; until
+// then nothing is claimed about them (not "not started").
+TEST_F(LaunchTableTest, ARingTakenOverProvesOnlyWhatCompleted) {
+  uint64_t done_ns = 0;
+  const uint32_t total = StreamEvents::kRing + 10;
+  std::vector<uint64_t> ids;
+  for (uint32_t i = 0; i < total; ++i) {
+    ids.push_back(Launch(kS1, 7));
+    table_.Bind(ids.back(), 1000 + i, &done_ns);
   }
-  EXPECT_EQ(pool.Take(), -1);
-  EXPECT_EQ(pool.in_use(), 8u);
-  pool.Give(*taken.begin());
-  EXPECT_EQ(pool.Take(), *taken.begin());
+  Poll(10);
+  EXPECT_TRUE(done_.empty());
+  EXPECT_EQ(table_.ProgressOf(1000), GpuProgress::kUnknown) << "its pair now serves launch kRing";
+  EXPECT_EQ(table_.ProgressOf(1000 + total - 1), GpuProgress::kNotStarted);
+  Run(kS1, 2 * 5);  // the first 5 launches done: their own records are gone
+  Poll(20);
+  EXPECT_TRUE(done_.empty()) << "nothing to prove them done yet";
+  Run(kS1, 2 * total);
+  Poll(30);
+  EXPECT_EQ(done_.size(), total);
+  EXPECT_EQ(table_.pending(), 0u);
 }
 
 }  // namespace

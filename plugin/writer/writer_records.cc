@@ -200,8 +200,8 @@ void Writer::EncodeEvStart(const StagedRec& r) {
 }
 
 void Writer::NoteLaunch(const StagedRec& r) {
-  launches_.Launched(r.id, static_cast<EventPool*>(r.launch.pool), r.launch.ev_before, r.launch.ev_after,
-                     r.launch.stream, r.launch.tid, r.t1_ns);
+  launches_.Launched(r.id, static_cast<StreamEvents*>(r.launch.events), r.launch.n, r.launch.tid,
+                     (r.flags & kFlagNoStartEvent) == 0);
 }
 
 void Writer::PollLaunches(uint64_t now) {
@@ -217,13 +217,6 @@ void Writer::PollLaunches(uint64_t now) {
       int mode = kCudaCaptureModeRelaxed;
       cuda.thread_exchange_capture_mode(&mode);
     }
-  }
-  // Pools running low get more events here, off NCCL's threads.
-  EventPools* pools = prof_->event_pools();
-  for (size_t i = 0; i < pools->size(); ++i) {
-    EventPool* p = pools->at(i);
-    if (p->dead() || p->created() >= EventPool::kMaxEvents || p->in_use() * 4 < p->created() * 3) continue;
-    if (cuda.ctx_set_current(p->cu_ctx()) == kCudaSuccess) p->Grow(EventPool::kGrowEvents);
   }
   if (launches_.pending() == 0) return;
   uint64_t gone = 0;
