@@ -100,6 +100,7 @@ struct StepCtx {
   int fault_rank;  // resolved
   int fault_step;  // resolved
   int delay_ms;    // resolved (--delay-ms, else the scenario's default)
+  void* stream = nullptr;  // the rank's cudaStream_t, where its NCCL work goes
 };
 
 // kIdle: stop issuing NCCL work for good; the rank idles in host code (its

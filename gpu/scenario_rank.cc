@@ -225,7 +225,7 @@ struct Child {
 
   void RunSteps() {
     const StepCtx base{rank,   nranks, 0, &opt, ResolveFaultRank(opt, scen), ResolveFaultStep(opt),
-                       ResolveDelayMs(opt, scen)};
+                       ResolveDelayMs(opt, scen), stream};
     std::vector<cudaEvent_t> done(5);
     for (cudaEvent_t& ev : done) CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     int64_t t_all = NowNs();

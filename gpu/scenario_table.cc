@@ -137,6 +137,23 @@ Verdict HostStuckBefore(const StepCtx& c, const Op&) {
   return Verdict::kRun;
 }
 
+// gpu-blocked: a host function that never returns, queued on the fault
+// rank's stream before the fault step's world all_reduce. Its host goes on
+// enqueuing; its GPU never reaches the all_reduce, which the other ranks'
+// GPUs start and wait in.
+void CUDART_CB HoldForever(void*) {
+  for (;;) pause();
+}
+
+Verdict GpuBlockedBefore(const StepCtx& c, const Op& op) {
+  if (AtFault(c) && IsWorldAllReduce(op)) {
+    Log("scenario gpu-blocked: a host function that never returns, queued before %s of step %d",
+        Describe(op).c_str(), c.step);
+    CUDA_CHECK(cudaLaunchHostFunc(static_cast<cudaStream_t>(c.stream), &HoldForever, nullptr));
+  }
+  return Verdict::kRun;
+}
+
 // cross-wait: every rank gets an extra all_reduce on tp in the fault step;
 // the fault rank issues it before the world all_reduce, everyone else after.
 // The fault rank waits in tp for its partner, which waits in world for it.
@@ -280,6 +297,14 @@ const Scenario kScenarios[] = {
      "rank once every other rank has exited (without --net the GPU finishes the step and the "
      "others hang in the next one)",
      2, -1, true, nullptr, NetStallAfter, NetStallShape, kNetStallBytes, 10},
+
+    {"gpu-blocked",
+     "the fault rank (default: last) queues a host function that never returns on its stream "
+     "before the world all_reduce of the fault step (default: S/2); its host runs on. Run with "
+     "NCCLWATCH_COMPLETIONS=events to see which GPU never started the all_reduce",
+     "every rank issued the all_reduce; the fault rank's GPU never starts it, the others' wait in "
+     "it; every watchdog fires (124)",
+     2, -1, true, GpuBlockedBefore, nullptr},
 };
 
 }  // namespace
