@@ -18,6 +18,10 @@
 #   ops       ncclwatch, NCCLWATCH_EVENTS=coll,p2p: operations without kernel
 #             channels, so without completions (what NCCL's kernel-channel
 #             instrumentation costs, and what the lightest capture does)
+#   events    ncclwatch, NCCLWATCH_COMPLETIONS=events: completions from CUDA
+#             events at each kernel launch instead of kernel channels
+#   noop_events  the do-nothing plugin asking for what events mode asks
+#             for (Coll|P2p|KernelLaunch, 0x806)
 #   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
 #   default_c    a third build ($PLUGIN_C), default capture
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
@@ -95,7 +99,7 @@ say() { echo "overhead.sh: $*" >&2; }
 
 export NCCL_NVLS_ENABLE=0
 # Nothing from the caller's environment may change what a configuration means.
-unset NCCL_PROFILER_PLUGIN NCCLWATCH_EVENTS NCCLWATCH_ENABLE NOOP_PROFILER_MASK NOOP_PROFILER_NULL_HANDLE \
+unset NCCL_PROFILER_PLUGIN NCCLWATCH_EVENTS NCCLWATCH_COMPLETIONS NCCLWATCH_START_EVENTS NCCLWATCH_ENABLE NOOP_PROFILER_MASK NOOP_PROFILER_NULL_HANDLE \
       OVERHEAD_LABEL OVERHEAD_ROUND NCCLWATCH_CLOCK TIMING_SHIM_INNER
 
 if [[ -z "${PLUGIN:-}" ]]; then
@@ -203,6 +207,8 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     default)      plugin="$PLUGIN"; env=("$ours") ;;
     all)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=all) ;;
     ops)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=coll,p2p) ;;
+    events)       plugin="$PLUGIN"; env=("$ours" NCCLWATCH_COMPLETIONS=events) ;;
+    noop_events)  plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x806); want="libnccl-profiler-noop.so" ;;
     # The default capture with the clock forced (plugin/core/clock.h): what the
     # automatic choice of tick source is worth on this machine.
     default_tsc)  plugin="$PLUGIN"; env=("$ours" NCCLWATCH_CLOCK=tsc) ;;
