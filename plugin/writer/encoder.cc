@@ -141,6 +141,7 @@ void TraceEncoder::DoneBody(Wire* w, const DoneFields& d, const OpFields* op) {
   w->U64(tf::OpDone::kProxyOps, d.proxy_ops);
   w->U64(tf::OpDone::kProxyBytes, d.proxy_bytes);
   w->Bool(tf::OpDone::kFromEvent, d.from_event);
+  w->U64(tf::OpDone::kStartedNs, d.started_ns);
 }
 
 void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {

@@ -135,6 +135,7 @@ struct DoneFields {
   uint64_t proxy_ops = 0;
   uint64_t proxy_bytes = 0;
   bool from_event = false;  // seen on a CUDA event after its kernel launch
+  uint64_t started_ns = 0;  // from_event: when the stream was seen to reach the kernel (0: not seen)
 };
 
 struct HeartbeatFields {

@@ -158,6 +158,12 @@ TEST_F(EventsTest, StuckReportTellsNeverStartedFromStarted) {
   cuda_->run(kStreamA);
   cuda_->run(kStreamB);
   t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 1) && Done(x, 2); });
+  // Op 2's kernel was seen started long before it was seen done: both times
+  // are in its completion.
+  const OpView* v = nullptr;
+  OpWithSeq(*t, 2, &v);
+  EXPECT_NE(v->done.started_ns(), 0u) << v->done.DebugString();
+  EXPECT_LE(v->done.started_ns() + 200'000'000, v->done_ns) << "started before the stuck report, done after";
   ASSERT_EQ(c.Finalize(), 0);
 }
 

@@ -29,12 +29,13 @@ void LaunchTable::Launched(uint64_t id, StreamEvents* events, uint64_t n, uint32
   ++pending_;
 }
 
-LaunchTable::Bound LaunchTable::Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns) {
+LaunchTable::Bound LaunchTable::Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns, uint64_t* started_ns) {
   auto it = launches_.find(launch_id);
   if (it == launches_.end()) return Bound::kUnknown;
   Launch& l = it->second;
   if (l.done) {
     *done_ns = l.done_ns;
+    if (started_ns != nullptr) *started_ns = l.started_ns;
     return Bound::kDone;
   }
   l.ops.push_back(op_id);
@@ -62,7 +63,7 @@ void LaunchTable::MaybeErase(uint64_t id) {
   if (it != launches_.end() && it->second.done && it->second.sealed) launches_.erase(it);
 }
 
-void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t)>& done,
+void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
                        const std::function<void(uint64_t)>& gone) {
   for (auto s = streams_.begin(); s != streams_.end();) {
     StreamEvents* ev = s->first;
@@ -118,7 +119,7 @@ void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t
       const uint64_t id = q.front();
       q.pop_front();
       Launch& l = launches_[id];
-      for (uint64_t op : l.ops) done(op, now);
+      for (uint64_t op : l.ops) done(op, now, l.started_ns);
       l.done_ns = now;
       Finish(id, &l);
     }
@@ -145,7 +146,10 @@ void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t
           else break;  // the next cycle's done query sees the context gone
         }
       }
-      for (long i = static_cast<long>(first); i <= lo; ++i) launches_[q[i]].started = true;
+      for (long i = static_cast<long>(first); i <= lo; ++i) {
+        launches_[q[i]].started = true;
+        launches_[q[i]].started_ns = now;
+      }
     }
     ++s;
   }

@@ -49,17 +49,17 @@ class LaunchTable {
   enum class Bound { kWatched, kDone, kUnknown };
   // An operation of launch `launch_id`: watched until the launch is done,
   // or already done (`done_ns` set), or unknown (the launch record was lost).
-  Bound Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns);
+  Bound Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns, uint64_t* started_ns = nullptr);
 
   struct Stats {
     uint64_t queries = 0;       // cuEventQuery calls
     uint64_t done = 0;          // launches seen complete
     uint64_t context_gone = 0;  // launches given up: their CUDA context was destroyed
   };
-  // Queries the streams. `done(op_id, done_ns)` for each operation whose
-  // launch completed; `gone(op_id)` for each whose context was destroyed
+  // Queries the streams. `done(op_id, done_ns, started_ns)` for each
+  // operation whose launch completed (started_ns 0: not seen started first); `gone(op_id)` for each whose context was destroyed
   // (its completion is unknown).
-  void Poll(uint64_t now, const std::function<void(uint64_t, uint64_t)>& done,
+  void Poll(uint64_t now, const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
             const std::function<void(uint64_t)>& gone);
   GpuProgress ProgressOf(uint64_t op_id) const;
   size_t pending() const { return pending_; }
@@ -72,6 +72,7 @@ class LaunchTable {
     uint32_t tid = 0;
     bool start_event = true;  // an event was recorded before its kernel
     bool started = false;
+    uint64_t started_ns = 0;  // when a query first showed it started (0: not before it was done)
     bool done = false;
     uint64_t done_ns = 0;
     bool sealed = false;  // a later launch of its thread was drained: no more ops will bind

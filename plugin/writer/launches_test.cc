@@ -71,7 +71,12 @@ class LaunchTableTest : public ::testing::Test {
   void Run(void* stream, uint64_t positions) { g_streams[stream].done = positions; }
   void Poll(uint64_t now) {
     table_.Poll(
-        now, [&](uint64_t op, uint64_t t) { done_[op] = t; }, [&](uint64_t op) { gone_.insert(op); });
+        now,
+        [&](uint64_t op, uint64_t t, uint64_t s) {
+          done_[op] = t;
+          started_[op] = s;
+        },
+        [&](uint64_t op) { gone_.insert(op); });
   }
 
   CudaDriver cuda_;
@@ -79,6 +84,7 @@ class LaunchTableTest : public ::testing::Test {
   LaunchTable table_;
   uint64_t next_id_ = 0;
   std::map<uint64_t, uint64_t> done_;
+  std::map<uint64_t, uint64_t> started_;  // op -> when its launch was seen started (0: not before done)
   std::set<uint64_t> gone_;
 };
 
@@ -104,11 +110,13 @@ TEST_F(LaunchTableTest, OpsCompleteWithTheirLaunchInStreamOrder) {
   Run(kS1, 2);  // a done
   Poll(3000);
   EXPECT_EQ(done_, (std::map<uint64_t, uint64_t>{{100, 3000}, {101, 3000}}));
+  EXPECT_EQ(started_.at(100), 2000u) << "seen started one poll before it was seen done";
   EXPECT_EQ(table_.pending(), 1u);
 
   Run(kS1, 4);
   Poll(4000);
   EXPECT_EQ(done_.at(102), 4000u);
+  EXPECT_EQ(started_.at(102), 0u) << "started and done within one poll";
   EXPECT_EQ(table_.pending(), 0u);
 }
 

@@ -124,9 +124,10 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   // Completions from CUDA events: the op joins its launch, which may have
   // completed already (the writer saw its event before the op's record).
   StagedRec ev_done;
+  uint64_t ev_started_ns = 0;
   if (events && tracked && done == nullptr) {
     uint64_t done_ns = 0;
-    switch (launches_.Bind(r.op.launch_id, r.id, &done_ns)) {
+    switch (launches_.Bind(r.op.launch_id, r.id, &done_ns, &ev_started_ns)) {
       case LaunchTable::Bound::kWatched:
         break;
       case LaunchTable::Bound::kDone:
@@ -178,6 +179,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   if (done != nullptr) {
     DoneFields d = DoneOf(*done);
     d.from_event = done == &ev_done;
+    if (d.from_event && ev_started_ns != 0) d.started_ns = Rel(ev_started_ns);
     enc_.Op(f, &d);
   } else {
     enc_.Op(f, nullptr);
@@ -222,7 +224,7 @@ void Writer::PollLaunches(uint64_t now) {
   uint64_t gone = 0;
   launches_.Poll(
       now,
-      [&](uint64_t op, uint64_t done_ns) {
+      [&](uint64_t op, uint64_t done_ns, uint64_t started_ns) {
         const InFlightTable::Op* o = in_flight_.Find(op);
         if (o == nullptr) return;
         const uint32_t comm = o->comm;
@@ -230,6 +232,7 @@ void Writer::PollLaunches(uint64_t now) {
         d.event_id = op;
         d.done_ns = Rel(done_ns);
         d.from_event = true;
+        if (started_ns != 0) d.started_ns = Rel(started_ns);
         enc_.OpDone(d);
         in_flight_.Completed(op, static_cast<uint16_t>(comm), done_ns);
       },
