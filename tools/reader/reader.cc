@@ -118,6 +118,13 @@ void TraceReader::OpenBytes(const std::string& name, std::string bytes) {
   eof_ = true;
 }
 
+void TraceReader::OpenPiece(const std::string& name, std::string bytes, const Resume& from) {
+  OpenBytes(name, std::move(bytes));
+  base_ = from.offset;
+  chain_ns_ = from.chain_ns;
+  header_checked_ = from.header_checked;
+}
+
 size_t TraceReader::Fill(size_t n) {
   if (buf_.size() - pos_ >= n || eof_) return buf_.size() - pos_;
   // Drop what was consumed, then read until `n` bytes are there or EOF.

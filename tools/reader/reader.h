@@ -67,6 +67,23 @@ class TraceReader {
   // Reads from memory instead (tests, fuzzing); `name` is used in messages.
   void OpenBytes(const std::string& name, std::string bytes);
 
+  // Where a read of a growing file stopped, to go on from there later
+  // (ncclwatch watch): the offset after the last record Next returned (a
+  // record the bytes cut short begins there), and the reader's state at it:
+  // the Op start chain (trace.proto, Batch) and whether the first record
+  // was checked to be the header.
+  struct Resume {
+    uint64_t offset = 0;
+    uint64_t chain_ns = 0;
+    bool header_checked = false;
+  };
+  // Reads `bytes`, the file's bytes from `from.offset` on, as the
+  // continuation of an earlier read that stopped at `from` (resume()).
+  // Offsets (Next, issues) are the file's. A record cut by the end of
+  // `bytes` is reported as a cut tail; the next piece starts at it.
+  void OpenPiece(const std::string& name, std::string bytes, const Resume& from);
+  Resume resume() const { return {base_ + pos_, chain_ns_, header_checked_}; }
+
   // The next record and its byte offset; false at the end of the usable data.
   bool Next(trace::Record* record, uint64_t* offset);
 
@@ -91,8 +108,8 @@ class TraceReader {
   bool done_ = false;
   bool cut_tail_ = false;
   bool unknown_reported_ = false;
-  bool header_checked_ = false;
-  uint64_t chain_ns_ = 0;  // Op.start_delta_ns chain (see trace.proto Batch)  // the first record that is not a Batch must be the header
+  bool header_checked_ = false;  // the first record that is not a Batch must be the header
+  uint64_t chain_ns_ = 0;  // Op.start_delta_ns chain (see trace.proto Batch)
   uint64_t records_ = 0;
   std::vector<ReadIssue> issues_;
 };

@@ -134,6 +134,47 @@ TEST(ReaderTest, UnknownFieldsAndNewerSchemaAreReportedNotFatal) {
   EXPECT_EQ(r.issues()[1].kind, ReadIssue::kUnknownFields);
 }
 
+// A file read as it grows, in two pieces cut anywhere (mid-record too), gives
+// the records, offsets and Op start times of one read of the whole file.
+TEST(ReaderTest, PiecesCutAnywhereReadAsTheWholeFile) {
+  trace::Record b;
+  b.mutable_batch()->set_time_ns(1000);
+  trace::Record h;
+  h.mutable_header()->set_schema_version(1);
+  trace::Record o1, o2, o3;
+  o1.mutable_op()->set_start_delta_ns(5);   // 1005
+  o2.mutable_op()->set_start_delta_ns(7);   // 1012
+  o3.mutable_op()->set_start_ns(0);         // a delta of zero: 1012
+  const std::string file = Frame(b) + Frame(h) + Frame(o1) + Frame(o2) + Frame(o3);
+  auto read_all = [](TraceReader& r) {
+    std::vector<std::pair<uint64_t, std::string>> out;
+    trace::Record rec;
+    uint64_t off = 0;
+    while (r.Next(&rec, &off)) out.push_back({off, rec.ShortDebugString()});
+    return out;
+  };
+  TraceReader whole;
+  whole.OpenBytes("mem", file);
+  const auto want = read_all(whole);
+  ASSERT_EQ(want.size(), 5u);
+  EXPECT_NE(want[3].second.find("start_ns: 1012"), std::string::npos) << want[3].second;
+  for (size_t cut = 0; cut <= file.size(); ++cut) {
+    SCOPED_TRACE(cut);
+    TraceReader first;
+    first.OpenPiece("mem", file.substr(0, cut), {});
+    auto got = read_all(first);
+    const TraceReader::Resume at = first.resume();
+    EXPECT_LE(at.offset, cut);
+    // Only a cut record is left over: never damage.
+    for (const ReadIssue& i : first.issues()) EXPECT_EQ(i.kind, ReadIssue::kCutTail) << i.what;
+    TraceReader second;
+    second.OpenPiece("mem", file.substr(at.offset), at);
+    for (auto& r : read_all(second)) got.push_back(r);
+    EXPECT_TRUE(second.issues().empty());
+    EXPECT_EQ(got, want);
+  }
+}
+
 TEST(ReaderTest, MissingFileIsAClearError) {
   TraceReader r;
   std::string err;
