@@ -65,6 +65,9 @@ std::vector<std::string> Incomplete(const Ctx& c) {
     if (p.damaged)
       why.push_back(c.Name(pi) + "'s file is damaged at offset " + std::to_string(p.damaged_at));
     if (p.drops.lost() > 0) why.push_back(c.Name(pi) + " lost " + Plural(p.drops.lost(), "event", "events"));
+    if (p.cut_ops > 0)
+      why.push_back("watch let go of " + Plural(p.cut_ops, "operation", "operations") + " of " + c.Name(pi) +
+                    " before every rank had finished them");
   }
   return why;
 }
@@ -194,19 +197,25 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
     d.add_versions("NCCL 2.29 and later record no Broadcast (run as AllGatherV without Coll events): a hang "
                    "inside a Broadcast is not seen (" + Plural(blind, "process", "processes") + ")");
   d.set_communicators(static_cast<uint32_t>(model.comms.size()));
-  d.set_operations(model.ops.size());
+  // Operations a windowed reader let go count in the job's totals (model.h).
+  uint64_t operations = model.ops.size(), done = 0;
+  for (const Proc& p : model.procs) {
+    operations += p.settled_ops + p.cut_ops;
+    done += p.settled_completed;
+  }
+  d.set_operations(operations);
   d.set_t_end_sec(c.T(c.t_end));
   if (d.findings_size() > 0) {
     d.set_verdict(d.findings(0).summary());
   } else {
-    uint64_t done = 0, open = 0;
+    uint64_t open = 0;
     for (const Op& op : model.ops) {
       if (op.state == OpState::kCompleted) ++done;
       else if (op.state == OpState::kInFlight && c.FinalizeOf(op.proc, op.comm) == kNoTime) ++open;
     }
     std::string v = "OK: no problem found in " + Plural(model.procs.size(), "process", "processes") + " (" +
                     Plural(model.comms.size(), "communicator", "communicators") + ", " +
-                    Plural(model.ops.size(), "operation", "operations") + ", " + Thousands(done) + " completed)";
+                    Plural(operations, "operation", "operations") + ", " + Thousands(done) + " completed)";
     if (open > 0)
       v += "; " + Plural(open, "operation was", "operations were") + " in flight when the files end, for less than " +
            Dur(opts.min_wait_sec) + ": not a hang";

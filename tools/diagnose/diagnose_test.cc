@@ -841,6 +841,35 @@ TEST(Diagnose, InputIssues) {
   EXPECT_EQ(drops, 1);
 }
 
+// What a windowed reader (ncclwatch watch) let go once every rank had
+// finished it counts in the totals; what it let go before makes the
+// evidence incomplete, and the first line says so.
+TEST(Diagnose, OperationsAWindowLetGo) {
+  Job j;
+  j.Procs(4, 2.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  for (uint32_t p = 0; p < 4; ++p) {
+    j.Finalize(p, 2.0);
+    j.m.procs[p].settled_ops = 90;
+    j.m.procs[p].settled_completed = 90;
+  }
+  j.m.comms[w].settled_colls = 90;
+  report::Diagnosis d = Diagnose(j.Finish());
+  EXPECT_EQ(ExitStatus(d), 0) << FormatText(d);
+  EXPECT_EQ(d.verdict(), "OK: no problem found in 4 processes (1 communicator, 400 operations, 400 completed)");
+  EXPECT_EQ(d.operations(), 400u);
+  ASSERT_EQ(d.completed_before_hang_size(), 1);
+  EXPECT_EQ(d.completed_before_hang(0).completed_everywhere(), 100u);
+  EXPECT_NE(FormatText(d).find("watch kept a recent window: it let go of 360 operations"), std::string::npos);
+
+  j.m.procs[1].cut_ops = 7;
+  d = Diagnose(j.m);
+  EXPECT_EQ(ExitStatus(d), 3) << FormatText(d);
+  EXPECT_EQ(d.verdict(), "INCOMPLETE: no problem found in the 4 processes given, but watch let go of 7 operations of "
+                         "rank 1 before every rank had finished them: cannot tell whether the job was healthy");
+}
+
 TEST(Diagnose, JsonRoundTrip) {
   Job j = MissingRankJob();
   j.Finalize(3, 5.2);

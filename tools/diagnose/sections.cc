@@ -44,7 +44,7 @@ void FillProgress(const Ctx& c, Diagnosis* d) {
         p->set_t_last_completed_sec(c.T(done));
       }
     }
-    p->set_completed_everywhere(n);
+    p->set_completed_everywhere(n + comm.settled_colls);
     p->set_completion_untracked(!tracked && !c.colls_of_comm[ci].empty());
   }
 }
@@ -132,6 +132,19 @@ void FillInput(const Ctx& c, Diagnosis* d) {
               " or no kernel events captured): an operation counts as unfinished only where a rank never issued "
               "its side, so a hang inside an operation every rank issued is not seen");
   }
+  uint64_t settled = 0;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    const Proc& p = m.procs[pi];
+    settled += p.settled_ops;
+    if (p.cut_ops > 0)
+      add(report::InputIssue::WINDOW, c.Name(pi),
+          "watch let go of its " + Plural(p.cut_ops, "earliest operation", "earliest operations") +
+              " before every rank had finished them (--window-ops): what came before is partial evidence");
+  }
+  if (settled > 0)
+    add(report::InputIssue::WINDOW, "",
+        "watch kept a recent window: it let go of " + Plural(settled, "operation", "operations") +
+            " once every rank of their communicator had finished them; they count in the totals");
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const Comm& comm = m.comms[ci];
     std::vector<std::string> missing;

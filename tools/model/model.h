@@ -169,6 +169,13 @@ struct Proc {
   uint64_t damaged_at = 0;  // the first damaged byte offset
   std::vector<std::string> issues;  // read issues, "FILE: offset N: ..."
   Drops drops;
+  // Operations of the file that a reader keeping a recent window of it
+  // (ncclwatch watch, tools/watch/) let go: `settled_ops` once every rank
+  // of their communicator had finished them, which changes no verdict
+  // (`settled_completed` of them had completed; the others had no
+  // completion tracking), and `cut_ops` before that, for want of room: the
+  // evidence before the window is then partial. Counted in the job's totals.
+  uint64_t settled_ops = 0, settled_completed = 0, cut_ops = 0;
   std::vector<StuckReport> stucks;
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
 };
@@ -192,6 +199,9 @@ struct Comm {
   // PyTorch's process group, from Flight Recorder dumps (tools/fr): named in
   // the label of a communicator without a name of its own.
   std::string process_group;
+  // Collectives completed on every rank that a windowed reader let go (see
+  // Proc::settled_ops): counted in what completed everywhere.
+  uint64_t settled_colls = 0;
   // "'world' (4 ranks)", "'tp' {2,3} (2 ranks)", "0x1234abcd (4 ranks)" or
   // "0x1234abcd (process group 'default_pg', 4 ranks)".
   std::string Label() const;
