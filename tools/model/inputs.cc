@@ -107,8 +107,10 @@ class Lister {
 
 }  // namespace
 
+bool IsTraceFileName(const std::string& name) { return EndsWith(name, ".ncclwatch"); }
+
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths) {
-  return Lister([](const std::string& name) { return EndsWith(name, ".ncclwatch"); }, "*.ncclwatch file").Run(paths);
+  return Lister(&IsTraceFileName, "*.ncclwatch file").Run(paths);
 }
 
 TraceInputs ListFiles(const std::vector<std::string>& paths, bool (*accept)(const std::string& name)) {

@@ -29,6 +29,9 @@ inline constexpr int kMaxFolderDepth = 32;
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths);
 
+// Whether a folder's search takes a file of this name: "*.ncclwatch".
+bool IsTraceFileName(const std::string& name);
+
 // The same search for other files: those whose name `accept` takes (files
 // named directly are taken whatever their name), without the error for a
 // folder that holds none.
