@@ -1,0 +1,416 @@
+#include "tools/watch/file_window.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace ncclwatch::tools {
+namespace {
+
+// The plugin repeats every operation in flight in each stuck report: the
+// latest few say all the model needs (Proc::stucks feeds the judgement of
+// what hung and the report's section).
+constexpr size_t kMaxStucks = 16;
+// Completions read before their operation (the model accepts them so).
+constexpr size_t kMaxEarlyDone = 4096;
+// Definitions are kept for ever; the plugin writes a few per communicator.
+// Millions are no trace the plugin writes.
+constexpr uint64_t kMaxDefs = 1 << 20;
+
+void Frame(const std::string& record, std::string* out) {
+  uint64_t n = record.size();
+  while (n >= 0x80) {
+    out->push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out->push_back(static_cast<char>(n));
+  out->append(record);
+}
+
+// Reads up to `n` bytes at `offset`; false with errno on a read error.
+bool ReadAt(int fd, uint64_t offset, uint64_t n, std::string* out) {
+  out->assign(n, '\0');
+  uint64_t got = 0;
+  while (got < n) {
+    const ssize_t r = pread(fd, &(*out)[got], n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    if (r == 0) break;
+    got += static_cast<uint64_t>(r);
+  }
+  out->resize(got);
+  return true;
+}
+
+}  // namespace
+
+uint16_t FuncIds::Id(const std::string& name) {
+  auto it = ids_.find(name);
+  if (it != ids_.end()) return it->second;
+  // Past 65,535 names (no real trace has them) they share the last id:
+  // their operations then never settle on a name alone, and stay kept.
+  const uint16_t id = static_cast<uint16_t>(std::min<size_t>(ids_.size() + 1, 65535));
+  ids_.emplace(name, id);
+  return id;
+}
+
+bool FuncIds::Find(const std::string& name, uint16_t* id) const {
+  auto it = ids_.find(name);
+  if (it == ids_.end()) return false;
+  *id = it->second;
+  return true;
+}
+
+bool KeyOf(const Model& m, const Op& op, const FuncIds& names, OpKey* key) {
+  if (op.comm >= m.comms.size() || !names.Find(m.Str(op.func), &key->func)) return false;
+  key->comm_hash = m.comms[op.comm].hash;
+  key->p2p = op.kind == OpKind::kP2p;
+  key->seq = op.seq;
+  key->peer = key->p2p ? op.peer_or_root : 0;
+  return true;
+}
+
+void FileWindow::Reset() {
+  FileWindow fresh(path_, names_);
+  *this = std::move(fresh);
+}
+
+void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
+  grew_ = backlog_ = false;
+  if (stopped_) return;
+  RegularFile f = OpenRegularFile(path_);
+  if (f.fd < 0) {
+    if (!unreadable_said_) notes->push_back(path_ + ": cannot be read now (" + f.why + "); keeping what was read");
+    unreadable_said_ = true;
+    return;
+  }
+  unreadable_said_ = false;
+  struct stat st;
+  if (fstat(f.fd, &st) != 0) {
+    close(f.fd);
+    return;
+  }
+  if (known_ && (st.st_dev != dev_ || st.st_ino != ino_)) {
+    notes->push_back(path_ + ": replaced by another file; read again from its start");
+    Reset();
+  } else if (f.size < resume_.offset) {
+    notes->push_back(path_ + ": shrank from " + std::to_string(resume_.offset) + " to " + std::to_string(f.size) +
+                     " bytes; read again from its start");
+    Reset();
+  }
+  known_ = true;
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  const uint64_t start = resume_.offset;
+  uint64_t want = std::min(f.size - start, std::max<uint64_t>(chunk, 1));
+  uint64_t read = 0;
+  std::string buf;
+  while (want > 0) {
+    if (!ReadAt(f.fd, resume_.offset, want, &buf)) {
+      notes->push_back(path_ + ": read error at offset " + std::to_string(resume_.offset) + " (" + strerror(errno) +
+                       "); tried again at the next poll");
+      break;
+    }
+    const uint64_t got = buf.size();
+    read = resume_.offset - start + got;
+    TraceReader r;
+    r.OpenPiece(path_, std::move(buf), resume_);
+    trace::Record rec;
+    uint64_t offset = 0;
+    const uint64_t before = resume_.offset;
+    while (!stopped_ && r.Next(&rec, &offset)) Ingest(&rec, offset, notes);
+    for (const ReadIssue& i : r.issues()) {
+      // A cut record is the end of what was written so far; the header's
+      // checks, unknown fields and a newer schema are reported by the
+      // loader, from the window's own bytes.
+      if (i.kind == ReadIssue::kCorrupt || i.kind == ReadIssue::kIoError) Damage(i.offset, i.what, true, notes);
+      else if (i.kind == ReadIssue::kUnparsable) Damage(i.offset, i.what, false, notes);
+    }
+    resume_ = r.resume();
+    if (stopped_ || resume_.offset > before || got < want) break;
+    // No whole record in `want` bytes: one longer record. Read more of it,
+    // up to the longest a record may be (the reader then calls it corrupt).
+    const uint64_t left = f.size - resume_.offset;
+    const uint64_t most = TraceReader::kMaxRecordBytes + 16;
+    if (want >= left || want >= most) break;
+    want = std::min({left, most, want * 2});
+  }
+  close(f.fd);
+  grew_ = resume_.offset > start;
+  backlog_ = !stopped_ && start + read < f.size;
+  tail_ = !stopped_ && !backlog_ && resume_.offset < f.size;
+}
+
+void FileWindow::Damage(uint64_t offset, const std::string& what, bool ends, std::vector<std::string>* notes) {
+  const std::string line = path_ + ": offset " + std::to_string(offset) + ": " + what;
+  notes->push_back(line + (ends ? "; the other files are still followed" : ""));
+  if (!damaged_ || offset < damaged_at_) damaged_at_ = offset;
+  damaged_ = true;
+  damaged_end_ |= ends;
+  if (issues_.size() < 16) issues_.push_back(line);
+  if (ends) stopped_ = true;
+}
+
+void FileWindow::Append(Kind kind, const trace::Record& rec, size_t* latest) {
+  if (latest != nullptr) {
+    if (*latest != SIZE_MAX) entries_[*latest].dead = true;
+    *latest = entries_.size();
+  }
+  Entry e;
+  e.kind = kind;
+  e.record = rec.SerializeAsString();
+  entries_.push_back(std::move(e));
+}
+
+void FileWindow::FoldDone(Entry* op, const trace::OpDone& done) {
+  trace::Record r;
+  if (!r.ParseFromString(op->record)) return;
+  trace::Op* o = r.mutable_op();
+  trace::OpDone* c = o->mutable_completion();
+  *c = done;
+  c->clear_event_id();
+  c->clear_done_ns();
+  // Folded, a completion is timed from the operation's start (trace.proto,
+  // Op.completion); one before the start (a corrupt clock) becomes the start.
+  c->set_done_after_start_ns(done.done_ns() > o->start_ns() ? done.done_ns() - o->start_ns() : 0);
+  op->record = r.SerializeAsString();
+  op->completed = true;
+}
+
+void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::string>* notes) {
+  if (!rec->has_batch()) has_records_ = true;
+  // A write's Batch and the records the writer stamps as it writes
+  // (heartbeats, stuck reports, the finalize) are its latest times.
+  if (rec->has_batch()) last_time_ = std::max(last_time_, rec->batch().time_ns());
+  if (rec->has_heartbeat()) last_time_ = std::max(last_time_, rec->heartbeat().time_ns());
+  switch (rec->body_case()) {
+    case trace::Record::kBatch:
+      latest_batch_ = rec->SerializeAsString();
+      return;
+    case trace::Record::kStringDef:
+      strings_[rec->string_def().id()] = rec->string_def().text();
+      break;
+    case trace::Record::kCommInit:
+      // A file-local id names the communicator of its latest CommInit (the
+      // plugin gives a finalized one's id again): the definitions stay in
+      // file order, and an operation's key takes the hash of its time.
+      comm_hash_[rec->comm_init().comm()] = rec->comm_init().comm_hash();
+      break;
+    case trace::Record::kFinalize:
+      finalized_ = true;
+      break;
+    case trace::Record::kHeader:
+    case trace::Record::kCommFinalize:
+      break;
+    case trace::Record::kOp: {
+      trace::Op* o = rec->mutable_op();
+      // The reader resolved the start_delta_ns chain into start_ns.
+      o->clear_start_delta_ns();
+      Entry e;
+      e.kind = Kind::kOp;
+      e.event_id = o->event_id();
+      auto hash = comm_hash_.find(o->comm());
+      auto name = strings_.find(o->func());
+      e.key.comm_hash = hash == comm_hash_.end() ? 0 : hash->second;
+      e.key.func = names_->Id(name == strings_.end() ? std::string() : name->second);
+      e.key.p2p = o->kind() == trace::OP_KIND_P2P;
+      e.key.seq = e.key.p2p ? o->p2p_seq() : o->seq();
+      e.key.peer = e.key.p2p ? o->peer() : 0;
+      e.completed = o->has_completion();
+      e.record = rec->SerializeAsString();
+      if (e.event_id != 0) {
+        auto early = early_done_.find(e.event_id);
+        if (early != early_done_.end()) {
+          trace::Record d;
+          if (d.ParseFromString(entries_[early->second].record)) FoldDone(&e, d.op_done());
+          entries_[early->second].dead = true;
+          early_done_.erase(early);
+        }
+        op_by_event_[e.event_id] = entries_.size();
+      }
+      entries_.push_back(std::move(e));
+      ++ops_;
+      return;
+    }
+    case trace::Record::kOpDone: {
+      auto it = op_by_event_.find(rec->op_done().event_id());
+      if (it != op_by_event_.end() && !entries_[it->second].dead) {
+        FoldDone(&entries_[it->second], rec->op_done());
+        return;
+      }
+      // Its operation is still to come, or was let go. It waits here for
+      // the first case, and is not part of the window's bytes on its own.
+      early_done_[rec->op_done().event_id()] = entries_.size();
+      early_order_.push_back(entries_.size());
+      Append(Kind::kEarlyDone, *rec, nullptr);
+      entries_.back().event_id = rec->op_done().event_id();
+      while (early_order_.size() > kMaxEarlyDone) {
+        Entry& old = entries_[early_order_.front()];
+        early_order_.pop_front();
+        if (old.dead) continue;
+        old.dead = true;
+        early_done_.erase(old.event_id);
+      }
+      return;
+    }
+    case trace::Record::kHeartbeat:
+      Append(Kind::kHeartbeat, *rec, &heartbeat_);
+      return;
+    case trace::Record::kDrops:
+      Append(Kind::kDrops, *rec, &drops_);
+      return;
+    case trace::Record::kGpuClock:
+      Append(Kind::kGpuClock, *rec, &gpu_clock_);
+      return;
+    case trace::Record::kStuck:
+      stucks_.push_back(entries_.size());
+      Append(Kind::kStuck, *rec, nullptr);
+      while (stucks_.size() > kMaxStucks) {
+        entries_[stucks_.front()].dead = true;
+        stucks_.pop_front();
+      }
+      return;
+    default:
+      return;  // raw events: the model reads none
+  }
+  Append(Kind::kDef, *rec, nullptr);
+  if (++defs_ > kMaxDefs)
+    Damage(offset, "more than " + std::to_string(kMaxDefs) + " definitions (strings, communicators), which no trace "
+           "the plugin writes holds; stopped following it", true, notes);
+}
+
+namespace {
+
+// `r` as it stood at file time `until`: false when it came later; an
+// operation that completed later loses its completion.
+bool AsOf(uint64_t until, trace::Record* r) {
+  switch (r->body_case()) {
+    case trace::Record::kOp: {
+      trace::Op* o = r->mutable_op();
+      if (o->start_ns() > until) return false;
+      if (o->has_completion() && o->completion().done_after_start_ns() > until - o->start_ns()) {
+        o->clear_completion();
+        o->set_completion_tracked(true);  // left out beside a completion
+      }
+      return true;
+    }
+    case trace::Record::kCommInit: return r->comm_init().time_ns() <= until;
+    case trace::Record::kCommFinalize: return r->comm_finalize().time_ns() <= until;
+    case trace::Record::kFinalize: return r->finalize().time_ns() <= until;
+    case trace::Record::kHeartbeat: return r->heartbeat().time_ns() <= until;
+    case trace::Record::kStuck: return r->stuck().time_ns() <= until;
+    case trace::Record::kDrops: return r->drops().time_ns() <= until;
+    case trace::Record::kGpuClock: return r->gpu_clock().cpu_ns() <= until;
+    case trace::Record::kBatch: return r->batch().time_ns() <= until;
+    default: return true;  // the header, strings
+  }
+}
+
+}  // namespace
+
+std::string FileWindow::Bytes(uint64_t until) const {
+  std::string out;
+  auto add = [&](const std::string& record) {
+    if (until == UINT64_MAX) return Frame(record, &out);
+    trace::Record r;
+    if (r.ParseFromString(record) && AsOf(until, &r)) Frame(r.SerializeAsString(), &out);
+  };
+  for (const Entry& e : entries_)
+    if (!e.dead && e.kind != Kind::kEarlyDone) add(e.record);
+  // Last: the latest write's time is a sign of life. The operations before
+  // it carry absolute start times, so the chain it starts matters to none.
+  if (!latest_batch_.empty()) add(latest_batch_);
+  // The process wrote after `until`: it was alive then. A heartbeat says so
+  // (the window keeps only its latest heartbeat, which may be later).
+  if (until != UINT64_MAX && last_time_ > until) {
+    trace::Record hb;
+    hb.mutable_heartbeat()->set_time_ns(until);
+    Frame(hb.SerializeAsString(), &out);
+  }
+  return out;
+}
+
+void FileWindow::Annotate(Proc* p, bool at_end) const {
+  p->settled_ops = settled_ops_;
+  p->settled_completed = settled_completed_;
+  p->cut_ops = cut_ops_;
+  // The facts LoadModel (model.cc, LoadFile) sets when its reader meets
+  // damage, at the real file's offsets.
+  if (damaged_) {
+    if (!p->damaged || damaged_at_ < p->damaged_at) p->damaged_at = damaged_at_;
+    p->damaged = true;
+    p->damaged_end |= damaged_end_;
+    p->issues.insert(p->issues.end(), issues_.begin(), issues_.end());
+  }
+  if (at_end && tail_) {
+    p->cut_tail = true;
+    if (p->damaged) p->damaged_end = true;
+  }
+}
+
+void FileWindow::LetGo(const std::unordered_map<OpKey, bool, OpKeyHash>& settled) {
+  if (settled.empty()) return;
+  for (Entry& e : entries_) {
+    if (e.dead || e.kind != Kind::kOp) continue;
+    auto it = settled.find(e.key);
+    if (it == settled.end()) continue;
+    e.dead = true;
+    ++settled_ops_;
+    settled_completed_ += it->second;
+  }
+  Compact();
+}
+
+uint64_t FileWindow::Cut(uint64_t max_ops, const std::unordered_set<OpKey, OpKeyHash>& unfinished) {
+  uint64_t cut = 0;
+  for (int pass = 0; pass < 2 && ops_ > max_ops; ++pass)
+    for (Entry& e : entries_) {
+      if (ops_ <= max_ops) break;
+      if (e.dead || e.kind != Kind::kOp || (pass == 0 && unfinished.count(e.key))) continue;
+      e.dead = true;
+      --ops_;
+      ++cut;
+    }
+  cut_ops_ += cut;
+  if (cut > 0) Compact();
+  return cut;
+}
+
+void FileWindow::Compact() {
+  size_t out = 0;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (!entries_[i].dead) {
+      if (out != i) entries_[out] = std::move(entries_[i]);
+      ++out;
+    }
+  entries_.resize(out);
+  op_by_event_.clear();
+  early_done_.clear();
+  early_order_.clear();
+  stucks_.clear();
+  heartbeat_ = drops_ = gpu_clock_ = SIZE_MAX;
+  ops_ = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    switch (e.kind) {
+      case Kind::kOp:
+        ++ops_;
+        if (e.event_id != 0) op_by_event_[e.event_id] = i;
+        break;
+      case Kind::kEarlyDone:
+        early_done_[e.event_id] = i;
+        early_order_.push_back(i);
+        break;
+      case Kind::kStuck: stucks_.push_back(i); break;
+      case Kind::kHeartbeat: heartbeat_ = i; break;
+      case Kind::kDrops: drops_ = i; break;
+      case Kind::kGpuClock: gpu_clock_ = i; break;
+      case Kind::kDef: break;
+    }
+  }
+}
+
+}  // namespace ncclwatch::tools

@@ -1,0 +1,170 @@
+// One trace file followed while its process writes it, held as a bounded
+// window: what the model needs of the file's past, not the file.
+//
+// Each Follow() reads only the bytes the file gained since the last one
+// (pread from the offset consumed, at most a chunk), with the reader's own
+// rules (TraceReader::OpenPiece): a record the end of the data cuts short
+// waits for the next call (a file being written ends so), while damage is
+// damage. A corrupt length ends the follow, since nothing after it can be
+// framed; a record that does not parse is skipped, as diagnose skips it.
+// A file that shrinks or is replaced (another inode) is read again from
+// its start, with a note.
+//
+// What is kept: the definitions for ever (header, strings, communicators'
+// inits and finalizes, the process's finalize), operations until the
+// caller lets them go (LetGo, Cut), each completion folded into its
+// operation, and only the latest heartbeat, drop counters, GPU clock and
+// Batch and the latest few stuck reports: the model reads nothing older of
+// those (a heartbeat count, a maximum time, cumulative counters), and the
+// plugin repeats every operation in flight in each new stuck report. Raw
+// events are not kept: the model reads none. Operations are re-encoded
+// with absolute start times, so that letting records go cannot shift the
+// Op start_delta_ns chain.
+//
+// Bytes() is the window as a trace file, for LoadModelFromBytes; Annotate
+// then tells the model what the bytes cannot (where the real file is
+// damaged, what was let go).
+//
+// Memory: the kept records (an operation is about 50 bytes), plus one chunk
+// while reading. Thread safety: one thread.
+
+#ifndef TOOLS_WATCH_FILE_WINDOW_H_
+#define TOOLS_WATCH_FILE_WINDOW_H_
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "proto/trace.pb.h"
+#include "tools/model/model.h"
+#include "tools/reader/reader.h"
+
+namespace ncclwatch::tools {
+
+// Function names as small ids, shared by every file of a watch, so that an
+// OpKey compares across files and with a model's operations.
+class FuncIds {
+ public:
+  uint16_t Id(const std::string& name);            // adds it
+  bool Find(const std::string& name, uint16_t* id) const;
+
+ private:
+  std::unordered_map<std::string, uint16_t> ids_;
+};
+
+// An operation of one file as the model matches it: its communicator's
+// hash, function, and NCCL's seq (collectives) or the peer and the order
+// between the pair (point-to-point).
+struct OpKey {
+  uint64_t comm_hash = 0;
+  uint64_t seq = 0;
+  int32_t peer = 0;  // p2p; 0 for collectives
+  uint16_t func = 0;
+  bool p2p = false;
+  bool operator==(const OpKey& o) const {
+    return comm_hash == o.comm_hash && seq == o.seq && peer == o.peer && func == o.func && p2p == o.p2p;
+  }
+};
+struct OpKeyHash {
+  size_t operator()(const OpKey& k) const {
+    uint64_t h = k.comm_hash * 0x9e3779b97f4a7c15ull ^ (k.seq + 0x632be59bd9b4e019ull);
+    h ^= (uint64_t{static_cast<uint32_t>(k.peer)} << 20 | uint64_t{k.func} << 1 | k.p2p) * 0xbf58476d1ce4e5b9ull;
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
+};
+// `op` of `m` as its file's OpKey; false when `names` has not seen its function.
+bool KeyOf(const Model& m, const Op& op, const FuncIds& names, OpKey* key);
+
+class FileWindow {
+ public:
+  FileWindow(std::string path, FuncIds* names) : path_(std::move(path)), names_(names) {}
+
+  // Reads what the file gained: at most `chunk` bytes, more only for one
+  // record longer than that. Says what happened to the file (replaced,
+  // damaged, unreadable) on `notes`, a line each, naming it.
+  void Follow(uint64_t chunk, std::vector<std::string>* notes);
+
+  const std::string& path() const { return path_; }
+  // A record other than a Batch was read: the loader can judge the file.
+  bool has_records() const { return has_records_; }
+  bool finalized() const { return finalized_; }
+  // Damage ended the follow: nothing more will be read from it.
+  bool stopped() const { return stopped_; }
+  // The last Follow read something; more is there than it read.
+  bool grew() const { return grew_; }
+  bool backlog() const { return backlog_; }
+  uint64_t ops() const { return ops_; }
+  uint64_t let_go() const { return settled_ops_ + cut_ops_; }
+
+  // The window as a trace file; with `until` (a time of the file, ns after
+  // its header's mono_base_ns), as the process had written it by then:
+  // records of later times left out, completions after it too (the
+  // operation was in flight then), and a heartbeat at `until` when the
+  // process wrote later (it was alive then).
+  std::string Bytes(uint64_t until = UINT64_MAX) const;
+  // What the model of Bytes() cannot know: where the real file is damaged
+  // (its offsets, as LoadModel would set them), the operations let go, and,
+  // `at_end`, that it ends in a cut record.
+  void Annotate(Proc* p, bool at_end) const;
+
+  // Lets go of the operations `settled` names (with whether each completed):
+  // every rank finished them (tools/watch/settled.h).
+  void LetGo(const std::unordered_map<OpKey, bool, OpKeyHash>& settled);
+  // Keeps at most `max_ops` operations: lets go of the oldest, first those
+  // `unfinished` does not name. Returns how many it let go.
+  uint64_t Cut(uint64_t max_ops, const std::unordered_set<OpKey, OpKeyHash>& unfinished);
+
+ private:
+  enum class Kind : uint8_t { kDef, kOp, kEarlyDone, kHeartbeat, kDrops, kGpuClock, kStuck };
+  struct Entry {
+    Kind kind;
+    bool dead = false;
+    bool completed = false;  // kOp: its completion is folded in
+    OpKey key;
+    uint64_t event_id = 0;  // kOp, kEarlyDone
+    std::string record;     // a serialized trace::Record
+  };
+  void Reset();
+  void Ingest(trace::Record* rec, uint64_t offset, std::vector<std::string>* notes);
+  void Append(Kind kind, const trace::Record& rec, size_t* latest);
+  void FoldDone(Entry* op, const trace::OpDone& done);
+  void Damage(uint64_t offset, const std::string& what, bool ends, std::vector<std::string>* notes);
+  // Drops dead entries and re-indexes the rest.
+  void Compact();
+
+  std::string path_;
+  FuncIds* names_;
+  bool known_ = false;  // dev_/ino_ set
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  TraceReader::Resume resume_;
+  bool has_records_ = false, finalized_ = false, stopped_ = false, grew_ = false, backlog_ = false;
+  bool tail_ = false;  // the file ends in a record not yet whole
+  bool unreadable_said_ = false;
+
+  std::vector<Entry> entries_;
+  std::string latest_batch_;  // serialized; emitted last (a sign of life)
+  uint64_t last_time_ = 0;    // the latest write's time (file time)
+  uint64_t ops_ = 0, defs_ = 0;
+  std::unordered_map<uint64_t, size_t> op_by_event_;     // live kOp entries with an event_id
+  std::unordered_map<uint64_t, size_t> early_done_;      // OpDone before its Op
+  std::deque<size_t> early_order_, stucks_;
+  size_t heartbeat_ = SIZE_MAX, drops_ = SIZE_MAX, gpu_clock_ = SIZE_MAX;
+  std::unordered_map<uint32_t, uint64_t> comm_hash_;     // file-local comm -> hash, as of now
+  std::unordered_map<uint32_t, std::string> strings_;    // StringDef id -> text
+
+  // Damage, as LoadModel records it (Proc::damaged...).
+  bool damaged_ = false, damaged_end_ = false;
+  uint64_t damaged_at_ = 0;
+  std::vector<std::string> issues_;
+  uint64_t settled_ops_ = 0, settled_completed_ = 0, cut_ops_ = 0;
+};
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_WATCH_FILE_WINDOW_H_

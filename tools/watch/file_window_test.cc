@@ -1,0 +1,281 @@
+// A trace file followed as it grows: read in pieces cut anywhere, it loads
+// as the whole file does; damage, a replaced or truncated file and a
+// bounded chunk are handled as file_window.h says.
+
+#include "tools/watch/file_window.h"
+
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "tools/model/model.h"
+#include "tools/reader/reader.h"
+#include "tools/testing/trace_builder.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using testing::kMs;
+using testing::kSec;
+
+std::string TempDir() {
+  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  std::string tmpl = base + "/file_windowXXXXXX";
+  char* d = mkdtemp(&tmpl[0]);
+  return d ? std::string(d) : base;
+}
+
+void Write(const std::string& path, const std::string& bytes, bool append) {
+  std::ofstream f(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
+  f << bytes;
+}
+
+// One rank of a small job with a hang: operations, completions (folded and
+// separate), heartbeats, a stuck report, a finalize of one communicator.
+std::string RankBytes(int rank = 0) {
+  testing::JobSpec spec;
+  spec.nranks = 2;
+  spec.ncolls = 40;
+  spec.stuck_sec = 2;
+  spec.op_hook = [](int r, int k, testing::OpPlan& p) {
+    if (k % 3 == 0) p.opts.completion = testing::Completion::kSeparate;
+    if (r == 1 && k == 30) p.skip = true;
+  };
+  return testing::BuildJob(spec)[rank].Bytes();
+}
+
+Model Load(const std::string& name, const std::string& bytes) {
+  Model m;
+  std::string err;
+  EXPECT_TRUE(LoadModelFromBytes({{name, bytes}}, LoadOptions(), &m, &err)) << err;
+  return m;
+}
+
+// What the analyses read of a model, as text.
+std::string Facts(const Model& m) {
+  std::string s;
+  for (const Proc& p : m.procs)
+    s += "proc " + p.host + " " + std::to_string(p.first_ns) + ".." + std::to_string(p.last_ns) + " hb " +
+         std::to_string(p.last_heartbeat_ns) + (p.heartbeats > 0 ? "+" : "-") + " stucks " +
+         std::to_string(p.stucks.size()) + (p.finalized ? " finalized" : "") + (p.damaged ? " damaged" : "") + "\n";
+  for (const Op& o : m.ops)
+    s += m.Str(o.func) + " #" + std::to_string(o.seq) + " state " + std::to_string(static_cast<int>(o.state)) + " " +
+         std::to_string(o.start_ns) + " " + std::to_string(o.done_ns) + " gpu " + std::to_string(o.gpu_start_ns) + "+" +
+         std::to_string(o.gpu_duration_ns) + (o.ended_by_abort ? " abort" : "") + "\n";
+  for (const Comm& c : m.comms) s += "comm " + c.name + " " + std::to_string(c.members.size()) + "\n";
+  return s;
+}
+
+TEST(FileWindow, PiecesCutAnywhereLoadAsTheWholeFile) {
+  const std::string bytes = RankBytes();
+  const std::string want = Facts(Load("f.ncclwatch", bytes));
+  const std::string dir = TempDir();
+  const std::string path = dir + "/f.ncclwatch";
+  // Cuts a prime number of bytes apart: every kind of record is cut somewhere.
+  for (size_t step : {size_t{7}, size_t{61}, size_t{997}}) {
+    SCOPED_TRACE(step);
+    Write(path, "", false);
+    FuncIds names;
+    FileWindow w(path, &names);
+    std::vector<std::string> notes;
+    for (size_t at = 0; at < bytes.size(); at += step) {
+      Write(path, bytes.substr(at, step), true);
+      w.Follow(1 << 20, &notes);
+      EXPECT_FALSE(w.stopped());
+      if (w.has_records()) Load(path, w.Bytes());  // every prefix loads
+    }
+    EXPECT_TRUE(notes.empty()) << notes[0];
+    Model m = Load("f.ncclwatch", w.Bytes());
+    w.Annotate(&m.procs[0], true);
+    EXPECT_FALSE(m.procs[0].cut_tail);
+    EXPECT_EQ(Facts(m), want);
+    EXPECT_LT(w.Bytes().size(), bytes.size());  // heartbeats, batches and GPU clocks are not kept
+  }
+}
+
+TEST(FileWindow, ACorruptLengthStopsTheFollowAndNamesTheOffset) {
+  const std::string bytes = RankBytes();
+  const std::string dir = TempDir();
+  const std::string path = dir + "/rank0.ncclwatch";
+  const size_t half = bytes.size() / 2;
+  Write(path, bytes.substr(0, half), false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  ASSERT_TRUE(notes.empty());
+  // From the first record the half cut short, the file is garbage: a
+  // length of 2^63, then the rest of the records.
+  TraceReader probe;
+  probe.OpenBytes("probe", bytes.substr(0, half));
+  trace::Record rec;
+  uint64_t off = 0;
+  while (probe.Next(&rec, &off)) {
+  }
+  const uint64_t damage_at = probe.resume().offset;
+  Write(path, bytes.substr(0, damage_at) + std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x10", 9) + bytes.substr(half),
+        false);
+  w.Follow(1 << 20, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find(path + ": offset " + std::to_string(damage_at) + ": record length"), std::string::npos)
+      << notes[0];
+  EXPECT_TRUE(w.stopped());
+  // Nothing after the damage is read, however the file grows.
+  Write(path, bytes.substr(half), true);
+  notes.clear();
+  w.Follow(1 << 20, &notes);
+  EXPECT_TRUE(notes.empty());
+  Model m = Load(path, w.Bytes());
+  w.Annotate(&m.procs[0], false);
+  EXPECT_TRUE(m.procs[0].damaged);
+  EXPECT_TRUE(m.procs[0].damaged_end);
+  EXPECT_EQ(m.procs[0].damaged_at, damage_at);
+  EXPECT_FALSE(m.procs[0].ops.empty());  // what came before stands
+}
+
+TEST(FileWindow, ARecordThatDoesNotParseIsSkippedAndTheFollowGoesOn) {
+  const std::string bytes = RankBytes();
+  const std::string dir = TempDir();
+  const std::string path = dir + "/rank0.ncclwatch";
+  TraceReader probe;
+  probe.OpenBytes("probe", bytes.substr(0, bytes.size() / 3));
+  trace::Record rec;
+  uint64_t off = 0;
+  while (probe.Next(&rec, &off)) {
+  }
+  const uint64_t at = probe.resume().offset;
+  // A well-framed record of 3 bytes that is no Record (field 0 is invalid).
+  Write(path, bytes.substr(0, at) + std::string("\x03\x00\x00\x00", 4) + bytes.substr(at), false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("offset " + std::to_string(at) + ": record of 3 bytes does not parse"), std::string::npos)
+      << notes[0];
+  EXPECT_FALSE(w.stopped());
+  Model m = Load(path, w.Bytes());
+  w.Annotate(&m.procs[0], true);
+  EXPECT_TRUE(m.procs[0].damaged);
+  EXPECT_FALSE(m.procs[0].damaged_end);
+  EXPECT_EQ(m.procs[0].damaged_at, at);
+  EXPECT_EQ(m.ops.size(), Load(path, bytes).ops.size());  // every operation, before and after
+}
+
+TEST(FileWindow, AReplacedOrTruncatedFileIsReadAgainFromItsStart) {
+  const std::string a = RankBytes(0), b = RankBytes(1);
+  const std::string dir = TempDir();
+  const std::string path = dir + "/r.ncclwatch";
+  Write(path, a, false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  const std::string facts_b = Facts(Load(path, b));
+  // Replaced: another file renamed over it (another inode).
+  Write(dir + "/new", b, false);
+  ASSERT_EQ(rename((dir + "/new").c_str(), path.c_str()), 0);
+  w.Follow(1 << 20, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], path + ": replaced by another file; read again from its start");
+  EXPECT_EQ(Facts(Load(path, w.Bytes())), facts_b);
+  // Truncated in place, then written again.
+  notes.clear();
+  Write(path, a.substr(0, 100), false);
+  w.Follow(1 << 20, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], path + ": shrank from " + std::to_string(b.size()) + " to 100 bytes; read again from its start");
+  Write(path, a.substr(100), true);
+  w.Follow(1 << 20, &notes);
+  EXPECT_EQ(Facts(Load(path, w.Bytes())), Facts(Load(path, a)));
+}
+
+TEST(FileWindow, AChunkBoundsOnePollAndALongRecordIsStillRead) {
+  const std::string bytes = RankBytes();
+  const std::string dir = TempDir();
+  const std::string path = dir + "/r.ncclwatch";
+  // A long record (a string definition of 5,000 bytes) early in the file.
+  trace::Record big;
+  big.mutable_string_def()->set_id(9999);
+  big.mutable_string_def()->set_text(std::string(5000, 'x'));
+  std::string framed;
+  {
+    const std::string body = big.SerializeAsString();
+    uint64_t n = body.size();
+    while (n >= 0x80) {
+      framed.push_back(static_cast<char>((n & 0x7f) | 0x80));
+      n >>= 7;
+    }
+    framed.push_back(static_cast<char>(n));
+    framed += body;
+  }
+  TraceReader probe;
+  probe.OpenBytes("probe", bytes.substr(0, 200));
+  trace::Record rec;
+  uint64_t off = 0;
+  while (probe.Next(&rec, &off)) {
+  }
+  const uint64_t at = probe.resume().offset;
+  const std::string file = bytes.substr(0, at) + framed + bytes.substr(at);
+  Write(path, file, false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  int polls = 0;
+  do {
+    w.Follow(256, &notes);
+    ++polls;
+  } while (w.backlog() && polls < 10000);
+  EXPECT_TRUE(notes.empty());
+  // 256 bytes a poll, but for the long record (read whole, with what its
+  // doubling reads after it).
+  EXPECT_GE(polls, static_cast<int>((file.size() - 2 * framed.size()) / 256));
+  EXPECT_EQ(Facts(Load(path, w.Bytes())), Facts(Load(path, file)));
+}
+
+TEST(FileWindow, LettingGoAndCuttingOperations) {
+  const std::string bytes = RankBytes();
+  const std::string dir = TempDir();
+  const std::string path = dir + "/r.ncclwatch";
+  Write(path, bytes, false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  Model m = Load(path, w.Bytes());
+  const uint64_t n = w.ops();
+  ASSERT_EQ(n, m.ops.size());
+  std::unordered_map<OpKey, bool, OpKeyHash> settled;
+  for (size_t i = 0; i < 10; ++i) {
+    OpKey k;
+    ASSERT_TRUE(KeyOf(m, m.ops[i], names, &k));
+    settled[k] = true;
+  }
+  w.LetGo(settled);
+  EXPECT_EQ(w.ops(), n - 10);
+  EXPECT_EQ(w.let_go(), 10u);
+  // The cut takes the oldest, those not unfinished first.
+  std::unordered_set<OpKey, OpKeyHash> unfinished;
+  OpKey first;
+  ASSERT_TRUE(KeyOf(m, m.ops[10], names, &first));
+  unfinished.insert(first);
+  EXPECT_EQ(w.Cut(n - 12, unfinished), 2u);
+  Model after = Load(path, w.Bytes());
+  w.Annotate(&after.procs[0], false);
+  EXPECT_EQ(after.procs[0].settled_ops, 10u);
+  EXPECT_EQ(after.procs[0].settled_completed, 10u);
+  EXPECT_EQ(after.procs[0].cut_ops, 2u);
+  ASSERT_EQ(after.ops.size(), n - 12);
+  EXPECT_EQ(after.ops[0].seq, m.ops[10].seq);  // kept: unfinished
+  EXPECT_EQ(after.ops[1].seq, m.ops[13].seq);
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
