@@ -105,6 +105,7 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
   dev_ = st.st_dev;
   ino_ = st.st_ino;
   const uint64_t start = resume_.offset;
+  tail_line_.clear();
   uint64_t want = std::min(f.size - start, std::max<uint64_t>(chunk, 1));
   uint64_t read = 0;
   std::string buf;
@@ -128,6 +129,7 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
       // loader, from the window's own bytes.
       if (i.kind == ReadIssue::kCorrupt || i.kind == ReadIssue::kIoError) Damage(i.offset, i.what, true, notes);
       else if (i.kind == ReadIssue::kUnparsable) Damage(i.offset, i.what, false, notes);
+      else if (i.kind == ReadIssue::kCutTail) tail_line_ = path_ + ": offset " + std::to_string(i.offset) + ": " + i.what;
     }
     resume_ = r.resume();
     if (stopped_ || resume_.offset > before || got < want) break;
@@ -347,6 +349,7 @@ void FileWindow::Annotate(Proc* p, bool at_end) const {
   }
   if (at_end && tail_) {
     p->cut_tail = true;
+    p->issues.push_back(tail_line_);  // the reader's words, as diagnose says it
     if (p->damaged) p->damaged_end = true;
   }
 }

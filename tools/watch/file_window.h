@@ -145,6 +145,7 @@ class FileWindow {
   TraceReader::Resume resume_;
   bool has_records_ = false, finalized_ = false, stopped_ = false, grew_ = false, backlog_ = false;
   bool tail_ = false;  // the file ends in a record not yet whole
+  std::string tail_line_;  // what the reader said of it
   bool unreadable_said_ = false;
 
   std::vector<Entry> entries_;
