@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ ABSL_FLAG(bool, strict, false, "check: baseline rows missing from the run fail t
 ABSL_FLAG(std::string, job, "", "read only the files of this job id");
 ABSL_FLAG(std::vector<std::string>, fr, {},
           "diagnose: PyTorch Flight Recorder dumps (files or folders, comma-separated) besides those among the inputs");
+ABSL_FLAG(double, interval, 2.0, "watch: seconds between polls");
+ABSL_FLAG(int32_t, settle, 2, "watch: polls a problem must hold before it is printed");
+ABSL_FLAG(double, timeout, 0.0, "watch: seconds until the verdict on what was read (0: none)");
+ABSL_FLAG(uint64_t, window_ops, 200000, "watch: operations kept per file, at most");
 
 namespace ncclwatch::tools {
 namespace {
@@ -51,6 +56,7 @@ constexpr char kUsage[] =
     "  stats    per-collective latency, bandwidth, enqueue delay and arrival skew\n"
     "  check    the CI gate: stats against a baseline, and no diagnose error\n"
     "  dump     print every record of trace files, then a summary per file\n"
+    "  watch    follow a running job's files; diagnose's verdict as soon as it holds\n"
     "\n"
     "Each takes the trace files of all ranks: files, or folders searched\n"
     "recursively for *.ncclwatch. The files must hold one job: --job ID picks\n"
@@ -161,6 +167,35 @@ constexpr char kCheckUsage[] =
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
 
+constexpr char kWatchUsage[] =
+    "usage: ncclwatch watch [--interval SEC] [--settle N] [--timeout SEC] [--format=text|json] DIR|FILE...\n"
+    "\n"
+    "Follows every rank's trace file while the job runs (on a shared filesystem,\n"
+    "or gathered), and prints diagnose's verdict as soon as the evidence\n"
+    "suffices: when every file is finalized, or when a problem (a hang, a\n"
+    "mismatch, a dead rank...) holds for --settle polls. Folders are searched\n"
+    "for *.ncclwatch at every poll: ranks that start later are followed too.\n"
+    "Standard output holds only the verdict, as diagnose prints it; progress\n"
+    "goes to standard error. While the job runs, an operation counts as hung\n"
+    "after the plugin's stuck threshold (NCCLWATCH_STUCK_SEC, in the files), and\n"
+    "the job is judged as of the latest time every file covers. Memory stays\n"
+    "bounded: what every rank has finished is let go, from every file at once.\n"
+    "  --interval SEC   seconds between polls (default 2)\n"
+    "  --settle N       polls a problem must hold before it is printed (default 2)\n"
+    "  --timeout SEC    then print the verdict on what was read, as diagnose\n"
+    "                   would, and exit (default 0: no timeout)\n"
+    "  --window-ops N   operations kept per file, at most (default 200000); past\n"
+    "                   it the oldest go even unfinished on some rank, and the\n"
+    "                   verdict says the evidence is incomplete\n"
+    "  --min-wait SEC   an operation in flight this long is a hang (default: the\n"
+    "                   files' NCCLWATCH_STUCK_SEC while the job runs, 1 once it\n"
+    "                   is over)\n"
+    "  --format=text|json, --json, --job ID, --fr PATH,..., --out FILE, -o FILE\n"
+    "                   as for diagnose\n"
+    "SIGINT or SIGTERM: the verdict on what was read, then exit.\n"
+    "Exit status: diagnose's: 0 healthy, 1 a problem found, 2 unusable input,\n"
+    "3 the evidence is incomplete or damaged.\n";
+
 struct Command {
   const char* name;
   const char* usage;
@@ -175,6 +210,10 @@ const Command kCommands[] = {
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
     {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "job", "out"}, {"tolerance"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
+    {"watch",
+     kWatchUsage,
+     {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
+     {}},
 };
 
 bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
@@ -182,7 +221,7 @@ bool Has(const std::vector<std::string>& v, const std::string& s) { return std::
 // The flags and inputs of one subcommand's arguments. Returns -1 to go on,
 // else the exit status (0 after --help, 2 after a usage error).
 int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vector<std::string>* inputs,
-              std::ostream& out, std::ostream& err) {
+              std::set<std::string>* given, std::ostream& out, std::ostream& err) {
   const std::string who = std::string("ncclwatch ") + cmd.name + ": ";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -241,6 +280,7 @@ int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vec
         return 2;
       }
     }
+    given->insert(std::string(flag->Name()));
     if (Has(cmd.repeatable, name)) {
       const std::string before = flag->CurrentValue();
       if (!before.empty()) value = before + "," + value;
@@ -256,21 +296,23 @@ int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vec
   return -1;
 }
 
-int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err);
+int Run(const Command& cmd, const std::vector<std::string>& paths, const std::set<std::string>& given,
+        std::ostream& out, std::ostream& err);
 
 // Every command's report goes to --out (-o) when given: merge and export
 // write there themselves (binary and streamed output); the others through
 // this file.
-int RunTo(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err) {
+int RunTo(const Command& cmd, const std::vector<std::string>& paths, const std::set<std::string>& given,
+          std::ostream& out, std::ostream& err) {
   const std::string name = cmd.name;
   const std::string path = absl::GetFlag(FLAGS_out);
-  if (path.empty() || name == "merge" || name == "export") return Run(cmd, paths, out, err);
+  if (path.empty() || name == "merge" || name == "export") return Run(cmd, paths, given, out, err);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
     err << "ncclwatch " << name << ": cannot write " << path << "\n";
     return 2;
   }
-  const int status = Run(cmd, paths, file, err);
+  const int status = Run(cmd, paths, given, file, err);
   file.close();
   if (!file) {
     err << "ncclwatch " << name << ": cannot write " << path << "\n";
@@ -279,7 +321,8 @@ int RunTo(const Command& cmd, const std::vector<std::string>& paths, std::ostrea
   return status;
 }
 
-int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err) {
+int Run(const Command& cmd, const std::vector<std::string>& paths, const std::set<std::string>& given,
+        std::ostream& out, std::ostream& err) {
   const std::string name = cmd.name;
   const std::string who = "ncclwatch " + name + ": ";
   std::string format = absl::GetFlag(FLAGS_format);
@@ -291,7 +334,7 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream&
   Inputs inputs;
   inputs.paths = paths;
   inputs.load.job = absl::GetFlag(FLAGS_job);
-  if (name == "diagnose") {
+  if (name == "diagnose" || name == "watch") {
     inputs.fr_paths = absl::GetFlag(FLAGS_fr);
     if (absl::GetFlag(FLAGS_json)) format = "json";
     if (format != "text" && format != "json") {
@@ -304,7 +347,24 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, std::ostream&
       err << who << "bad --min-wait '" << opts.min_wait_sec << "'\n" << cmd.usage;
       return 2;
     }
-    return DiagnoseCommand(inputs, format, opts, out, err);
+    if (name == "diagnose") return DiagnoseCommand(inputs, format, opts, out, err);
+    WatchSettings w;
+    w.interval_sec = absl::GetFlag(FLAGS_interval);
+    w.timeout_sec = absl::GetFlag(FLAGS_timeout);
+    w.settle = absl::GetFlag(FLAGS_settle);
+    w.window_ops = absl::GetFlag(FLAGS_window_ops);
+    // --min-wait given: the same limit while the job runs as after.
+    if (given.count("min_wait")) w.live_min_wait_sec = opts.min_wait_sec;
+    std::string bad;
+    if (!(w.interval_sec > 0 && w.interval_sec <= 86400)) bad = "--interval must be above 0 s and at most a day";
+    else if (!(w.timeout_sec >= 0)) bad = "--timeout must be 0 (none) or more";
+    else if (w.settle < 1) bad = "--settle must be 1 or more";
+    else if (w.window_ops < 1) bad = "--window-ops must be 1 or more";
+    if (!bad.empty()) {
+      err << who << bad << "\n" << cmd.usage;
+      return 2;
+    }
+    return WatchCommand(inputs, format, opts, w, out, err);
   }
   if (name == "merge") {
     if (format != "text" && format != "json" && format != "pb") {
@@ -366,13 +426,15 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   for (const Command& cmd : kCommands) {
     if (name != cmd.name) continue;
     std::vector<std::string> inputs;
-    const int status = ParseArgs(cmd, std::vector<std::string>(argv.begin() + 2, argv.end()), &inputs, out, err);
+    std::set<std::string> given;
+    const int status =
+        ParseArgs(cmd, std::vector<std::string>(argv.begin() + 2, argv.end()), &inputs, &given, out, err);
     if (status >= 0) return status;
     if (inputs.empty()) {
       err << "ncclwatch " << name << ": no trace file or directory given\n" << cmd.usage;
       return 2;
     }
-    return RunTo(cmd, inputs, out, err);
+    return RunTo(cmd, inputs, given, out, err);
   }
   err << "ncclwatch: unknown command '" << name << "'\n" << kUsage;
   return 2;

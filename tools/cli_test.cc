@@ -104,7 +104,7 @@ TEST(Cli, ARepeatableFlagAccumulates) {
 }
 
 TEST(Cli, HelpForEachCommand) {
-  for (const char* cmd : {"diagnose", "merge", "export", "stats", "check", "dump"}) {
+  for (const char* cmd : {"diagnose", "merge", "export", "stats", "check", "dump", "watch"}) {
     const Result h = Nw({cmd, "--help"});
     EXPECT_EQ(h.status, 0) << cmd;
     EXPECT_EQ(h.out.rfind(std::string("usage: ncclwatch ") + cmd, 0), 0u) << h.out;
@@ -185,6 +185,66 @@ TEST(Cli, CheckOnAHangFailsOncePerRootCauseWithStableNames) {
   EXPECT_NE(xml.find("name=\"MISSING_RANK AllReduce #4 on &apos;world&apos; (4 ranks) by rank 3\""),
             std::string::npos)
       << xml;
+}
+
+// A recording whose files are all finalized: watch's first poll has the
+// verdict, and it is diagnose's, word for word, in either format.
+TEST(Cli, WatchOnAFinishedJobIsDiagnose) {
+  for (const char* format : {"--format=text", "--format=json"}) {
+    const Result w = Nw({"watch", format, kSkip});
+    const Result d = Nw({"diagnose", format, kSkip});
+    EXPECT_EQ(w.status, 1) << w.err;
+    EXPECT_EQ(w.status, d.status);
+    EXPECT_EQ(w.out, d.out);
+  }
+}
+
+// Files still being written (each cut mid-record): --timeout ends the
+// watch with the verdict on what was read, as diagnose gives it.
+TEST(Cli, WatchTimeoutGivesTheVerdictOnWhatWasRead) {
+  const std::string dir = TempPath("watch_live");
+  mkdir(dir.c_str(), 0755);
+  int n = 0;
+  for (const char* name : {"vm-868-1795300948894", "vm-869-1795300948895", "vm-871-1795300948895",
+                           "vm-872-1795300948893"}) {
+    const std::string bytes = ReadFile(std::string("testdata/gpu/healthy/") + name + ".ncclwatch");
+    ASSERT_GT(bytes.size(), 1500u);
+    std::ofstream(dir + "/" + name + ".ncclwatch", std::ios::binary) << bytes.substr(0, 1500 - 7 * n++);
+  }
+  const Result w = Nw({"watch", "--timeout", "0.2", "--interval", "0.05", dir});
+  const Result d = Nw({"diagnose", dir});
+  EXPECT_EQ(w.status, d.status) << w.err;
+  EXPECT_EQ(w.out, d.out);
+  EXPECT_EQ(w.out.rfind("OK: no problem found in 4 processes", 0), 0u) << w.out;
+  EXPECT_NE(w.err.find("ncclwatch watch: watching 4 files (4 processes)"), std::string::npos) << w.err;
+  EXPECT_NE(w.err.find("--timeout 0.2 s: the verdict on what was read"), std::string::npos) << w.err;
+}
+
+TEST(Cli, WatchRefusesBadFlagsAndPaths) {
+  Result r = Nw({"watch", "--interval", "0", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--interval must be above 0 s"), std::string::npos) << r.err;
+  r = Nw({"watch", "--settle=0", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--settle must be 1 or more"), std::string::npos) << r.err;
+  r = Nw({"watch", "--window-ops=-5", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("bad --window-ops '-5'"), std::string::npos) << r.err;
+  r = Nw({"watch", "--format=xml", kSkip});
+  EXPECT_EQ(r.status, 2);
+  r = Nw({"watch", "--baseline", "b.json", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown option '--baseline'"), std::string::npos) << r.err;
+  // A path that is not there is a mistake, said at once; in JSON too.
+  r = Nw({"watch", "/nonexistent/traces"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "ncclwatch watch: cannot open /nonexistent/traces: No such file or directory\n");
+  r = Nw({"watch", "--json", "/nonexistent/traces"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("UNUSABLE INPUT: cannot open /nonexistent/traces"), std::string::npos) << r.out;
+  r = Nw({"watch", "/dev/null"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("/dev/null: not a regular file (a character device)"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
 #include "tools/commands.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <signal.h>
+#include <sys/select.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +19,7 @@
 #include "tools/order/order.h"
 #include "tools/reader/reader.h"
 #include "tools/stats/stats.h"
+#include "tools/watch/watch.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -54,40 +60,183 @@ bool ReadBaseline(const std::string& path, std::string* bytes, std::string* erro
 
 }  // namespace
 
-int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
-                    std::ostream& out, std::ostream& err) {
-  Model model;
-  std::string error;
-  if (!Load("diagnose", inputs, false, &model, err, &error)) {
-    if (format == "json") {
-      report::Diagnosis d;
-      d.set_verdict("UNUSABLE INPUT: " + error);
-      d.set_exit_status(2);
-      for (const std::string& e : model.errors) {
-        report::InputIssue* i = d.add_input_issues();
-        i->set_kind(report::InputIssue::UNUSABLE_FILE);
-        i->set_text(e);
-      }
-      out << FormatJson(d);
-    }
-    return 2;
+namespace {
+
+// Input that yields no model: said on `err` ("ncclwatch CMD: ..." by the
+// caller); in JSON also on `out`, as a Diagnosis, so that a script reading
+// it gets one.
+void PrintUnusable(const std::string& format, const std::string& error, const std::vector<std::string>& errors,
+                   std::ostream& out) {
+  if (format != "json") return;
+  report::Diagnosis d;
+  d.set_verdict("UNUSABLE INPUT: " + error);
+  d.set_exit_status(2);
+  for (const std::string& e : errors) {
+    report::InputIssue* i = d.add_input_issues();
+    i->set_kind(report::InputIssue::UNUSABLE_FILE);
+    i->set_text(e);
   }
-  // Flight Recorder dumps among the inputs or named with --fr: they name
-  // the communicators' process groups (before the diagnosis, so that its
-  // labels carry them) and give each rank's Python call (after it).
+  out << FormatJson(d);
+}
+
+// Diagnose, with the Flight Recorder dumps among the inputs or named with
+// --fr: they name the communicators' process groups (before the diagnosis,
+// so that its labels carry them) and give each rank's Python call (after it).
+report::Diagnosis DiagnoseJoined(const char* cmd, const Inputs& inputs, Model* model, const DiagnoseOptions& opts,
+                                 std::ostream& err) {
   std::vector<std::string> candidates = ListFiles(inputs.paths, &MayBeFrDumpName).files;
   std::vector<std::string> named;
   for (const std::string& p : inputs.fr_paths) {
     TraceInputs listed = ListFiles({p}, &MayBeFrDumpName);
     if (listed.files.size() == 1 && listed.files[0] == p) named.push_back(p);
     else candidates.insert(candidates.end(), listed.files.begin(), listed.files.end());
-    for (const std::string& e : listed.errors) err << "ncclwatch diagnose: --fr " << e << "\n";
+    for (const std::string& e : listed.errors) err << "ncclwatch " << cmd << ": --fr " << e << "\n";
   }
-  FrJoin fr = JoinFlightRecorder(candidates, named, &model);
-  report::Diagnosis d = Diagnose(model, opts);
-  AddFlightRecorderEvidence(model, fr, &d);
+  FrJoin fr = JoinFlightRecorder(candidates, named, model);
+  report::Diagnosis d = Diagnose(*model, opts);
+  AddFlightRecorderEvidence(*model, fr, &d);
+  return d;
+}
+
+}  // namespace
+
+int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
+                    std::ostream& out, std::ostream& err) {
+  Model model;
+  std::string error;
+  if (!Load("diagnose", inputs, false, &model, err, &error)) {
+    PrintUnusable(format, error, model.errors, out);
+    return 2;
+  }
+  report::Diagnosis d = DiagnoseJoined("diagnose", inputs, &model, opts, err);
   out << (format == "json" ? FormatJson(d) : FormatText(d));
   return ExitStatus(d);
+}
+
+namespace {
+
+// The signal that asked `watch` to stop (0: none). Set by the handler,
+// read by the loop: a lock-free atomic is safe in a handler.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "read and written by a signal handler");
+
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+// SIGINT and SIGTERM stop `watch` with the verdict on what was read,
+// instead of killing it: while it works they are blocked, and only its
+// sleep lets them in (pselect), so that one arriving during a poll ends
+// the sleep that follows at once. The previous handlers and mask come
+// back when it ends.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal.store(0);
+    sigemptyset(&stop_);
+    sigaddset(&stop_, SIGINT);
+    sigaddset(&stop_, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop_, &old_mask_);
+    struct sigaction sa = {};
+    sa.sa_handler = &OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    // Unblocked first, while the handler is ours: one pending is taken by
+    // it, not by a default action that would end the process.
+    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // Sleeps `sec`, or until SIGINT or SIGTERM.
+  void Sleep(double sec) const {
+    if (sec <= 0 || g_stop_signal.load() != 0) return;
+    sigset_t during = old_mask_;
+    sigdelset(&during, SIGINT);
+    sigdelset(&during, SIGTERM);
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(sec);
+    ts.tv_nsec = static_cast<long>((sec - static_cast<double>(ts.tv_sec)) * 1e9);
+    pselect(0, nullptr, nullptr, nullptr, &ts, &during);
+  }
+
+ private:
+  sigset_t stop_, old_mask_;
+  struct sigaction old_int_, old_term_;
+};
+
+std::string Thousands(uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+}  // namespace
+
+int WatchCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
+                 const WatchSettings& settings, std::ostream& out, std::ostream& err) {
+  WatchOptions o;
+  o.load = inputs.load;
+  o.diagnose = opts;
+  o.live_min_wait_sec = settings.live_min_wait_sec;
+  o.settle = settings.settle;
+  o.window_ops = settings.window_ops;
+  o.verdict = [&](Model* m, const DiagnoseOptions& d) { return DiagnoseJoined("watch", inputs, m, d, err); };
+  Watcher watcher(inputs.paths, o);
+  StopSignals signals;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto now = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto finish = [&](const WatchState& s) {
+    for (const std::string& n : s.notes) err << "ncclwatch watch: " << n << "\n";
+    if (s.end == WatchState::kUnusable) {
+      err << "ncclwatch watch: " << s.waiting << "\n";
+      PrintUnusable(format, s.waiting, {}, out);
+      return 2;
+    }
+    out << (format == "json" ? FormatJson(s.diagnosis) : FormatText(s.diagnosis));
+    return ExitStatus(s.diagnosis);
+  };
+  std::string said_waiting;
+  size_t said_files = 0, said_procs = 0;
+  bool said_stuck = false;
+  for (;;) {
+    const WatchState s = watcher.Poll(now());
+    if (s.end != WatchState::kRunning) return finish(s);
+    for (const std::string& n : s.notes) err << "ncclwatch watch: " << n << "\n";
+    if (!s.waiting.empty() && s.waiting != said_waiting) {
+      err << "ncclwatch watch: waiting: " << s.waiting << "\n";
+      said_waiting = s.waiting;
+    }
+    if (s.files != said_files || s.processes != said_procs) {
+      err << "ncclwatch watch: watching " << s.files << (s.files == 1 ? " file" : " files") << " (" << s.processes
+          << (s.processes == 1 ? " process" : " processes") << "), " << Thousands(s.ops_kept) << " operations kept\n";
+      said_files = s.files;
+      said_procs = s.processes;
+    }
+    if (!said_stuck && s.live_min_wait_sec > 0) {
+      err << "ncclwatch watch: while the job runs, an operation in flight for " << s.live_min_wait_sec
+          << " s is a hang\n";
+      said_stuck = true;
+    }
+    const bool timed_out = settings.timeout_sec > 0 && now() >= settings.timeout_sec;
+    if (g_stop_signal.load() != 0 || timed_out) {
+      if (g_stop_signal.load() != 0)
+        err << "ncclwatch watch: " << (g_stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM")
+            << ": the verdict on what was read\n";
+      else
+        err << "ncclwatch watch: --timeout " << settings.timeout_sec << " s: the verdict on what was read\n";
+      return finish(watcher.Conclude());
+    }
+    // A file with more than one poll reads: on at once, to catch up.
+    if (s.backlog) continue;
+    double sleep = settings.interval_sec;
+    if (settings.timeout_sec > 0) sleep = std::min(sleep, settings.timeout_sec - now());
+    signals.Sleep(sleep);
+  }
 }
 
 int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,

@@ -30,6 +30,20 @@ struct Inputs {
 // `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.
 int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                     std::ostream& out, std::ostream& err);
+
+// How `watch` follows a job (tools/watch/watch.h has the rest).
+struct WatchSettings {
+  double interval_sec = 2;
+  double timeout_sec = 0;        // 0: none
+  int settle = 2;
+  uint64_t window_ops = 200'000;
+  double live_min_wait_sec = -1;  // < 0: the files' stuck threshold
+};
+// Follows the files until the verdict holds (or the timeout, or SIGINT or
+// SIGTERM), sleeping between polls; progress on `err`, the verdict on
+// `out` as DiagnoseCommand prints it, and its exit status.
+int WatchCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
+                 const WatchSettings& settings, std::ostream& out, std::ostream& err);
 // `format`: text, json or pb; `out_path` empty: standard output.
 int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,
                  std::ostream& out, std::ostream& err);
