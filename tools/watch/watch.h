@@ -73,7 +73,9 @@ struct WatchOptions {
   double live_min_wait_sec = -1;
   int settle = 2;                       // polls an error verdict must hold
   uint64_t window_ops = 200'000;        // operations kept per file, at most
-  uint64_t keep_recent = 1'000;         // settled operations kept per rank and communicator
+  // Settled operations kept per rank and communicator: what stragglers
+  // are judged over. A poll costs about ranks x communicators x this.
+  uint64_t keep_recent = 100;
   uint64_t chunk_bytes = 8ull << 20;    // read per file and poll, at most
   // The verdict that ends the watch, from its model (default: Diagnose).
   // The command joins PyTorch Flight Recorder dumps here, as diagnose does.
