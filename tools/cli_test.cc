@@ -242,6 +242,11 @@ TEST(Cli, WatchRefusesBadFlagsAndPaths) {
   r = Nw({"watch", "--json", "/nonexistent/traces"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("UNUSABLE INPUT: cannot open /nonexistent/traces"), std::string::npos) << r.out;
+  // Files that will never make one job: said at once when they are all
+  // finalized, as diagnose says it.
+  r = Nw({"watch", kSkip, "testdata/gpu/healthy"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the files hold 2 jobs (processes that share no communicator)"), std::string::npos) << r.err;
   r = Nw({"watch", "/dev/null"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("/dev/null: not a regular file (a character device)"), std::string::npos) << r.err;

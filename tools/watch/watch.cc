@@ -131,7 +131,13 @@ WatchState Watcher::Poll(double now_sec) {
   WatchState s;
   if (!Read(now_sec, &s)) return s;
   Model m;
-  if (!Build(false, nullptr, &m, &s)) return s;
+  if (!Build(false, nullptr, &m, &s)) {
+    // No model, and none to come: every file is done.
+    bool over = true;
+    for (auto& [path, fw] : files_) over = over && (fw->finalized() || fw->stopped());
+    if (over) s.end = WatchState::kUnusable;
+    return s;
+  }
   DiagnoseOptions live = opts_.diagnose;
   live.min_wait_sec = opts_.live_min_wait_sec >= 0 ? opts_.live_min_wait_sec : StuckThreshold(m);
   live.dead_min_sec = std::max(live.dead_min_sec, live.min_wait_sec);
