@@ -252,15 +252,17 @@ void Watcher::LetGo(const Model& m, const Liveness& lv, bool trim_settled, Watch
     }
     if (any && all) ++settled_colls_[m.comms[mt.comm].hash];
   }
+  std::map<const FileWindow*, const std::unordered_set<OpKey, OpKeyHash>*> unfinished_of;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-    if (of_proc[pi] != nullptr) of_proc[pi]->LetGo(settled[pi]);
+    if (of_proc[pi] != nullptr) {
+      of_proc[pi]->LetGo(settled[pi]);
+      unfinished_of[of_proc[pi]] = &unfinished[pi];
+    }
+  // Every file, those outside the model too (another job's, with --job).
+  const std::unordered_set<OpKey, OpKeyHash> none;
   for (auto& [path, fw] : files_) {
-    FileWindow* f = fw.get();
-    std::unordered_set<OpKey, OpKeyHash> none;
-    const std::unordered_set<OpKey, OpKeyHash>* un = &none;
-    for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-      if (of_proc[pi] == f) un = &unfinished[pi];
-    if (f->Cut(opts_.window_ops, *un) > 0)
+    auto it = unfinished_of.find(fw.get());
+    if (fw->Cut(opts_.window_ops, it == unfinished_of.end() ? none : *it->second) > 0)
       Say(path + ": more than " + std::to_string(opts_.window_ops) +
               " operations not yet finished on every rank; letting the oldest go (--window-ops): the verdict "
               "will say the evidence is incomplete",
