@@ -108,11 +108,13 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
   tail_line_.clear();
   uint64_t want = std::min(f.size - start, std::max<uint64_t>(chunk, 1));
   uint64_t read = 0;
+  bool failed = false;
   std::string buf;
   while (want > 0) {
     if (!ReadAt(f.fd, resume_.offset, want, &buf)) {
       notes->push_back(path_ + ": read error at offset " + std::to_string(resume_.offset) + " (" + strerror(errno) +
                        "); tried again at the next poll");
+      failed = true;
       break;
     }
     const uint64_t got = buf.size();
@@ -142,7 +144,9 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
   }
   close(f.fd);
   grew_ = resume_.offset > start;
-  backlog_ = !stopped_ && start + read < f.size;
+  // Not after a read error: the caller would poll again at once, and fail
+  // again at once.
+  backlog_ = !stopped_ && !failed && start + read < f.size;
   tail_ = !stopped_ && !backlog_ && resume_.offset < f.size;
 }
 
