@@ -193,7 +193,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local want="libnccl-profiler-ncclwatch.so" env=()
   rm -rf "$TRACES/run" && mkdir -p "$TRACES/run"
   case "$cfg" in
-    none | noop | noop_all | noop_ops | default | all | ops | default_tsc | default_mono | default_b | default_c) ;;
+    none | noop | noop_all | noop_ops | noop_events | default | all | ops | events | default_tsc | default_mono | default_b | default_c) ;;
     timed_noop | timed_default | timed_default_b | timed_default_c) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
