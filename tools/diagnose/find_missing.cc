@@ -231,12 +231,17 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         if (!gpu_not_started.empty()) {
           // The ranks whose GPU never reached the operation hold the others,
           // which started it and wait inside it for them.
-          sum += "; " + c->Names(gpu_not_started) + (gpu_not_started.size() == 1 ? "'s GPU" : "' GPUs") +
-                 " never started it";
-          if (!gpu_started.empty()) sum += "; " + c->Names(gpu_started) + " started it and wait";
-          f.clear_culprits();
-          for (uint32_t pr : gpu_not_started) *f.add_culprits() = c->Ref(pr, ci);
-          for (uint32_t pr : gpu_started) *f.add_waiting() = c->Ref(pr, ci);
+          sum += gpu_not_started.size() == 1 ? "; " + c->Names(gpu_not_started) + "'s GPU never started it"
+                                             : "; the GPUs of " + c->Names(gpu_not_started) + " never started it";
+          if (!gpu_started.empty())
+            sum += "; " + c->Names(gpu_started) + (gpu_started.size() == 1 ? " started it and waits" : " started it and wait");
+          // Only when others did start it: where no GPU did, earlier work
+          // holds them all, and this names no one new.
+          if (!gpu_started.empty()) {
+            f.clear_culprits();
+            for (uint32_t pr : gpu_not_started) *f.add_culprits() = c->Ref(pr, ci);
+            for (uint32_t pr : gpu_started) *f.add_waiting() = c->Ref(pr, ci);
+          }
         }
         if (!first_stall.empty()) sum += "; " + first_stall;
         f.set_summary(sum);

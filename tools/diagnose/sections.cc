@@ -61,8 +61,14 @@ void FillStuckReports(const Ctx& c, Diagnosis* d) {
       for (const StuckOp& so : r.ops) {
         std::string line = (m.Str(so.func).empty() ? std::string("operation") : m.Str(so.func)) + " #" + std::to_string(so.seq);
         if (so.comm != kNone) line += " on " + c.CommLabel(so.comm);
-        line += " for " + Dur(static_cast<double>(so.age_ns) / 1e9) + "; kernel channels " + std::to_string(so.kernel_started) + " started, " +
-                std::to_string(so.kernel_stopped) + " stopped of " + std::to_string(so.nchannels);
+        line += " for " + Dur(static_cast<double>(so.age_ns) / 1e9);
+        // Completions from CUDA events say whether the GPU reached it;
+        // kernel channels, how far it got.
+        if (so.gpu == 1) line += "; its GPU had not started it";
+        else if (so.gpu == 2) line += "; its GPU had started it";
+        else
+          line += "; kernel channels " + std::to_string(so.kernel_started) + " started, " +
+                  std::to_string(so.kernel_stopped) + " stopped of " + std::to_string(so.nchannels);
         int stalled = 0;
         for (const ProxyState& x : so.proxy)
           if (!x.stopped && x.last_step < x.nsteps) {
