@@ -101,8 +101,10 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         // A rank whose file is damaged before the operation is not known to
         // have missed it: named in the evidence, never a culprit.
         std::vector<uint32_t> unknown;
+        bool all_wait_elsewhere = !absent.empty();
         for (uint32_t pr : absent) {
           FateInfo fi = FateOf(*c, pr, ci, &mt.seq, MatchFunc(m, mt));
+          all_wait_elsewhere = all_wait_elsewhere && fi.fate == report::FATE_WAITS_ELSEWHERE;
           AddEvidence(&f, c->Name(pr), fi.evidence);
           if (fi.fate == report::FATE_FILE_DAMAGED) {
             unknown.push_back(pr);
@@ -127,11 +129,25 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
             f.add_fates(report::FATE_NO_FILE);
           }
         }
-        for (uint32_t pr : waiting) *f.add_waiting() = c->Ref(pr, ci);
+        // No majority: as many ranks issued it as did not, and those that did
+        // not are alive and waiting in another operation. A rank that skipped
+        // it and a rank that issued one too many leave the same records
+        // (with two ranks: 'skip' and 'extra' look alike), so both sides are
+        // named, as for a mismatch without a majority.
+        const bool no_majority = all_wait_elsewhere && unknown.empty() && no_file.empty() &&
+                                 !waiting.empty() && waiting.size() <= absent.size();
+        if (no_majority) {
+          for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
+        } else {
+          for (uint32_t pr : waiting) *f.add_waiting() = c->Ref(pr, ci);
+        }
         std::string sum;
         if (!absent.empty()) {
           sum = "HANG: " + c->Names(absent) + " never joined " + opname + " on " + c->CommLabel(ci) + "; " +
                 c->Names(waiting) + " waited " + Dur(waited) + "; " + fates;
+          if (no_majority)
+            sum += " (no majority: either " + c->Names(absent) + " skipped it or " + c->Names(waiting) +
+                   " issued one too many; both are named)";
         } else {
           sum = "HANG: " + opname + " on " + c->CommLabel(ci) + " never completed; " + c->Names(waiting) + " waited " +
                 Dur(waited) + "; the missing " + RankList(nf) +

@@ -46,6 +46,24 @@ const Case kCases[] = {
     {"send-no-recv", 1, {"UNMATCHED P2P:", "rank 1's Send #5 to rank 0"}, "testdata/gpu-ops/", 2},
     {"host-stuck", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks)", "rank 1 is alive but idle outside NCCL"},
      "testdata/gpu-ops/", 2},
+    // testdata/gpu-events: 2 ranks, NCCLWATCH_COMPLETIONS=events (completions
+    // from CUDA events at each kernel launch).
+    {"healthy", 0, {"OK: no problem found"}, "testdata/gpu-events/", 2},
+    {"skip", 1,
+     {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited",
+      "(no majority: either rank 1 skipped it or rank 0 issued one too many; both are named)"},
+     "testdata/gpu-events/", 2},
+    {"extra", 1,
+     {"HANG: rank 0 never joined AllReduce #5 on comm 'world' (2 ranks); rank 1 waited",
+      "(no majority: either rank 0 skipped it or rank 1 issued one too many; both are named)"},
+     "testdata/gpu-events/", 2},
+    {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' (2 ranks)", "rank 1 died"}, "testdata/gpu-events/", 2},
+    {"gpu-blocked", 1,
+     {"STUCK: AllReduce #4 on comm 'world' (2 ranks) was issued by every rank",
+      "rank 1's GPU never started it; rank 0 started it and waits"},
+     "testdata/gpu-events/", 2},
+    {"torch_skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 0x", "(2 ranks); rank 0 waited"},
+     "testdata/gpu-events/", 2},
 };
 
 class TestdataTest : public ::testing::TestWithParam<Case> {};
@@ -77,6 +95,11 @@ TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
       {"testdata/gpu/host-stuck", {"rank 3"}},    {"testdata/gpu/net-stall", {"rank 3"}},
       {"testdata/gpu/swap", {"rank 2", "rank 3"}}, {"testdata/gpu/torch_skip", {"rank 3"}},
       {"testdata/gpu/send-no-recv", {"rank 0", "rank 3"}},  // sizes disagree: both sides
+      // Two ranks, one skipped: the records cannot tell it from the other
+      // issuing one too many (testdata/gpu-events/extra), so both are named.
+      {"testdata/gpu-events/skip", {"rank 0", "rank 1"}}, {"testdata/gpu-events/extra", {"rank 0", "rank 1"}},
+      {"testdata/gpu-events/kill", {"rank 1"}},
+      {"testdata/gpu-events/gpu-blocked", {"rank 1"}},
   };
   for (const auto& [dir, ranks] : expected) {
     Model m;
@@ -95,7 +118,8 @@ TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
 INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.scenario;
-                           if (std::string(i.param.dir) != "testdata/gpu/") n = "ops_" + n;
+                           if (std::string(i.param.dir) == "testdata/gpu-ops/") n = "ops_" + n;
+                           if (std::string(i.param.dir) == "testdata/gpu-events/") n = "events_" + n;
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
