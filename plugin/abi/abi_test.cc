@@ -614,6 +614,37 @@ TEST(DefaultCapture, OpsWithCompletionOnly) {
   EXPECT_EQ(view.done.proxy_bytes(), r.proxy_bytes);
 }
 
+// NCCL 2.23 to 2.27 start a plan's Coll and P2p events only under a Group
+// handle that is not null. Seen on 2x H200 with those releases: the default
+// capture (no Group in the mask) gave files without a single operation.
+TEST(GroupHandle, NeverNullOnV1ToV4SoOpsAreStarted) {
+  for (int v : {1, 2, 3, 4, 5}) {
+    SCOPED_TRACE("v" + std::to_string(v));
+    const std::string dir = MakeTempDir("group");
+    SetPluginEnv({{"NCCLWATCH_DIR", dir}});
+    FakeComm c(PluginLib::Shared(), v);
+    ASSERT_EQ(c.Init(0x6060, "g", 1, 2, 0), 0);
+    Ev g;
+    g.type = nccl::kGroup;
+    void* h = c.Start(g);
+    if (v <= 4) {
+      EXPECT_NE(h, nullptr);
+      c.State(h, nccl::kProxyCtrlIdle);  // never read
+      c.Stop(h);
+    }
+    OpSpec s;
+    s.proxy_peers = {};
+    c.RunOp(s);  // the fake host, as NCCL, starts the op only under a Group handle
+    ASSERT_EQ(c.Finalize(), 0);
+    auto t = ReadSingleTrace(dir);
+    EXPECT_EQ(t->ops.size(), 1u);
+    const trace::Drops* d = t->LastDrops();
+    if (d != nullptr) {
+      EXPECT_EQ(d->bad_parent(), 0u) << "the token is no parent, not a bad one";
+    }
+  }
+}
+
 // ------------------------------------------------------------ null handles
 
 TEST(NullHandles, AreNoOps) {

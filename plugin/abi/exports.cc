@@ -140,15 +140,25 @@ void StartCommon(void* context, void** handle, const EventDesc& d) {
   if (handle != nullptr) *handle = h;
 }
 
+// A Group event the plugin keeps nothing for still gets a handle on API v1
+// to v4: NCCL 2.23 to 2.27 start no Coll or P2p event under a null one (seen
+// on 2x H200: every file held no operation). Not on a context we did not
+// make or one that is turned off.
+void GroupFallback(void* context, void** handle, EventKind kind) {
+  if (kind != kEvGroup || handle == nullptr || *handle != nullptr) return;
+  Context* c = Profiler::KnownContext(context);
+  if (c != nullptr && c->prof->api_version() <= 4) *handle = GroupToken();
+}
+
 nccl::Result Stop(void* handle) noexcept {
-  if (handle == nullptr) return nccl::kSuccess;
+  if (handle == nullptr || handle == GroupToken()) return nccl::kSuccess;
   SlotOfHandle(handle)->ctx->prof->Stop(handle);
   return nccl::kSuccess;
 }
 
 // State arguments of v1..v3: a union whose member depends on the state.
 nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept {
-  if (handle == nullptr) return nccl::kSuccess;
+  if (handle == nullptr || handle == GroupToken()) return nccl::kSuccess;
   StateArgs a;
   if (args != nullptr) {
     if ((state >= nccl::kProxyOpSendPosted && state <= nccl::kProxyOpRecvDone) || state == nccl::kProxyOpInProgress) {
@@ -163,7 +173,7 @@ nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept 
 }
 
 nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept {
-  if (handle == nullptr) return nccl::kSuccess;
+  if (handle == nullptr || handle == GroupToken()) return nccl::kSuccess;
   StateArgs a;
   if (args != nullptr) {
     if ((state >= nccl::kProxyStepSendGPUWait && state <= nccl::kProxyStepRecvGPUWait) ||
@@ -197,7 +207,10 @@ nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (!Wanted(context, kind)) {
+    GroupFallback(context, handle, kind);
+    return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -242,6 +255,7 @@ nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
       return nccl::kSuccess;  // not a v1 event type
   }
   StartCommon(context, handle, d);
+  GroupFallback(context, handle, kind);
   return nccl::kSuccess;
 }
 
@@ -274,7 +288,10 @@ nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (!Wanted(context, kind)) {
+    GroupFallback(context, handle, kind);
+    return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -300,6 +317,7 @@ nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
       return nccl::kSuccess;
   }
   StartCommon(context, handle, d);
+  GroupFallback(context, handle, kind);
   return nccl::kSuccess;
 }
 
@@ -307,7 +325,10 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (!Wanted(context, kind)) {
+    GroupFallback(context, handle, kind);
+    return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;
@@ -339,6 +360,7 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
       return nccl::kSuccess;
   }
   StartCommon(context, handle, d);
+  GroupFallback(context, handle, kind);
   return nccl::kSuccess;
 }
 
@@ -460,7 +482,10 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) return nccl::kSuccess;
+  if (!Wanted(context, kind)) {
+    GroupFallback(context, handle, kind);
+    return nccl::kSuccess;
+  }
   if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
   EventDesc d;
   d.kind = kind;
@@ -468,6 +493,7 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   d.rank = e->rank;
   if (!Copy(*e, &d)) return nccl::kSuccess;
   StartCommon(context, handle, d);
+  GroupFallback(context, handle, kind);
   return nccl::kSuccess;
 }
 

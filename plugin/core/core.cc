@@ -73,7 +73,11 @@ void Prefault(void* addr, size_t len) {
 }
 
 
+alignas(64) char g_group_token[64];
+
 }  // namespace
+
+void* GroupToken() { return g_group_token; }
 
 // On the hot path (ValidParent): kept here so that it inlines.
 bool Profiler::SlotIsOurs(const void* p) const {
@@ -187,7 +191,7 @@ Slot* Profiler::SpareSlot(ThreadBuf* tb) {
 }
 
 Slot* Profiler::ValidParent(void* p) {
-  if (p == nullptr) return nullptr;
+  if (p == nullptr || p == g_group_token) return nullptr;
   auto* s = static_cast<Slot*>(p);
   if (SlotIsOurs(p) && s->state.load(std::memory_order_acquire) != kSlotFree) return s;
   // Rare: the thread's buffer is looked up only to count it.

@@ -400,6 +400,14 @@ inline Slot* SlotOfHandle(void* handle) {
   return op != nullptr ? op : static_cast<Slot*>(handle);
 }
 
+// The handle a Group event gets when the plugin keeps nothing for it, on
+// API v1 to v4: NCCL 2.23 to 2.27 start a plan's Coll and P2p events only
+// when its Group handle is not null (src/misc/profiler.cc 2.23:272), so a
+// null one would silence every operation. Stop and State ignore it; as a
+// parent it is no parent. 64-byte aligned: never mistaken for a tagged
+// kernel-channel handle.
+void* GroupToken();
+
 // For tests: an id's thread index and local counter.
 inline uint32_t ThreadOfId(uint64_t id) { return static_cast<uint32_t>(id >> 40); }
 

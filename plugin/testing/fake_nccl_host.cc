@@ -813,6 +813,13 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   Ev ge;
   ge.type = nccl::kGroup;  // parentObj null in every release
   void* group = Start(ge);
+  // NCCL 2.23 to 2.27 (API v1 to v4) start a plan's Coll and P2p events
+  // only under a Group handle that is not null (src/misc/profiler.cc
+  // 2.23:272); the kernel still runs, unseen.
+  if (version_ <= 4 && group == nullptr) {
+    if (api_events) Stop(group_api);
+    return r;
+  }
 
   Ev o;
   o.type = s.p2p ? nccl::kP2p : nccl::kColl;
