@@ -59,6 +59,15 @@ std::vector<std::string> Incomplete(const Ctx& c) {
   if (world > 0 && static_cast<int32_t>(launcher_ranks.size()) < world && worst == kNone)
     why.push_back(std::to_string(launcher_ranks.size()) + " of the launcher's " + std::to_string(world) +
                   " ranks given");
+  // NCCL's profiler API v1 to v3 (NCCL 2.23 to 2.26) tell neither a
+  // communicator's size nor our rank in it: who should have joined an
+  // operation is unknown, so no "OK" may rest on it (seen on 2x H200 with
+  // NCCL 2.23.4: a skipped all_reduce read as healthy).
+  size_t unsized = 0;
+  for (const Comm& comm : m.comms) unsized += comm.nranks <= 0;
+  if (unsized > 0)
+    why.push_back(Plural(unsized, "communicator", "communicators") +
+                  " of unknown size and members (profiler API v1 to v3 give neither)");
   if (!m.errors.empty()) why.push_back(Plural(m.errors.size(), "path", "paths") + " could not be read");
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];

@@ -122,7 +122,9 @@ void LoadFile(TraceReader& reader, Model* m) {
         if (known == fs.member_of_comm.end() || mapped == fs.comms.end() || mapped->second != ci) {
           CommMember mem;
           mem.proc = pi;
-          mem.rank = c.from_event() ? -1 : c.rank();
+          // An init that gives neither size nor hash (API v1 to v3) says 0
+          // for our rank without knowing it.
+          mem.rank = c.from_event() || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
           mem.init_ns = base + Rel(c.time_ns());
           fs.member_of_comm[c.comm()] = static_cast<uint32_t>(comm.members.size());
           comm.members.push_back(mem);
@@ -427,7 +429,10 @@ std::string ProcName(const Model& m, uint32_t proc) {
   int32_t best_rank = -1, best_size = -1;
   for (const Comm& c : m.comms)
     for (const CommMember& mem : c.members)
-      if (mem.proc == proc && mem.rank >= 0 && c.nranks > best_size) {
+      // A communicator of unknown size (profiler API v1 to v3) says 0 for
+      // every rank: no name comes from it (seen on NCCL 2.23.4: both of a
+      // job's processes named "rank 0").
+      if (mem.proc == proc && mem.rank >= 0 && c.nranks > 0 && c.nranks > best_size) {
         best_size = c.nranks;
         best_rank = mem.rank;
       }
