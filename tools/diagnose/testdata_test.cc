@@ -64,6 +64,20 @@ const Case kCases[] = {
      "testdata/gpu-events/", 2},
     {"torch_skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 0x", "(2 ranks); rank 0 waited"},
      "testdata/gpu-events/", 2},
+    // testdata/versions: 2 ranks, default capture, one NCCL release each.
+    // 2.23.4 (API v1): communicators of unknown size, so never an OK.
+    {"healthy", 3, {"INCOMPLETE: no problem found", "communicators of unknown size and members"}, "testdata/versions/2.23.4/", 2},
+    {"skip", 3, {"INCOMPLETE: no problem found", "communicators of unknown size and members"}, "testdata/versions/2.23.4/", 2},
+    {"kill", 3, {"INCOMPLETE EVIDENCE", "DEAD: pid 721@vm stopped without finalizing"}, "testdata/versions/2.23.4/", 2},
+    {"healthy", 0, {"OK: no problem found in 2 processes (4 communicators, 80 operations, 80 completed)"}, "testdata/versions/2.27.7/", 2},
+    {"skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited"}, "testdata/versions/2.27.7/", 2},
+    {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' (2 ranks)", "rank 1 died"}, "testdata/versions/2.27.7/", 2},
+    {"healthy", 0, {"OK: no problem found in 2 processes (4 communicators, 64 operations, 64 completed)"}, "testdata/versions/2.29.7/", 2},
+    {"skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited"}, "testdata/versions/2.29.7/", 2},
+    {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' (2 ranks)", "rank 1 died"}, "testdata/versions/2.29.7/", 2},
+    {"healthy", 0, {"OK: no problem found in 2 processes (4 communicators, 64 operations, 64 completed)"}, "testdata/versions/2.30.7/", 2},
+    {"skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited"}, "testdata/versions/2.30.7/", 2},
+    {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' (2 ranks)", "rank 1 died"}, "testdata/versions/2.30.7/", 2},
 };
 
 class TestdataTest : public ::testing::TestWithParam<Case> {};
@@ -120,6 +134,13 @@ INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                            std::string n = i.param.scenario;
                            if (std::string(i.param.dir) == "testdata/gpu-ops/") n = "ops_" + n;
                            if (std::string(i.param.dir) == "testdata/gpu-events/") n = "events_" + n;
+                           if (std::string(i.param.dir).rfind("testdata/versions/", 0) == 0) {
+                             std::string v = std::string(i.param.dir).substr(18);
+                             v.pop_back();
+                             for (char& ch : v)
+                               if (ch == '.') ch = '_';
+                             n = "nccl" + v + "_" + n;
+                           }
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
