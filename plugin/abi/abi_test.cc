@@ -645,6 +645,22 @@ TEST(GroupHandle, NeverNullOnV1ToV4SoOpsAreStarted) {
   }
 }
 
+// The table's version decides, not the first init's: a v4 table gets the
+// token even when a v5 init made the process's Profiler (seen as a flaky
+// Concurrency test, where inits of several versions race).
+TEST(GroupHandle, TheCallingTablesVersionDecides) {
+  const std::string dir = MakeTempDir("group-mixed");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}});
+  FakeComm v5(PluginLib::Shared(), 5), v4(PluginLib::Shared(), 4);
+  ASSERT_EQ(v5.Init(0x6161, "first", 1, 2, 0), 0);
+  ASSERT_EQ(v4.Init(0x6262, "second", 1, 2, 0), 0);
+  Ev g;
+  g.type = nccl::kGroup;
+  EXPECT_NE(v4.Start(g), nullptr);
+  ASSERT_EQ(v4.Finalize(), 0);
+  ASSERT_EQ(v5.Finalize(), 0);
+}
+
 // ------------------------------------------------------------ null handles
 
 TEST(NullHandles, AreNoOps) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "plugin/core/config.h"
 #include "plugin/core/core.h"
@@ -144,10 +145,10 @@ void StartCommon(void* context, void** handle, const EventDesc& d) {
 // to v4: NCCL 2.23 to 2.27 start no Coll or P2p event under a null one (seen
 // on 2x H200: every file held no operation). Not on a context we did not
 // make or one that is turned off.
-void GroupFallback(void* context, void** handle, EventKind kind) {
-  if (kind != kEvGroup || handle == nullptr || *handle != nullptr) return;
-  Context* c = Profiler::KnownContext(context);
-  if (c != nullptr && c->prof->api_version() <= 4) *handle = GroupToken();
+// `api`: the calling table's version, not the Profiler's (the first init's).
+void GroupFallback(int api, void* context, void** handle, EventKind kind) {
+  if (api > 4 || kind != kEvGroup || handle == nullptr || *handle != nullptr) return;
+  if (Profiler::KnownContext(context) != nullptr) *handle = GroupToken();
 }
 
 nccl::Result Stop(void* handle) noexcept {
@@ -208,7 +209,7 @@ nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) {
-    GroupFallback(context, handle, kind);
+    GroupFallback(1, context, handle, kind);
     return nccl::kSuccess;
   }
   EventDesc d;
@@ -255,7 +256,7 @@ nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
       return nccl::kSuccess;  // not a v1 event type
   }
   StartCommon(context, handle, d);
-  GroupFallback(context, handle, kind);
+  GroupFallback(1, context, handle, kind);
   return nccl::kSuccess;
 }
 
@@ -289,7 +290,7 @@ nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) {
-    GroupFallback(context, handle, kind);
+    GroupFallback(2, context, handle, kind);
     return nccl::kSuccess;
   }
   EventDesc d;
@@ -317,7 +318,7 @@ nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
       return nccl::kSuccess;
   }
   StartCommon(context, handle, d);
-  GroupFallback(context, handle, kind);
+  GroupFallback(2, context, handle, kind);
   return nccl::kSuccess;
 }
 
@@ -326,7 +327,7 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) {
-    GroupFallback(context, handle, kind);
+    GroupFallback(3, context, handle, kind);
     return nccl::kSuccess;
   }
   EventDesc d;
@@ -360,7 +361,7 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
       return nccl::kSuccess;
   }
   StartCommon(context, handle, d);
-  GroupFallback(context, handle, kind);
+  GroupFallback(3, context, handle, kind);
   return nccl::kSuccess;
 }
 
@@ -479,11 +480,12 @@ bool CopyCeV6(const nccl::DescrV6& e, EventDesc* d) {
 // template argument (inlined: this is every event's path).
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
 nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
+  constexpr int kApi = std::is_same<D, nccl::DescrV4>::value ? 4 : 5;
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
   if (!Wanted(context, kind)) {
-    GroupFallback(context, handle, kind);
+    GroupFallback(kApi, context, handle, kind);
     return nccl::kSuccess;
   }
   if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
@@ -493,7 +495,7 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   d.rank = e->rank;
   if (!Copy(*e, &d)) return nccl::kSuccess;
   StartCommon(context, handle, d);
-  GroupFallback(context, handle, kind);
+  GroupFallback(kApi, context, handle, kind);
   return nccl::kSuccess;
 }
 
