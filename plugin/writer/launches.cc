@@ -63,7 +63,8 @@ void LaunchTable::MaybeErase(uint64_t id) {
   if (it != launches_.end() && it->second.done && it->second.sealed) launches_.erase(it);
 }
 
-void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
+void LaunchTable::Poll(const std::function<uint64_t()>& clock,
+                       const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
                        const std::function<void(uint64_t)>& gone) {
   for (auto s = streams_.begin(); s != streams_.end();) {
     StreamEvents* ev = s->first;
@@ -115,6 +116,7 @@ void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t
       s = streams_.erase(s);
       continue;
     }
+    const uint64_t now = ndone > 0 ? clock() : 0;
     for (size_t i = 0; i < ndone; ++i) {
       const uint64_t id = q.front();
       q.pop_front();
@@ -146,9 +148,10 @@ void LaunchTable::Poll(uint64_t now, const std::function<void(uint64_t, uint64_t
           else break;  // the next cycle's done query sees the context gone
         }
       }
+      const uint64_t seen = lo >= static_cast<long>(first) ? clock() : 0;
       for (long i = static_cast<long>(first); i <= lo; ++i) {
         launches_[q[i]].started = true;
-        launches_[q[i]].started_ns = now;
+        launches_[q[i]].started_ns = seen;
       }
     }
     ++s;

@@ -59,7 +59,9 @@ class LaunchTable {
   // Queries the streams. `done(op_id, done_ns, started_ns)` for each
   // operation whose launch completed (started_ns 0: not seen started first); `gone(op_id)` for each whose context was destroyed
   // (its completion is unknown).
-  void Poll(uint64_t now, const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
+  // Times come from `clock`, read after the queries that found them: a
+  // launch is never said done before the query that saw it done.
+  void Poll(const std::function<uint64_t()>& clock, const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
             const std::function<void(uint64_t)>& gone);
   GpuProgress ProgressOf(uint64_t op_id) const;
   size_t pending() const { return pending_; }

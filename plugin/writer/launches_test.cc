@@ -71,7 +71,7 @@ class LaunchTableTest : public ::testing::Test {
   void Run(void* stream, uint64_t positions) { g_streams[stream].done = positions; }
   void Poll(uint64_t now) {
     table_.Poll(
-        now,
+        [now] { return now; },
         [&](uint64_t op, uint64_t t, uint64_t s) {
           done_[op] = t;
           started_[op] = s;

@@ -223,7 +223,7 @@ void Writer::PollLaunches(uint64_t now) {
   if (launches_.pending() == 0) return;
   uint64_t gone = 0;
   launches_.Poll(
-      now,
+      [] { return NowNs(); },
       [&](uint64_t op, uint64_t done_ns, uint64_t started_ns) {
         const InFlightTable::Op* o = in_flight_.Find(op);
         if (o == nullptr) return;
