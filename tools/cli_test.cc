@@ -200,7 +200,8 @@ TEST(Cli, WatchOnAFinishedJobIsDiagnose) {
 }
 
 // Files still being written (each cut mid-record): --timeout ends the
-// watch with the verdict on what was read, as diagnose gives it.
+// watch with the verdict on what was read, as diagnose gives it, and that
+// is never OK: no process finished.
 TEST(Cli, WatchTimeoutGivesTheVerdictOnWhatWasRead) {
   const std::string dir = TempPath("watch_live");
   mkdir(dir.c_str(), 0755);
@@ -215,7 +216,12 @@ TEST(Cli, WatchTimeoutGivesTheVerdictOnWhatWasRead) {
   const Result d = Nw({"diagnose", dir});
   EXPECT_EQ(w.status, d.status) << w.err;
   EXPECT_EQ(w.out, d.out);
-  EXPECT_EQ(w.out.rfind("OK: no problem found in 4 processes", 0), 0u) << w.out;
+  EXPECT_EQ(w.status, 3) << w.out;
+  EXPECT_EQ(w.out.rfind("INCOMPLETE: no problem found in the 4 processes given, but the files of ranks 0-3 end "
+                        "mid-record without a finalize",
+                        0),
+            0u)
+      << w.out;
   EXPECT_NE(w.err.find("ncclwatch watch: watching 4 files (4 processes)"), std::string::npos) << w.err;
   EXPECT_NE(w.err.find("--timeout 0.2 s: the verdict on what was read"), std::string::npos) << w.err;
 }

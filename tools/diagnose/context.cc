@@ -16,8 +16,9 @@ int Precedence(report::FindingKind k) {
     case report::UNMATCHED_P2P: return 4;
     case report::DEAD_RANK: return 5;
     case report::STUCK_IN_PROGRESS: return 6;
-    case report::STRAGGLER: return 7;
-    default: return 8;
+    case report::JOB_ENDED: return 7;  // an error; found only when no other error is
+    case report::STRAGGLER: return 8;
+    default: return 9;
   }
 }
 

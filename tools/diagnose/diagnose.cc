@@ -69,15 +69,26 @@ std::vector<std::string> Incomplete(const Ctx& c) {
     why.push_back(Plural(unsized, "communicator", "communicators") +
                   " of unknown size and members (profiler API v1 to v3 give neither)");
   if (!m.errors.empty()) why.push_back(Plural(m.errors.size(), "path", "paths") + " could not be read");
+  std::vector<uint32_t> cut;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];
     if (p.damaged)
       why.push_back(c.Name(pi) + "'s file is damaged at offset " + std::to_string(p.damaged_at));
+    else if (p.cut_tail && !p.finalized)
+      cut.push_back(pi);
     if (p.drops.lost() > 0) why.push_back(c.Name(pi) + " lost " + Plural(p.drops.lost(), "event", "events"));
     if (p.cut_ops > 0)
       why.push_back("watch let go of " + Plural(p.cut_ops, "operation", "operations") + " of " + c.Name(pi) +
                     " before every rank had finished them");
   }
+  // The plugin writes whole batches, so a killed process's file ends at one
+  // (every GPU recording here), unless the kill cut a write short, which
+  // happens to one process, not to its peers waiting in a collective.
+  // Several files that end mid-record without a finalize were copied while
+  // they were written: what came after is unknown, so how the job ended is too.
+  if (cut.size() >= 2)
+    why.push_back((cut.size() == 1 ? c.Name(cut[0]) + "'s file ends" : "the files of " + c.Names(cut) + " end") +
+                  " mid-record without a finalize (copied while written?)");
   return why;
 }
 
@@ -129,6 +140,74 @@ std::vector<bool> Consequences(const std::vector<Ranked>& found, int64_t slack_n
   return out;
 }
 
+// The kind of cause a finding's evidence points to, where its finder did
+// not say (STUCK_IN_PROGRESS and JOB_ENDED do, from what they saw).
+void AssignCause(Finding* f) {
+  if (f->cause() != report::CAUSE_UNSPECIFIED) return;
+  const std::string who = f->culprits_size() == 1 ? f->culprits(0).name() : std::string("the culprits");
+  switch (f->kind()) {
+    case report::MISMATCH:
+    case report::ORDER_MISMATCH:
+    case report::UNMATCHED_P2P:
+      f->set_cause(report::CAUSE_PROGRAM);
+      f->set_cause_text("program logic: the ranks called NCCL differently");
+      return;
+    case report::WAIT_CYCLE:
+      f->set_cause(report::CAUSE_PROGRAM);
+      f->set_cause_text("program logic: the ranks used their communicators in different orders");
+      return;
+    case report::MISSING_RANK: {
+      bool died = false, idle = false, unknown = false, other = false;
+      for (int x : f->fates()) {
+        died |= x == report::FATE_DIED;
+        idle |= x == report::FATE_IDLE;
+        unknown |= x == report::FATE_NO_FILE || x == report::FATE_FILE_DAMAGED || x == report::FATE_UNSPECIFIED;
+        other |= x == report::FATE_LEFT_CLEANLY || x == report::FATE_WAITS_ELSEWHERE;
+      }
+      if (died) {
+        f->set_cause(report::CAUSE_RESOURCES);
+        f->set_cause_text(who + "'s process died (killed, crashed or frozen); its log or the kernel log says which");
+      } else if (idle && !other) {
+        f->set_cause(report::CAUSE_RESOURCES);
+        f->set_cause_text(who + "'s host was busy outside NCCL (a data loader, the GIL, a blocked thread); "
+                          "a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
+      } else if (other) {
+        f->set_cause(report::CAUSE_PROGRAM);
+        f->set_cause_text("program logic: " + who + " went on without it (a skipped or extra call)");
+      } else {
+        f->set_cause(report::CAUSE_UNKNOWN);
+        f->set_cause_text(unknown ? "cannot tell: " + who + "'s file is missing or damaged; it would tell"
+                                  : "cannot tell");
+      }
+      return;
+    }
+    case report::DEAD_RANK:
+      f->set_cause(report::CAUSE_RESOURCES);
+      f->set_cause_text(who + "'s process died (killed, crashed or frozen); its log or the kernel log says which");
+      return;
+    case report::STRAGGLER:
+      f->set_cause(report::CAUSE_RESOURCES);
+      f->set_cause_text(who + " reaches collectives late: its host or GPU is slower or busier");
+      return;
+    default:
+      f->set_cause(report::CAUSE_UNKNOWN);
+      f->set_cause_text("cannot tell");
+  }
+}
+
+// " [cause: program logic]": the end of the verdict line.
+std::string CauseTag(const Finding& f) {
+  switch (f.cause()) {
+    case report::CAUSE_PROGRAM: return " [cause: program logic]";
+    case report::CAUSE_RESOURCES: {
+      const std::string who = f.culprits_size() == 1 ? f.culprits(0).name() + "'s" : std::string("the ranks'");
+      return " [cause: " + who + " resources]";
+    }
+    case report::CAUSE_NETWORK: return " [cause: the network]";
+    default: return " [cause: cannot tell]";
+  }
+}
+
 std::string Reasons(const std::vector<std::string>& why) {
   std::string s;
   for (size_t i = 0; i < why.size() && i < 2; ++i) s += (i ? "; " : "") + why[i];
@@ -149,6 +228,8 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FindCycles(&c, &found);
   FindOrderCycles(&c, &found);
   FindStragglers(&c, &found);
+  FindEnded(&c, &found);  // last: only where nothing else explains it
+  for (Ranked& r : found) AssignCause(&r.f);
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
   });
@@ -215,19 +296,27 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   d.set_operations(operations);
   d.set_t_end_sec(c.T(c.t_end));
   if (d.findings_size() > 0) {
-    d.set_verdict(d.findings(0).summary());
+    d.set_verdict(d.findings(0).summary() + CauseTag(d.findings(0)));
   } else {
     uint64_t open = 0;
     for (const Op& op : model.ops) {
       if (op.state == OpState::kCompleted) ++done;
       else if (op.state == OpState::kInFlight && c.FinalizeOf(op.proc, op.comm) == kNoTime) ++open;
     }
+    size_t unfinalized = 0;
+    for (const Proc& p : model.procs) unfinalized += !p.finalized;
     std::string v = "OK: no problem found in " + Plural(model.procs.size(), "process", "processes") + " (" +
                     Plural(model.comms.size(), "communicator", "communicators") + ", " +
                     Plural(operations, "operation", "operations") + ", " + Thousands(done) + " completed)";
-    if (open > 0)
-      v += "; " + Plural(open, "operation was", "operations were") + " in flight when the files end, for less than " +
-           Dur(opts.min_wait_sec) + ": not a hang";
+    if (opts.live) {
+      // While the job runs (watch): what holds so far.
+      v = "OK so far: no problem found in " + v.substr(v.find(" in ") + 4);
+      if (open > 0) v += "; " + Plural(open, "operation", "operations") + " in flight";
+    } else if (unfinalized > 0) {
+      // FindEnded let it pass: every operation had completed, no idle tail.
+      v += "; " + Plural(unfinalized, "process", "processes") +
+           " ended without finalizing, after every operation had completed";
+    }
     d.set_verdict(v);
   }
   // A verdict on incomplete or damaged evidence says so first, and is never OK.
@@ -265,7 +354,10 @@ std::string FormatText(const Diagnosis& d) {
       out << "    " << (e.proc().empty() ? "" : e.proc() + ": ") << e.text() << "\n";
     }
   };
-  if (d.findings_size() > 0) evidence(d.findings(0));
+  if (d.findings_size() > 0) {
+    if (!d.findings(0).cause_text().empty()) out << "    cause: " << d.findings(0).cause_text() << "\n";
+    evidence(d.findings(0));
+  }
   if (d.consequences_size() > 0) {
     out << "\nBlocked behind it (" << d.consequences_size() << "):\n";
     for (const Finding& f : d.consequences()) out << "  " << f.summary() << "\n";

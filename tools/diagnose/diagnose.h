@@ -28,6 +28,16 @@
 //      finished on some; names the stalled channel/peer from stuck reports.
 //   8. STRAGGLER         "STRAGGLER: ..."  (warning) a rank that arrives
 //      last at most collectives.
+//   9. JOB_ENDED         "ENDED: ..."  only when no other error explains it:
+//      the job's processes ended (no finalize, or an abort) while operations
+//      were in flight: one first and the others after it (a launcher ending
+//      the rest), all at once (cancelled, a node lost, or files copied while
+//      the job ran), or after every rank sat idle outside NCCL. Only a job
+//      whose processes all finalized with nothing in flight, or whose every
+//      operation completed with no idle tail, can be OK.
+// Every finding names the kind of cause its evidence points to
+// (Finding.cause: program logic, a rank's resources, the network, or
+// "cannot tell" with what would tell), at the end of the verdict line.
 // Within one kind, the finding about the earliest operation comes first.
 //
 // Severity and exit status: every kind but STRAGGLER is an error; STRAGGLER
@@ -43,7 +53,8 @@
 //
 // A hang needs time: an operation counts as hung when the waiting ranks were
 // alive for `min_wait_sec` after enqueuing it, or a stuck report names it.
-// So a job killed while its last operation was in flight is still healthy.
+// A job killed while an operation was in flight is not a hang, but it is not
+// healthy either: JOB_ENDED says how it ended.
 //
 // Thread safety: pure functions of their arguments.
 
@@ -78,6 +89,13 @@ struct DiagnoseOptions {
   int straggler_min_collectives = 3;
   // ORDER_MISMATCH: how many operations ahead to look for a permutation.
   int order_window = 8;
+  // JOB_ENDED, ENDING_IDLE: every rank idle outside NCCL for at least this
+  // long before its file ends (and more than 3 heartbeats).
+  double ended_idle_sec = 10.0;
+  // The files are still being written (ncclwatch watch while the job runs):
+  // a process that has not finalized has not ended, so how the job ended is
+  // not judged (JOB_ENDED), and an OK is an OK so far.
+  bool live = false;
 };
 
 report::Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts = {});

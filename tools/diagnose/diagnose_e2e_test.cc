@@ -48,6 +48,28 @@ std::vector<std::string> Names(const report::Finding& f) {
   return v;
 }
 
+// Rank 1 is killed at 3.095 s; the launcher ends the others half a second
+// later, while they wait in the collective rank 1 never issued: no watchdog
+// fired, nothing waited long enough to be a hang, and the job is dead.
+TEST(DiagnoseE2E, RankKilledThenLauncherEndsTheRest) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ncolls = 20;
+  spec.end_ns = 3 * kSec + 600 * kMs;
+  spec.rank_hook = [](int rank, RankPlan& r) {
+    if (rank == 1) r.dies_at_ns = 3 * kSec + 95 * kMs;
+    else r.end = testing::RankEnd::kKilled;
+  };
+  report::Diagnosis d = RunJob(spec);
+  ASSERT_GE(d.findings_size(), 1);
+  EXPECT_EQ(d.findings(0).kind(), report::JOB_ENDED);
+  EXPECT_EQ(d.findings(0).ending(), report::ENDING_ONE_FIRST);
+  EXPECT_EQ(Names(d.findings(0)), std::vector<std::string>{"rank 1"});
+  EXPECT_EQ(ExitStatus(d), 1);
+  EXPECT_EQ(d.verdict().rfind("ENDED: rank 1 ended first, without finalizing (killed or crashed)", 0), 0u) << d.verdict();
+  EXPECT_NE(d.verdict().find("[cause: rank 1's resources]"), std::string::npos) << d.verdict();
+}
+
 TEST(DiagnoseE2E, HealthyJobOnTwoHostsWithClockErrors) {
   JobSpec spec;
   spec.nranks = 4;

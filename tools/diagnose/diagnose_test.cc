@@ -181,17 +181,118 @@ TEST(Diagnose, HealthyJob) {
   EXPECT_EQ(d.completed_before_hang(0).completed_everywhere(), 10u);
 }
 
-// A job killed while its last collective was in flight (0.2 s): not a hang.
-TEST(Diagnose, KilledMidOperationIsNotAHang) {
+// A job killed while its last collective was in flight (0.2 s): not a hang,
+// and not healthy either. Every rank ended at the same moment: nobody to
+// blame, and the verdict says what would tell.
+TEST(Diagnose, KilledMidOperationIsNotHealthy) {
   Job j;
   j.Procs(4, 1.3);
   uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
   j.Steps(w, 10);
   for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 11, "AllReduce", 1024, 1.1, -1);
   report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::JOB_ENDED);
+  EXPECT_EQ(d.findings(0).ending(), report::ENDING_ALL_AT_ONCE);
+  EXPECT_EQ(d.findings(0).cause(), report::CAUSE_UNKNOWN);
+  EXPECT_EQ(d.findings(0).culprits_size(), 0);
+  EXPECT_EQ(ExitStatus(d), 1);
+  EXPECT_EQ(d.verdict(),
+            "ENDED: every rank ended within 0 us of 1.30 s without finishing, 4 operations in flight (AllReduce #11 "
+            "on comm 'world' (4 ranks)); no rank stopped first: the job was cancelled or its node lost, or these "
+            "files were copied while it ran [cause: cannot tell]");
+  // While the files are still written (watch), nobody has ended.
+  DiagnoseOptions live;
+  live.live = true;
+  report::Diagnosis l = Diagnose(j.m, live);
+  EXPECT_EQ(l.findings_size(), 0) << FormatText(l);
+  EXPECT_EQ(l.verdict().rfind("OK so far: ", 0), 0u) << l.verdict();
+}
+
+// The same job, every process finalized with nothing in flight: healthy.
+TEST(Diagnose, FinalizedJobIsHealthy) {
+  Job j;
+  j.Procs(4, 1.3);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  for (uint32_t p = 0; p < 4; ++p) j.Finalize(p, 1.3);
+  report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
-  EXPECT_EQ(ExitStatus(d), 0);
-  EXPECT_NE(d.verdict().find("4 operations were in flight when the files end"), std::string::npos) << d.verdict();
+  EXPECT_EQ(d.verdict(), "OK: no problem found in 4 processes (1 communicator, 40 operations, 40 completed)");
+}
+
+// Rank 1 is killed after AllReduce #10 (its file ends at 1.05 s); the
+// others go on into #11 and the launcher ends them 0.5 s later, before any
+// watchdog. The most common death of a multi-GPU job: rank 1 is named.
+TEST(Diagnose, RankKilledThenLauncherEndsTheRest) {
+  Job j;
+  j.Proc(0, 1.6);
+  j.Proc(1, 1.05);
+  j.Proc(2, 1.6);
+  j.Proc(3, 1.6);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  for (uint32_t p : {0u, 2u, 3u}) j.Coll(p, w, 11, "AllReduce", 1024, 1.1, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::JOB_ENDED);
+  EXPECT_EQ(f.ending(), report::ENDING_ONE_FIRST);
+  EXPECT_EQ(Names(f.culprits()), V{"rank 1"});
+  EXPECT_EQ(Names(f.waiting()), (V{"rank 0", "rank 2", "rank 3"}));
+  EXPECT_EQ(f.cause(), report::CAUSE_RESOURCES);
+  EXPECT_EQ(ExitStatus(d), 1);
+  EXPECT_EQ(d.verdict(),
+            "ENDED: rank 1 ended first, without finalizing (killed or crashed), at 1.05 s; last operation: AllReduce "
+            "#10 on comm 'world' (4 ranks) completed at 1.01 s; ranks 0,2,3 ended up to 550.0 ms after it without "
+            "finishing, in AllReduce #11 on comm 'world' (4 ranks): the job was ended after rank 1 ended [cause: rank "
+            "1's resources]");
+}
+
+// Rank 1 raised and exited: its communicators were finalized (PyTorch
+// aborts them at exit) with nothing in flight, the others were ended in #11.
+TEST(Diagnose, RankExitedByItselfIsProgramLogic) {
+  Job j;
+  j.Procs(4, 1.6);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  j.Finalize(1, 1.05);
+  for (uint32_t p : {0u, 2u, 3u}) j.Coll(p, w, 11, "AllReduce", 1024, 1.1, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::JOB_ENDED);
+  EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 1"});
+  EXPECT_EQ(d.findings(0).cause(), report::CAUSE_PROGRAM);
+  EXPECT_NE(d.verdict().find("rank 1 ended first, its communicators finalized or aborted (the process exited by "
+                             "itself)"),
+            std::string::npos)
+      << d.verdict();
+}
+
+// Every operation completed, then every rank sat idle for 88 s outside NCCL
+// and was killed: a hang outside NCCL, never an OK.
+TEST(Diagnose, EveryRankIdleThenKilledIsAHangOutsideNccl) {
+  Job j;
+  j.Procs(4, 90.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::JOB_ENDED);
+  EXPECT_EQ(d.findings(0).ending(), report::ENDING_IDLE);
+  EXPECT_EQ(ExitStatus(d), 1);
+  EXPECT_EQ(d.verdict().rfind("ENDED: every rank sat idle outside NCCL for at least 89.0 s before the end", 0), 0u)
+      << d.verdict();
+  // Without the idle tail, the work was done: OK, and it says no one finalized.
+  Job k;
+  k.Procs(4, 1.3);
+  uint32_t kw = k.Comm("world", 0xabc, {0, 1, 2, 3});
+  k.Steps(kw, 10);
+  report::Diagnosis ok = Diagnose(k.Finish());
+  EXPECT_EQ(ok.findings_size(), 0) << FormatText(ok);
+  EXPECT_NE(ok.verdict().find("4 processes ended without finalizing, after every operation had completed"),
+            std::string::npos)
+      << ok.verdict();
 }
 
 // ---------------------------------------------------------------- 1. missing rank
@@ -212,7 +313,7 @@ TEST(Diagnose, MissingRankLeftCleanly) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
-            "rank 3 left cleanly after AllReduce #11");
+            "rank 3 left cleanly after AllReduce #11 [cause: program logic]");
   ASSERT_GE(d.findings_size(), 1);
   const report::Finding& f = d.findings(0);
   EXPECT_EQ(f.kind(), report::MISSING_RANK);
@@ -237,11 +338,18 @@ TEST(Diagnose, MissingRankDied) {
   Job j = MissingRankJob();
   j.m.procs[3].last_ns = Ns(5.0);
   j.m.procs[3].last_heartbeat_ns = Ns(4.9);
-  j.m.procs[3].cut_tail = true;
+  j.m.procs[3].cut_tail = true;  // a kill may cut the write in progress short
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
-            "rank 3 died after AllReduce #11 (silent for the last 10.0 s)");
+            "rank 3 died after AllReduce #11 (silent for the last 10.0 s) [cause: rank 3's resources]");
+  // Several files that end mid-record without a finalize are a copy taken
+  // while they were written: the verdict says its evidence is incomplete.
+  j.m.procs[0].cut_tail = true;
+  report::Diagnosis cut = Diagnose(j.m);
+  EXPECT_EQ(cut.verdict().rfind("INCOMPLETE EVIDENCE (the files of ranks 0,3 end mid-record without a finalize", 0), 0u)
+      << cut.verdict();
+  EXPECT_EQ(ExitStatus(cut), 3);
   EXPECT_EQ(d.findings(0).fates(0), report::FATE_DIED);
   // The death is also its own finding, after the hang it explains.
   const report::Finding* dead = FindKind(d, report::DEAD_RANK);
@@ -256,7 +364,7 @@ TEST(Diagnose, MissingRankIdle) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
-            "rank 3 is alive but idle outside NCCL after AllReduce #11");
+            "rank 3 is alive but idle outside NCCL after AllReduce #11 [cause: rank 3's resources]");
   EXPECT_EQ(d.findings(0).fates(0), report::FATE_IDLE);
   EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
 }
@@ -301,8 +409,11 @@ TEST(Diagnose, UntrackedLongWaitIsNotStuck) {
   j.P2p(1, w, "Recv", 0, 6, 4096, 1.0, -1);
   Untrack(&j);
   report::Diagnosis d = Diagnose(j.Finish());
-  EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
-  EXPECT_EQ(ExitStatus(d), 0);
+  EXPECT_EQ(FindKind(d, report::STUCK_IN_PROGRESS), nullptr) << FormatText(d);
+  // Nor an OK: no rank finalized and whether the last operations finished is unknown.
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::JOB_ENDED);
+  EXPECT_EQ(d.findings(0).cause(), report::CAUSE_UNKNOWN);
 }
 
 // A dead rank's file may have lost its last records: its absence from #3
@@ -343,7 +454,7 @@ TEST(Diagnose, UntrackedSkipPutsTheSkipperInTheNextOperation) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "HANG: rank 3 never joined AllReduce #12 on comm 'world' (4 ranks); ranks 0,1,2 waited 10.0 s; "
-            "rank 3 is still in Broadcast #13")
+            "rank 3 is still in Broadcast #13 [cause: program logic]")
       << FormatText(d);
   // The broadcast itself is explained by the all-reduce: no finding of its own.
   EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
@@ -359,7 +470,7 @@ TEST(Diagnose, MissingRankWaitsInAnotherComm) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "HANG: rank 4 never joined Broadcast #1 on comm 'pp' (2 ranks); rank 3 waited 9.9 s; "
-            "rank 4 is alive but idle outside NCCL");
+            "rank 4 is alive but idle outside NCCL [cause: rank 4's resources]");
   // The 'world' hang is blocked behind it: a consequence, rank 3 waiting.
   ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
   ASSERT_EQ(d.consequences_size(), 1) << FormatText(d);
@@ -379,7 +490,7 @@ TEST(Diagnose, MissingRanksOnACycleAreADeadlock) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "DEADLOCK: rank 2 waits in AllReduce #12 on comm 'world' (4 ranks) for rank 3, which waits in Broadcast #5 "
-            "on comm 'pp' (2 ranks) for rank 2; neither issued the other's operation (waited 10.0 s)");
+            "on comm 'pp' (2 ranks) for rank 2; neither issued the other's operation (waited 10.0 s) [cause: program logic]");
   // The missing ranks on the cycle are its consequences, not causes.
   EXPECT_EQ(FindKind(d, report::MISSING_RANK), nullptr);
   ASSERT_GE(d.consequences_size(), 1) << FormatText(d);
@@ -461,7 +572,7 @@ TEST(Diagnose, MismatchNamesTheOddRankOutNotTheMajority) {
   for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 3, "AllReduce", p == 1 ? 512 : 1024, 1.0, -1);
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
-            "MISMATCH: AllReduce #3 on comm 'world' (4 ranks): rank 1 called count 512 where ranks 0,2,3 called count 1,024");
+            "MISMATCH: AllReduce #3 on comm 'world' (4 ranks): rank 1 called count 512 where ranks 0,2,3 called count 1,024 [cause: program logic]");
   const report::Finding& f = d.findings(0);
   EXPECT_EQ(f.kind(), report::MISMATCH);
   EXPECT_EQ(Names(f.culprits()), V{"rank 1"});
@@ -481,7 +592,7 @@ TEST(Diagnose, MismatchOfFunctionAndDatatype) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "MISMATCH: AllReduce #1 on comm 0x12ab (3 ranks): rank 1 called AllGather count 256 ncclBfloat16 where "
-            "ranks 0,2 called AllReduce count 1,024 ncclFloat32");
+            "ranks 0,2 called AllReduce count 1,024 ncclFloat32 [cause: program logic]");
 }
 
 TEST(Diagnose, MismatchOfRoot) {
@@ -490,7 +601,7 @@ TEST(Diagnose, MismatchOfRoot) {
   uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
   for (uint32_t p = 0; p < 3; ++p) j.Coll(p, w, 1, "Broadcast", 64, 1.0, -1, "ncclFloat32", p == 0 ? 1 : 0);
   report::Diagnosis d = Diagnose(j.Finish());
-  EXPECT_EQ(d.verdict(), "MISMATCH: Broadcast #1 on comm 'world' (3 ranks): rank 0 called root 1 where ranks 1,2 called root 0");
+  EXPECT_EQ(d.verdict(), "MISMATCH: Broadcast #1 on comm 'world' (3 ranks): rank 0 called root 1 where ranks 1,2 called root 0 [cause: program logic]");
 }
 
 TEST(Diagnose, MismatchWithoutMajorityNamesEverySide) {
@@ -520,7 +631,7 @@ TEST(Diagnose, SkippedCollective) {
   }
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
-            "MISMATCH: rank 2 skipped AllReduce(1,024 ncclFloat32) #3 on comm 'world' (3 ranks): its #3 is the #4 of ranks 0,1");
+            "MISMATCH: rank 2 skipped AllReduce(1,024 ncclFloat32) #3 on comm 'world' (3 ranks): its #3 is the #4 of ranks 0,1 [cause: program logic]");
   EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"});
 }
 
@@ -538,7 +649,7 @@ TEST(Diagnose, ExtraCollective) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "MISMATCH: rank 0 issued Broadcast(8 ncclInt64) as #2 on comm 'world' (3 ranks), which ranks 1,2 never "
-            "issued: its #3 is their #2");
+            "issued: its #3 is their #2 [cause: program logic]");
 }
 
 // ---------------------------------------------------------------- 3. order mismatch
@@ -556,10 +667,59 @@ TEST(Diagnose, SwappedOrder) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "ORDER MISMATCH: comm 'world' (3 ranks) #5-#6: rank 2 issued AllGather(256 ncclFloat32) then "
-            "AllReduce(1,024 ncclFloat32) where ranks 0,1 issued AllReduce(1,024 ncclFloat32) then AllGather(256 ncclFloat32)");
+            "AllReduce(1,024 ncclFloat32) where ranks 0,1 issued AllReduce(1,024 ncclFloat32) then AllGather(256 ncclFloat32) [cause: program logic]");
   EXPECT_EQ(d.findings(0).kind(), report::ORDER_MISMATCH);
   EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"});
   EXPECT_EQ(FindKind(d, report::MISMATCH), nullptr);
+}
+
+// NCCL numbers collectives per function, so AllReduce #k and AllGather #k
+// match on every rank whatever the order (here AllGather's numbers are
+// 101.., since Job matches by number alone). Over the network transport a
+// swapped pair can complete, each run against the other: not a hang, and
+// worse than one. It is an error all the same, and says that it completed.
+TEST(Diagnose, SwappedOrderThatCompletedIsAnError) {
+  Job j;
+  j.Procs(4, 2.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  for (uint32_t p = 0; p < 4; ++p) {
+    for (int k = 1; k <= 4; ++k) {
+      const bool swap = p == 1 && k == 3;
+      const double t = 0.1 * k;
+      j.Coll(p, w, k, "AllReduce", 1024, swap ? t + 0.02 : t, (swap ? t + 0.02 : t) + 0.01);
+      j.Coll(p, w, 100 + k, "AllGather", 256, swap ? t : t + 0.02, (swap ? t : t + 0.02) + 0.01);
+    }
+    j.Finalize(p, 2.0);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::ORDER_MISMATCH);
+  EXPECT_TRUE(d.findings(0).completed());
+  EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 1"});
+  EXPECT_EQ(ExitStatus(d), 1);
+  EXPECT_EQ(d.verdict(),
+            "ORDER MISMATCH: rank 1 issued AllGather #103 before AllReduce #3 on comm 'world' (4 ranks) where ranks "
+            "0,2,3 issued AllReduce #3 first; both completed on every rank, each against the other: their results "
+            "are wrong [cause: program logic]");
+}
+
+// A count mismatch that completed: the same first line, and that it completed.
+TEST(Diagnose, MismatchThatCompletedSaysTheResultsAreWrong) {
+  Job j;
+  j.Procs(3, 2.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.Steps(w, 2);
+  for (uint32_t p = 0; p < 3; ++p) {
+    j.Finalize(p, 2.0);
+    j.Coll(p, w, 3, "AllReduce", p == 2 ? 512 : 1024, 1.0, 1.01);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).kind(), report::MISMATCH);
+  EXPECT_TRUE(d.findings(0).completed());
+  EXPECT_EQ(d.verdict(),
+            "MISMATCH: AllReduce #3 on comm 'world' (3 ranks): rank 2 called count 512 where ranks 0,1 called count "
+            "1,024; it completed on every rank: the results are wrong [cause: program logic]");
 }
 
 // ---------------------------------------------------------------- 4. stuck in progress
@@ -608,7 +768,7 @@ TEST(Diagnose, StuckInProgressNamesChannelAndPeer) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "STUCK: AllReduce #12 on comm 'world' (4 ranks) was issued by every rank and never finished on any "
-            "(ranks 0-3) (in flight 10.0 s); rank 1: receive from rank 2 never completed on channel 1");
+            "(ranks 0-3) (in flight 10.0 s); rank 1: receive from rank 2 never completed on channel 1 [cause: the network]");
   const report::Finding& f = d.findings(0);
   EXPECT_EQ(f.kind(), report::STUCK_IN_PROGRESS);
   ASSERT_EQ(f.stalled_size(), 1);
@@ -631,7 +791,7 @@ TEST(Diagnose, StuckOnSomeRanksNamesThem) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "STUCK: Broadcast #1 on comm 'world' (3 ranks) was issued by every rank and never finished on ranks 1,2 "
-            "(in flight 14.0 s)");
+            "(in flight 14.0 s) [cause: cannot tell]");
   EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 1", "rank 2"}));
 }
 
@@ -648,7 +808,7 @@ TEST(Diagnose, SendWithoutReceive) {
   EXPECT_EQ(d.verdict(),
             "UNMATCHED P2P: rank 0 sent 4,096 x ncclFloat32 to rank 2 on comm 'world' (3 ranks) (Send #2 between them); "
             "rank 2 never posted the matching Recv; rank 0 waited 13.0 s; rank 2 is alive but idle outside NCCL "
-            "after Recv #1 from rank 0");
+            "after Recv #1 from rank 0 [cause: program logic]");
   EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"});
   EXPECT_EQ(Names(d.findings(0).waiting()), V{"rank 0"});
   EXPECT_TRUE(d.findings(0).p2p());
@@ -663,7 +823,7 @@ TEST(Diagnose, SendAndReceiveSizesDisagree) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "UNMATCHED P2P: sizes disagree on comm 'world' (2 ranks): rank 0's Send #1 to rank 1 carries 1,024 x ncclFloat32 "
-            "but rank 1's Recv expects 2,048 x ncclFloat32");
+            "but rank 1's Recv expects 2,048 x ncclFloat32 [cause: program logic]");
   EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"}));
 }
 
@@ -690,7 +850,7 @@ TEST(Diagnose, DeadRankInsideTheOperationOthersWaitIn) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "DEAD: rank 3 stopped without finalizing at 5.50 s (9.5 s before the job's last record), inside AllReduce #12 "
-            "on comm 'world' (4 ranks); ranks 0,1,2 wait in it (10.0 s)");
+            "on comm 'world' (4 ranks); ranks 0,1,2 wait in it (10.0 s) [cause: rank 3's resources]");
   EXPECT_EQ(d.findings(0).kind(), report::DEAD_RANK);
   EXPECT_DOUBLE_EQ(d.findings(0).t_last_sign_of_life_sec(), 5.5);
   // The stuck collective is blocked behind the death that explains it: a
@@ -726,7 +886,7 @@ TEST(Diagnose, CrossCommunicatorDeadlock) {
   report::Diagnosis d = Diagnose(j.Finish());
   EXPECT_EQ(d.verdict(),
             "DEADLOCK: rank 0 waits in AllReduce #5 on comm 'a' (2 ranks) for rank 1, which waits in AllReduce #3 on "
-            "comm 'b' (2 ranks) for rank 0; neither issued the other's operation (waited 14.0 s)");
+            "comm 'b' (2 ranks) for rank 0; neither issued the other's operation (waited 14.0 s) [cause: program logic]");
   EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"}));
   // Both missing-rank findings are blocked behind the cycle: consequences,
   // each naming the other communicator, without culprits.
@@ -765,7 +925,7 @@ TEST(Diagnose, StragglerIsAWarning) {
   EXPECT_NEAR(f.straggler().median_lag_ms(), 5.8, 0.01);
   EXPECT_EQ(d.verdict(),
             "STRAGGLER: rank 2 arrived last at 10 of 10 collectives (100%), a median 5.8 ms after the median rank "
-            "(max 6.8 ms)");
+            "(max 6.8 ms) [cause: rank 2's resources]");
   EXPECT_EQ(ExitStatus(d), 1);
 }
 

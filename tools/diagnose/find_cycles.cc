@@ -99,11 +99,11 @@ void FindCycles(Ctx* c, std::vector<Ranked>* out) {
 // streams, a different order across communicators is harmless.
 void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
   const Model& m = c->m;
-  // Only cycles holding a hung operation are reported: without one, the
-  // whole order need not be computed.
-  bool any_hung = false;
-  for (uint32_t oi = 0; oi < m.ops.size() && !any_hung; ++oi) any_hung = c->Hung(oi);
-  if (!any_hung) return;
+  // Every cycle is judged, hung or not: two collectives issued in opposite
+  // orders on one communicator may both complete (over the network NCCL
+  // matched an AllGather against an AllReduce of the same bytes), and then
+  // the results are wrong, which is worse than a hang. Across communicators
+  // an order that completed is no fault: only a hung cycle is a deadlock.
   GlobalOrder g = ComputeOrder(m);
   if (g.cycles.empty()) return;
   std::vector<size_t> pos_of(m.ops.size(), SIZE_MAX);
@@ -113,7 +113,7 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     bool hung = false;
     for (size_t p : cyc)
       for (uint32_t oi : g.nodes[p]) hung |= c->Hung(oi);
-    if (!hung || cyc.size() > 256) continue;
+    if (cyc.size() > 256) continue;
     std::set<size_t> in(cyc.begin(), cyc.end());
     // Each process's cycle operations in its program order.
     std::vector<std::vector<size_t>> seq(m.procs.size());
@@ -132,6 +132,7 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
         const Op& a0 = m.ops[g.nodes[u][0]];
         const Op& b0 = m.ops[g.nodes[v][0]];
         if (a0.kind != OpKind::kColl || b0.kind != OpKind::kColl) continue;
+        if (!hung && a0.comm != b0.comm) continue;
         if (c->mismatch_seq[a0.comm] != 0 || c->mismatch_seq[b0.comm] != 0) continue;
         std::vector<uint32_t> uv, vu;
         for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
@@ -178,8 +179,18 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     sum += names(odd) + " issued " + a + " before " + b + (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) +
            " where " + names(rest) + " issued " + b + " first";
     sum += majority ? "" : " (no majority)";
-    sum += one_comm ? "; the collectives cannot match (waited " + Dur(waited) + ")"
-                    : "; each waits for the other (waited " + Dur(waited) + ")";
+    if (!hung) {
+      // Nothing waits: every op of both completed, or the files end first.
+      bool done = true;
+      for (size_t p : {best_u, best_v})
+        for (uint32_t oi : g.nodes[p]) done = done && m.ops[oi].state == OpState::kCompleted && !m.ops[oi].ended_by_abort;
+      f.set_completed(done);
+      sum += done ? "; both completed on every rank, each against the other: their results are wrong"
+                  : "; the collectives cannot match";
+    } else {
+      sum += one_comm ? "; the collectives cannot match (waited " + Dur(waited) + ")"
+                      : "; each waits for the other (waited " + Dur(waited) + ")";
+    }
     f.set_summary(sum);
     for (uint32_t pi : odd) AddEvidence(&f, c->Name(pi), "issued " + a + " then " + b);
     for (uint32_t pi : rest) AddEvidence(&f, c->Name(pi), "issued " + b + " then " + a);

@@ -237,6 +237,21 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
                             (op.state == OpState::kCompleted ? ", completed" : ", never completed"));
           }
       }
+      {
+        // Completed anyway (the network transport ran mismatched calls
+        // against each other): silent data corruption, which must read as
+        // loudly as a hang.
+        bool done = true;
+        size_t present = 0;
+        for (auto& [r, oi] : Present(mt)) {
+          ++present;
+          done = done && m.ops[oi].state == OpState::kCompleted && !m.ops[oi].ended_by_abort;
+        }
+        if (done && present == mt.ops.size() && present > 0) {
+          f.set_completed(true);
+          f.set_summary(f.summary() + "; it completed on every rank: the results are wrong");
+        }
+      }
       if (later > 0) AddEvidence(&f, "", Plural(later, "later position", "later positions") + " of this communicator disagree too");
       std::vector<uint32_t> ops;
       for (auto& pr : present) ops.push_back(pr.second);

@@ -260,6 +260,17 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
           }
         }
         if (!first_stall.empty()) sum += "; " + first_stall;
+        if (!gpu_not_started.empty() && !gpu_started.empty()) {
+          f.set_cause(report::CAUSE_RESOURCES);
+          f.set_cause_text(c->Names(gpu_not_started) + "'s GPU was busy with earlier work on its stream");
+        } else if (!first_stall.empty()) {
+          f.set_cause(report::CAUSE_NETWORK);
+          f.set_cause_text("the network: a transfer stopped while both ranks were in the operation (" + first_stall + ")");
+        } else {
+          f.set_cause(report::CAUSE_UNKNOWN);
+          f.set_cause_text("cannot tell a busy GPU from the network: stuck reports with CUDA-event completions "
+                           "(NCCLWATCH_COMPLETIONS=events) or proxy steps (NCCLWATCH_EVENTS=default,proxyop,proxystep) would");
+        }
         f.set_summary(sum);
         Emit(out, EarliestStart(m, ops), std::move(f));
       }

@@ -24,6 +24,8 @@ void FindCycles(Ctx* c, std::vector<Ranked>* out);
 void FindOrderCycles(Ctx* c, std::vector<Ranked>* out);
 // find_stragglers.cc
 void FindStragglers(Ctx* c, std::vector<Ranked>* out);
+// find_ended.cc. Last: judged only when no other error was found.
+void FindEnded(Ctx* c, std::vector<Ranked>* out);
 
 // sections.cc
 void FillProgress(const Ctx& c, Diagnosis* d);

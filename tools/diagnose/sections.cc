@@ -59,7 +59,12 @@ void FillStuckReports(const Ctx& c, Diagnosis* d) {
       s->set_threshold_sec(r.threshold_sec);
       s->set_ops_in_flight(static_cast<uint32_t>(r.ops.size()));
       for (const StuckOp& so : r.ops) {
-        std::string line = (m.Str(so.func).empty() ? std::string("operation") : m.Str(so.func)) + " #" + std::to_string(so.seq);
+        // The op as the findings and merge name it (a p2p op's number is its
+        // order between the pair, not the report's NCCL counter).
+        std::string line = so.op != kNone && so.op < m.ops.size()
+                               ? c.OpName(m.ops[so.op])
+                               : (m.Str(so.func).empty() ? std::string("operation") : m.Str(so.func)) + " #" +
+                                     std::to_string(so.seq);
         if (so.comm != kNone) line += " on " + c.CommLabel(so.comm);
         line += " for " + Dur(static_cast<double>(so.age_ns) / 1e9);
         // Completions from CUDA events say whether the GPU reached it;

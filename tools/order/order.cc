@@ -267,10 +267,12 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
       }
     }
     std::ostringstream state;
-    if (o.hung() > 0) state << "HUNG on " << o.hung();
-    else if (o.in_flight() > 0) state << "IN FLIGHT on " << o.in_flight();
+    // Counts of ranks, said as such ("HUNG on 3" read like "rank 3").
+    auto ranks_n = [](uint32_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
+    if (o.hung() > 0) state << "HUNG on " << ranks_n(o.hung());
+    else if (o.in_flight() > 0) state << "IN FLIGHT on " << ranks_n(o.in_flight());
     else if (o.completed() == static_cast<uint32_t>(o.ranks_size())) state << "done";
-    else if (o.completed() > 0) state << "done on " << o.completed();
+    else if (o.completed() > 0) state << "done on " << ranks_n(o.completed());
     else state << "enqueued";
     if (o.in_cycle()) state << " [order mismatch]";
     char t[32];

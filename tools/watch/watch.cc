@@ -141,6 +141,7 @@ WatchState Watcher::Poll(double now_sec) {
   DiagnoseOptions live = opts_.diagnose;
   live.min_wait_sec = opts_.live_min_wait_sec >= 0 ? opts_.live_min_wait_sec : StuckThreshold(m);
   live.dead_min_sec = std::max(live.dead_min_sec, live.min_wait_sec);
+  live.live = true;  // files still written: no process has ended for that
   s.live_min_wait_sec = live.min_wait_sec;
 
   // Over: every file of the job finalized, or past reading, and none still

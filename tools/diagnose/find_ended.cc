@@ -1,0 +1,225 @@
+// JOB_ENDED: the job's processes ended before the job finished, and no
+// other error explains it. The most common way a multi-GPU job dies: one
+// rank is killed (the OOM killer, a segfault, a preemption) or raises, and
+// the launcher (torchrun's agent, torch.multiprocessing.spawn, srun) ends
+// the others within a second, before any watchdog fires. No operation waited
+// long enough to be a hang, yet the job is dead; calling it healthy would be
+// the worst answer we can give.
+//
+// A process has ended well when it finalized with nothing in flight. When
+// some process did not, the job is judged by what its operations show:
+//  - every operation completed, then every rank sat idle outside NCCL for
+//    longer than DiagnoseOptions::ended_idle_sec: ENDING_IDLE (the host side
+//    hung: a data loader, a store, a blocked thread);
+//  - every operation completed, no idle tail: the work was done; not a
+//    finding (the OK says the processes did not finalize);
+//  - operations in flight or unknown at the end: one process stopped first
+//    when it is behind the others (they issued collectives it never did) or
+//    its file ends well before theirs: ENDING_ONE_FIRST, it is the culprit;
+//    otherwise ENDING_ALL_AT_ONCE, with no culprit.
+// Not judged while the files are still written (DiagnoseOptions::live).
+
+#include "tools/diagnose/finders.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ncclwatch::tools::diagnose_internal {
+
+namespace {
+
+// The latest moment an operation of `proc` shows activity (enqueue or completion).
+int64_t LastActivity(const Model& m, uint32_t proc) {
+  int64_t t = kNoTime;
+  for (uint32_t oi : m.procs[proc].ops) {
+    const Op& op = m.ops[oi];
+    t = std::max({t, op.start_ns, op.done_ns});
+  }
+  return t;
+}
+
+// Whether another member of one of `proc`'s communicators issued more
+// collectives there than `proc` did: it stopped issuing while they went on.
+bool Behind(const Model& m, uint32_t proc, const std::vector<std::vector<uint32_t>>& colls_issued) {
+  for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
+    bool member = false;
+    uint32_t mine = 0, most = 0;
+    for (const CommMember& mem : m.comms[ci].members) {
+      if (mem.proc >= m.procs.size()) continue;
+      if (mem.proc == proc) member = true, mine = colls_issued[ci][mem.proc];
+      else most = std::max(most, colls_issued[ci][mem.proc]);
+    }
+    if (member && most > mine) return true;
+  }
+  return false;
+}
+
+// "AllReduce #4 on comm 'world' (4 ranks)" for the oldest unfinished op of
+// `proc`, or "".
+std::string OldestUnfinished(const Ctx& c, uint32_t proc) {
+  for (uint32_t oi : c.m.procs[proc].ops)
+    if (c.live.Unfinished(oi) || c.m.ops[oi].state == OpState::kUntracked) {
+      const Op& op = c.m.ops[oi];
+      if (op.state == OpState::kUntracked && op.index + 1 != c.m.procs[proc].ops.size()) continue;
+      return c.OpName(op) + " on " + c.CommLabel(op.comm);
+    }
+  return "";
+}
+
+}  // namespace
+
+void FindEnded(Ctx* c, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  if (c->o.live || m.procs.empty() || m.ops.empty()) return;
+  for (const Ranked& r : *out)
+    if (r.f.severity() == report::SEVERITY_ERROR) return;  // a cause of its own is named
+
+  const size_t np = m.procs.size();
+  std::vector<bool> open(np, false);  // has an operation that never finished
+  bool work_done = true;              // every operation known to have finished
+  for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
+    const Op& op = m.ops[oi];
+    if (c->live.Unfinished(oi) || op.ended_by_abort) open[op.proc] = true, work_done = false;
+    if (op.state == OpState::kUntracked) work_done = false;
+  }
+  std::vector<uint32_t> unended;  // processes that did not end well
+  for (uint32_t pi = 0; pi < np; ++pi) {
+    const Proc& p = m.procs[pi];
+    if (p.last_ns == kNoTime || p.damaged_end) continue;  // nothing known of its end
+    if (!p.finalized || open[pi]) unended.push_back(pi);
+  }
+  if (unended.empty()) return;
+
+  Finding f;
+  f.set_kind(report::JOB_ENDED);
+  int64_t when = kNoTime;
+  if (work_done) {
+    // Every operation completed: an idle tail on every rank is a hang
+    // outside NCCL; without one, the work was done.
+    double idle_min = 1e300;
+    int64_t last_act = kNoTime;
+    for (uint32_t pi : unended) {
+      const Proc& p = m.procs[pi];
+      const int64_t act = LastActivity(m, pi);
+      last_act = std::max(last_act, act);
+      const double limit = std::max(c->o.ended_idle_sec, 3.0 * p.heartbeat_ms / 1e3);
+      const double idle = act == kNoTime ? 0 : static_cast<double>(p.last_ns - act) / 1e9;
+      idle_min = std::min(idle_min, idle >= limit ? idle : -1.0);
+    }
+    if (idle_min <= 0) return;
+    f.set_ending(report::ENDING_IDLE);
+    std::vector<uint32_t> idle_procs = unended;
+    for (uint32_t pi : idle_procs) *f.add_culprits() = c->Ref(pi);
+    f.set_waited_sec(idle_min);
+    f.set_summary("ENDED: " + std::string(idle_procs.size() == np ? "every rank" : c->Names(idle_procs)) +
+                  " sat idle outside NCCL for at least " + Dur(idle_min) +
+                  " before the end, every operation completed (the last at " + At(c->T(last_act)) +
+                  "); no rank finalized: the job hung outside NCCL (a data loader, a store or barrier, "
+                  "communicator creation, a blocked thread) and was ended");
+    for (uint32_t pi : idle_procs)
+      AddEvidence(&f, c->Name(pi), "last operation: " + LastOpText(*c, pi, kNone) + "; last sign of life at " +
+                                       At(c->T(m.procs[pi].last_ns)) + "; no finalize");
+    f.set_cause(report::CAUSE_RESOURCES);
+    f.set_cause_text("the ranks' hosts, outside NCCL; a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
+    Emit(out, last_act, std::move(f));
+    return;
+  }
+
+  // Work was in flight when the job ended. Who stopped first?
+  std::vector<std::vector<uint32_t>> colls_issued(m.comms.size(), std::vector<uint32_t>(np, 0));
+  for (const Op& op : m.ops)
+    if (op.kind == OpKind::kColl && op.comm < m.comms.size()) ++colls_issued[op.comm][op.proc];
+  std::vector<uint32_t> by_end;
+  for (uint32_t pi = 0; pi < np; ++pi)
+    if (m.procs[pi].last_ns != kNoTime && !m.procs[pi].damaged_end) by_end.push_back(pi);
+  std::sort(by_end.begin(), by_end.end(),
+            [&](uint32_t a, uint32_t b) { return m.procs[a].last_ns < m.procs[b].last_ns; });
+  uint32_t first = kNone;
+  std::string why_first;
+  for (uint32_t pi : by_end)
+    if (Behind(m, pi, colls_issued)) {
+      first = pi;
+      why_first = "the others issued collectives it never did";
+      break;
+    }
+  if (first == kNone && by_end.size() >= 2) {
+    // Its file ends clearly before every other: more than two heartbeats
+    // (a process writes at least one a heartbeat interval while it lives).
+    const Proc& a = m.procs[by_end[0]];
+    const Proc& b = m.procs[by_end[1]];
+    const double gap = static_cast<double>(b.last_ns - a.last_ns) / 1e9;
+    if (gap > std::max(2.0 * a.heartbeat_ms / 1e3, 1.0)) {
+      first = by_end[0];
+      why_first = "its file ends " + Dur(gap) + " before any other";
+    }
+  }
+  const int64_t t_end = m.procs[by_end.back()].last_ns;
+  if (first != kNone) {
+    const Proc& p = m.procs[first];
+    std::vector<uint32_t> rest;
+    for (uint32_t pi : by_end)
+      if (pi != first) rest.push_back(pi);
+    f.set_ending(report::ENDING_ONE_FIRST);
+    *f.add_culprits() = c->Ref(first);
+    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi);
+    f.set_t_last_sign_of_life_sec(c->T(p.last_ns));
+    const double after = static_cast<double>(t_end - p.last_ns) / 1e9;
+    f.set_silent_sec(after);
+    const std::string how = p.finalized ? "its communicators finalized or aborted (the process exited by itself)"
+                                        : "without finalizing (killed or crashed)";
+    std::string sum = "ENDED: " + c->Name(first) + " ended first, " + how + ", at " + At(c->T(p.last_ns)) +
+                      "; last operation: " + LastOpText(*c, first, kNone);
+    std::string in;
+    for (uint32_t pi : rest)
+      if (in.empty()) in = OldestUnfinished(*c, pi);
+    sum += "; " + (rest.empty() ? std::string("no other rank") : c->Names(rest)) + " ended " +
+           (after > 0 ? "up to " + Dur(after) + " after it" : "with it") + " without finishing" +
+           (in.empty() ? std::string() : ", in " + in) + ": the job was ended after " + c->Name(first) + " ended";
+    f.set_summary(sum);
+    AddEvidence(&f, c->Name(first), std::string(p.finalized ? "finalized" : "no finalize") + "; last sign of life at " +
+                                        At(c->T(p.last_ns)) + "; " + why_first +
+                                        (p.cut_tail ? "; its file ends mid-record" : ""));
+    for (uint32_t pi : rest) {
+      const std::string u = OldestUnfinished(*c, pi);
+      AddEvidence(&f, c->Name(pi), (u.empty() ? "nothing in flight" : "in " + u) + "; ended at " +
+                                       At(c->T(m.procs[pi].last_ns)) +
+                                       (m.procs[pi].finalized ? " (finalized: aborted)" : ", no finalize"));
+    }
+    if (p.finalized) {
+      f.set_cause(report::CAUSE_PROGRAM);
+      f.set_cause_text("program logic: " + c->Name(first) + " exited by itself (an exception, exit()); its log says why");
+    } else {
+      f.set_cause(report::CAUSE_RESOURCES);
+      f.set_cause_text(c->Name(first) + "'s process was killed or crashed (the OOM killer, a signal, os._exit); "
+                       "its log or the kernel log says which");
+    }
+    when = p.last_ns;
+  } else {
+    f.set_ending(report::ENDING_ALL_AT_ONCE);
+    const int64_t t_first = m.procs[by_end.front()].last_ns;
+    uint64_t in_flight = 0;
+    for (uint32_t oi = 0; oi < m.ops.size(); ++oi) in_flight += c->live.Unfinished(oi) || m.ops[oi].ended_by_abort;
+    std::string in;
+    for (uint32_t pi : by_end)
+      if (in.empty()) in = OldestUnfinished(*c, pi);
+    f.set_summary("ENDED: every rank ended within " + Dur(static_cast<double>(t_end - t_first) / 1e9) + " of " +
+                  At(c->T(t_first)) + " without finishing" +
+                  (in_flight > 0 ? ", " + Plural(in_flight, "operation", "operations") + " in flight" : std::string()) +
+                  (in.empty() ? std::string() : " (" + in + ")") +
+                  "; no rank stopped first: the job was cancelled or its node lost, or these files were copied "
+                  "while it ran");
+    for (uint32_t pi : by_end) {
+      const std::string u = OldestUnfinished(*c, pi);
+      AddEvidence(&f, c->Name(pi), (u.empty() ? "nothing in flight" : "in " + u) + "; ended at " +
+                                       At(c->T(m.procs[pi].last_ns)) + (m.procs[pi].finalized ? " (finalized)" : ", no finalize"));
+    }
+    f.set_cause(report::CAUSE_UNKNOWN);
+    f.set_cause_text("cannot tell: the scheduler's log tells a cancel or a lost node, a later copy of the files tells a job still running");
+    when = t_first;
+  }
+  Emit(out, when, std::move(f));
+}
+
+}  // namespace ncclwatch::tools::diagnose_internal
