@@ -111,6 +111,53 @@ std::string LastOpText(const Ctx& c, uint32_t proc, uint32_t comm) {
   return "none";
 }
 
+uint32_t ProvenLastColl(const Ctx& c, uint32_t proc, uint32_t comm, int64_t* start) {
+  const int32_t rank = c.RankIn(proc, comm);
+  if (rank < 0) return kNone;
+  uint32_t best = kNone;
+  int64_t best_start = kNoTime;
+  for (uint32_t mi : c.colls_of_comm[comm]) {
+    const Match& mt = c.m.matches[mi];
+    if (static_cast<size_t>(rank) >= mt.ops.size() || mt.ops[static_cast<size_t>(rank)] != kNone) continue;
+    bool all = mt.ops.size() > 1;
+    int64_t t = kNoTime;
+    for (size_t r = 0; r < mt.ops.size() && all; ++r) {
+      if (r == static_cast<size_t>(rank)) continue;
+      const uint32_t oi = mt.ops[r];
+      all = oi != kNone && c.m.ops[oi].state == OpState::kCompleted && !c.m.ops[oi].completion_lost;
+      if (all) t = std::max(t, c.m.ops[oi].start_ns);
+    }
+    if (all && t > best_start) best = mi, best_start = t;
+  }
+  if (start != nullptr) *start = best_start;
+  return best;
+}
+
+std::string LostTail(const Ctx& c, uint32_t proc, uint32_t comm, std::string* after) {
+  std::vector<uint32_t> comms;
+  if (comm != kNone) comms.push_back(comm);
+  else
+    for (uint32_t ci = 0; ci < c.m.comms.size(); ++ci)
+      if (c.RankIn(proc, ci) >= 0) comms.push_back(ci);
+  uint32_t best = kNone;
+  int64_t best_start = kNoTime;
+  for (uint32_t ci : comms) {
+    int64_t t = kNoTime;
+    const uint32_t mi = ProvenLastColl(c, proc, ci, &t);
+    if (mi != kNone && t > best_start) best = mi, best_start = t;
+  }
+  if (best == kNone) return "";
+  // Only when it lies beyond what the file shows.
+  for (uint32_t oi : c.m.procs[proc].ops)
+    if ((comm == kNone || c.m.ops[oi].comm == comm) && c.m.ops[oi].start_ns >= best_start) return "";
+  const Match& mt = c.m.matches[best];
+  const std::string name = c.Str(MatchFunc(c.m, mt)) + " #" + std::to_string(mt.seq);
+  const std::string where = comm == kNone ? " on " + c.CommLabel(mt.comm) : std::string();
+  if (after != nullptr) *after = " after " + name + where;
+  return "; its file lacks its last records: the others completed " + name + where +
+         " with it (records lost at its end)";
+}
+
 // What a rank that never issued an operation on `comm` did instead.
 // `missing_seq`: the collective it never joined (the others completed every
 
@@ -144,6 +191,9 @@ FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* miss
       }
     }
   }
+  // Where its file ends before what the others prove it did, say so, as
+  // every finding about it does (one story for one rank).
+  if (lost.empty() && c.dead[proc]) lost = LostTail(c, proc, kNone, &after);
   const std::string last_op = "last op on it: " + LastOpText(c, proc, comm);
   const int64_t fin = c.FinalizeOf(proc, comm);
   const uint32_t busy = c.oldest_inflight[proc];

@@ -132,6 +132,16 @@ struct FateInfo {
 // A process's last operation (on `comm`, or any), with when it was enqueued
 // or completed: "AllReduce #11 completed at 3.20 s".
 std::string LastOpText(const Ctx& c, uint32_t proc, uint32_t comm);
+// The latest collective on `comm` that every other rank completed but
+// `proc`'s file lacks: a collective completes only once every rank joined,
+// so `proc` issued it, and its file lost the record (kNone: none).
+// `start`: its latest enqueue among the others.
+uint32_t ProvenLastColl(const Ctx& c, uint32_t proc, uint32_t comm, int64_t* start);
+// When `proc`'s file ends before the latest collective the others prove it
+// joined (on `comm`, or on any of its communicators with kNone): "; its file
+// lacks its last records: the others completed AllReduce #3 with it ...",
+// and `after` becomes " after AllReduce #3". Else "".
+std::string LostTail(const Ctx& c, uint32_t proc, uint32_t comm, std::string* after);
 // What a rank that never issued an operation on `comm` did instead.
 // `missing_seq`: the collective it never joined (the others completed every
 // earlier one, so it took part in them even where its file lost the records).

@@ -44,7 +44,10 @@ void FindDead(Ctx* c, std::vector<Ranked>* out) {
         sum += "; " + c->Names(waiting) + " wait in it (" + Dur(wait) + ")";
       }
     } else {
-      sum += "; its last operation: " + LastOpText(*c, pi, kNone);
+      std::string after;
+      const std::string lost = LostTail(*c, pi, kNone, &after);
+      sum += lost.empty() ? "; its last operation: " + LastOpText(*c, pi, kNone)
+                          : "; its file ends early: the others completed" + after.substr(6) + " with it";
     }
     f.set_summary(sum);
     std::string ev = "last sign of life at " + At(c->T(p.last_ns));

@@ -129,6 +129,37 @@ TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
   }
 }
 
+// One story per rank: a rank whose file lost its last records (net-stall:
+// SIGSTOPed, then killed) is said to have died after what the others prove
+// it did, in every finding, never after the last record its file kept.
+TEST(TestdataStory, ADeadRankIsDescribedOneWay) {
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({"testdata/gpu/net-stall"}, LoadOptions(), &m, &err)) << err;
+  const std::string text = FormatText(Diagnose(m));
+  for (const char* wrong : {"died after AllReduce #0", "last operation: AllGather #0", "died after AllGather #0"})
+    EXPECT_EQ(text.find(wrong), std::string::npos) << wrong << " in:\n" << text;
+  EXPECT_NE(text.find("rank 3 died after AllReduce #3"), std::string::npos) << text;
+}
+
+// A stuck report names an operation as the findings and merge do: a p2p
+// op by its order between the pair, never NCCL's counter (#0).
+TEST(TestdataStory, StuckReportsNameOperationsAsFindingsDo) {
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({"testdata/gpu/send-no-recv"}, LoadOptions(), &m, &err)) << err;
+  const report::Diagnosis d = Diagnose(m);
+  ASSERT_GT(d.stuck_reports_size(), 0);
+  bool any_p2p = false;
+  for (const report::StuckReportSummary& s : d.stuck_reports())
+    for (const std::string& line : s.ops()) {
+      EXPECT_EQ(line.find("Send #0"), std::string::npos) << line;
+      EXPECT_EQ(line.find("Recv #0"), std::string::npos) << line;
+      any_p2p |= line.rfind("Send #", 0) == 0 || line.rfind("Recv #", 0) == 0;
+    }
+  EXPECT_TRUE(any_p2p);
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.scenario;
