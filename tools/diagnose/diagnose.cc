@@ -64,7 +64,7 @@ std::vector<std::string> Incomplete(const Ctx& c) {
   // operation is unknown, so no "OK" may rest on it (seen on 2x H200 with
   // NCCL 2.23.4: a skipped all_reduce read as healthy).
   size_t unsized = 0;
-  for (const Comm& comm : m.comms) unsized += comm.nranks <= 0;
+  for (const Comm& comm : m.comms) unsized += comm.nranks <= 0 || comm.size_guessed;
   if (unsized > 0)
     why.push_back(Plural(unsized, "communicator", "communicators") +
                   " of unknown size and members (profiler API v1 to v3 give neither)");

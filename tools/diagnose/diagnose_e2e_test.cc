@@ -70,6 +70,44 @@ TEST(DiagnoseE2E, RankKilledThenLauncherEndsTheRest) {
   EXPECT_NE(d.verdict().find("[cause: rank 1's resources]"), std::string::npos) << d.verdict();
 }
 
+// Profiler API v1 to v3 (NCCL 2.23 to 2.26) tell neither a communicator's
+// size nor our rank in it, and give no completions. Rank 1 skips AllReduce
+// #4 and goes on into Broadcast #4; rank 0 waits in AllReduce #4 until its
+// watchdog aborts. Whoever else may belong to the communicator, a member
+// that never issued what another waits in is a finding, not "no problem".
+TEST(DiagnoseE2E, SkipIsFoundWithoutCommunicatorSizes) {
+  const std::string dir = TempDir();
+  for (int rank = 0; rank < 2; ++rank) {
+    testing::ProcSpec ps;
+    ps.pid = 700 + rank;
+    ps.launcher_rank = rank;
+    ps.launcher_world_size = 2;
+    ps.api = 2;
+    ps.event_mask = 0x6;
+    ps.stuck_sec = 0;
+    testing::TraceBuilder b(ps);
+    const int w = b.AddCommFromEvent(0xabc, kSec);
+    for (uint64_t k = 0; k < 4; ++k) {
+      b.Coll(w, "AllReduce", k, 1024, 2 * kSec + k * 100 * kMs, testing::kNever);
+      b.Coll(w, "Broadcast", k, 1024, 2 * kSec + k * 100 * kMs + 10 * kMs, testing::kNever);
+    }
+    if (rank == 0) b.Coll(w, "AllReduce", 4, 1024, 2 * kSec + 400 * kMs, testing::kNever);
+    b.Coll(w, "Broadcast", 4, 1024, 2 * kSec + 410 * kMs, testing::kNever);
+    b.Heartbeats(kSec, 12 * kSec);
+    b.Finalize(12 * kSec, true);  // the watchdog's abort
+    ASSERT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  report::Diagnosis d = Diagnose(m);
+  std::cout << FormatText(d);
+  ASSERT_GE(d.findings_size(), 1) << d.verdict();
+  EXPECT_EQ(ExitStatus(d), 3) << d.verdict();  // the sizes stay unknown
+  EXPECT_NE(d.verdict().find("HANG: rank 1 never joined AllReduce #4"), std::string::npos) << d.verdict();
+  EXPECT_EQ(d.verdict().rfind("INCOMPLETE EVIDENCE (", 0), 0u) << d.verdict();
+}
+
 TEST(DiagnoseE2E, HealthyJobOnTwoHostsWithClockErrors) {
   JobSpec spec;
   spec.nranks = 4;

@@ -68,6 +68,7 @@ void MatchOps(Model* m) {
     Op& o = m->ops[oi];
     o.match = kNone;
     if (o.rank < 0) continue;
+    if (o.kind == OpKind::kP2p && m->comms[o.comm].ranks_by_order) continue;  // peers unknown (model.h)
     Key k{o.comm, o.kind == OpKind::kColl ? o.func : uint16_t{0}, static_cast<uint8_t>(o.kind), -1, -1, o.seq};
     size_t slot = 0;
     if (o.kind == OpKind::kP2p) {

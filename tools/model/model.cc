@@ -415,10 +415,11 @@ std::string Comm::Label() const {
     char buf[32];
     snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(hash));
     n = buf;
-    if (!process_group.empty())
-      return n + tag + " (process group '" + process_group + "', " + std::to_string(nranks) + " ranks)";
   }
-  return n + tag + " (" + std::to_string(nranks) + " ranks)";
+  const std::string size = size_guessed ? "size unknown, " + std::to_string(members.size()) + " given"
+                                        : std::to_string(nranks) + " ranks";
+  if (name.empty() && !process_group.empty()) return n + tag + " (process group '" + process_group + "', " + size + ")";
+  return n + tag + " (" + size + ")";
 }
 
 std::string ProcName(const Model& m, uint32_t proc) {
@@ -432,7 +433,7 @@ std::string ProcName(const Model& m, uint32_t proc) {
       // A communicator of unknown size (profiler API v1 to v3) says 0 for
       // every rank: no name comes from it (seen on NCCL 2.23.4: both of a
       // job's processes named "rank 0").
-      if (mem.proc == proc && mem.rank >= 0 && c.nranks > 0 && c.nranks > best_size) {
+      if (mem.proc == proc && mem.rank >= 0 && c.nranks > 0 && !c.size_guessed && c.nranks > best_size) {
         best_size = c.nranks;
         best_rank = mem.rank;
       }
@@ -550,9 +551,23 @@ bool FinishLoad(Model* m, std::string* error) {
   // the launcher's rank stands in.
   for (Comm& c : m->comms) {
     int32_t max_rank = -1;
+    c.size_guessed = c.nranks <= 0;
+    std::vector<CommMember*> unranked;
     for (CommMember& mem : c.members) {
       if (mem.rank < 0) mem.rank = m->procs[mem.proc].launcher_rank;
+      if (mem.rank < 0) unranked.push_back(&mem);
       max_rank = std::max(max_rank, mem.rank);
+    }
+    // No launcher rank either: number them by host and pid, after the
+    // ranks known, so who issued what can still be compared.
+    if (c.size_guessed && !unranked.empty()) {
+      std::sort(unranked.begin(), unranked.end(), [&](const CommMember* a, const CommMember* b) {
+        const Proc& pa = m->procs[a->proc];
+        const Proc& pb = m->procs[b->proc];
+        return std::tie(pa.host, pa.pid) < std::tie(pb.host, pb.pid);
+      });
+      for (CommMember* mem : unranked) mem->rank = ++max_rank;
+      c.ranks_by_order = true;
     }
     if (c.nranks <= max_rank) c.nranks = max_rank + 1;
     c.proc_of_rank.assign(static_cast<size_t>(std::max(c.nranks, 0)), kNone);

@@ -199,6 +199,13 @@ struct Comm {
   // PyTorch's process group, from Flight Recorder dumps (tools/fr): named in
   // the label of a communicator without a name of its own.
   std::string process_group;
+  // Profiler API v1 to v3 tell neither the size nor our rank: `nranks` is
+  // then a guess from the members given (size_guessed), and where no
+  // launcher rank stood in either, the members were numbered by host and pid
+  // (ranks_by_order): collectives still match (any numbering does), sends
+  // and receives cannot (their peers are NCCL's ranks), so they are not matched.
+  bool size_guessed = false;
+  bool ranks_by_order = false;
   // Collectives completed on every rank that a windowed reader let go (see
   // Proc::settled_ops): counted in what completed everywhere.
   uint64_t settled_colls = 0;
