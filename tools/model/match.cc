@@ -10,6 +10,44 @@
 
 namespace ncclwatch::tools {
 
+namespace {
+
+// A collective every other rank of its communicator completed normally,
+// taken on one rank for a completion by an abort (LoadModel: it took over
+// 1 s and ended shortly before the communicator's finalize or the file's
+// end): it completed there. A hung collective completes on no rank but by
+// the abort; one that completes elsewhere had this rank join and pass its
+// part on. Seen on H100, NCCL 2.28.9, 8 ranks over sockets: a healthy
+// job whose rank 6's last Broadcast took 1.01 s and ended 0.37 s before
+// destroy_process_group. Its time is not restored (completion_lost).
+// An operation that never completed in the file stays as it is: a rank's
+// kernel may hang after its peers finished.
+void ImplyFromPeers(Model* m) {
+  for (const Match& mt : m->matches) {
+    if (mt.kind != OpKind::kColl || mt.ops.size() < 2 || mt.comm >= m->comms.size()) continue;
+    uint32_t open = kNone;
+    size_t present = 0, completed = 0, opened = 0;
+    for (uint32_t oi : mt.ops) {
+      if (oi == kNone) continue;
+      ++present;
+      const Op& o = m->ops[oi];
+      if (o.state == OpState::kCompleted && !o.completion_lost && o.done_ns != kNoTime) ++completed;
+      else if (o.state == OpState::kInFlight && o.ended_by_abort) open = oi, ++opened;
+    }
+    if (opened != 1 || present != mt.ops.size() || completed + 1 != present ||
+        static_cast<int32_t>(present) != m->comms[mt.comm].nranks)
+      continue;
+    Op& y = m->ops[open];
+    y.state = OpState::kCompleted;
+    y.completion_lost = true;
+    y.ended_by_abort = false;
+    y.done_ns = kNoTime;
+    y.has_gpu = false;
+  }
+}
+
+}  // namespace
+
 void MatchOps(Model* m) {
   // NCCL counts seqNumber per communicator and collective function, so a
   // collective is (comm, func, seq).
@@ -111,6 +149,7 @@ void MatchOps(Model* m) {
     match.ops[slot] = oi;
     o.match = mi;
   }
+  ImplyFromPeers(m);
 }
 
 }  // namespace ncclwatch::tools

@@ -349,6 +349,23 @@ void ProveByStuckReports(Model* m, uint32_t pi) {
     }
 }
 
+// Completed well within the time a watchdog allows: no abort's doing.
+bool Prompt(const Op& z) {
+  return z.state == OpState::kCompleted && z.done_ns != kNoTime && z.start_ns != kNoTime &&
+         static_cast<double>(z.done_ns - z.start_ns) / 1e9 < kAbortMinWaitSec;
+}
+
+// Per (process, communicator): the latest enqueue of an operation that
+// completed promptly (kNoTime: none).
+std::map<std::pair<uint32_t, uint32_t>, int64_t> LastPromptStarts(const Model& m) {
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> out;
+  for (const Op& o : m.ops) {
+    auto it = out.emplace(std::make_pair(o.proc, o.comm), kNoTime).first;
+    if (Prompt(o)) it->second = std::max(it->second, o.start_ns);
+  }
+  return out;
+}
+
 void ImplyLostCompletions(Model* m, uint32_t pi) {
   const Proc& p = m->procs[pi];
   struct Later {
@@ -377,6 +394,14 @@ void ImplyLostCompletions(Model* m, uint32_t pi) {
       far[i] = !later[i].near_end || (i + 1 < later.size() && far[i + 1]);
       if (i + 1 < later.size()) later[i].done = std::min(later[i].done, later[i + 1].done);
     }
+    // A completion the communicator did more work after (a later operation
+    // enqueued after it completed promptly) was no abort's doing: in a job a
+    // few seconds long every completion lies near the end.
+    int64_t last_start = kNoTime;
+    for (uint32_t oi : ops) {
+      const Op& z = m->ops[oi];
+      if (Prompt(z)) last_start = std::max(last_start, z.start_ns);
+    }
     for (uint32_t oi : ops) {
       Op& y = m->ops[oi];
       if (y.state != OpState::kInFlight || y.ended_by_abort || y.start_ns == kNoTime) continue;
@@ -386,7 +411,8 @@ void ImplyLostCompletions(Model* m, uint32_t pi) {
       if (it == later.end()) continue;
       const size_t i = static_cast<size_t>(it - later.begin());
       const bool soon = static_cast<double>(later[i].done - y.start_ns) / 1e9 < kAbortMinWaitSec;
-      if (!soon && !far[i]) continue;
+      const bool followed = later[i].done < last_start;
+      if (!soon && !far[i] && !followed) continue;
       y.state = OpState::kCompleted;
       y.completion_lost = true;
       y.done_ns = kNoTime;
@@ -583,9 +609,17 @@ bool FinishLoad(Model* m, std::string* error) {
   // Completions that were the abort's doing (see model.h): after a long time
   // in flight, shortly before the communicator's finalize (the abort) or the
   // end of the process's file (a framework that aborts, then SIGABRTs).
+  // Not one the communicator did more work after, on that process: a later
+  // operation enqueued after it that completed promptly. An aborted
+  // communicator completes nothing more (PyTorch may still enqueue the next
+  // step's collective there, which never completes). A first collective
+  // that set up its connections for 1 s, in a job killed 2 s later, is no
+  // abort's (seen on H100 with NCCL 2.28.9 over sockets).
+  const std::map<std::pair<uint32_t, uint32_t>, int64_t> last_start = LastPromptStarts(*m);
   for (Op& o : m->ops) {
     if (o.state != OpState::kCompleted || o.done_ns == kNoTime) continue;
     if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < kAbortMinWaitSec) continue;
+    if (last_start.at({o.proc, o.comm}) > o.done_ns) continue;
     if (InAbortWindow(AbortEnds(*m, o.proc, o.comm), o.done_ns)) {
       o.state = OpState::kInFlight;
       o.ended_by_abort = true;
