@@ -12,6 +12,7 @@ int Precedence(report::FindingKind k) {
     case report::WAIT_CYCLE: return 0;
     case report::ORDER_MISMATCH: return 1;
     case report::MISMATCH: return 2;
+    case report::LATE_RANK: return 3;  // with MISSING_RANK: the earlier explains the later
     case report::MISSING_RANK: return 3;
     case report::UNMATCHED_P2P: return 4;
     case report::DEAD_RANK: return 5;

@@ -223,6 +223,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   std::vector<Ranked> found;
   FindMismatches(&c, &found);  // first: stuck detection defers to it
   FindMissingAndStuck(&c, &found);
+  FindLate(&c, &found);
   FindP2p(&c, &found);
   FindDead(&c, &found);
   FindCycles(&c, &found);

@@ -138,12 +138,30 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
             [&](uint32_t a, uint32_t b) { return m.procs[a].last_ns < m.procs[b].last_ns; });
   uint32_t first = kNone;
   std::string why_first;
-  for (uint32_t pi : by_end)
-    if (Behind(m, pi, colls_issued)) {
+  // Behind ranks whose files end within a flush interval of the first's
+  // cannot be told apart: a killed process's file ends up to one interval
+  // before its death. Then every one of them is named, none alone.
+  std::vector<uint32_t> tied;
+  for (uint32_t pi : by_end) {
+    if (!Behind(m, pi, colls_issued)) continue;
+    if (first == kNone) {
       first = pi;
       why_first = "the others issued collectives it never did";
-      break;
+      continue;
     }
+    const Proc& a = m.procs[first];
+    const int64_t tol = 1'000'000 * static_cast<int64_t>(std::max({a.flush_ms, m.procs[pi].flush_ms, 100u}));
+    if (m.procs[pi].last_ns - a.last_ns <= tol) tied.push_back(pi);
+  }
+  // Unless its file ends clearly before every other one (the launcher ends
+  // the rest together, 50 ms or more after the first death): a behind rank
+  // that ended just after it was one of those the launcher ended.
+  if (first != kNone && !tied.empty()) {
+    int64_t next = INT64_MAX;
+    for (uint32_t pi : by_end)
+      if (pi != first) next = std::min(next, m.procs[pi].last_ns);
+    if (next - m.procs[first].last_ns >= 50'000'000) tied.clear();
+  }
   if (first == kNone && by_end.size() >= 2) {
     // Its file ends clearly before every other: more than two heartbeats
     // (a process writes at least one a heartbeat interval while it lives).
@@ -156,7 +174,35 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
     }
   }
   const int64_t t_end = m.procs[by_end.back()].last_ns;
-  if (first != kNone) {
+  if (first != kNone && !tied.empty()) {
+    std::vector<uint32_t> firsts = {first};
+    firsts.insert(firsts.end(), tied.begin(), tied.end());
+    std::sort(firsts.begin(), firsts.end(), [&](uint32_t a, uint32_t b) { return c->Name(a) < c->Name(b); });
+    std::vector<uint32_t> rest;
+    for (uint32_t pi : by_end)
+      if (std::find(firsts.begin(), firsts.end(), pi) == firsts.end()) rest.push_back(pi);
+    f.set_ending(report::ENDING_ONE_FIRST);
+    for (uint32_t pi : firsts) *f.add_culprits() = c->Ref(pi);
+    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi);
+    const double spread = static_cast<double>(m.procs[firsts.size() > 1 ? tied.back() : first].last_ns -
+                                              m.procs[first].last_ns) / 1e9;
+    std::string in;
+    for (uint32_t pi : rest)
+      if (in.empty()) in = OldestUnfinished(*c, pi);
+    f.set_summary("ENDED: one of " + c->Names(firsts) + " ended first, without finalizing, at " +
+                  At(c->T(m.procs[first].last_ns)) + "; both stopped issuing where the others went on, and their files "
+                  "end within " + Dur(spread) + " of each other, closer than the records can order them; " +
+                  (rest.empty() ? std::string("no other rank") : c->Names(rest)) + " ended after them without finishing" +
+                  (in.empty() ? std::string() : ", in " + in) + ": the job was ended after one of them ended");
+    for (uint32_t pi : firsts)
+      AddEvidence(&f, c->Name(pi), std::string(m.procs[pi].finalized ? "finalized" : "no finalize") +
+                                       "; last sign of life at " + At(c->T(m.procs[pi].last_ns)) +
+                                       "; last operation: " + LastOpText(*c, pi, kNone));
+    f.set_cause(report::CAUSE_UNKNOWN);
+    f.set_cause_text("cannot tell which of " + c->Names(firsts) +
+                     " ended first, nor why: their logs (an exception, a signal, an exit) tell");
+    when = m.procs[first].last_ns;
+  } else if (first != kNone) {
     const Proc& p = m.procs[first];
     std::vector<uint32_t> rest;
     for (uint32_t pi : by_end)

@@ -15,6 +15,8 @@ namespace ncclwatch::tools::diagnose_internal {
 void FindMismatches(Ctx* c, std::vector<Ranked>* out);
 // find_missing.cc
 void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out);
+// find_late.cc
+void FindLate(Ctx* c, std::vector<Ranked>* out);
 // find_p2p.cc
 void FindP2p(Ctx* c, std::vector<Ranked>* out);
 // find_dead.cc

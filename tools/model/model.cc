@@ -83,6 +83,7 @@ void LoadFile(TraceReader& reader, Model* m) {
         p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
         p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
         p->heartbeat_ms = h.heartbeat_ms();
+        p->flush_ms = h.flush_ms();
         p->nccl_version = h.nccl_version().substr(0, 64);
         p->cuda_driver_version = h.cuda_driver_version();
         p->stuck_sec = h.stuck_sec();

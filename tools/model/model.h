@@ -148,6 +148,7 @@ struct Proc {
   uint64_t mono_base_ns = 0;      // header: CLOCK_MONOTONIC at plugin start
   uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
   uint32_t heartbeat_ms = 0;
+  uint32_t flush_ms = 0;  // a killed process's file ends up to this long before its death
   double stuck_sec = 0;
   std::string nccl_version;        // header: the NCCL that loaded the plugin ("" unknown)
   int32_t cuda_driver_version = 0;  // header: cuDriverGetVersion (0 unknown)
