@@ -24,7 +24,7 @@ then synchronizes the GPU. At step K (default 4) rank R (default 1) does the fau
   subgroup-skip   skips the all_reduce of a subgroup {0,1} that ranks 0 and 1 run every step
   idle            sleeps 3 x T before the step's all_reduce (a data loader, the GIL, a store)
   gpu-busy        launches a GPU kernel that spins for 3 x T before the step's all_reduce
-  straggler       sleeps 50 ms before every all_reduce (nothing hangs)
+  straggler       sleeps 250 ms before every all_reduce (nothing hangs)
   threads         two process groups over all ranks, each driven by its own thread, 10
                   all_reduces each per step (healthy)
 
@@ -132,7 +132,7 @@ def main():
         if fault and args.fault == "gpu-busy":
             torch.cuda._sleep(int(3 * args.timeout_sec * 2e9))  # cycles, about 2 GHz
         if me and args.fault == "straggler":
-            time.sleep(0.05)
+            time.sleep(0.25)
 
         swap = fault and args.fault in ("swap-completes", "swap-hangs")
         # swap-completes: the all_gather moves as many bytes as the all_reduce.
