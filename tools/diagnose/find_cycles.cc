@@ -173,12 +173,14 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     f.set_func(c->Str(ou.func));
     f.set_seq(ou.seq);
     f.set_waited_sec(waited);
+    // Without a majority the records cannot tell which side broke the
+    // order: every side is named, as a mismatch without majority names them.
     for (uint32_t pi : odd) *f.add_culprits() = c->Ref(pi, ou.comm);
-    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi, ou.comm);
+    for (uint32_t pi : rest) *(majority ? f.add_waiting() : f.add_culprits()) = c->Ref(pi, ou.comm);
     std::string sum = one_comm ? "ORDER MISMATCH: " : "DEADLOCK: ";
     sum += names(odd) + " issued " + a + " before " + b + (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) +
            " where " + names(rest) + " issued " + b + " first";
-    sum += majority ? "" : " (no majority)";
+    sum += majority ? "" : " (no majority: every side is named)";
     if (!hung) {
       // Nothing waits: every op of both completed, or the files end first.
       bool done = true;

@@ -109,9 +109,14 @@ TEST_P(TestdataTest, VerdictNamesTheOperationAndTheCulprits) {
 TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
   const std::vector<std::pair<std::string, std::set<std::string>>> expected = {
       {"testdata/gpu/skip", {"rank 3"}},          {"testdata/gpu/kill", {"rank 1"}},
-      {"testdata/gpu/count", {"rank 3"}},         {"testdata/gpu/cross-wait", {"rank 0"}},
+      {"testdata/gpu/count", {"rank 3"}},
       {"testdata/gpu/host-stuck", {"rank 3"}},    {"testdata/gpu/net-stall", {"rank 3"}},
-      {"testdata/gpu/swap", {"rank 2", "rank 3"}}, {"testdata/gpu/torch_skip", {"rank 3"}},
+      {"testdata/gpu/torch_skip", {"rank 3"}},
+      // An order broken by two sides of equal size: the records cannot tell
+      // which side broke it, so both are named (cross-wait: rank 0 against
+      // rank 1; swap: ranks 2,3 against ranks 0,1).
+      {"testdata/gpu/cross-wait", {"rank 0", "rank 1"}},
+      {"testdata/gpu/swap", {"rank 0", "rank 1", "rank 2", "rank 3"}},
       {"testdata/gpu/send-no-recv", {"rank 0", "rank 3"}},  // sizes disagree: both sides
       // Two ranks, one skipped: the records cannot tell it from the other
       // issuing one too many (testdata/gpu-events/extra), so both are named.

@@ -196,6 +196,21 @@ report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order) {
     o->set_seq(first.seq);
     o->set_count(first.count);
     o->set_in_cycle(order.in_cycle[pos]);
+    if (first.kind == OpKind::kColl) {
+      // The fields every rank must agree on (semantics.h: rooted functions).
+      bool dcount = false, ddtype = false, droot = false;
+      for (uint32_t oi : node) {
+        const Op& op = m.ops[oi];
+        if (op.names_undefined || first.names_undefined) continue;
+        dcount |= op.count != first.count;
+        ddtype |= op.datatype != first.datatype;
+        droot |= IsRooted(first.fn) && op.peer_or_root != first.peer_or_root;
+      }
+      std::string mm;
+      for (auto [d, name] : {std::pair{dcount, "count"}, std::pair{ddtype, "datatype"}, std::pair{droot, "root"}})
+        if (d) mm += (mm.empty() ? "" : ",") + std::string(name);
+      o->set_mismatch(mm);
+    }
     int64_t s0 = INT64_MAX, e1 = kNoTime;
     std::vector<bool> has(static_cast<size_t>(std::max(c.nranks, 0)), false);
     for (uint32_t oi : node) {
@@ -275,6 +290,7 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
     else if (o.completed() > 0) state << "done on " << ranks_n(o.completed());
     else state << "enqueued";
     if (o.in_cycle()) state << " [order mismatch]";
+    if (!o.mismatch().empty()) state << " [" << o.mismatch() << " mismatch]";
     char t[32];
     snprintf(t, sizeof(t), "%.3f", static_cast<double>(o.first_start_ns()) / 1e6);
     out << std::setw(7) << o.position() << std::setw(14) << t << std::setw(26) << o.comm().substr(0, 25)

@@ -299,6 +299,7 @@ void AddFindings(const report::Diagnosis& d, CheckResult* r) {
     if (f.severity() == report::SEVERITY_ERROR) ++r->error_findings;
   }
   r->incomplete.assign(d.incomplete().begin(), d.incomplete().end());
+  r->diagnose_verdict = d.verdict();
 }
 
 namespace {
@@ -307,7 +308,9 @@ std::string Verdict(const CheckResult& r, const CheckOptions& opts) {
   if (!r.failed()) return "PASS: " + std::to_string(r.compared()) + " metric(s) within tolerance, no diagnose error";
   std::vector<std::string> why;
   if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
-  if (r.error_findings) why.push_back(std::to_string(r.error_findings) + " diagnose finding(s) of error severity");
+  // The gate says what diagnose says, word for word: one answer for one job.
+  if (r.error_findings)
+    why.push_back(std::to_string(r.error_findings) + " diagnose finding(s) of error severity (" + r.diagnose_verdict + ")");
   if (!r.incomplete.empty()) why.push_back("the evidence is incomplete (" + r.incomplete.front() + ")");
   if (r.compared() == 0)
     why.push_back("nothing was compared: no row of the baseline has a metric this run can be held to (" +

@@ -54,6 +54,7 @@ struct CheckResult {
   std::vector<report::Finding> findings;        // diagnose's, all severities
   int regressed = 0, missing = 0, added = 0, skipped = 0, improved = 0, ok = 0;
   int error_findings = 0;
+  std::string diagnose_verdict;                 // diagnose's first line, said again when it fails the gate
   bool strict = false;                          // CheckOptions::strict: missing rows fail
   // Diagnosis.incomplete: the run's evidence is incomplete or damaged.
   std::vector<std::string> incomplete;
