@@ -1110,11 +1110,14 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   ASSERT_NE(d, nullptr);
   // Whether the burst outruns the writer (ring_full) depends on the machine
   // since the writer drains every 1 ms in a burst (under TSan it never did);
-  // core_test fills a ring with the writer paused. The rest is certain: 20,000
-  // live operations for 4,096 handles, so 15,904 recorded without completion
-  // tracking; then 300 never stopped, 256 on spare handles, 44 lost; and more
-  // threads than buffers.
-  EXPECT_EQ(d->completion_untracked(), 20000u - 4096u + 256u);
+  // core_test fills a ring with the writer paused. So does what follows from
+  // it: a completion that finds the ring full waits in its op's slot for the
+  // writer, and the burst's later ops may find no free slot and go
+  // untracked. The rest is certain: 20,000 live operations for 4,096
+  // handles, so 15,904 recorded without completion tracking; then 300 never
+  // stopped, 256 on spare handles, 44 lost; and more threads than buffers.
+  EXPECT_GE(d->completion_untracked(), 20000u - 4096u + 256u);
+  EXPECT_LE(d->completion_untracked(), 20000u - 4096u + 256u + 50000u);
   EXPECT_EQ(d->pool_exhausted(), 44u);
   EXPECT_GT(d->no_thread_slot(), 0u);
   EXPECT_EQ(d->write_failed(), 0u);

@@ -587,37 +587,50 @@ void Profiler::MaybeComplete(Slot* op, uint64_t now) {
   uint32_t z = 0;
   if (!op->done.compare_exchange_strong(z, 1)) return;
   ThreadBuf* tb = CurrentThread();
-  Rec lane_rec;
   Rec* r = nullptr;
   if (tb != nullptr) {
     OwnerIncrement(tb->counters.ops_completed);
-    r = ReserveOpRecord(tb);
-  } else {
-    r = &lane_rec;  // NCCL's proxy thread past the buffers: the shared lane
+    r = tb->ring.Reserve();
   }
-  if (r != nullptr) {
-    r->kind = kRecOpDone;
-    r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
-    r->comm = op->ctx->comm;
-    r->id = op->id.load(std::memory_order_relaxed);
-    r->t0_ticks = now != 0 ? now : Ticks();
-    r->t1 = 0;
-    r->parent_id = 0;
-    r->nchannels = 0;
-    r->nwarps = 0;
-    uint64_t gmin = op->gpu_min.load(std::memory_order_relaxed);
-    uint64_t gmax = op->gpu_max.load(std::memory_order_relaxed);
-    bool gpu = gmin != ~0ull && gmax >= gmin && gmax != 0;
-    r->flags = gpu ? kFlagHasGpu : 0;
-    r->done.gpu_start = gpu ? gmin : 0;
-    r->done.gpu_stop = gpu ? gmax : 0;
-    r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
-    r->done.proxy_ops = proxy ? op->proxy_started.load(std::memory_order_relaxed) : 0;
-    r->done.proxy_bytes = proxy ? op->proxy_bytes.load(std::memory_order_relaxed) : 0;
-    if (tb != nullptr) tb->ring.Commit();
-    else if (!lane_.Push(*r)) NoBuffer();
+  // NCCL's proxy thread past the buffers, or its ring full: the record is
+  // built in the op's own slot and waits there for the writer. The op's
+  // record was copied out at its stop (`enqueued` is 1), so the slot's is
+  // free; and the slot is live until the writer takes it, so however many
+  // completions come between two drains, none is lost.
+  const bool in_slot = r == nullptr;
+  if (in_slot) r = &op->rec;
+  r->kind = kRecOpDone;
+  r->etype = static_cast<uint8_t>(op->kind.load(std::memory_order_relaxed));
+  r->comm = op->ctx->comm;
+  r->id = op->id.load(std::memory_order_relaxed);
+  r->t0_ticks = now != 0 ? now : Ticks();
+  r->t1 = 0;
+  r->parent_id = 0;
+  r->nchannels = 0;
+  r->nwarps = 0;
+  uint64_t gmin = op->gpu_min.load(std::memory_order_relaxed);
+  uint64_t gmax = op->gpu_max.load(std::memory_order_relaxed);
+  bool gpu = gmin != ~0ull && gmax >= gmin && gmax != 0;
+  r->flags = gpu ? kFlagHasGpu : 0;
+  r->done.gpu_start = gpu ? gmin : 0;
+  r->done.gpu_stop = gpu ? gmax : 0;
+  r->done.kernel_channels = op->kernel_stopped.load(std::memory_order_relaxed);
+  r->done.proxy_ops = proxy ? op->proxy_started.load(std::memory_order_relaxed) : 0;
+  r->done.proxy_bytes = proxy ? op->proxy_bytes.load(std::memory_order_relaxed) : 0;
+  if (in_slot) {
+    CompleteInSlot(op);
+    return;
   }
+  tb->ring.Commit();
   op->state.store(kSlotDone, std::memory_order_release);
+}
+
+void Profiler::CompleteInSlot(Slot* op) {
+  // Tracked ops live in the buffers' regions (AllocSlot): the slot's buffer
+  // and index follow from its address.
+  constexpr size_t kPerThread = kSlotsPerThread + kSpareSlots;
+  const size_t k = static_cast<size_t>(op - slots_begin_);
+  threads_[k / kPerThread].done_in_slot.Raise(k % kPerThread);
 }
 
 void Profiler::Stop(void* handle) {

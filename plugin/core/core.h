@@ -35,6 +35,7 @@
 #include "plugin/core/config.h"
 #include "plugin/core/event.h"
 #include "plugin/core/launch_events.h"
+#include "plugin/core/pending_bits.h"
 #include "plugin/abi/profiler_abi.h"
 #include "plugin/core/record.h"
 #include "plugin/core/ring.h"
@@ -111,7 +112,10 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> px_progress;
   std::atomic<uint64_t> px_update_ns;  // ticks
   // Lines 3 and 4.
-  alignas(64) Rec rec;  // Op: the record being built, pushed at stopEvent
+  // Op: the record being built, pushed at stopEvent; then, when the
+  // completing thread has no room of its own, its completion record, for
+  // the writer to collect (ThreadBuf::done_in_slot).
+  alignas(64) Rec rec;
 };
 static_assert(sizeof(Slot) == 320, "Slot is five cache lines");
 
@@ -165,7 +169,9 @@ constexpr uint32_t kSpareSlots = 256;
 // How long a finalized communicator's context is kept before it serves a new
 // one (Profiler::NewContext).
 constexpr uint64_t kContextGraceNs = 10'000'000'000;
-// Records the shared lane holds between two drains (128 KiB).
+// Records the shared lane holds between two drains (128 KiB): operations
+// stopped on a thread past the buffers, and kernel launches (completions
+// never go there: ThreadBuf::done_in_slot).
 constexpr size_t kSharedLaneRecords = 1024;
 constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
 
@@ -191,6 +197,11 @@ struct ThreadBuf {
   uint32_t cursor = 0;      // owner thread only
   uint64_t next_local = 0;  // owner thread only: event id counter
   ThreadCounters counters;
+  // Completions of this buffer's operations that the completing thread could
+  // not put in a ring (it has no buffer, or its ring is full): each waits,
+  // built, in the operation's slot, which stays live until the writer has
+  // taken it. Flag k is slots[k]. Any thread raises; the writer collects.
+  PendingBits<kSlotsPerThread + kSpareSlots> done_in_slot;
 };
 
 struct ProfilerOptions {
@@ -273,7 +284,7 @@ class Profiler {
   void RecycleContext(Context* ctx);
   bool SlotIsOurs(const void* p) const;
   // Events dropped for want of a buffer: no buffer free when they came, or
-  // the shared lane full.
+  // the shared lane full (never a completion: see ThreadBuf::done_in_slot).
   uint64_t no_thread_slot() const {
     return no_thread_slot_.load(std::memory_order_relaxed) + lane_.dropped();
   }
@@ -323,6 +334,9 @@ class Profiler {
   // Pushes the completion record (on the calling thread) if `op` is done;
   // `now` in ticks, 0 to read the clock only then.
   void MaybeComplete(Slot* op, uint64_t now);
+  // The completion built in op->rec goes to the writer through its buffer's
+  // done_in_slot; the writer frees the slot once it has read it.
+  void CompleteInSlot(Slot* op);
   void StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
   // KernelLaunch with completions from CUDA events: an event recorded on
   // the launch stream at start (before the kernel) and at stop (after it).

@@ -1,16 +1,19 @@
-// SharedLane: where a thread with no buffer of its own puts the records the
-// diagnosis cannot do without, an operation's enqueue and its completion.
+// SharedLane: where a thread with no buffer of its own puts the record of an
+// operation it stops (started on a thread with a buffer: without one, it
+// would have no handle) or of a kernel launch.
 //
 // Buffers are per thread and fixed in number (NCCLWATCH_BUFFER_MB); a
-// process may run more threads than that. NCCL's proxy thread delivers the
-// kernel-channel stops of every operation, so a proxy thread without a
-// buffer would drop every completion, and every operation would look hung.
-// Only threads past the buffers take the lane's lock; the others never
-// touch it.
+// process may run more threads than that. Completions never come here: NCCL's
+// proxy thread delivers the kernel-channel stops of every operation, in
+// bursts of thousands between two drains, and a thread past the buffers
+// leaves each completion in its operation's slot instead
+// (ThreadBuf::done_in_slot), which cannot fill. Only threads past the buffers
+// take the lane's lock; the others never touch it.
 //
 // Push never allocates (the capacity is reserved at construction); a full
 // lane drops the record and counts it. Drain swaps the records out under the
-// lock (the writer thread).
+// lock (the writer thread). Not for records whose loss the diagnosis cannot
+// tell from a hang: its capacity is fixed.
 //
 // Thread safety: Push from any thread; Drain and dropped() from the writer.
 

@@ -219,24 +219,38 @@ std::vector<Writer::Cold> Writer::TakeCold(Cold::Kind kind) {
 void Writer::DrainRings() {
   staged_.clear();
   staged_done_.clear();
-  uint32_t busiest = 0;
+  auto stage = [&](const Rec& r) {
+    if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
+    // From here on, record times are CLOCK_MONOTONIC ns.
+    staged_.push_back({r, ticks_.ToNs(r.t0_ticks), HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
+  };
   const uint32_t n = prof_->thread_count();
+  // Completions waiting in their ops' slots (ThreadBuf::done_in_slot), taken
+  // before the rings: an op's record was in its ring before its completion
+  // was built, so every op these complete is in this drain or an earlier
+  // one. Each slot is freed once read.
+  from_slots_.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    ThreadBuf* tb = prof_->thread_buf(i);
+    tb->done_in_slot.Collect([&](size_t k) {
+      Slot* s = &tb->slots[k];
+      from_slots_.push_back(s->rec);
+      s->state.store(kSlotDone, std::memory_order_release);
+    });
+  }
+  // The lane too: its ops' completions come from slots.
+  from_lane_.clear();
+  prof_->lane().Drain([&](const Rec& r) { from_lane_.push_back(r); });
+  uint32_t busiest = 0;
   for (uint32_t i = 0; i < n; ++i) {
     ThreadBuf* tb = prof_->thread_buf(i);
     if (tb->owner.load(std::memory_order_acquire) == kBufFree) continue;
-    const uint32_t got = tb->ring.Drain(kDrainPerRing, [&](const Rec& r) {
-      if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
-      // From here on, record times are CLOCK_MONOTONIC ns.
-      staged_.push_back({r, ticks_.ToNs(r.t0_ticks), HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
-    });
+    const uint32_t got = tb->ring.Drain(kDrainPerRing, stage);
     busiest = std::max(busiest, got * 8 / tb->ring.capacity());
   }
-  // Threads past the buffers: their operations' records, after the rings
-  // (an OpDone there follows its Op from a ring, so they fold).
-  prof_->lane().Drain([&](const Rec& r) {
-    if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
-    staged_.push_back({r, ticks_.ToNs(r.t0_ticks), HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
-  });
+  // After the rings, so that an OpDone follows its Op and they fold.
+  for (const Rec& r : from_lane_) stage(r);
+  for (const Rec& r : from_slots_) stage(r);
   // A ring an eighth full or more since the last drain: a burst is on (a
   // pipelined loop of small operations fills 2,000 records in a few ms).
   burst_ = busiest > 0;

@@ -1,9 +1,10 @@
 // The writer thread: the only place that encodes trace.proto and touches the
 // file.
 //
-// Every few milliseconds it drains every thread's ring into a staging array,
-// folds an Op and its OpDone into one record when both are in the same
-// drain, and encodes. It calls write(2) every NCCLWATCH_FLUSH_MS (each write
+// Every few milliseconds it drains every thread's ring, the shared lane and
+// the completions waiting in their ops' slots (ThreadBuf::done_in_slot) into
+// a staging array, folds an Op and its OpDone into one record when both are
+// in the same drain, and encodes. It calls write(2) every NCCLWATCH_FLUSH_MS (each write
 // opens with a Batch record), at once for a stuck report, and whenever
 // FlushNow() asks. The page cache keeps what was written when the process is
 // aborted or killed. A Heartbeat goes out every NCCLWATCH_HEARTBEAT_MS.
@@ -162,6 +163,7 @@ class Writer final : private RecordSink {
   bool write_error_logged_ = false;
 
   std::vector<StagedRec> staged_;
+  std::vector<Rec> from_lane_, from_slots_;  // DrainRings: taken before the rings, staged after
   std::unordered_map<uint64_t, size_t> staged_done_;  // OpDone id -> index in staged_
   std::vector<bool> consumed_;
 
