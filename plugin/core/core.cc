@@ -488,6 +488,13 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
     NoBuffer();
     // The ops that follow must not take an earlier launch's completion.
     if (d.kind == kEvKernelLaunch && events_) t_launch = {generation_, ctx, 0, kFlagNoEvent};
+    // A kernel channel captured raw loses its records, not its op's
+    // completion: it feeds the op as an uncaptured one does.
+    if (d.kind == kEvKernelCh) {
+      Slot* op = ValidParent(d.parent);
+      if (op != nullptr && IsOp(op->kind.load(std::memory_order_relaxed)))
+        return TagKernelCh(op, d.ptimer, d.has_ptimer);
+    }
     return nullptr;
   }
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
@@ -539,6 +546,8 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   Slot* s = AllocSlot(tb);
   if (s == nullptr) {
     OwnerIncrement(tb->counters.pool_exhausted);
+    // As without a buffer: the op's completion does not need this slot.
+    if (d.kind == kEvKernelCh && feeds_op) return TagKernelCh(op, d.ptimer, d.has_ptimer);
     return nullptr;
   }
   s->kind.store(d.kind, std::memory_order_relaxed);

@@ -141,5 +141,9 @@ TEST(NoBufferBurstTest, TwentyThousandCompletionsBetweenTwoDrainsAllReachTheFile
   RunBurst("default", true);
 }
 
+TEST(NoBufferBurstTest, RawKernelChannelsWithoutABufferStillCompleteTheirOps) {
+  RunBurst("all", false);
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin
