@@ -463,6 +463,8 @@ void TraceEncoder::Drops(Wire* w, const DropFields& d) {
   w->U64(tf::Drops::kBadParent, d.bad_parent);
   Str(w, tf::Drops::kLastWriteError, d.last_write_error);
   w->U64(tf::Drops::kCompletionUntracked, d.completion_untracked);
+  w->U64(tf::Drops::kCompletionsLost, d.completions_lost);
+  w->Bool(tf::Drops::kCompletionsCounted, true);  // this plugin counts them all
   w->EndMessage(m);
   w->EndRecord(at);
 }

@@ -156,6 +156,7 @@ struct DropFields {
   uint64_t bad_parent = 0;
   std::string_view last_write_error;
   uint64_t completion_untracked = 0;
+  uint64_t completions_lost = 0;
 };
 
 struct ProxyProgressFields {

@@ -288,6 +288,10 @@ TEST_F(EventsTest, ADestroyedContextIsHarmless) {
   EXPECT_FALSE(Done(*t, 1));
   ASSERT_EQ(c.Finalize(), 0);
   cuda_->make_current(kCtx1);
+  // Op 1's completion is unknown, and the file says so (no hang to read).
+  t = ReadSingleTrace(dir_);
+  ASSERT_NE(t->LastDrops(), nullptr);
+  EXPECT_EQ(t->LastDrops()->completions_lost(), 1u);
 }
 
 // The process exits with launches pending and its writer still polling:

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "plugin/core/config.h"
 #include "plugin/core/core.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "tools/model/model.h"
@@ -175,6 +176,7 @@ TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
   EXPECT_TRUE(t->raw.issues.empty()) << t->raw.issues[0];
   ASSERT_NE(t->LastDrops(), nullptr);
   EXPECT_GT(t->LastDrops()->write_failed(), 0u);
+  EXPECT_GT(t->LastDrops()->completions_lost(), 0u);
   EXPECT_EQ(t->LastDrops()->last_write_error(), "File too large");
   EXPECT_GT(t->ops.size(), 50u);
   EXPECT_LT(t->ops.size(), 1500u);
@@ -200,13 +202,15 @@ TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
   if (child == 0) {
     plugin::ProfilerOptions o;
     o.config.dir = dir;
+    std::string err;
+    // Kernel channels in the mask: completions are tracked.
+    if (!plugin::ParseEvents("default", &o.config.nccl_mask, &o.config.raw_kinds, &err)) _exit(7);
     o.config.flush_ms = 600000;  // writes happen at ForceFlush only
     o.config.heartbeat_ms = 600000;
     o.config.stuck_sec = 0;
     o.config.buffer_mb = 8;
     o.api_version = 5;
     o.file_name_override = "t.ncclwatch";
-    std::string err;
     plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
     if (p == nullptr) _exit(4);
     plugin::Context* ctx = p->NewContext(0x5ead, "world", 1, 2, 0);
@@ -247,6 +251,10 @@ TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
   // given up and the 80 that never fit (one record each, at least).
   EXPECT_EQ(t->ops.size(), 0u);
   EXPECT_GE(d.write_failed(), 1u + 2 * kOps);
+  // Each had completed (its completion folded into its record): the file
+  // says that many completions are missing, so that none reads as a hang.
+  EXPECT_TRUE(d.completions_counted());
+  EXPECT_EQ(d.completions_lost(), 1u + 2 * kOps);
 }
 
 TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {

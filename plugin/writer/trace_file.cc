@@ -34,7 +34,7 @@ void TraceFile::Discard() {
 }
 
 bool TraceFile::AppendBatch(const uint8_t* head, size_t head_len, const uint8_t* body, size_t body_len,
-                            uint64_t records) {
+                            uint64_t records, uint64_t completions) {
   if (fd_ < 0) return false;
   iovec iov[2] = {{const_cast<uint8_t*>(head), head_len}, {const_cast<uint8_t*>(body), body_len}};
   const size_t total = head_len + body_len;
@@ -68,7 +68,7 @@ bool TraceFile::AppendBatch(const uint8_t* head, size_t head_len, const uint8_t*
     done += static_cast<size_t>(w);
   }
   if (err == 0) {
-    Written(total, records, false);
+    Written(total, records, completions, false);
     return true;
   }
   // Cut off any part of the batch that did reach the file (O_APPEND: the
@@ -76,14 +76,15 @@ bool TraceFile::AppendBatch(const uint8_t* head, size_t head_len, const uint8_t*
   // at the torn record: nothing more to do here.
   if (done > 0) (void)!ftruncate(fd_, static_cast<off_t>(good_size_));
   records_lost_ += records;
+  completions_lost_ += completions;
   last_error_ = strerror(err);
   return false;
 }
 
-void TraceFile::Written(uint64_t bytes, uint64_t records, bool notice) {
+void TraceFile::Written(uint64_t bytes, uint64_t records, uint64_t completions, bool notice) {
   // The first batch holds the header: it is never given up (Unwrite).
   if (good_size_ > 0) {
-    tail_[tail_next_ % kTailBatches] = {good_size_, bytes, records, notice};
+    tail_[tail_next_ % kTailBatches] = {good_size_, bytes, records, completions, notice};
     ++tail_next_;
     if (tail_count_ < kTailBatches) ++tail_count_;
   }
@@ -101,7 +102,10 @@ bool TraceFile::Unwrite() {
   records_written_ -= b.records;
   bytes_written_ -= b.bytes;
   // A notice's records are superseded by the next one; data is lost.
-  if (!b.notice) records_lost_ += b.records;
+  if (!b.notice) {
+    records_lost_ += b.records;
+    completions_lost_ += b.completions;
+  }
   return true;
 }
 
@@ -113,7 +117,7 @@ void TraceFile::AppendNotice(uint64_t records, const std::function<size_t(uint8_
     if (n == 0) return;
     const ssize_t w = write(fd_, notice_buf_, n);
     if (w == static_cast<ssize_t>(n)) {
-      Written(n, records, true);
+      Written(n, records, 0, true);
       return;
     }
     if (w > 0 && ftruncate(fd_, static_cast<off_t>(good_size_)) != 0) return;

@@ -37,9 +37,11 @@ class TraceFile {
   void Discard();
 
   // Appends one batch: `head` (its Batch record) then `body`, holding
-  // `records` records in all. On failure the records are counted lost, the
-  // error kept, and false returned; the file is as it was before.
-  bool AppendBatch(const uint8_t* head, size_t head_len, const uint8_t* body, size_t body_len, uint64_t records);
+  // `records` records in all, of which `completions` carry an operation's
+  // completion. On failure they are counted lost, the error kept, and false
+  // returned; the file is as it was before.
+  bool AppendBatch(const uint8_t* head, size_t head_len, const uint8_t* body, size_t body_len, uint64_t records,
+                   uint64_t completions = 0);
 
   // Appends a loss notice of `records` records, which `encode` writes into
   // `buf` (at most `cap` bytes) from the counts as they stand, returning its
@@ -54,11 +56,12 @@ class TraceFile {
   uint64_t records_written() const { return records_written_; }  // records in the file
   uint64_t bytes_written() const { return bytes_written_; }
   uint64_t records_lost() const { return records_lost_; }       // records that failed to reach it
+  uint64_t completions_lost() const { return completions_lost_; }  // completions among them
   const std::string& last_error() const { return last_error_; }  // strerror of the last failure
 
  private:
   // Bookkeeping of a whole batch that reached the file, and its undoing.
-  void Written(uint64_t bytes, uint64_t records, bool notice);
+  void Written(uint64_t bytes, uint64_t records, uint64_t completions, bool notice);
   bool Unwrite();
 
   int fd_ = -1;
@@ -67,6 +70,7 @@ class TraceFile {
   uint64_t records_written_ = 0;
   uint64_t bytes_written_ = 0;
   uint64_t records_lost_ = 0;
+  uint64_t completions_lost_ = 0;
   std::string last_error_;
   uint8_t notice_buf_[512];
   // The newest whole batches after the first, for AppendNotice to give up.
@@ -74,6 +78,7 @@ class TraceFile {
     uint64_t at;  // file offset where it starts
     uint64_t bytes;
     uint64_t records;
+    uint64_t completions;
     bool notice;
   };
   static constexpr uint32_t kTailBatches = 8;

@@ -346,8 +346,9 @@ void Writer::WriteOut() {
   if (wire_.size() == 0 || !file_.open()) return;
   Wire h(head_buf_, sizeof(head_buf_));
   TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, file_.records_written());
-  const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1);
+  const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1, completions_);
   records_ = 0;
+  completions_ = 0;
   wire_.Reset();
   if (ok) return;
   // A failed write (disk full, RLIMIT_FSIZE, I/O error): the batch is lost

@@ -158,6 +158,10 @@ class Writer final : private RecordSink {
   uint8_t head_buf_[256];    // the Batch record opening each write
   bool reannounce_ = false;  // a write was lost: define communicators again
   uint64_t records_ = 0;           // encoded into buf_ since the last write
+  uint64_t completions_ = 0;       // ... of them, those carrying a completion
+  // Completions the file may lack besides those of lost batches: ops of
+  // launches whose CUDA context went away (Drops.completions_lost).
+  uint64_t launches_gone_ = 0;
   uint64_t batch_seq_ = 0;
   uint64_t batch_base_ = 0;  // Batch.time_ns of the batch being encoded
   bool write_error_logged_ = false;

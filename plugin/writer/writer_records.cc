@@ -181,6 +181,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
     d.from_event = done == &ev_done;
     if (d.from_event && ev_started_ns != 0) d.started_ns = Rel(ev_started_ns);
     enc_.Op(f, &d);
+    ++completions_;
   } else {
     enc_.Op(f, nullptr);
   }
@@ -188,6 +189,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
 
 void Writer::EncodeOpDone(const StagedRec& r) {
   enc_.OpDone(DoneOf(r));
+  ++completions_;
   in_flight_.Completed(r.id, r.comm, r.t0_ns);
 }
 
@@ -234,12 +236,14 @@ void Writer::PollLaunches(uint64_t now) {
         d.from_event = true;
         if (started_ns != 0) d.started_ns = Rel(started_ns);
         enc_.OpDone(d);
+        ++completions_;
         in_flight_.Completed(op, static_cast<uint16_t>(comm), done_ns);
       },
       [&](uint64_t op) {
         in_flight_.Forget(op);
         ++gone;
       });
+  launches_gone_ += gone;
   if (gone > 0 && !warned_context_gone_) {
     warned_context_gone_ = true;
     prof_->Log(nccl::kLogWarn,

@@ -48,6 +48,7 @@ DropFields Writer::DropsOf(uint64_t now) const {
   d.write_failed = RecordsLost();
   d.last_write_error = file_.last_error();
   d.completion_untracked = UntrackedOps();
+  d.completions_lost = file_.completions_lost() + launches_gone_;
   return d;
 }
 
@@ -55,7 +56,7 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
   const uint64_t untracked = UntrackedOps();
-  uint64_t sum = ring_full + pool + foreign + bad + no_slot + RecordsLost() + untracked;
+  uint64_t sum = ring_full + pool + foreign + bad + no_slot + RecordsLost() + untracked + launches_gone_;
   if (!force && sum == last_drops_sum_) return;
   if (force && sum == 0) return;
   last_drops_sum_ = sum;
