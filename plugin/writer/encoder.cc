@@ -464,7 +464,7 @@ void TraceEncoder::Drops(Wire* w, const DropFields& d) {
   Str(w, tf::Drops::kLastWriteError, d.last_write_error);
   w->U64(tf::Drops::kCompletionUntracked, d.completion_untracked);
   w->U64(tf::Drops::kCompletionsLost, d.completions_lost);
-  w->Bool(tf::Drops::kCompletionsCounted, true);  // this plugin counts them all
+  w->Bool(tf::Drops::kCompletionsCounted, d.completions_counted);
   w->EndMessage(m);
   w->EndRecord(at);
 }

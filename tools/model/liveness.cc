@@ -91,6 +91,14 @@ void MarkUnfinished(const Model& m, Liveness* c) {
   }
 }
 
+// An operation without a completion in its file, recorded before the file
+// counted completions it may lack (Op::completion_maybe_lost): it may have
+// completed. Not judged by how long its process waited: in flight or hung
+// only where MarkUnfinished proves it never finished.
+bool CompletionMayBeLost(const Op& op) {
+  return op.state == OpState::kInFlight && op.completion_maybe_lost && !op.ended_by_abort;
+}
+
 }  // namespace
 
 bool HasFile(const Model& m, uint32_t comm, int32_t rank) {
@@ -171,6 +179,8 @@ Liveness JudgeLiveness(const Model& m, const LivenessOptions& o) {
       v = OpLiveness::kFinished;
     } else if (op.state == OpState::kUntracked && !c.unfinished[oi]) {
       v = OpLiveness::kUnknown;  // a long wait proves nothing, nor does a finalize
+    } else if (CompletionMayBeLost(op) && !c.unfinished[oi]) {
+      v = OpLiveness::kUnknown;  // nor a missing completion the file may have lost
     } else if (c.dead[op.proc] && op.state == OpState::kInFlight) {
       v = OpLiveness::kHung;  // it died inside
     } else {

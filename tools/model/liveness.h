@@ -9,7 +9,9 @@
 //    hung only where MarkUnfinished proves from who issued what that it never
 //    finished.
 //  - in flight: not finished, not (yet) a hang: the files end while it runs.
-//  - unknown: no completion tracking, and nothing proves it unfinished.
+//  - unknown: no completion tracking, or no completion where the file says
+//    it may lack completions (Op::completion_maybe_lost), and nothing
+//    proves it unfinished.
 //
 // Along the way it derives what the judgement rests on, which diagnose's
 // findings read too: dead processes, the last collective seq each process

@@ -262,6 +262,14 @@ void LoadFile(TraceReader& reader, Model* m) {
         p->drops.foreign_parent = d.foreign_parent();
         p->drops.bad_parent = d.bad_parent();
         p->drops.last_write_error = d.last_write_error();
+        // Older plugins lost completions to any of these drops, uncounted.
+        const uint64_t lost = d.completions_counted()
+                                  ? d.completions_lost()
+                                  : d.ring_full() + d.pool_exhausted() + d.no_thread_slot() + d.write_failed();
+        if (lost > p->drops.completions_lost) {
+          p->drops.completions_lost = lost;
+          p->drops.ops_before_completion_loss = p->ops.size();  // a lost completion is of an op recorded before
+        }
         Seen(p, base + Rel(d.time_ns()));
         break;
       }
@@ -300,6 +308,12 @@ void LoadFile(TraceReader& reader, Model* m) {
   if (!fs.early_done.empty())
     p->issues.push_back(path + ": " + std::to_string(fs.early_done.size()) +
                         " completion record(s) name operations the file does not have");
+  // Operations still without a completion whose completion may be among
+  // those the file lost (p->ops is still in file order here).
+  for (size_t k = 0; k < p->drops.ops_before_completion_loss && k < p->ops.size(); ++k) {
+    Op& op = m->ops[p->ops[k]];
+    if (op.state == OpState::kInFlight) op.completion_maybe_lost = true;
+  }
 }
 
 // Program order: by enqueue start, file order breaking ties.

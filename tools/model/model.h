@@ -70,6 +70,9 @@ struct Op {
   // kNoTime): NCCL did not deliver one of its kernel-channel events (seen on
   // GPU, NCCL 2.28: about 1 operation in 5,000 under load). See LoadModel.
   bool completion_lost = false;
+  // Recorded before its file counted completions it may lack (Drops): with
+  // no completion in the file, it may have completed all the same.
+  bool completion_maybe_lost = false;
   // Names a function or datatype its file never defined (a damaged file):
   // what it was called with is unknown, so it can disagree with nothing.
   bool names_undefined = false;
@@ -135,6 +138,12 @@ struct Drops {
   // handle was waiting for a completion.
   uint64_t completion_untracked = 0;
   std::string last_write_error;
+  // Completions the file may lack (Drops.completions_lost; in files that do
+  // not count them, the drops that may hide one), and how many of the
+  // file's operations, in file order, came before the count last grew:
+  // those lacking a completion get Op::completion_maybe_lost.
+  uint64_t completions_lost = 0;
+  uint64_t ops_before_completion_loss = 0;
   uint64_t lost() const { return ring_full + pool_exhausted + no_thread_slot + write_failed; }
 };
 

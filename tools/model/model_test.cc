@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "tools/diagnose/diagnose.h"
+#include "tools/model/liveness.h"
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {
@@ -258,6 +259,96 @@ TEST(ModelTest, AStuckReportThatSawEveryChannelStopProvesTheCompletion) {
   report::Diagnosis d = Diagnose(m);
   EXPECT_EQ(d.findings_size(), 0) << FormatText(d);
   EXPECT_NE(FormatText(d).find("its stuck report saw every kernel channel stop"), std::string::npos) << FormatText(d);
+}
+
+// Two ranks, AllReduce #0..#1199 every ms. Rank 0's completions of #1024
+// and later never reach its file, and at 1.3 s its file counts the loss
+// (`lost`, written at 1.3 s, after their Op records). #1200 at 2 s then
+// hangs on both ranks, and the files go on to 12 s.
+std::string WriteCountedLoss(const testing::DropCounts& lost) {
+  std::string dir = TempDir("counted");
+  for (int r = 0; r < 2; ++r) {
+    testing::ProcSpec spec;
+    spec.pid = 800 + r;
+    spec.launcher_rank = r;
+    spec.stuck_sec = 0;
+    testing::TraceBuilder b(spec);
+    int world = b.AddComm(0xb0b, "world", 2, r, 1 * kMs);
+    for (uint64_t k = 0; k < 1200; ++k) {
+      const uint64_t start = (10 + k) * kMs;
+      b.Coll(world, "AllReduce", k, 1024, start, r == 0 && k >= 1024 ? kNever : static_cast<int64_t>(start + 500 * kUs));
+    }
+    if (r == 0) b.Drops(1300 * kMs, lost);
+    b.Coll(world, "AllReduce", 1200, 1024, 2 * kSec, kNever);
+    b.Heartbeats(0, 12 * kSec);
+    b.Finalize(12 * kSec, false);
+    EXPECT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
+  return dir;
+}
+
+// What the plugin's shared lane did to a thread without a buffer before it
+// counted lost completions (the file then said only "no buffer: 6,158
+// events"): the completions of the burst's last operations were lost, and
+// diagnose said "HANG: AllReduce #1026 ... never completed" though every one
+// had completed. An operation recorded before such a loss, with no
+// completion, is unknown; the hang after it is still found.
+TEST(ModelTest, AnOperationWhoseCompletionTheFileMayHaveLostIsNoHang) {
+  testing::DropCounts old_plugin;
+  old_plugin.no_thread_slot = 6158;
+  old_plugin.completions_counted = false;
+  // Today's plugin loses completions only with the batches it fails to
+  // write (or with a destroyed CUDA context), and counts them.
+  testing::DropCounts counted;
+  counted.write_failed = 400;
+  counted.completions_lost = 176;
+  for (const testing::DropCounts& lost : {old_plugin, counted}) {
+    std::string dir = WriteCountedLoss(lost);
+    Model m;
+    std::string err;
+    ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+    const Liveness l = JudgeLiveness(m);
+    int unknown = 0;
+    for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
+      const Op& o = m.ops[oi];
+      if (o.seq == 1200) {
+        EXPECT_EQ(l.of_op[oi], OpLiveness::kHung) << "rank " << o.rank;
+      } else if (o.rank == 0 && o.seq >= 1024) {
+        EXPECT_TRUE(o.completion_maybe_lost) << "#" << o.seq;
+        EXPECT_EQ(l.of_op[oi], OpLiveness::kUnknown) << "#" << o.seq;
+        ++unknown;
+      } else {
+        EXPECT_EQ(l.of_op[oi], OpLiveness::kFinished) << "rank " << o.rank << " #" << o.seq;
+      }
+    }
+    EXPECT_EQ(unknown, 176);
+    report::Diagnosis d = Diagnose(m);
+    const std::string text = FormatText(d);
+    EXPECT_EQ(d.verdict().rfind("INCOMPLETE EVIDENCE (rank 0 lost ", 0), 0u) << text;
+    EXPECT_NE(d.verdict().find("AllReduce #1200"), std::string::npos) << text;
+    for (uint64_t k = 1024; k < 1200; ++k)
+      EXPECT_EQ(text.find("AllReduce #" + std::to_string(k) + " "), std::string::npos) << text;
+  }
+}
+
+// Drops that lose no completion (a full ring, where the plugin counts its
+// lost completions) leave the judgement alone: rank 0's #1024 and later
+// wait 10 s without a completion, a hang.
+TEST(ModelTest, DropsThatLoseNoCompletionChangeNothing) {
+  testing::DropCounts ring_full;
+  ring_full.ring_full = 5000;
+  std::string dir = WriteCountedLoss(ring_full);
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  const Liveness l = JudgeLiveness(m);
+  for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
+    const Op& o = m.ops[oi];
+    EXPECT_FALSE(o.completion_maybe_lost);
+    if (o.rank == 0 && o.seq >= 1024) {
+      EXPECT_EQ(l.of_op[oi], OpLiveness::kHung) << "#" << o.seq;
+    }
+  }
 }
 
 }  // namespace

@@ -341,6 +341,8 @@ void Player::EncodeDrops(uint64_t t, const DropCounts& d) {
   x.foreign_parent = d.foreign_parent;
   x.bad_parent = d.bad_parent;
   x.last_write_error = d.last_write_error;
+  x.completions_lost = d.completions_lost;
+  x.completions_counted = d.completions_counted;
   enc_.Drops(x);
   last_drops_ = &d;
 }

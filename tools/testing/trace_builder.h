@@ -149,6 +149,9 @@ struct DropCounts {
   uint64_t foreign_parent = 0;
   uint64_t bad_parent = 0;
   std::string last_write_error;
+  uint64_t completions_lost = 0;
+  // false: a file of a plugin that did not count its lost completions.
+  bool completions_counted = true;
 };
 
 // One process's trace file.
