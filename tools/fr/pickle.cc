@@ -107,21 +107,22 @@ const char* KindName(PyValue::Kind kind) {
 }
 
 // A value while the pickle is read, with what the parser must know to keep
-// the result a finite tree of bounded depth and size. The returned PyRefs
+// the result a finite tree of bounded depth and size in bytes. The returned PyRefs
 // alias the PyValue inside (and keep the whole Node alive).
 struct Node {
   PyValue value;
   // Containers: 1 + the deepest child (an empty one is 1); scalars 0.
   int depth = 0;
-  // How many values a walk that does not notice sharing visits from here:
-  // memo references let a tiny pickle hold a list of two references to a list
-  // of two references to ..., which is 2^64 values to such a walk.
-  uint64_t walk_size = 1;
+  // The bytes a copy of this value would take (kValueCost a value plus its
+  // string's bytes), a shared value counted at each reference: memo
+  // references let a tiny pickle hold a list of two references to a list
+  // of two references to ..., which is 2^64 values to a copy.
+  uint64_t copy_bytes = kValueCost;
   // Placed in a list, dict or tuple. Such a list or dict is never changed
   // again. Picklers fill each container before they place it anywhere (only
   // a reference cycle makes them place one still being filled), and with
   // that rule a container being filled has no parent: its depth and
-  // walk_size are part of no other node's yet, and the only cycle left to
+  // copy_bytes are part of no other node's yet, and the only cycle left to
   // refuse is a container placed in itself.
   bool placed = false;
   // Usable as a dict key (as in Python: no list or dict, also not in a tuple).
@@ -134,9 +135,10 @@ PyRef Public(const NodePtr& n) { return PyRef(n, &n->value); }
 // One pass over the opcodes with Python's unpickler's stack machine: an
 // object stack, the MARK positions in it, the memo. Every operation is O(1)
 // but those that take the objects above a MARK, and each object is taken
-// once, so the run is linear in the input. Allocation is bounded by the input
-// (strings) and by kMaxObjects (nodes, stack, marks, memo). Not thread-safe:
-// one Parser per call.
+// once, so the run is linear in the input. What it allocates (nodes, their
+// strings, the references in containers, memo entries, the stack and the
+// marks) is counted in bytes, an upper estimate, against kMaxValueBytes.
+// Not thread-safe: one Parser per call.
 class Parser {
  public:
   explicit Parser(std::string_view in) : in_(in) {}
@@ -196,9 +198,19 @@ class Parser {
     return true;
   }
 
+  // Counts `bytes` more held, with room for the stack and the marks to grow
+  // by one each (twice their size: a vector doubles), against the limit.
+  bool Hold(uint64_t bytes) {
+    const uint64_t transient = 2 * ((stack_.size() + 1) * sizeof(NodePtr) + (marks_.size() + 1) * sizeof(size_t));
+    if (bytes > kMaxValueBytes || held_ + bytes + transient > kMaxValueBytes)
+      return Fail("the values read take more than " + std::to_string(kMaxValueBytes) + " bytes");
+    held_ += bytes;
+    return true;
+  }
+
   bool Make(PyValue::Kind kind, NodePtr* out) {
-    if (objects_ >= kMaxObjects) return Fail("more than " + std::to_string(kMaxObjects) + " objects");
-    ++objects_;
+    // The node and make_shared's control block.
+    if (!Hold(sizeof(Node) + 2 * sizeof(void*))) return false;
     *out = std::make_shared<Node>();
     (*out)->value.kind = kind;
     if (kind == PyValue::Kind::kList || kind == PyValue::Kind::kDict) {
@@ -209,7 +221,7 @@ class Parser {
   }
 
   bool Push(NodePtr n) {
-    if (stack_.size() >= kMaxObjects) return Fail("more than " + std::to_string(kMaxObjects) + " objects on the stack");
+    if (!Hold(0)) return false;
     stack_.push_back(std::move(n));
     return true;
   }
@@ -256,17 +268,22 @@ class Parser {
     return true;
   }
 
-  // Accounts for `child` becoming part of `parent` (not yet placed anywhere).
-  bool Place(Node* parent, Node* child) {
+  // Accounts for `child` becoming part of `parent` (not yet placed anywhere),
+  // through `refs` references (a dict entry holds two, for key and value).
+  bool Place(Node* parent, Node* child, size_t refs = 1) {
     if (parent == child)
       return Fail(std::string(name_) + " puts " + KindName(parent->value.kind) + " into itself (a reference cycle)");
     const int depth = std::max(parent->depth, child->depth + 1);
     if (depth > kMaxDepth) return Fail("containers nested more than " + std::to_string(kMaxDepth) + " deep");
-    const uint64_t walk_size = parent->walk_size + child->walk_size;
-    if (walk_size > kMaxObjects)
-      return Fail("a value that expands to more than " + std::to_string(kMaxObjects) + " values");
+    // Both are at most kMaxValueBytes: no overflow.
+    const uint64_t copy_bytes = parent->copy_bytes + child->copy_bytes;
+    if (copy_bytes > kMaxValueBytes)
+      return Fail(std::string(name_) + " makes a value that a copy would make more than " +
+                  std::to_string(kMaxValueBytes) + " bytes of (a value the memo shares counts at each reference)");
+    // The reference, twice: the vector holding it may double.
+    if (!Hold(2 * refs * sizeof(PyRef))) return false;
     parent->depth = depth;
-    parent->walk_size = walk_size;
+    parent->copy_bytes = copy_bytes;
     child->placed = true;
     return true;
   }
@@ -279,7 +296,7 @@ class Parser {
 
   bool SetItem(Node* dict, const NodePtr& key, const NodePtr& value) {
     if (!key->hashable) return Fail(std::string(name_) + " with an unhashable key (" + KindName(key->value.kind) + ")");
-    if (!Place(dict, key.get()) || !Place(dict, value.get())) return false;
+    if (!Place(dict, key.get(), 2) || !Place(dict, value.get(), 0)) return false;
     dict->value.entries.emplace_back(Public(key), Public(value));
     return true;
   }
@@ -310,8 +327,9 @@ class Parser {
     std::string_view data;
     if (!Arg(length_width, &n) || !Data(n, &data)) return false;
     NodePtr node;
-    if (!PushNew(kind, &node)) return false;
+    if (!Hold(data.size()) || !PushNew(kind, &node)) return false;
     node->value.s.assign(data.data(), data.size());
+    node->copy_bytes += data.size();
     return true;
   }
 
@@ -336,7 +354,8 @@ class Parser {
       it->second = stack_.back();
       return true;
     }
-    if (memo_.size() >= kMaxObjects) return Fail("more than " + std::to_string(kMaxObjects) + " memo entries");
+    // A hash map's node and bucket.
+    if (!Hold(sizeof(std::pair<const uint64_t, NodePtr>) + 4 * sizeof(void*))) return false;
     memo_.emplace(index, stack_.back());
     return true;
   }
@@ -371,7 +390,7 @@ class Parser {
         *stop = true;
         return true;
       case '(':  // MARK
-        if (marks_.size() >= kMaxObjects) return Fail("more than " + std::to_string(kMaxObjects) + " open MARKs");
+        if (!Hold(0)) return false;
         marks_.push_back(stack_.size());
         return true;
       case '0':  // POP: the top of the stack, which may be a MARK
@@ -475,7 +494,7 @@ class Parser {
   std::vector<NodePtr> stack_;
   std::vector<size_t> marks_;     // stack_.size() at each open MARK
   std::unordered_map<uint64_t, NodePtr> memo_;
-  size_t objects_ = 0;
+  uint64_t held_ = 0;  // bytes held, but the stack and the marks (Hold)
   std::string error_;
 };
 

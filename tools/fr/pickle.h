@@ -3,11 +3,16 @@
 // int, float, bool, None, with memo references), so that `ncclwatch` needs
 // no Python to read them.
 //
-// Bounded: the input is at most kMaxPickleBytes, containers nest at most
-// kMaxDepth deep, the memo and the stack hold at most kMaxObjects objects,
-// and a plain walk of the result visits at most kMaxObjects values, however
-// the memo shares them (a container is frozen once put in another: no
-// cycles, and 70 bytes cannot make a tree of 2^25 nodes).
+// Bounded in bytes: the input is at most kMaxPickleBytes, containers nest
+// at most kMaxDepth deep, what the parser holds (its values, their
+// strings, the references between them, the stack and the memo) is at most
+// kMaxValueBytes, and so is any value as a copy would build it: each value
+// kValueCost bytes plus its string's bytes, a value the memo shares counted
+// in full at every reference (a container is frozen once put in another:
+// no cycles). So 16 KB that place one memoized dict in a list a thousand
+// times, and that list in another a thousand times, are refused at the
+// offset of the opcode that passes the limit, instead of expanding to
+// gigabytes in a consumer that copies what it reads.
 // Anything else (GLOBAL, REDUCE, BUILD, persistent ids: a pickle that would
 // make Python call code) is refused with the offset and the opcode, never
 // executed. Damaged input gets an error naming the offset, never a crash.
@@ -30,7 +35,11 @@ namespace ncclwatch::tools {
 
 inline constexpr size_t kMaxPickleBytes = 256u << 20;
 inline constexpr int kMaxDepth = 64;
-inline constexpr size_t kMaxObjects = 16u << 20;
+inline constexpr uint64_t kMaxValueBytes = 256u << 20;
+// What one value counts for in a copy, besides its string's bytes: its
+// reference and its slot. A consumer that builds more from a value than
+// that counts what it builds itself (flight_recorder.cc).
+inline constexpr uint64_t kValueCost = 32;
 
 struct PyValue;
 using PyRef = std::shared_ptr<const PyValue>;

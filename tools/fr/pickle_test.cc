@@ -380,8 +380,8 @@ TEST(Pickle, Depth) {
   EXPECT_NE(Parse("\x80\x02)" + std::string(kMaxDepth - 1, '\x85') + "."), nullptr);
 }
 
-// L0 = [], L(k+1) = [Lk, Lk] through the memo: 3 bytes a level, 2^(k+1) - 1
-// values to a walk. Refused once a walk would see more than kMaxObjects.
+// L0 = [], L(k+1) = [Lk, Lk] through the memo: 10 bytes a level, 2^(k+1) - 1
+// values to a walk. Refused once a copy would pass kMaxValueBytes.
 std::string Doubling(int levels) {
   std::string s = P("\x80\x02]");
   for (int i = 0; i < levels; ++i) s += P("q\x00" "0](h\x00h\x00" "e");
@@ -389,12 +389,87 @@ std::string Doubling(int levels) {
 }
 
 TEST(Pickle, SharingCannotExplodeAWalk) {
-  static_assert(kMaxObjects == (1u << 24));
-  PyRef l = Parse(Doubling(23));
+  // A list costs kValueCost: 2^23 - 1 lists fit in kMaxValueBytes, 2^24 - 1 do not.
+  static_assert(kMaxValueBytes == (uint64_t{1} << 28) && kValueCost == 32);
+  PyRef l = Parse(Doubling(22));
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->items[0].get(), l->items[1].get());
-  const std::string e = Error(Doubling(24));
-  EXPECT_NE(e.find("a value that expands to more than 16777216 values"), std::string::npos) << e;
+  const std::string hostile = Doubling(23);
+  EXPECT_EQ(Error(hostile),
+            "offset " + std::to_string(hostile.size() - 2) +
+                ": APPENDS makes a value that a copy would make more than 268435456 bytes of (a value the memo "
+                "shares counts at each reference)");
+}
+
+// A Flight Recorder dump of `entries` references to one memoized entry,
+// whose frames are `frames` references to one memoized frame with a file
+// name of `name_bytes` (by hand: pickle.dumps of such a dict writes these
+// opcodes). `*last_appends` is the offset of the APPENDS that fills the
+// entries.
+std::string SharedEntries(size_t entries, size_t frames, size_t name_bytes, size_t* last_appends) {
+  auto str = [](const std::string& v) {
+    std::string s = "X";
+    const uint32_t n = static_cast<uint32_t>(v.size());
+    for (int i = 0; i < 4; ++i) s += static_cast<char>((n >> (8 * i)) & 0xff);
+    return s + v;
+  };
+  std::string s = P("\x80\x02}(") + str("entries") + "](}(" + str("collective_seq_id") + "K\x01" +
+                  str("profiling_name") + str("nccl:all_reduce") + str("frames") + "](}(" + str("filename") +
+                  str(std::string(name_bytes, 'f')) + str("line") + "K\x07" + str("name") + str("main") + "u" +
+                  P("q\x01");
+  for (size_t i = 1; i < frames; ++i) s += P("h\x01");
+  s += "eu" + P("q\x02");
+  for (size_t i = 1; i < entries; ++i) s += P("h\x02");
+  *last_appends = s.size();
+  return s + "eu.";
+}
+
+// The hostile dump of issue 28: 14 KB that a copy expands to 8 GB (a
+// thousand references to an entry of a thousand references to an 8 KB
+// frame). It used to pass (7 M values, under the old count of values) and
+// made the Flight Recorder reader copy the frame a million times, until
+// std::bad_alloc. It is refused where the copy passes kMaxValueBytes,
+// before anything is copied; the same with 32 entries fits.
+TEST(Pickle, MemoReferencesAreCountedInBytes) {
+  size_t at = 0;
+  const std::string hostile = SharedEntries(1000, 1000, 8192, &at);
+  EXPECT_LT(hostile.size(), 16u << 10);
+  EXPECT_EQ(Error(hostile), "offset " + std::to_string(at) +
+                                ": APPENDS makes a value that a copy would make more than 268435456 bytes of (a "
+                                "value the memo shares counts at each reference)");
+  PyRef ok = Parse(SharedEntries(30, 1000, 8192, &at));
+  ASSERT_NE(ok, nullptr);
+  const PyValue* entries = ok->Get("entries");
+  ASSERT_NE(entries, nullptr);
+  ASSERT_EQ(entries->items.size(), 30u);
+  EXPECT_EQ(entries->items[0].get(), entries->items[29].get());  // shared, not copied
+  const PyValue* frames = entries->items[0]->Get("frames");
+  ASSERT_NE(frames, nullptr);
+  ASSERT_EQ(frames->items.size(), 1000u);
+  EXPECT_EQ(frames->items[0]->Get("filename")->s.size(), 8192u);
+}
+
+// What the parser holds is counted too: a large input of small values
+// (each None costs a node) is refused once they pass kMaxValueBytes,
+// before the input's end.
+TEST(Pickle, HeldValuesAreCountedInBytes) {
+  std::string s = P("\x80\x02]");
+  s += std::string(3u << 20, 'N');  // 3 M Nones on the stack: refused
+  s += ".";
+  const std::string e = Error(s);
+  EXPECT_NE(e.find(": the values read take more than 268435456 bytes"), std::string::npos) << e;
+  EXPECT_LT(std::stoul(e.substr(7)), s.size() - 1) << e;
+  // The same values put in the list as they come (( N ... e): as many, in a
+  // list instead of on the stack, also refused.
+  std::string t = P("\x80\x02](");
+  t += std::string(3u << 20, 'N');
+  t += "e.";
+  EXPECT_NE(Error(t).find("take more than 268435456 bytes"), std::string::npos);
+  // 100,000 are nothing.
+  std::string u = P("\x80\x02](") + std::string(100000, 'N') + "e.";
+  PyRef l = Parse(u);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->items.size(), 100000u);
 }
 
 TEST(Pickle, HugeLengths) {
@@ -501,7 +576,7 @@ TEST(Pickle, DamagedDumps) {
       Totals t;
       Walk(*r.value, 1, &t);
       ASSERT_LE(t.depth, kMaxDepth + 1);  // the deepest scalar is one below its container
-      ASSERT_LE(t.values, kMaxObjects);
+      ASSERT_LE(t.values * kValueCost + t.str_bytes, kMaxValueBytes);
     }
     EXPECT_GT(parsed, 0u);  // most changes land in strings and ints
   }

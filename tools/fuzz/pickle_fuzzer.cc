@@ -3,8 +3,9 @@
 // ParsePickle, then a walk of the whole tree as a consumer would make it,
 // one that does not notice shared values. Nothing may crash, hang or
 // allocate unbounded memory; an error names an offset inside the input; a
-// value is a tree no deeper than kMaxDepth whose walk visits at most
-// kMaxObjects values, and Get finds each of a dict's str keys.
+// value is a tree no deeper than kMaxDepth that a copy (kValueCost a value
+// plus its string's bytes) makes at most kMaxValueBytes of, and Get finds
+// each of a dict's str keys.
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,10 +19,11 @@ namespace {
 
 using ncclwatch::tools::PyValue;
 
-// Values visited below `v` (itself included); `depth` counts containers.
+// The bytes a copy of `v` takes, as the reader counts them; `depth` counts
+// containers.
 uint64_t Walk(const PyValue& v, int depth) {
   if (depth > ncclwatch::tools::kMaxDepth + 1) __builtin_trap();  // +1: a scalar below the deepest container
-  uint64_t n = 1;
+  uint64_t n = ncclwatch::tools::kValueCost + v.s.size();
   for (const auto& item : v.items) n += Walk(*item, depth + 1);
   for (const auto& [key, value] : v.entries) {
     n += Walk(*key, depth + 1) + Walk(*value, depth + 1);
@@ -43,6 +45,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!r.error.empty()) __builtin_trap();
-  if (Walk(*r.value, 1) > ncclwatch::tools::kMaxObjects) __builtin_trap();
+  if (Walk(*r.value, 1) > ncclwatch::tools::kMaxValueBytes) __builtin_trap();
   return 0;
 }
