@@ -22,20 +22,44 @@ int64_t TrailingNumber(const std::string& path) {
   return std::stoll(path.substr(begin, end - begin));
 }
 
-std::string Str(const PyValue* v) { return v != nullptr && v->IsStr() ? v->s : ""; }
+const std::string& Str(const PyValue* v) {
+  static const std::string* const kEmpty = new std::string();
+  return v != nullptr && v->IsStr() ? v->s : *kEmpty;
+}
+
+// What ParseFrDump builds, counted in bytes against kMaxValueBytes: a
+// value the pickle shares is copied at each reference, and a group's ranks
+// as a string ("0,1") take four times their text's bytes as ints.
+class Budget {
+ public:
+  bool Take(uint64_t bytes) {
+    if (bytes > kMaxValueBytes - used_) return false;
+    used_ += bytes;
+    return true;
+  }
+
+ private:
+  uint64_t used_ = 0;
+};
 
 // "[0, 1, 2, 3]" (how PyTorch writes a group's ranks) or a list of ints.
-bool Ranks(const PyValue* v, std::vector<int64_t>* out) {
+// False also when `budget` cannot hold them (`*over` then).
+bool Ranks(const PyValue* v, Budget* budget, bool* over, std::vector<int64_t>* out) {
   out->clear();
   if (v == nullptr) return false;
   if (v->kind == PyValue::Kind::kList || v->kind == PyValue::Kind::kTuple) {
-    for (const PyRef& r : v->items) {
+    for (const PyRef& r : v->items)
       if (!r->IsInt()) return false;
-      out->push_back(r->i);
-    }
+    if (!budget->Take(v->items.size() * sizeof(int64_t))) return !(*over = true);
+    for (const PyRef& r : v->items) out->push_back(r->i);
     return true;
   }
   if (!v->IsStr()) return false;
+  size_t numbers = 0;
+  for (size_t i = 0; i < v->s.size(); ++i)
+    numbers += isdigit(static_cast<unsigned char>(v->s[i])) && (i == 0 || !isdigit(static_cast<unsigned char>(v->s[i - 1])));
+  if (!budget->Take(numbers * sizeof(int64_t))) return !(*over = true);
+  out->reserve(numbers);
   int64_t cur = 0;
   bool in_number = false;
   for (char ch : v->s) {
@@ -112,18 +136,33 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
   }
   dump->version = Str(top.Get("version"));
   dump->nccl_version = Str(top.Get("comm_lib_version"));
+  Budget budget;
+  auto too_large = [&](const std::string& where) {
+    *error = "the dump would take more than " + std::to_string(kMaxValueBytes >> 20) + " MiB once read (at " + where +
+             "; values the pickle shares are copied at each reference)";
+    *dump = FrDump();
+    return false;
+  };
   if (const PyValue* pgs = top.Get("pg_config"); pgs != nullptr && pgs->kind == PyValue::Kind::kDict) {
     for (const auto& [k, v] : pgs->entries) {
       if (!k->IsStr() || v->kind != PyValue::Kind::kDict) continue;
       FrGroup g;
       g.desc = Str(v->Get("desc"));
-      if (!Ranks(v->Get("ranks"), &g.ranks)) continue;
+      if (!budget.Take(sizeof(FrGroup) + 4 * sizeof(void*) + k->s.size() + g.desc.size()))
+        return too_large("process group '" + k->s + "'");
+      bool over = false;
+      if (!Ranks(v->Get("ranks"), &budget, &over, &g.ranks)) {
+        if (over) return too_large("the ranks of process group '" + k->s + "'");
+        continue;
+      }
       dump->groups[k->s] = std::move(g);
     }
   }
   for (const PyRef& ref : entries->items) {
     const PyValue& e = *ref;
     if (e.kind != PyValue::Kind::kDict) continue;
+    // The entry, twice: the vector holding it may double.
+    if (!budget.Take(2 * sizeof(FrEntry))) return too_large("entry " + std::to_string(dump->entries.size()));
     FrEntry out;
     const PyValue* pg = e.Get("process_group");
     if (pg != nullptr && pg->kind == PyValue::Kind::kTuple && pg->items.size() == 2) {
@@ -137,14 +176,21 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
     out.is_p2p = p2p != nullptr && p2p->kind == PyValue::Kind::kBool && p2p->b;
     out.profiling_name = Str(e.Get("profiling_name"));
     out.state = Str(e.Get("state"));
+    if (!budget.Take(out.pg.size() + out.pg_desc.size() + out.profiling_name.size() + out.state.size()))
+      return too_large("entry " + std::to_string(dump->entries.size()));
     if (const PyValue* fr = e.Get("frames"); fr != nullptr && fr->kind == PyValue::Kind::kList) {
       for (const PyRef& f : fr->items) {
         if (f->kind != PyValue::Kind::kDict) continue;
         FrFrame frame;
-        frame.file = Str(f->Get("filename"));
+        const std::string* file = &Str(f->Get("filename"));
+        const std::string* name = &Str(f->Get("name"));
+        if (!budget.Take(2 * sizeof(FrFrame) + file->size() + name->size()))
+          return too_large("frame " + std::to_string(out.frames.size()) + " of entry " +
+                           std::to_string(dump->entries.size()));
+        frame.file = *file;
         const PyValue* line = f->Get("line");
         frame.line = line != nullptr && line->IsInt() ? line->i : 0;
-        frame.name = Str(f->Get("name"));
+        frame.name = *name;
         out.frames.push_back(std::move(frame));
       }
     }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdio.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
 #include "tools/model/model.h"
+#include "tools/testing/memory_limit.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -173,6 +176,100 @@ TEST(FlightRecorder, AGroupThatLinesUpWithNothingIsNotJoined) {
             std::string::npos)
       << r.join.notes[0];
   EXPECT_TRUE(r.join.by_op.empty());
+}
+
+// Pickle opcodes, by hand (pickle.dumps writes these for such values).
+std::string PickleStr(const std::string& v) {
+  std::string s = "X";
+  const uint32_t n = static_cast<uint32_t>(v.size());
+  for (int i = 0; i < 4; ++i) s += static_cast<char>((n >> (8 * i)) & 0xff);
+  return s + v;
+}
+std::string Get(int memo) { return std::string("h") + static_cast<char>(memo); }
+std::string Put(int memo) { return std::string("q") + static_cast<char>(memo); }
+
+// Issue 28's hostile dump: 14 KB whose `entries` are 1,000 references to
+// one memoized entry, whose `frames` are 1,000 references to one memoized
+// frame with an 8 KB file name. Copied as the reader copies frames, 8 GB:
+// it used to reach 6 GiB and abort in std::bad_alloc.
+std::string SharedEntriesDump() {
+  std::string s = "\x80\x02}(" + PickleStr("version") + PickleStr("2.10") + PickleStr("entries") + "](}(" +
+                  PickleStr("collective_seq_id") + "K\x01" + PickleStr("profiling_name") +
+                  PickleStr("nccl:all_reduce") + PickleStr("frames") + "](}(" + PickleStr("filename") +
+                  PickleStr(std::string(8192, 'f')) + PickleStr("line") + "K\x07" + PickleStr("name") +
+                  PickleStr("main") + "u" + Put(1);
+  for (int i = 1; i < 1000; ++i) s += Get(1);
+  s += "eu" + Put(2);
+  for (int i = 1; i < 1000; ++i) s += Get(2);
+  return s + "eu.";
+}
+
+// A dump whose process groups are `groups` references to one group whose
+// ranks are a string of `ranks` numbers ("[0,0,...]"): the pickle holds it
+// once, the reader's ints take 8 bytes for each 2 of the string at each
+// reference.
+std::string SharedRanksDump(int groups, size_t ranks) {
+  std::string list = "[";
+  for (size_t i = 0; i < ranks; ++i) list += i ? ",0" : "0";
+  list += "]";
+  std::string s = "\x80\x02}(" + PickleStr("version") + PickleStr("2.10") + PickleStr("entries") + "]" +
+                  PickleStr("pg_config") + "}(" + PickleStr("g0") + "}(" + PickleStr("desc") + PickleStr("g") +
+                  PickleStr("ranks") + PickleStr(list) + "u" + Put(1);
+  for (int g = 1; g < groups; ++g) s += PickleStr("g" + std::to_string(g)) + Get(1);
+  return s + "uu.";
+}
+
+// Under a memory limit (RLIMIT_AS, but under ASan), the hostile dump is
+// refused at the offset where a copy passes the limit, before anything is
+// copied; JoinFlightRecorder says so in its note and the verdict stands.
+TEST(FlightRecorder, MemoSharingCannotMultiplyMemory) {
+  const std::string bytes = SharedEntriesDump();
+  ASSERT_LT(bytes.size(), 16u << 10);
+  const std::string path = ::testing::TempDir() + "/hostile_rank_0";
+  std::ofstream(path, std::ios::binary) << bytes;
+  const testing::LimitedRun run = testing::RunWithMemoryLimit(256u << 20, [&] {
+    FrDump dump;
+    std::string error;
+    if (ParseFrDump(path, bytes, &dump, &error)) return 1;
+    fprintf(stderr, "%s\n", error.c_str());
+    return error.rfind("offset " + std::to_string(bytes.size() - 3) + ": APPENDS makes a value that a copy", 0) == 0
+               ? 0
+               : 2;
+  });
+  EXPECT_TRUE(run.exited && run.status == 0) << run.how << (testing::MemoryLimitApplies() ? "" : " (no limit: ASan)");
+
+  Joined r;
+  Diagnosed(&r, {path}, /*beside=*/false);
+  ASSERT_EQ(r.join.notes.size(), 1u);
+  EXPECT_EQ(r.join.notes[0], path + ": not used as a Flight Recorder dump: offset " + std::to_string(bytes.size() - 3) +
+                                 ": APPENDS makes a value that a copy would make more than 268435456 bytes of (a "
+                                 "value the memo shares counts at each reference)");
+  EXPECT_EQ(r.d.verdict().find("HANG: rank 3 never joined AllReduce #4"), 0u) << r.d.verdict();
+}
+
+// What the reader builds is counted too: a group's ranks as a string take
+// four times the string's bytes, at each reference to it. 64 references
+// to 1 M ranks pass the pickle's count (128 MB as copied strings) but
+// would be 512 MB of ints: refused once they pass kMaxValueBytes.
+TEST(FlightRecorder, SharedRanksCannotMultiplyMemory) {
+  const std::string bytes = SharedRanksDump(64, 1u << 20);
+  const testing::LimitedRun run = testing::RunWithMemoryLimit(512u << 20, [&] {
+    FrDump dump;
+    std::string error;
+    if (ParseFrDump("/x/hostile_rank_0", bytes, &dump, &error)) return 1;
+    fprintf(stderr, "%s\n", error.c_str());
+    return error.rfind("the dump would take more than 256 MiB once read (at the ranks of process group 'g", 0) == 0 &&
+                   dump.groups.empty()
+               ? 0
+               : 2;
+  });
+  EXPECT_TRUE(run.exited && run.status == 0) << run.how << (testing::MemoryLimitApplies() ? "" : " (no limit: ASan)");
+  // 8 references are read.
+  FrDump dump;
+  std::string error;
+  ASSERT_TRUE(ParseFrDump("/x/shared_rank_0", SharedRanksDump(8, 1u << 20), &dump, &error)) << error;
+  ASSERT_EQ(dump.groups.size(), 8u);
+  EXPECT_EQ(dump.groups["g7"].ranks.size(), 1u << 20);
 }
 
 }  // namespace
