@@ -17,8 +17,26 @@ constexpr size_t kMaxStucks = 16;
 // Completions read before their operation (the model accepts them so).
 constexpr size_t kMaxEarlyDone = 4096;
 // Definitions are kept for ever; the plugin writes a few per communicator.
-// Millions are no trace the plugin writes.
+// Millions, or more than 64 MiB of them, are no trace the plugin writes.
 constexpr uint64_t kMaxDefs = 1 << 20;
+constexpr uint64_t kMaxDefBytes = 64ull << 20;
+// Stuck reports kept, in bytes: the plugin's name at most 1,024 operations
+// (about 1 MiB with their proxy progress); the latest one is always kept.
+constexpr uint64_t kMaxStuckBytes = 16ull << 20;
+// Records of the other kinds the plugin writes in under 200 bytes (their
+// only string, Drops.last_write_error, is a strerror). One larger carries
+// fields the model does not read (unknown ones, a long string): it is
+// trimmed to what it reads, so that what a window keeps per record is
+// bounded whatever the file holds.
+constexpr size_t kMaxPlainRecordBytes = 4096;
+constexpr size_t kMaxWriteErrorBytes = 256;
+
+void Trim(trace::Record* rec) {
+  if (rec->ByteSizeLong() <= kMaxPlainRecordBytes) return;
+  rec->DiscardUnknownFields();
+  if (rec->has_drops() && rec->drops().last_write_error().size() > kMaxWriteErrorBytes)
+    rec->mutable_drops()->mutable_last_write_error()->resize(kMaxWriteErrorBytes);
+}
 
 void Frame(const std::string& record, std::string* out) {
   uint64_t n = record.size();
@@ -160,14 +178,15 @@ void FileWindow::Damage(uint64_t offset, const std::string& what, bool ends, std
   if (ends) stopped_ = true;
 }
 
-void FileWindow::Append(Kind kind, const trace::Record& rec, size_t* latest) {
+void FileWindow::Append(Kind kind, trace::Record* rec, size_t* latest) {
   if (latest != nullptr) {
     if (*latest != SIZE_MAX) entries_[*latest].dead = true;
     *latest = entries_.size();
   }
+  if (kind != Kind::kDef && kind != Kind::kStuck) Trim(rec);
   Entry e;
   e.kind = kind;
-  e.record = rec.SerializeAsString();
+  e.record = rec->SerializeAsString();
   entries_.push_back(std::move(e));
 }
 
@@ -187,6 +206,17 @@ void FileWindow::FoldDone(Entry* op, const trace::OpDone& done) {
 }
 
 void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::string>* notes) {
+  if (!rec->has_batch() && !has_records_ && !rec->has_header()) {
+    // The model reads nothing of a file without its header (it cannot
+    // place its times): nothing is kept, and the loader, given no record,
+    // says the file is no trace, as diagnose does. A file truncated while
+    // the plugin appends starts so.
+    has_records_ = true;
+    latest_batch_.clear();
+    Damage(offset, "the first record is not a process header: not a trace file, or one truncated while written; "
+           "nothing of it is kept", true, notes);
+    return;
+  }
   if (!rec->has_batch()) has_records_ = true;
   // A write's Batch and the records the writer stamps as it writes
   // (heartbeats, stuck reports, the finalize) are its latest times.
@@ -194,6 +224,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
   if (rec->has_heartbeat()) last_time_ = std::max(last_time_, rec->heartbeat().time_ns());
   switch (rec->body_case()) {
     case trace::Record::kBatch:
+      Trim(rec);
       latest_batch_ = rec->SerializeAsString();
       return;
     case trace::Record::kStringDef:
@@ -226,6 +257,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       e.key.seq = e.key.p2p ? o->p2p_seq() : o->seq();
       e.key.peer = e.key.p2p ? o->peer() : 0;
       e.completed = o->has_completion();
+      Trim(rec);
       e.record = rec->SerializeAsString();
       if (e.event_id != 0) {
         auto early = early_done_.find(e.event_id);
@@ -251,7 +283,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       // the first case, and is not part of the window's bytes on its own.
       early_done_[rec->op_done().event_id()] = entries_.size();
       early_order_.push_back(entries_.size());
-      Append(Kind::kEarlyDone, *rec, nullptr);
+      Append(Kind::kEarlyDone, rec, nullptr);
       entries_.back().event_id = rec->op_done().event_id();
       while (early_order_.size() > kMaxEarlyDone) {
         Entry& old = entries_[early_order_.front()];
@@ -263,29 +295,37 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       return;
     }
     case trace::Record::kHeartbeat:
-      Append(Kind::kHeartbeat, *rec, &heartbeat_);
+      Append(Kind::kHeartbeat, rec, &heartbeat_);
       return;
     case trace::Record::kDrops:
-      Append(Kind::kDrops, *rec, &drops_);
+      Append(Kind::kDrops, rec, &drops_);
       return;
     case trace::Record::kGpuClock:
-      Append(Kind::kGpuClock, *rec, &gpu_clock_);
+      Append(Kind::kGpuClock, rec, &gpu_clock_);
       return;
-    case trace::Record::kStuck:
+    case trace::Record::kStuck: {
       stucks_.push_back(entries_.size());
-      Append(Kind::kStuck, *rec, nullptr);
-      while (stucks_.size() > kMaxStucks) {
+      Append(Kind::kStuck, rec, nullptr);
+      uint64_t bytes = 0;
+      for (size_t i : stucks_) bytes += entries_[i].record.size();
+      while (stucks_.size() > kMaxStucks || (stucks_.size() > 1 && bytes > kMaxStuckBytes)) {
         entries_[stucks_.front()].dead = true;
+        bytes -= entries_[stucks_.front()].record.size();
+        entries_[stucks_.front()].record = std::string();  // let go of its bytes now
         stucks_.pop_front();
       }
       return;
+    }
     default:
       return;  // raw events: the model reads none
   }
-  Append(Kind::kDef, *rec, nullptr);
-  if (++defs_ > kMaxDefs)
-    Damage(offset, "more than " + std::to_string(kMaxDefs) + " definitions (strings, communicators), which no trace "
-           "the plugin writes holds; stopped following it", true, notes);
+  Append(Kind::kDef, rec, nullptr);
+  // A string's text is kept twice: in its record and in strings_.
+  def_bytes_ += entries_.back().record.size() + (rec->has_string_def() ? rec->string_def().text().size() : 0);
+  if (++defs_ > kMaxDefs || def_bytes_ > kMaxDefBytes)
+    Damage(offset, "more than " + std::to_string(kMaxDefs) + " definitions or " + std::to_string(kMaxDefBytes >> 20) +
+           " MiB of them (strings, communicators), which no trace the plugin writes holds; stopped following it",
+           true, notes);
 }
 
 namespace {

@@ -25,8 +25,17 @@
 // then tells the model what the bytes cannot (where the real file is
 // damaged, what was let go).
 //
-// Memory: the kept records (an operation is about 50 bytes), plus one chunk
-// while reading. Thread safety: one thread.
+// A file whose first record is not its header is no trace the model can
+// read: nothing of it is kept, and the follow ends with a note.
+//
+// Memory, whatever the file holds: one chunk while reading (one record
+// longer than a chunk: up to TraceReader::kMaxRecordBytes), the operations
+// the caller keeps (Cut), each trimmed to the fields the model reads when
+// larger than 4 KiB (the plugin's are about 50 bytes), at most 64 MiB of
+// definitions (past that the follow ends, as damage), the latest 16 stuck
+// reports within 16 MiB (the latest one always), and one each of the
+// latest heartbeat, drops, GPU clock and Batch, trimmed alike.
+// Thread safety: one thread.
 
 #ifndef TOOLS_WATCH_FILE_WINDOW_H_
 #define TOOLS_WATCH_FILE_WINDOW_H_
@@ -131,7 +140,8 @@ class FileWindow {
   };
   void Reset();
   void Ingest(trace::Record* rec, uint64_t offset, std::vector<std::string>* notes);
-  void Append(Kind kind, const trace::Record& rec, size_t* latest);
+  // Keeps `rec` (trimmed first when it may be: see Trim in the .cc).
+  void Append(Kind kind, trace::Record* rec, size_t* latest);
   void FoldDone(Entry* op, const trace::OpDone& done);
   void Damage(uint64_t offset, const std::string& what, bool ends, std::vector<std::string>* notes);
   // Drops dead entries and re-indexes the rest.
@@ -151,7 +161,7 @@ class FileWindow {
   std::vector<Entry> entries_;
   std::string latest_batch_;  // serialized; emitted last (a sign of life)
   uint64_t last_time_ = 0;    // the latest write's time (file time)
-  uint64_t ops_ = 0, defs_ = 0;
+  uint64_t ops_ = 0, defs_ = 0, def_bytes_ = 0;
   std::unordered_map<uint64_t, size_t> op_by_event_;     // live kOp entries with an event_id
   std::unordered_map<uint64_t, size_t> early_done_;      // OpDone before its Op
   std::deque<size_t> early_order_, stucks_;

@@ -277,5 +277,149 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
   EXPECT_EQ(after.ops[1].seq, m.ops[13].seq);
 }
 
+// A file's records framed again without its header (the reader resolves
+// start_delta_ns, so the operations keep their times).
+std::string Headerless(const std::string& bytes) {
+  TraceReader r;
+  r.OpenBytes("f", bytes);
+  trace::Record rec;
+  uint64_t off = 0;
+  std::string out;
+  while (r.Next(&rec, &off)) {
+    if (rec.has_header()) continue;
+    const std::string body = rec.SerializeAsString();
+    uint64_t n = body.size();
+    while (n >= 0x80) {
+      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+      n >>= 7;
+    }
+    out.push_back(static_cast<char>(n));
+    out += body;
+  }
+  return out;
+}
+
+// Issue 28: a file without its header (a live trace truncated while the
+// plugin appends) was kept whole, poll after poll: 1.6 GiB. The model can
+// read nothing of it, so nothing is kept; the follow ends and says why, and
+// the window loads as diagnose loads such a file: no process header.
+TEST(FileWindow, AFileWithoutItsHeaderKeepsNothingAndSaysWhy) {
+  const std::string a = RankBytes(0);
+  const std::string dir = TempDir();
+  const std::string path = dir + "/r.ncclwatch";
+  Write(path, a, false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  ASSERT_GT(w.ops(), 0u);
+  // Truncated in place while the plugin goes on appending.
+  const std::string body = Headerless(a);
+  Write(path, "", false);
+  w.Follow(1 << 20, &notes);
+  Write(path, body, true);
+  w.Follow(1 << 20, &notes);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], path + ": shrank from " + std::to_string(a.size()) + " to 0 bytes; read again from its start");
+  EXPECT_NE(notes[1].find(": the first record is not a process header: not a trace file, or one truncated while "
+                          "written; nothing of it is kept; the other files are still followed"),
+            std::string::npos)
+      << notes[1];
+  EXPECT_TRUE(w.stopped());
+  EXPECT_TRUE(w.has_records());
+  EXPECT_EQ(w.ops(), 0u);
+  EXPECT_EQ(w.Bytes(), "");
+  Model m;
+  std::string err;
+  EXPECT_FALSE(LoadModelFromBytes({{path, w.Bytes()}}, LoadOptions(), &m, &err));
+  EXPECT_EQ(err, path + ": no process header; not an ncclwatch trace file");
+  // The file grows on: nothing more is read.
+  Write(path, a, true);
+  notes.clear();
+  w.Follow(1 << 20, &notes);
+  EXPECT_TRUE(notes.empty());
+  EXPECT_EQ(w.ops(), 0u);
+}
+
+// What the model does not read is not kept at full size: records the
+// plugin writes small (operations, heartbeats) that come with large fields
+// the reader does not know are trimmed to the fields it knows; stuck
+// reports are kept within 16 MiB, definitions within 64 MiB (past them
+// the follow ends, as for damage).
+TEST(FileWindow, LargeRecordsAreKeptWithinBounds) {
+  const std::string a = RankBytes(0);
+  std::string file = a;
+  auto add = [&file](const trace::Record& rec, const std::string& unknown) {
+    std::string body = rec.SerializeAsString();
+    if (!unknown.empty()) {
+      // Field 1000, length-delimited: unknown to this reader.
+      body += static_cast<char>(0xc2);
+      body += static_cast<char>(0x3e);
+      uint64_t n = unknown.size();
+      while (n >= 0x80) {
+        body.push_back(static_cast<char>((n & 0x7f) | 0x80));
+        n >>= 7;
+      }
+      body.push_back(static_cast<char>(n));
+      body += unknown;
+    }
+    uint64_t n = body.size();
+    while (n >= 0x80) {
+      file.push_back(static_cast<char>((n & 0x7f) | 0x80));
+      n >>= 7;
+    }
+    file.push_back(static_cast<char>(n));
+    file += body;
+  };
+  // Heartbeats with 1 MiB of unknown fields each.
+  trace::Record hb;
+  hb.mutable_heartbeat()->set_time_ns(1);
+  const std::string mib(1 << 20, 'u');
+  for (int i = 0; i < 4; ++i) add(hb, mib);
+  // 20 stuck reports of 1 MiB each.
+  trace::Record stuck;
+  stuck.mutable_stuck()->set_time_ns(2);
+  for (int i = 0; i < 20; ++i) add(stuck, mib);
+  const std::string dir = TempDir();
+  const std::string path = dir + "/r.ncclwatch";
+  Write(path, file, false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  int polls = 0;
+  do {
+    w.Follow(8 << 20, &notes);
+  } while (w.backlog() && ++polls < 1000);
+  EXPECT_TRUE(notes.empty()) << notes[0];
+  EXPECT_FALSE(w.stopped());
+  // The window: the file's own records, one trimmed heartbeat, and the
+  // stuck reports that fit 16 MiB.
+  const std::string kept = w.Bytes();
+  EXPECT_LT(kept.size(), a.size() + (16u << 20) + 4096) << kept.size();
+  EXPECT_GT(kept.size(), 15u << 20);
+  Model m = Load(path, kept);
+  EXPECT_EQ(m.ops.size(), Load(path, a).ops.size());
+  EXPECT_EQ(m.procs[0].stucks.size(), 15u);
+  // Definitions past 64 MiB end the follow.
+  trace::Record def;
+  def.mutable_string_def()->set_id(77);
+  def.mutable_string_def()->set_text(std::string(17 << 20, 's'));  // kept twice: record and text
+  file = a;
+  for (int i = 0; i < 2; ++i) add(def, "");
+  Write(path, file, false);
+  FileWindow d(path, &names);
+  notes.clear();
+  polls = 0;
+  do {
+    d.Follow(8 << 20, &notes);
+  } while (d.backlog() && ++polls < 1000);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("64 MiB of them (strings, communicators), which no trace the plugin writes holds; stopped "
+                          "following it"),
+            std::string::npos)
+      << notes[0];
+  EXPECT_TRUE(d.stopped());
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

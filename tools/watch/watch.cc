@@ -132,6 +132,14 @@ WatchState Watcher::Poll(double now_sec) {
   if (!Read(now_sec, &s)) return s;
   Model m;
   if (!Build(false, nullptr, &m, &s)) {
+    // No model says which operations settled, but the window's bound holds:
+    // the oldest go, and the verdict will say so.
+    const std::unordered_set<OpKey, OpKeyHash> none;
+    for (auto& [path, fw] : files_)
+      if (fw->Cut(opts_.window_ops, none) > 0)
+        Say(path + ": more than " + std::to_string(opts_.window_ops) + " operations and no model of the job yet; "
+                "letting the oldest go (--window-ops): the verdict will say the evidence is incomplete", &s);
+    Count(&s);
     // No model, and none to come: every file is done.
     bool over = true;
     for (auto& [path, fw] : files_) over = over && (fw->finalized() || fw->stopped());

@@ -7,6 +7,7 @@
 #include "tools/watch/watch.h"
 
 #include <gtest/gtest.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
 #include "tools/reader/reader.h"
+#include "tools/testing/memory_limit.h"
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {
@@ -503,6 +505,92 @@ TEST(Watch, APathThatIsNotThereIsUnusable) {
   WatchState s = w.Poll(0);
   EXPECT_EQ(s.end, WatchState::kUnusable);
   EXPECT_EQ(s.waiting, "cannot open /nonexistent/traces: No such file or directory");
+}
+
+// One process's file: a communicator of its own (hash `comm`) and `ncolls`
+// completed all-reduces, still running.
+std::string OwnCommFile(int64_t pid, uint64_t comm, int ncolls) {
+  testing::ProcSpec spec;
+  spec.pid = pid;
+  testing::TraceBuilder b(spec);
+  const int c = b.AddComm(comm, "solo", 1, 0, kMs);
+  for (int k = 0; k < ncolls; ++k) {
+    const uint64_t start = 10 * kMs + static_cast<uint64_t>(k) * 100 * testing::kUs;
+    b.Coll(c, "AllReduce", static_cast<uint64_t>(k), 1024, start, static_cast<int64_t>(start + 50 * testing::kUs));
+  }
+  b.Heartbeats(0, 10 * kMs + static_cast<uint64_t>(ncolls) * 100 * testing::kUs);
+  return b.Bytes();
+}
+
+// `bytes`' records framed again without the header.
+std::string Headerless(const std::string& bytes) {
+  TraceReader r;
+  r.OpenBytes("f", bytes);
+  trace::Record rec;
+  uint64_t off = 0;
+  std::string out;
+  while (r.Next(&rec, &off)) {
+    if (rec.has_header()) continue;
+    const std::string body = rec.SerializeAsString();
+    uint64_t n = body.size();
+    while (n >= 0x80) {
+      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+      n >>= 7;
+    }
+    out.push_back(static_cast<char>(n));
+    out += body;
+  }
+  return out;
+}
+
+// Issue 28: a 200 MB file without a header took 700 MB, and a live one
+// truncated while the plugin appended 1.6 GiB: every operation was kept,
+// poll after poll, since no model ever let one go. Now, under a memory
+// limit (RLIMIT_AS, but under ASan), 64 MiB of operations without a header
+// are named unusable at once, for the reason diagnose gives.
+TEST(Watch, AFileWithoutAHeaderIsUnusableWithinBoundedMemory) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/h.ncclwatch";
+  const std::string body = Headerless(OwnCommFile(7, 0x77, 20000));
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (uint64_t n = 0; n < (64u << 20); n += body.size()) f << body;
+  }
+  const testing::LimitedRun run = testing::RunWithMemoryLimit(256u << 20, [&] {
+    Watcher w({dir}, {});
+    WatchState s;
+    bool named = false;
+    for (int i = 0; i < 100 && s.end == WatchState::kRunning; ++i) {
+      s = w.Poll(i);
+      for (const std::string& n : s.notes) named |= n.find("the first record is not a process header") != std::string::npos;
+    }
+    fprintf(stderr, "end %d, waiting: %s\n", static_cast<int>(s.end), s.waiting.c_str());
+    return s.end == WatchState::kUnusable && named &&
+                   s.waiting == path + ": no process header; not an ncclwatch trace file"
+               ? 0
+               : 1;
+  });
+  EXPECT_TRUE(run.exited && run.status == 0) << run.how << (testing::MemoryLimitApplies() ? "" : " (no limit: ASan)");
+}
+
+// Files that make no model yet (here: two processes that share no
+// communicator, so possibly two jobs) still keep at most --window-ops
+// operations each; it used to be every operation they held.
+TEST(Watch, OperationsStayBoundedWhileNoModelCanBeMade) {
+  const std::string dir = TempDir();
+  std::ofstream(dir + "/a.ncclwatch", std::ios::binary) << OwnCommFile(1, 0xa, 5000);
+  std::ofstream(dir + "/b.ncclwatch", std::ios::binary) << OwnCommFile(2, 0xb, 5000);
+  WatchOptions o;
+  o.window_ops = 1000;
+  Watcher w({dir}, o);
+  WatchState s = w.Poll(0);
+  EXPECT_EQ(s.end, WatchState::kRunning);
+  EXPECT_NE(s.waiting.find("the files hold 2 jobs"), std::string::npos) << s.waiting;
+  EXPECT_EQ(s.ops_kept, 2000u);
+  EXPECT_EQ(s.ops_let_go, 8000u);
+  ASSERT_EQ(s.notes.size(), 2u);
+  EXPECT_EQ(s.notes[0], dir + "/a.ncclwatch: more than 1000 operations and no model of the job yet; letting the "
+                              "oldest go (--window-ops): the verdict will say the evidence is incomplete");
 }
 
 }  // namespace
