@@ -21,7 +21,18 @@ int64_t Median(std::vector<int64_t>* v) {
   return *mid;
 }
 
-void Shift(Model* m, uint32_t pi, int64_t d) {
+// Each process's places in the communicators' member lists, so that a
+// shift visits its own (a scan of every communicator for each process was
+// processes x communicators: BENCHMARKS.md, issue 28).
+std::vector<std::vector<CommMember*>> MembersOf(Model* m) {
+  std::vector<std::vector<CommMember*>> of(m->procs.size());
+  for (Comm& c : m->comms)
+    for (CommMember& mem : c.members)
+      if (mem.proc < of.size()) of[mem.proc].push_back(&mem);
+  return of;
+}
+
+void Shift(Model* m, const std::vector<std::vector<CommMember*>>& members_of, uint32_t pi, int64_t d) {
   Proc& p = m->procs[pi];
   p.offset_ns = SaturatingAdd(p.offset_ns, d);
   auto sh = [d](int64_t* t) {
@@ -41,21 +52,20 @@ void Shift(Model* m, uint32_t pi, int64_t d) {
     sh(&o.done_ns);
     sh(&o.gpu_start_ns);
   }
-  for (Comm& c : m->comms)
-    for (CommMember& mem : c.members)
-      if (mem.proc == pi) {
-        sh(&mem.init_ns);
-        sh(&mem.finalize_ns);
-      }
+  for (CommMember* mem : members_of[pi]) {
+    sh(&mem->init_ns);
+    sh(&mem->finalize_ns);
+  }
 }
 
 }  // namespace
 
 void AlignClocks(Model* m) {
+  const std::vector<std::vector<CommMember*>> members_of = MembersOf(m);
   // 1. The header's clock pair puts each process on CLOCK_REALTIME.
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) {
     Proc& p = m->procs[pi];
-    Shift(m, pi, static_cast<int64_t>(p.realtime_base_ns) - static_cast<int64_t>(p.mono_base_ns) - p.offset_ns);
+    Shift(m, members_of, pi, static_cast<int64_t>(p.realtime_base_ns) - static_cast<int64_t>(p.mono_base_ns) - p.offset_ns);
   }
   // 2. Processes of one host share its clocks; hosts differ by their NTP
   // error. Refine each host's offset with collective end times, which every
@@ -131,7 +141,7 @@ void AlignClocks(Model* m) {
       progress = true;
     }
     for (uint32_t pi = 0; pi < m->procs.size(); ++pi)
-      if (correction[host_of[pi]] != 0) Shift(m, pi, correction[host_of[pi]]);
+      if (correction[host_of[pi]] != 0) Shift(m, members_of, pi, correction[host_of[pi]]);
     size_t unplaced = static_cast<size_t>(std::count(placed.begin(), placed.end(), false));
     m->alignment_method = std::to_string(nh) + " hosts: header clock pairs, refined by " +
                           std::to_string(samples_used) + " collective end-time differences" +

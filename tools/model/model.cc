@@ -105,15 +105,18 @@ void LoadFile(TraceReader& reader, Model* m) {
                               " ranks (at most " + std::to_string(kMaxCommRanks) + "): corrupt, skipped");
           break;
         }
+        // By hash through an index: a scan of every communicator for each
+        // CommInit was quadratic in them (BENCHMARKS.md, issue 28).
         uint32_t ci = kNone;
         if (c.comm_hash() != 0) {
-          for (uint32_t i = 0; i < m->comms.size(); ++i)
-            if (m->comms[i].hash == c.comm_hash()) ci = i;
+          auto known_hash = m->comm_of_hash.find(c.comm_hash());
+          if (known_hash != m->comm_of_hash.end()) ci = known_hash->second;
         }
         if (ci == kNone) {
           ci = static_cast<uint32_t>(m->comms.size());
           m->comms.emplace_back();
           m->comms.back().hash = c.comm_hash();
+          if (c.comm_hash() != 0) m->comm_of_hash.emplace(c.comm_hash(), ci);
         }
         Comm& comm = m->comms[ci];
         if (!c.name().empty()) comm.name = c.name();
@@ -648,10 +651,10 @@ bool FinishLoad(Model* m, std::string* error) {
     ProveByStuckReports(m, pi);
   }
   // Communicators sharing a name get a tag naming their members.
+  std::unordered_map<std::string, size_t> named;
+  for (const Comm& c : m->comms) ++named[c.name];
   for (Comm& c : m->comms) {
-    size_t same = 0;
-    for (const Comm& d : m->comms) same += d.name == c.name;
-    if (same < 2) continue;
+    if (named[c.name] < 2) continue;
     if (c.members.size() <= 8) {
       std::string t;
       for (uint32_t pr : c.proc_of_rank) {

@@ -266,6 +266,8 @@ struct Model {
   }
   void SetFunc(Op* op, const std::string& name) { SetFunc(op, Intern(name)); }
   std::unordered_map<std::string, uint16_t> string_ids;
+  // Loading: the communicator of each nonzero hash (CommInits join it).
+  std::unordered_map<uint64_t, uint32_t> comm_of_hash;
 };
 
 // Reads every file (paths of files, or folders: every *.ncclwatch in them,
