@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <exception>
 #include <fstream>
 #include <thread>
 
@@ -45,7 +46,16 @@ LimitedRun RunWithMemoryLimit(uint64_t bytes, const std::function<int()>& child,
       const rlimit lim{AddressSpace() + bytes, AddressSpace() + bytes};
       if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(125);
     }
-    const int rc = child();
+    // Nothing may leave the child but its exit: an exception (std::bad_alloc
+    // past the limit) would unwind into the parent's copy of the test.
+    int rc = 126;
+    try {
+      rc = child();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "the child threw: %s\n", e.what());
+    } catch (...) {
+      fprintf(stderr, "the child threw\n");
+    }
     fflush(stdout);
     fflush(stderr);
     _exit(rc);

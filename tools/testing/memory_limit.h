@@ -33,7 +33,8 @@ struct LimitedRun {
 
 // Runs `child` in a forked process whose address space may grow by at most
 // `bytes` beyond what it holds at the fork (its code, libraries and the
-// test's own data), and exits with what `child` returns. Killed after
+// test's own data), and exits with what `child` returns (126 when it
+// throws, std::bad_alloc past the limit included). Killed after
 // `timeout_sec`, a bound against a hang far above any run.
 LimitedRun RunWithMemoryLimit(uint64_t bytes, const std::function<int()>& child, double timeout_sec = 120);
 
