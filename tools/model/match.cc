@@ -20,8 +20,24 @@ namespace {
 // part on. Seen on H100, NCCL 2.28.9, 8 ranks over sockets: a healthy
 // job whose rank 6's last Broadcast took 1.01 s and ended 0.37 s before
 // destroy_process_group. Its time is not restored (completion_lost).
-// An operation that never completed in the file stays as it is: a rank's
-// kernel may hang after its peers finished.
+// So does one of a killed process (LostAtItsEnd), whose file lost its last
+// interval: seen on H100, a rank SIGKILLed right after its peers completed
+// a Broadcast. Any other operation that never completed in the file stays
+// as it is: a rank's kernel may hang after its peers finished.
+// An operation in flight in the file of a process that never finalized
+// (killed: its last flush interval is lost) and that no stuck report of its
+// own names: its completion may be among the lost records. One a stuck
+// report names stayed in flight while the process lived on: a real hang.
+bool LostAtItsEnd(const Model& m, uint32_t oi) {
+  const Op& o = m.ops[oi];
+  const Proc& p = m.procs[o.proc];
+  if (p.finalized) return false;
+  for (const StuckReport& r : p.stucks)
+    for (const StuckOp& s : r.ops)
+      if (s.op == oi) return false;
+  return true;
+}
+
 void ImplyFromPeers(Model* m) {
   for (const Match& mt : m->matches) {
     if (mt.kind != OpKind::kColl || mt.ops.size() < 2 || mt.comm >= m->comms.size()) continue;
@@ -32,7 +48,7 @@ void ImplyFromPeers(Model* m) {
       ++present;
       const Op& o = m->ops[oi];
       if (o.state == OpState::kCompleted && !o.completion_lost && o.done_ns != kNoTime) ++completed;
-      else if (o.state == OpState::kInFlight && o.ended_by_abort) open = oi, ++opened;
+      else if (o.state == OpState::kInFlight && (o.ended_by_abort || LostAtItsEnd(*m, oi))) open = oi, ++opened;
     }
     if (opened != 1 || present != mt.ops.size() || completed + 1 != present ||
         static_cast<int32_t>(present) != m->comms[mt.comm].nranks)
