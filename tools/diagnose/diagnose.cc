@@ -121,8 +121,13 @@ std::vector<bool> Consequences(const std::vector<Ranked>& found, int64_t slack_n
       if (out[i]) continue;
       bool is = false;
       if (f.kind() == report::MISSING_RANK || f.kind() == report::UNMATCHED_P2P) {
-        is = f.culprits_size() > 0;
-        for (const report::ProcRef& p : f.culprits()) is = is && blocked.count(p.name()) > 0;
+        // The ranks that never joined come first, one fate each; without a
+        // majority the ranks that did are named after them (one of them may
+        // have issued one too many). Those held by the root cause have a
+        // reason to be absent: the other reading falls with it.
+        const int absent = f.kind() == report::MISSING_RANK && f.fates_size() > 0 ? f.fates_size() : f.culprits_size();
+        is = absent > 0;
+        for (int i = 0; i < absent && i < f.culprits_size(); ++i) is = is && blocked.count(f.culprits(i).name()) > 0;
       } else if (f.kind() == report::STUCK_IN_PROGRESS) {
         bool cause = false, held = false;
         for (const report::ProcRef& p : f.culprits()) {

@@ -6,14 +6,14 @@
 // so without this finding the blame falls on those that waited (seen on
 // H100, NCCL 2.28.9: a rank that slept 30 s before an all_reduce).
 //
-// Two ways to be late, both judged only where the plugin's own stuck limit
-// declared the wait stuck (a stuck report of a waiting rank names the
-// operation) or the wait lasted kLateSec:
-//  - enqueue: the rank called it that long after the others;
+// Two ways to be late:
+//  - enqueue: the rank called it kLateSec after the others, or as long
+//    after them as their stuck limit when their stuck reports name it;
 //  - GPU: it called it in time, but the waiting ranks' stuck reports saw
 //    their GPUs in it while its own saw its GPU not started (CUDA-event
 //    completions: the event before the kernel; kernel channels: none
-//    started), and the operation then completed.
+//    started), and the operation completed only kLateSec after it was
+//    issued.
 
 #include "tools/diagnose/finders.h"
 
@@ -80,14 +80,24 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
 
       std::vector<uint32_t> late, waited;
       bool by_gpu = false;
-      if (gap >= kLateSec || (named && gap >= c->o.min_wait_sec)) {
+      // Named by the waiters' stuck reports, the gap must still reach their
+      // stuck limit: under load (8 ranks sharing a GPU) arrivals 1.5 s apart
+      // happen with nothing wrong.
+      double stuck_limit = c->o.min_wait_sec;
+      for (size_t i = 0; i + 1 < by_start.size(); ++i)
+        stuck_limit = std::max(stuck_limit, m.procs[m.ops[by_start[i]].proc].stuck_sec);
+      if (gap >= kLateSec || (named && gap >= stuck_limit)) {
         late.push_back(by_start.back());
         for (size_t i = 0; i + 1 < by_start.size(); ++i) waited.push_back(by_start[i]);
       } else if (completed && named) {
         for (uint32_t oi : mt.ops) (GpuSeen(*c, oi) == 1 ? late : waited).push_back(oi);
         bool started = false;
         for (uint32_t oi : waited) started |= GpuSeen(*c, oi) == 2;
-        if (late.empty() || !started) continue;
+        // It held the others for kLateSec at least: a GPU shared by eight
+        // ranks starts a kernel 4 s late with nothing wrong.
+        int64_t done = kNoTime, first = INT64_MAX;
+        for (uint32_t oi : mt.ops) done = std::max(done, m.ops[oi].done_ns), first = std::min(first, m.ops[oi].start_ns);
+        if (late.empty() || !started || static_cast<double>(done - first) / 1e9 < kLateSec) continue;
         by_gpu = true;
       } else {
         continue;

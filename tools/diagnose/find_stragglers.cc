@@ -61,7 +61,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       durs.push_back(static_cast<double>(op.done_ns - op.start_ns) / 1e9);
     }
     if (!all_done) continue;
-    const double med = MedianOf(starts), dur = MedianOf(durs);
+    const double med = MedianOf(starts);
     size_t last = 0;
     const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
     for (size_t i = 0; i < present.size(); ++i) {
@@ -73,6 +73,9 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       row.lags.push_back(starts[i] - med);
       if (starts[i] > starts[last]) last = i;
     }
+    // The collective's own length is the last arriver's: the others'
+    // include their wait for it (the straggler's own delay).
+    const double dur = durs[last];
     const double lag = starts[last] - med;
     if (lag > thr && lag > c->o.straggler_duration_fraction * dur) {
       const uint32_t pr = m.ops[present[last].second].proc;
