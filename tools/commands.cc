@@ -314,7 +314,9 @@ int CheckCommand(const Inputs& inputs, const std::string& baseline_path,
   Model m;
   if (!Load("check", inputs, true, &m, err, &error)) return 2;
   CheckResult r = CompareStats(baseline, ComputeStats(m), opts);
-  AddFindings(Diagnose(m), &r);
+  // The diagnosis diagnose gives on the same inputs (its Flight Recorder
+  // join included), so the gate's reason reads as diagnose's verdict.
+  AddFindings(DiagnoseJoined("check", inputs, &m, DiagnoseOptions(), err), &r);
   PrintCheck(r, opts, out);
   if (!junit_path.empty()) {
     std::ofstream jf(junit_path, std::ios::binary | std::ios::trunc);

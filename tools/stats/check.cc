@@ -305,7 +305,13 @@ void AddFindings(const report::Diagnosis& d, CheckResult* r) {
 namespace {
 
 std::string Verdict(const CheckResult& r, const CheckOptions& opts) {
-  if (!r.failed()) return "PASS: " + std::to_string(r.compared()) + " metric(s) within tolerance, no diagnose error";
+  if (!r.failed()) {
+    // A warning (a straggler) does not fail the gate, but it is said, as
+    // diagnose says it.
+    const bool warned = !r.findings.empty();
+    return "PASS: " + std::to_string(r.compared()) + " metric(s) within tolerance, no diagnose error" +
+           (warned ? "; diagnose warns: " + r.diagnose_verdict : std::string());
+  }
   std::vector<std::string> why;
   if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
   // The gate says what diagnose says, word for word: one answer for one job.

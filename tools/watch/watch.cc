@@ -299,6 +299,18 @@ WatchState Watcher::Conclude() {
   s.end = WatchState::kFinalized;
   s.diagnosis = Verdict(&m, opts_.diagnose);
   s.have_diagnosis = true;
+  // Stopped (a signal, --timeout) while files were still open: nothing says
+  // yet how the job ends, so no OK, only what holds so far.
+  size_t open = 0;
+  for (const Proc& p : m.procs) open += !p.finalized;
+  if (s.diagnosis.exit_status() == 0 && open > 0) {
+    s.diagnosis.add_incomplete("the job had not finished when watch stopped (" + std::to_string(open) + " of " +
+                               std::to_string(m.procs.size()) + " processes not finalized)");
+    s.diagnosis.set_verdict("INCOMPLETE: no problem found so far in " + std::to_string(m.procs.size()) +
+                            " processes, but the job had not finished when watch stopped (" + std::to_string(open) +
+                            " of " + std::to_string(m.procs.size()) + " not finalized): cannot tell how it ends");
+    s.diagnosis.set_exit_status(ExitStatus(s.diagnosis));
+  }
   Count(&s);
   return s;
 }
