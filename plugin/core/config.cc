@@ -201,6 +201,19 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     if (ParseDouble(Trim(v), &x) && x > 0 && x <= 86400) c.on_stuck_timeout_sec = x;
     else warn("NCCLWATCH_ON_STUCK_TIMEOUT_SEC", v, "not a number of seconds in (0, 86400]", "60");
   }
+  if (const char* v = get("NCCLWATCH_FILE_MODE")) {
+    // Octal digits only. Read and write bits only (no execute, setuid,
+    // setgid or sticky bit), and the owner must keep reading and writing.
+    const std::string s = Trim(v);
+    bool octal = !s.empty() && s.size() <= 6;
+    uint32_t m = 0;
+    for (char ch : s) {
+      if (ch < '0' || ch > '7') octal = false;
+      else m = m * 8 + static_cast<uint32_t>(ch - '0');
+    }
+    if (octal && (m & ~0666u) == 0 && (m & 0600u) == 0600u) c.file_mode = m;
+    else warn("NCCLWATCH_FILE_MODE", v, "not an octal mode within 0666 that includes 0600", "0600");
+  }
   return c;
 }
 

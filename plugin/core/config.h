@@ -13,6 +13,8 @@
 //   NCCLWATCH_ON_STUCK      a command run once at the first stuck report
 //                           (plugin/writer/on_stuck.h)
 //   NCCLWATCH_ON_STUCK_TIMEOUT_SEC  how long it may run before it is killed
+//   NCCLWATCH_FILE_MODE     the mode of the files the plugin creates (octal,
+//                           within 0666 and at least 0600; default 0600)
 //   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
 //   NCCLWATCH_ENABLE        0 turns the plugin off (init fails, NCCL runs on)
 //   NCCLWATCH_COMPLETIONS   where completions come from: "channels" (NCCL's
@@ -52,6 +54,7 @@ struct Config {
   double stuck_sec = 60.0;
   std::string on_stuck;             // empty: none
   double on_stuck_timeout_sec = 60.0;
+  uint32_t file_mode = 0600;  // of the trace and the command's output file
   uint64_t buffer_mb = 64;
   bool enabled = true;
   ClockMode clock = ClockMode::kAuto;

@@ -33,8 +33,23 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.stuck_sec, 60.0);
   EXPECT_EQ(c.buffer_mb, 64u);
   EXPECT_EQ(c.clock, ClockMode::kAuto);
+  EXPECT_EQ(c.file_mode, 0600u);
   EXPECT_TRUE(c.warnings.empty());
 }
+// Modes: read and write bits only, the owner's always; never executable.
+TEST(ConfigTest, FileMode) {
+  EXPECT_EQ(Parse({{"NCCLWATCH_FILE_MODE", "600"}}).file_mode, 0600u);
+  EXPECT_EQ(Parse({{"NCCLWATCH_FILE_MODE", "0666"}}).file_mode, 0666u);
+  EXPECT_EQ(Parse({{"NCCLWATCH_FILE_MODE", " 0644 "}}).file_mode, 0644u);
+  for (const char* v : {"0700", "0755", "0400", "0200", "04600", "0668", "0x180", "384", "-0600", "0o600", "0000600"}) {
+    Config c = Parse({{"NCCLWATCH_FILE_MODE", v}});
+    EXPECT_EQ(c.file_mode, 0600u) << v;
+    ASSERT_EQ(c.warnings.size(), 1u) << v;
+    EXPECT_NE(c.warnings[0].find("not an octal mode within 0666 that includes 0600; using 0600"), std::string::npos)
+        << c.warnings[0];
+  }
+}
+
 
 TEST(ConfigTest, Clock) {
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "tsc"}}).clock, ClockMode::kTsc);

@@ -279,7 +279,22 @@ TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {
   EXPECT_EQ(t->comm_finalizes[0]->ops_completed(), 1u);
 }
 
-TEST(FaultTest, FilesAreCreatedWithoutFollowingSymlinksAndWithTheUmask) {
+bool Warned(const std::string& text) {
+  for (const std::string& w : Warnings())
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// A link planted at the trace's name (to a file of root's, 0600) is not
+// followed: a new name, said once. Under umask 000 the trace is 0600 all
+// the same.
+TEST(FaultTest, FilesAreCreatedWithoutFollowingLinksAndWithAnExactMode) {
   std::string dir = MakeTempDir("nofollow");
   const std::string victim = dir + "/victim", planted = dir + "/trace";
   {
@@ -288,29 +303,55 @@ TEST(FaultTest, FilesAreCreatedWithoutFollowingSymlinksAndWithTheUmask) {
     fputs("original", f);
     fclose(f);
   }
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
   ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
   plugin::ProfilerOptions o;
   o.config.dir = dir;
   o.file_name_override = "trace";  // the name the symlink squats
   o.api_version = 5;
-  const mode_t old = umask(077);
+  o.logger = &FakeLogger;
+  ClearLogs();
+  const mode_t old = umask(000);
   std::string err;
   plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
   umask(old);
   ASSERT_NE(p, nullptr) << err;
   EXPECT_EQ(p->writer_path(), dir + "/trace.1");  // O_EXCL|O_NOFOLLOW: a new name, not the link
-  struct stat st;
-  ASSERT_EQ(stat(p->writer_path().c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);  // 0666 less the umask
+  EXPECT_EQ(ModeOf(p->writer_path()), 0600u);     // not 0666
   plugin::Profiler::Release(p);
+  EXPECT_TRUE(Warned("trace file: '" + dir + "/trace' exists already (a symbolic link): not opened, not followed "
+                     "(someone else's?); writing " + dir + "/trace.1 instead"))
+      << ::testing::PrintToString(Warnings());
+  struct stat st;
   ASSERT_EQ(lstat(planted.c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(ModeOf(victim), 0600u);
   char buf[32] = {0};
   FILE* f = fopen(victim.c_str(), "r");
   ASSERT_NE(f, nullptr);
   ASSERT_NE(fgets(buf, sizeof(buf), f), nullptr);
   fclose(f);
   EXPECT_STREQ(buf, "original");  // the link's target was never touched
+}
+
+// NCCLWATCH_FILE_MODE, whatever the umask.
+TEST(FaultTest, FileModeIsTheTracesMode) {
+  std::string dir = MakeTempDir("filemode");
+  plugin::ProfilerOptions o;
+  o.config.dir = dir;
+  o.config.file_mode = 0640;
+  o.file_name_override = "trace";
+  o.api_version = 5;
+  o.logger = &FakeLogger;
+  ClearLogs();
+  const mode_t old = umask(077);
+  std::string err;
+  plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+  umask(old);
+  ASSERT_NE(p, nullptr) << err;
+  EXPECT_EQ(ModeOf(dir + "/trace"), 0640u);
+  plugin::Profiler::Release(p);
+  EXPECT_TRUE(Warnings().empty()) << ::testing::PrintToString(Warnings());
 }
 
 }  // namespace

@@ -6,18 +6,23 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "plugin/writer/own_file.h"
+
 namespace ncclwatch::plugin {
 
 TraceFile::~TraceFile() { Close(); }
 
-bool TraceFile::Create(const std::string& base, const std::string& suffix, std::string* error) {
+bool TraceFile::Create(const std::string& base, const std::string& suffix, uint32_t mode, std::string* error) {
+  std::string why;
   for (int attempt = 0; attempt < 100; ++attempt) {
     path_ = base + (attempt == 0 ? "" : "." + std::to_string(attempt)) + suffix;
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0666);
-    if (fd_ >= 0 || errno != EEXIST) break;
+    bool taken = false;
+    fd_ = CreateOwnFile(path_, mode, O_APPEND, &taken, &why);
+    if (fd_ >= 0 || !taken) break;
+    if (taken_.empty()) taken_ = why;
   }
   if (fd_ < 0) {
-    *error = "cannot create trace file '" + path_ + "': " + strerror(errno);
+    *error = "cannot create the trace file: " + why;
     return false;
   }
   return true;

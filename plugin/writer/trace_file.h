@@ -29,9 +29,11 @@ class TraceFile {
   TraceFile(const TraceFile&) = delete;
   TraceFile& operator=(const TraceFile&) = delete;
 
-  // Creates `base` + `suffix` exclusively, never through a symbolic link;
-  // when the name is taken, `base`.1 + `suffix`, `base`.2 + `suffix`, ...
-  bool Create(const std::string& base, const std::string& suffix, std::string* error);
+  // Creates `base` + `suffix` with mode `mode` (own_file.h: exclusively,
+  // never through a link, the umask ignored); when the name is taken,
+  // `base`.1 + `suffix`, `base`.2 + `suffix`, ... The first taken name is
+  // kept in taken(), for the caller to say once.
+  bool Create(const std::string& base, const std::string& suffix, uint32_t mode, std::string* error);
   // Closes the file; Create's failure path also removes it (Discard).
   void Close();
   void Discard();
@@ -58,6 +60,7 @@ class TraceFile {
   uint64_t records_lost() const { return records_lost_; }       // records that failed to reach it
   uint64_t completions_lost() const { return completions_lost_; }  // completions among them
   const std::string& last_error() const { return last_error_; }  // strerror of the last failure
+  const std::string& taken() const { return taken_; }  // what was at the first name taken; empty: none
 
  private:
   // Bookkeeping of a whole batch that reached the file, and its undoing.
@@ -72,6 +75,7 @@ class TraceFile {
   uint64_t records_lost_ = 0;
   uint64_t completions_lost_ = 0;
   std::string last_error_;
+  std::string taken_;
   uint8_t notice_buf_[512];
   // The newest whole batches after the first, for AppendNotice to give up.
   struct TailBatch {

@@ -53,7 +53,10 @@ bool Writer::Open(std::string* error) {
     base = c.dir + "/" + SafeName(info_.hostname) + "-" + std::to_string(info_.pid) + "-" +
            std::to_string(realtime_base_ / 1000000);
   }
-  if (!file_.Create(base, override_.empty() ? ".ncclwatch" : "", error)) return false;
+  if (!file_.Create(base, override_.empty() ? ".ncclwatch" : "", c.file_mode, error)) return false;
+  if (!file_.taken().empty())
+    prof_->Log(nccl::kLogWarn, "trace file: %s (someone else's?); writing %s instead", file_.taken().c_str(),
+               file_.path().c_str());
   EncodeHeader();
   WriteOut();
   if (file_.records_lost() > 0) {

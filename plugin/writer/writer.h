@@ -59,8 +59,9 @@ class Writer final : private RecordSink {
   Writer(Profiler* prof, std::string file_name_override);
   ~Writer();
 
-  // Creates the file (O_EXCL|O_NOFOLLOW, mode 0666 less the umask) and
-  // writes the process header. False with `error` when it cannot.
+  // Creates the file (own_file.h: O_EXCL|O_NOFOLLOW, NCCLWATCH_FILE_MODE
+  // whatever the umask) and writes the process header. False with `error`
+  // when it cannot.
   bool Open(std::string* error);
   void Start();
   void StopAndClose();
