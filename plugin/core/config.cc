@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "plugin/abi/profiler_abi.h"
+#include "plugin/core/command_words.h"
 
 namespace ncclwatch::plugin {
 namespace {
@@ -195,11 +196,24 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     if (ParseDouble(Trim(v), &x)) c.stuck_sec = x;
     else warn("NCCLWATCH_STUCK_SEC", v, "not a number of seconds >= 0", "60");
   }
-  if (const char* v = get("NCCLWATCH_ON_STUCK")) c.on_stuck = Trim(v);
+  // Set but empty is a mistake worth a word too (other variables read
+  // empty as unset): the user asked for a command and gets none.
+  if (const char* v = getenv_fn("NCCLWATCH_ON_STUCK")) {
+    std::string err;
+    if (!SplitCommand(v, &c.on_stuck, &err)) {
+      c.on_stuck.clear();
+      warn("NCCLWATCH_ON_STUCK", v, err, "no command");
+    }
+  }
   if (const char* v = get("NCCLWATCH_ON_STUCK_TIMEOUT_SEC")) {
     double x = 0;
     if (ParseDouble(Trim(v), &x) && x > 0 && x <= 86400) c.on_stuck_timeout_sec = x;
     else warn("NCCLWATCH_ON_STUCK_TIMEOUT_SEC", v, "not a number of seconds in (0, 86400]", "60");
+  }
+  if (const char* v = get("NCCLWATCH_ON_STUCK_MAX_BYTES")) {
+    uint64_t x = 0;
+    if (ParseU64(Trim(v), false, &x) && x >= 1 && x <= (uint64_t{1} << 30)) c.on_stuck_max_bytes = x;
+    else warn("NCCLWATCH_ON_STUCK_MAX_BYTES", v, "not an integer in [1, 1073741824]", "1048576");
   }
   if (const char* v = get("NCCLWATCH_FILE_MODE")) {
     // Octal digits only. Read and write bits only (no execute, setuid,

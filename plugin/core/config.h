@@ -10,9 +10,11 @@
 //   NCCLWATCH_FLUSH_MS      write(2) interval
 //   NCCLWATCH_HEARTBEAT_MS  heartbeat interval
 //   NCCLWATCH_STUCK_SEC     in-flight age that triggers a stuck report (0: off)
-//   NCCLWATCH_ON_STUCK      a command run once at the first stuck report
-//                           (plugin/writer/on_stuck.h)
+//   NCCLWATCH_ON_STUCK      a command run once at the first stuck report,
+//                           split into words here (command_words.h) and run
+//                           without a shell (plugin/writer/on_stuck.h)
 //   NCCLWATCH_ON_STUCK_TIMEOUT_SEC  how long it may run before it is killed
+//   NCCLWATCH_ON_STUCK_MAX_BYTES    how much of its output is kept
 //   NCCLWATCH_FILE_MODE     the mode of the files the plugin creates (octal,
 //                           within 0666 and at least 0600; default 0600)
 //   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
@@ -52,8 +54,9 @@ struct Config {
   uint32_t flush_ms = 100;
   uint32_t heartbeat_ms = 1000;
   double stuck_sec = 60.0;
-  std::string on_stuck;             // empty: none
+  std::vector<std::string> on_stuck;  // the command's words (command_words.h); empty: none
   double on_stuck_timeout_sec = 60.0;
+  uint64_t on_stuck_max_bytes = 1 << 20;
   uint32_t file_mode = 0600;  // of the trace and the command's output file
   uint64_t buffer_mb = 64;
   bool enabled = true;

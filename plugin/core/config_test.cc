@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "plugin/abi/profiler_abi.h"
 
@@ -33,9 +34,26 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.stuck_sec, 60.0);
   EXPECT_EQ(c.buffer_mb, 64u);
   EXPECT_EQ(c.clock, ClockMode::kAuto);
+  EXPECT_TRUE(c.on_stuck.empty());
+  EXPECT_EQ(c.on_stuck_max_bytes, 1u << 20);
   EXPECT_EQ(c.file_mode, 0600u);
   EXPECT_TRUE(c.warnings.empty());
 }
+
+// A command that cannot be split gets one warning and no command runs;
+// so does one that is set but empty.
+TEST(ConfigTest, BadOnStuckIsOff) {
+  for (const char* v : {"echo 'abc", "", "  ", "echo a\\", "\"\" x"}) {
+    Config c = Parse({{"NCCLWATCH_ON_STUCK", v}});
+    EXPECT_TRUE(c.on_stuck.empty()) << v;
+    ASSERT_EQ(c.warnings.size(), 1u) << v;
+    EXPECT_EQ(c.warnings[0].find(std::string("NCCLWATCH_ON_STUCK='") + v + "' ignored: "), 0u) << c.warnings[0];
+    EXPECT_NE(c.warnings[0].find("; using no command"), std::string::npos) << c.warnings[0];
+  }
+  Config c = Parse({{"NCCLWATCH_ON_STUCK", "echo 'abc"}});
+  EXPECT_NE(c.warnings[0].find("the single quote at byte 5 is never closed"), std::string::npos) << c.warnings[0];
+}
+
 // Modes: read and write bits only, the owner's always; never executable.
 TEST(ConfigTest, FileMode) {
   EXPECT_EQ(Parse({{"NCCLWATCH_FILE_MODE", "600"}}).file_mode, 0600u);
@@ -49,7 +67,6 @@ TEST(ConfigTest, FileMode) {
         << c.warnings[0];
   }
 }
-
 
 TEST(ConfigTest, Clock) {
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "tsc"}}).clock, ClockMode::kTsc);
@@ -82,10 +99,14 @@ TEST(ConfigTest, GoodValues) {
                     {"NCCLWATCH_BUFFER_MB", "8"},
                     {"NCCLWATCH_ON_STUCK", " py-spy dump --pid %p "},
                     {"NCCLWATCH_ON_STUCK_TIMEOUT_SEC", "5"},
+                    {"NCCLWATCH_ON_STUCK_MAX_BYTES", "4096"},
+                    {"NCCLWATCH_FILE_MODE", "0640"},
                     {"NCCLWATCH_EVENTS", "default, ProxyOp,proxystep"}});
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_EQ(c.on_stuck, "py-spy dump --pid %p");
+  EXPECT_EQ(c.on_stuck, (std::vector<std::string>{"py-spy", "dump", "--pid", "%p"}));
   EXPECT_EQ(c.on_stuck_timeout_sec, 5.0);
+  EXPECT_EQ(c.on_stuck_max_bytes, 4096u);
+  EXPECT_EQ(c.file_mode, 0640u);
   EXPECT_EQ(c.dir, "/tmp/x");
   EXPECT_EQ(c.flush_ms, 250u);
   EXPECT_EQ(c.heartbeat_ms, 500u);
@@ -112,6 +133,7 @@ TEST(ConfigTest, BadValuesWarnAndKeepDefaults) {
                     {"NCCLWATCH_BUFFER_MB", "99999"},
                     {"NCCLWATCH_EVENTS", "coll,bogus"},
                     {"NCCLWATCH_ON_STUCK_TIMEOUT_SEC", "0"},
+                    {"NCCLWATCH_ON_STUCK_MAX_BYTES", "0"},
                     {"NCCLWATCH_ENABLE", "maybe"}});
   EXPECT_EQ(c.flush_ms, 100u);
   EXPECT_EQ(c.heartbeat_ms, 1000u);
@@ -120,7 +142,8 @@ TEST(ConfigTest, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.nccl_mask, DefaultMask());
   EXPECT_TRUE(c.enabled);
   EXPECT_EQ(c.on_stuck_timeout_sec, 60.0);
-  ASSERT_EQ(c.warnings.size(), 7u);
+  EXPECT_EQ(c.on_stuck_max_bytes, 1u << 20);
+  ASSERT_EQ(c.warnings.size(), 8u);
   bool named_bogus = false;
   for (const auto& w : c.warnings) named_bogus |= w.find("unknown event name 'bogus'") != std::string::npos;
   EXPECT_TRUE(named_bogus);

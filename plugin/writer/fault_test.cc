@@ -292,8 +292,9 @@ mode_t ModeOf(const std::string& path) {
 }
 
 // A link planted at the trace's name (to a file of root's, 0600) is not
-// followed: a new name, said once. Under umask 000 the trace is 0600 all
-// the same.
+// followed: a new name, said once. A FIFO planted at the command's output
+// name blocks nothing: NCCLWATCH_ON_STUCK is off, said once. Under umask
+// 000 the trace is 0600 all the same.
 TEST(FaultTest, FilesAreCreatedWithoutFollowingLinksAndWithAnExactMode) {
   std::string dir = MakeTempDir("nofollow");
   const std::string victim = dir + "/victim", planted = dir + "/trace";
@@ -305,8 +306,10 @@ TEST(FaultTest, FilesAreCreatedWithoutFollowingLinksAndWithAnExactMode) {
   }
   ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
   ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
+  ASSERT_EQ(mkfifo((dir + "/trace.1.on_stuck.txt").c_str(), 0666), 0);
   plugin::ProfilerOptions o;
   o.config.dir = dir;
+  o.config.on_stuck = {"echo", "stuck"};
   o.file_name_override = "trace";  // the name the symlink squats
   o.api_version = 5;
   o.logger = &FakeLogger;
@@ -322,6 +325,9 @@ TEST(FaultTest, FilesAreCreatedWithoutFollowingLinksAndWithAnExactMode) {
   EXPECT_TRUE(Warned("trace file: '" + dir + "/trace' exists already (a symbolic link): not opened, not followed "
                      "(someone else's?); writing " + dir + "/trace.1 instead"))
       << ::testing::PrintToString(Warnings());
+  EXPECT_TRUE(Warned("NCCLWATCH_ON_STUCK is off: its output file: '" + dir +
+                     "/trace.1.on_stuck.txt' exists already (a FIFO): not opened, not followed"))
+      << ::testing::PrintToString(Warnings());
   struct stat st;
   ASSERT_EQ(lstat(planted.c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode));
@@ -334,11 +340,13 @@ TEST(FaultTest, FilesAreCreatedWithoutFollowingLinksAndWithAnExactMode) {
   EXPECT_STREQ(buf, "original");  // the link's target was never touched
 }
 
-// NCCLWATCH_FILE_MODE, whatever the umask.
-TEST(FaultTest, FileModeIsTheTracesMode) {
+// NCCLWATCH_FILE_MODE, whatever the umask, for both files; the command's
+// output file exists from the start (empty until a stuck report).
+TEST(FaultTest, FileModeAppliesToBothFiles) {
   std::string dir = MakeTempDir("filemode");
   plugin::ProfilerOptions o;
   o.config.dir = dir;
+  o.config.on_stuck = {"echo", "stuck"};
   o.config.file_mode = 0640;
   o.file_name_override = "trace";
   o.api_version = 5;
@@ -350,6 +358,7 @@ TEST(FaultTest, FileModeIsTheTracesMode) {
   umask(old);
   ASSERT_NE(p, nullptr) << err;
   EXPECT_EQ(ModeOf(dir + "/trace"), 0640u);
+  EXPECT_EQ(ModeOf(dir + "/trace.on_stuck.txt"), 0640u);
   plugin::Profiler::Release(p);
   EXPECT_TRUE(Warnings().empty()) << ::testing::PrintToString(Warnings());
 }

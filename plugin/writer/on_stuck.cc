@@ -2,106 +2,258 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include "plugin/core/command_words.h"
+#include "plugin/writer/own_file.h"
+#include "plugin/writer/reaper.h"
 
 extern char** environ;
 
 namespace ncclwatch::plugin {
+namespace {
 
-std::string ExpandOnStuck(const std::string& command, pid_t pid, int64_t rank, const std::string& trace_path) {
-  std::string out;
-  for (size_t i = 0; i < command.size(); ++i) {
-    const char c = command[i];
-    if (c != '%' || i + 1 == command.size()) {
-      out += c;
-      continue;
-    }
-    const char n = command[++i];
-    if (n == 'p') out += std::to_string(pid);
-    else if (n == 'r') out += std::to_string(rank);
-    else if (n == 'f') out += trace_path;
-    else if (n == '%') out += '%';
-    else (out += '%') += n;
+constexpr size_t kPage = 4096;
+constexpr size_t kReaperStack = 64 << 10;
+constexpr size_t kCommandStack = 16 << 10;
+
+// A descriptor numbered 3 or above, close-on-exec: the command's process
+// puts its own at 0, 1 and 2 and must not overwrite one of these there (a
+// host may have closed its standard descriptors).
+int High(int fd) {
+  if (fd < 0 || fd >= 3) return fd;
+  const int h = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return h;
+}
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+// Strings and pointer arrays laid out in one block that is never freed:
+// the keeper shares this memory and may outlive every other use of it.
+class Arena {
+ public:
+  Arena(char* p, size_t n) : p_(p), end_(p + n) {}
+  char* Str(const std::string& s) {
+    char* d = Take(s.size() + 1, 1);
+    memcpy(d, s.c_str(), s.size() + 1);
+    return d;
+  }
+  char** Ptrs(size_t n) { return reinterpret_cast<char**>(Take(n * sizeof(char*), alignof(char*))); }
+  char* Take(size_t n, size_t align) {
+    p_ = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p_) + align - 1) & ~(uintptr_t{align} - 1));
+    char* r = p_;
+    p_ += n;
+    return p_ <= end_ ? r : nullptr;
+  }
+
+ private:
+  char* p_;
+  char* end_;
+};
+
+std::string WaitText(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "ended by signal " + std::to_string(WTERMSIG(status));
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+}  // namespace
+
+std::vector<std::string> ExecCandidates(const std::string& program, const char* path_env) {
+  if (program.find('/') != std::string::npos) return {program};
+  const std::string path = path_env != nullptr ? path_env : "/bin:/usr/bin";
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t colon = path.find(':', pos);
+    const std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    out.push_back((dir.empty() ? "." : dir) + "/" + program);
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
   }
   return out;
 }
 
-OnStuckRunner::Event OnStuckRunner::Start(const std::string& command, pid_t pid, int64_t rank,
-                                          const std::string& trace_path, double timeout_sec, uint64_t now_ns) {
+OnStuckRunner::~OnStuckRunner() {
+  CloseFd(&out_fd_);
+  // A running keeper keeps its socket: it closes when the process exits.
+  if (keeper_ <= 0) CloseFd(&sock_);
+}
+
+void OnStuckRunner::Close() { CloseFd(&out_fd_); }
+
+bool OnStuckRunner::Prepare(std::vector<std::string> words, const std::string& output_path, uint32_t mode,
+                            std::string* error) {
+  if (words.empty() || out_fd_ >= 0 || started_) return false;
+  bool taken = false;
+  const int fd = CreateOwnFile(output_path, mode, 0, &taken, error);
+  if (fd < 0) return false;
+  out_fd_ = High(fd);
+  words_ = std::move(words);
+  output_ = output_path;
+  return true;
+}
+
+OnStuckRunner::Event OnStuckRunner::Start(pid_t pid, int64_t rank, const std::string& trace_path, double timeout_sec,
+                                          uint64_t max_bytes) {
   Event e;
-  if (started_ || command.empty()) return e;
+  if (started_ || out_fd_ < 0) return e;
   started_ = true;
   timeout_sec_ = timeout_sec;
-  output_ = trace_path + ".on_stuck.txt";
-  const std::string cmd = ExpandOnStuck(command, pid, rank, trace_path);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, output_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  // Its own process group (so that the time limit kills what it started),
-  // no signal blocked (the writer thread blocks some), default handlers.
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  char sh[] = "sh";
-  char dash_c[] = "-c";
-  char* argv[] = {sh, dash_c, const_cast<char*>(cmd.c_str()), nullptr};
-  pid_t child = -1;
-  const int rc = posix_spawn(&child, "/bin/sh", &fa, &attr, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  max_bytes_ = max_bytes;
+  std::vector<std::string> argv;
+  for (const std::string& w : words_) argv.push_back(ExpandWord(w, pid, rank, trace_path));
+  program_ = argv[0];
+  const std::vector<std::string> paths = ExecCandidates(argv[0], getenv("PATH"));
+  std::vector<std::string> env;
+  for (char** v = environ; v != nullptr && *v != nullptr; ++v) env.emplace_back(*v);
+  char note[160];
+  const int note_len = snprintf(note, sizeof(note),
+                                "\n[ncclwatch: output cut at %llu bytes (NCCLWATCH_ON_STUCK_MAX_BYTES); "
+                                "the command was killed]\n",
+                                static_cast<unsigned long long>(max_bytes));
+  auto fail = [&](const std::string& why) {
     e.kind = Event::kFailed;
-    e.text = "NCCLWATCH_ON_STUCK: cannot start /bin/sh: " + std::string(strerror(rc));
+    e.text = "NCCLWATCH_ON_STUCK: cannot run " + QuoteWords({program_}) + ": " + why;
     return e;
+  };
+
+  // The block: [guard][keeper stack][guard][command stack][job, strings].
+  size_t data = sizeof(ReaperJob) + 64 + static_cast<size_t>(note_len) + 1;
+  const std::vector<std::string>* lists[] = {&argv, &paths, &env};
+  for (const std::vector<std::string>* list : lists)
+    for (const std::string& s : *list) data += s.size() + 1 + sizeof(char*) + 8;
+  data += 4 * sizeof(char*);
+  const size_t total = kPage + kReaperStack + kPage + kCommandStack + ((data + kPage - 1) & ~(kPage - 1));
+  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return fail(std::string("no memory for it: ") + strerror(errno));
+  char* base = static_cast<char*>(mem);
+  mprotect(base, kPage, PROT_NONE);
+  mprotect(base + kPage + kReaperStack, kPage, PROT_NONE);
+  char* reaper_top = base + kPage + kReaperStack;
+  char* command_top = base + kPage + kReaperStack + kPage + kCommandStack;
+  Arena a(command_top, total - (command_top - base));
+  auto* job = reinterpret_cast<ReaperJob*>(a.Take(sizeof(ReaperJob), alignof(ReaperJob)));
+  auto list = [&](const std::vector<std::string>& v) {
+    char** p = a.Ptrs(v.size() + 1);
+    for (size_t i = 0; i < v.size(); ++i) p[i] = a.Str(v[i]);
+    p[v.size()] = nullptr;
+    return p;
+  };
+  job->argv = list(argv);
+  job->envp = list(env);
+  job->paths = list(paths);
+  job->npaths = static_cast<int>(paths.size());
+  job->cut_note = a.Str(std::string(note, static_cast<size_t>(note_len)));
+  job->cut_note_len = static_cast<uint32_t>(note_len);
+  job->reaper_stack_top = reaper_top;
+  job->command_stack_top = command_top;
+  job->host_pid = getpid();
+  job->timeout_ns = static_cast<int64_t>(timeout_sec * 1e9);
+  job->max_bytes = max_bytes;
+  job->exec_errno = 0;
+  job->out_fd = out_fd_;
+
+  int pipe_fds[2] = {-1, -1};
+  int socks[2] = {-1, -1};
+  int devnull = -1;
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(std::string("no pipe: ") + strerror(errno));
+  pipe_fds[0] = High(pipe_fds[0]);
+  pipe_fds[1] = High(pipe_fds[1]);
+  devnull = High(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const bool have_socks = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, socks) == 0;
+  const int err = errno;
+  socks[0] = High(socks[0]);
+  socks[1] = High(socks[1]);
+  auto close_all = [&] {
+    CloseFd(&pipe_fds[0]);
+    CloseFd(&pipe_fds[1]);
+    CloseFd(&devnull);
+    CloseFd(&socks[1]);
+  };
+  if (!have_socks || pipe_fds[0] < 0 || pipe_fds[1] < 0 || devnull < 0 || socks[0] < 0 || socks[1] < 0) {
+    close_all();
+    CloseFd(&socks[0]);
+    return fail(std::string("no descriptors for it: ") + strerror(have_socks ? errno : err));
   }
-  child_ = child;
-  deadline_ns_ = now_ns + static_cast<uint64_t>(timeout_sec * 1e9);
+  job->pipe_r = pipe_fds[0];
+  job->pipe_w = pipe_fds[1];
+  job->devnull = devnull;
+  job->sock = socks[1];
+  const long keeper = StartReaper(job);
+  close_all();  // the keeper has its own copies
+  if (keeper < 0) {
+    CloseFd(&socks[0]);
+    return fail("cannot start its keeper process: " + std::string(strerror(static_cast<int>(-keeper))));
+  }
+  keeper_ = static_cast<pid_t>(keeper);
+  sock_ = socks[0];
   e.kind = Event::kStarted;
-  e.text = "NCCLWATCH_ON_STUCK: started '" + cmd + "' (pid " + std::to_string(child) + "), output in " + output_;
+  e.text = "NCCLWATCH_ON_STUCK: started " + QuoteWords(argv) + " (keeper pid " + std::to_string(keeper_) +
+           "), output in " + output_;
   return e;
 }
 
-OnStuckRunner::Event OnStuckRunner::Poll(uint64_t now_ns) {
+OnStuckRunner::Event OnStuckRunner::Poll() {
   Event e;
-  if (child_ <= 0) return e;
-  int status = 0;
-  const pid_t r = waitpid(child_, &status, WNOHANG);
-  if (r == child_ || (r < 0 && errno == ECHILD)) {
-    // ECHILD: the host reaps children itself (a SIGCHLD handler); it ended.
-    child_ = -1;
-    if (killed_) return e;  // said when it was killed
-    e.kind = Event::kExited;
-    if (r < 0) e.text = "NCCLWATCH_ON_STUCK: ended (status taken by the host), output in " + output_;
-    else if (WIFEXITED(status))
-      e.text = "NCCLWATCH_ON_STUCK: exited with status " + std::to_string(WEXITSTATUS(status)) + ", output in " + output_;
-    else
-      e.text = "NCCLWATCH_ON_STUCK: ended by signal " + std::to_string(WTERMSIG(status)) + ", output in " + output_;
-    return e;
+  if (keeper_ <= 0) return e;
+  if (!reaped_) {
+    int status = 0;
+    const pid_t r = waitpid(keeper_, &status, WNOHANG);
+    // ECHILD: the host reaps its children itself (a SIGCHLD handler); the
+    // socket still says when the keeper is done.
+    if (r == keeper_ || (r < 0 && errno == ECHILD)) reaped_ = true;
   }
-  if (r == 0 && !killed_ && now_ns >= deadline_ns_) {
-    kill(-child_, SIGKILL);
-    killed_ = true;
-    e.kind = Event::kKilled;
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%.0f", timeout_sec_);
-    e.text = std::string("NCCLWATCH_ON_STUCK: still running after ") + buf +
-             " s (NCCLWATCH_ON_STUCK_TIMEOUT_SEC): killed its process group; output so far in " + output_;
+  if (!reported_) {
+    // After the wait: a report sent before the keeper exited is here now.
+    ReaperReport rep;
+    const ssize_t n = recv(sock_, &rep, sizeof(rep), MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof(rep))) {
+      reported_ = true;
+      const std::string bytes = std::to_string(rep.bytes) + " bytes";
+      switch (rep.kind) {
+        case ReaperReport::kExited:
+          e.kind = Event::kExited;
+          e.text = "NCCLWATCH_ON_STUCK: " + WaitText(rep.status) + ", output in " + output_ + " (" + bytes + ")";
+          break;
+        case ReaperReport::kKilled: {
+          char buf[64];
+          snprintf(buf, sizeof(buf), "%g", timeout_sec_);
+          e.kind = Event::kKilled;
+          e.text = std::string("NCCLWATCH_ON_STUCK: still running after ") + buf +
+                   " s (NCCLWATCH_ON_STUCK_TIMEOUT_SEC): killed its process group; output so far in " + output_ +
+                   " (" + bytes + ")";
+          break;
+        }
+        case ReaperReport::kCut:
+          e.kind = Event::kCut;
+          e.text = "NCCLWATCH_ON_STUCK: its output reached " + std::to_string(max_bytes_) +
+                   " bytes (NCCLWATCH_ON_STUCK_MAX_BYTES): cut there, and its process group killed; output in " +
+                   output_;
+          break;
+        default:
+          e.kind = Event::kFailed;
+          e.text = "NCCLWATCH_ON_STUCK: cannot run " + QuoteWords({program_}) + ": " + strerror(rep.err);
+      }
+    } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      reported_ = true;
+      e.kind = Event::kFailed;
+      e.text = "NCCLWATCH_ON_STUCK: its keeper process ended without a report; output in " + output_;
+    }
+  }
+  if (reported_ && reaped_) {
+    keeper_ = -1;
+    CloseFd(&sock_);
   }
   return e;
 }

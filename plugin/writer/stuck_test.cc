@@ -2,7 +2,12 @@
 // operations stop mid-step) makes the plugin write a StuckReport with its
 // live progress.
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -240,6 +245,84 @@ TEST(Stuck, OnStuckRunsItsCommandOnce) {
     if (l.text.find("NCCLWATCH_ON_STUCK: started") != std::string::npos) ++started;
   EXPECT_EQ(started, 1);
   ASSERT_EQ(c.Finalize(), 0);
+}
+
+// Until `pid` no longer exists, reaping it if it became ours (subreaper).
+bool WaitGone(pid_t pid) {
+  const uint64_t give_up = MonoNs() + 120'000'000'000ull;
+  while (MonoNs() < give_up) {
+    int status;
+    waitpid(pid, &status, WNOHANG);
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// End to end, in a host process of its own: the trace folder's name is
+// hostile, yet the command gets the trace path as one argument and nothing
+// in the name runs; the host's finalize returns while the command still
+// runs (it never waits for it); and when the host exits, the command dies.
+TEST(Stuck, OnStuckInAHostileFolderRunsNothingElseAndDiesWithTheHost) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // the command's remains come to us
+  const std::string work = MakeTempDir("hostile");
+  const std::string dir = work + "/a;touch INJ1 $(touch INJ2) `touch INJ3`|touch INJ4&touch INJ5\ntouch INJ6 'q\"";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                {"NCCLWATCH_STUCK_SEC", "0.2"},
+                {"NCCLWATCH_FLUSH_MS", "20"},
+                {"NCCLWATCH_HEARTBEAT_MS", "50"},
+                {"NCCLWATCH_ON_STUCK", "sh -c 'printf \"%%s#END#\" \"$1\"; echo $$; exec sleep 300' sh %f"}});
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(chdir(work.c_str()), 0);  // where an injected relative `touch` would land
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t host = fork();
+  ASSERT_GE(host, 0);
+  if (host == 0) {
+    FakeComm c(PluginLib::FreshCopy(), 5);
+    if (c.Init(0x5701, "hostile", 2, 4, 1) != 0) _exit(2);
+    MakeStuckOp(c);
+    std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return !x.stucks.empty(); });
+    const std::string out = t->raw.path + ".on_stuck.txt";
+    const uint64_t give_up = MonoNs() + 120'000'000'000ull;
+    // The path holds a newline itself: the pid's line ends after the mark.
+    auto pid_line = [&] {
+      const std::string text = ReadAll(out);
+      const size_t mark = text.find("#END#");
+      return mark != std::string::npos && text.find('\n', mark) != std::string::npos ? text.substr(mark + 5) : "";
+    };
+    while (pid_line().empty() && MonoNs() < give_up) usleep(1000);
+    const pid_t sleeper = static_cast<pid_t>(atoi(pid_line().c_str()));
+    if (sleeper <= 0) _exit(3);
+    if (c.Finalize() != 0) _exit(4);
+    // Finalize returned while the command runs on: it did not wait for it.
+    _exit(kill(sleeper, 0) == 0 ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(host, &status, 0), host);
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::vector<std::string> traces = TraceFiles(dir);
+  ASSERT_EQ(traces.size(), 1u);
+  const std::string text = ReadAll(traces[0] + ".on_stuck.txt");
+  const size_t mark = text.find("#END#");
+  ASSERT_NE(mark, std::string::npos) << text;
+  EXPECT_EQ(text.substr(0, mark), traces[0]);  // byte for byte, one argument
+  for (const char* inj : {"INJ1", "INJ2", "INJ3", "INJ4", "INJ5", "INJ6"})
+    EXPECT_NE(access((work + "/" + inj).c_str(), F_OK), 0) << inj << " was created: an injected command ran";
+  const pid_t sleeper = static_cast<pid_t>(atoi(text.c_str() + mark + 5));
+  ASSERT_GT(sleeper, 0);
+  EXPECT_TRUE(WaitGone(sleeper)) << "the command outlived its host";
 }
 
 TEST(Stuck, NoReportWhenOff) {

@@ -64,6 +64,13 @@ bool Writer::Open(std::string* error) {
     file_.Discard();
     return false;
   }
+  // The command's output file now, beside the trace, never later: a name
+  // planted there later cannot catch us.
+  if (!c.on_stuck.empty()) {
+    std::string why;
+    if (!on_stuck_.Prepare(c.on_stuck, file_.path() + ".on_stuck.txt", c.file_mode, &why))
+      prof_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK is off: its output file: %s", why.c_str());
+  }
   uint64_t now = NowNs();
   next_flush_ = now + uint64_t{c.flush_ms} * 1000000;
   next_heartbeat_ = now + uint64_t{c.heartbeat_ms} * 1000000;
@@ -92,6 +99,7 @@ void Writer::StopAndClose() {
     thread_.join();
     running_ = false;
   }
+  on_stuck_.Close();  // a running command goes on under its keeper
   file_.Close();
 }
 
@@ -203,7 +211,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   if (prof_->events()) PollLaunches(now);
   ReclaimLost(now);
   MaybeStuckReport(now);
-  if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll(now));
+  if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll());
   if (force_write || wire_.size() >= kWriteThreshold) {
     WriteOut();
     next_flush_ = now + uint64_t{prof_->config().flush_ms} * 1000000;

@@ -60,8 +60,9 @@ class Writer final : private RecordSink {
   ~Writer();
 
   // Creates the file (own_file.h: O_EXCL|O_NOFOLLOW, NCCLWATCH_FILE_MODE
-  // whatever the umask) and writes the process header. False with `error`
-  // when it cannot.
+  // whatever the umask) and writes the process header; with
+  // NCCLWATCH_ON_STUCK, creates the command's output file beside it too.
+  // False with `error` when the trace file cannot be made.
   bool Open(std::string* error);
   void Start();
   void StopAndClose();
@@ -127,7 +128,7 @@ class Writer final : private RecordSink {
   uint64_t UntrackedOps() const;  // ThreadCounters::untracked_ops, summed
   void MaybeStuckReport(uint64_t now);
   // NCCLWATCH_ON_STUCK: started at the first stuck report, looked at each cycle.
-  void StartOnStuck(uint64_t now, uint16_t comm);
+  void StartOnStuck(uint16_t comm);
   void LogOnStuck(const OnStuckRunner::Event& e);
   // An NCCL string's id, cached by its address.
   uint32_t Intern(const char* s);

@@ -256,10 +256,10 @@ void Writer::MaybeStuckReport(uint64_t now) {
   WriteOut();
   prof_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
              stuck_sec, ops.size(), file_.path().c_str());
-  if (!on_stuck_.started() && !prof_->config().on_stuck.empty() && !ops.empty()) StartOnStuck(now, ops[0].second->comm);
+  if (on_stuck_.prepared() && !ops.empty()) StartOnStuck(ops[0].second->comm);
 }
 
-void Writer::StartOnStuck(uint64_t now, uint16_t comm) {
+void Writer::StartOnStuck(uint16_t comm) {
   // %r: the launcher's rank; without one, the process's rank in the
   // communicator of the oldest stuck operation.
   int64_t rank = info_.launcher_rank;
@@ -268,7 +268,7 @@ void Writer::StartOnStuck(uint64_t now, uint16_t comm) {
       if (c->comm == comm) rank = c->rank;
   }
   const Config& cfg = prof_->config();
-  LogOnStuck(on_stuck_.Start(cfg.on_stuck, info_.pid, rank, file_.path(), cfg.on_stuck_timeout_sec, now));
+  LogOnStuck(on_stuck_.Start(info_.pid, rank, file_.path(), cfg.on_stuck_timeout_sec, cfg.on_stuck_max_bytes));
 }
 
 void Writer::LogOnStuck(const OnStuckRunner::Event& e) {
@@ -277,6 +277,7 @@ void Writer::LogOnStuck(const OnStuckRunner::Event& e) {
       return;
     case OnStuckRunner::Event::kFailed:
     case OnStuckRunner::Event::kKilled:
+    case OnStuckRunner::Event::kCut:
       prof_->Log(nccl::kLogWarn, "%s", e.text.c_str());
       return;
     default:

@@ -1,0 +1,349 @@
+// Built with -fno-sanitize=all -fno-stack-protector (plugin/BUILD): the
+// reaper and the command's process before its exec run this file's code on
+// stacks of their own while sharing the host's memory, so nothing here may
+// touch thread-local state (errno, the stack guard, a sanitizer's thread
+// state) or call into libc. Only StartReaper runs on the host's thread.
+
+#include "plugin/writer/reaper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+// clone(fn, stack, flags, arg) without libc: the new process starts on
+// `stack` in fn(arg) and exits with its result. After musl's __clone
+// (src/thread/x86_64/clone.s, src/thread/aarch64/clone.s; MIT licence),
+// with no parent tid, TLS or child tid.
+extern "C" long ncclwatch_raw_clone(int (*fn)(void*), void* stack, unsigned long flags, void* arg);
+
+#if defined(__x86_64__)
+__asm__(
+    ".text\n"
+    ".globl ncclwatch_raw_clone\n"
+    ".hidden ncclwatch_raw_clone\n"
+    ".type ncclwatch_raw_clone,@function\n"
+    "ncclwatch_raw_clone:\n"
+    "  movl $56, %eax\n"       // SYS_clone
+    "  movq %rdi, %r9\n"       // fn, kept across the call
+    "  movq %rdx, %rdi\n"      // flags
+    "  andq $-16, %rsi\n"      // stack
+    "  subq $8, %rsi\n"
+    "  movq %rcx, (%rsi)\n"    // arg, popped by the child
+    "  xorl %edx, %edx\n"      // parent tid
+    "  xorl %r10d, %r10d\n"    // child tid
+    "  xorl %r8d, %r8d\n"      // tls
+    "  syscall\n"
+    "  testq %rax, %rax\n"
+    "  jnz 1f\n"
+    "  xorl %ebp, %ebp\n"
+    "  popq %rdi\n"
+    "  callq *%r9\n"
+    "  movl %eax, %edi\n"
+    "  movl $231, %eax\n"      // SYS_exit_group
+    "  syscall\n"
+    "  hlt\n"
+    "1:\n"
+    "  ret\n"
+    ".size ncclwatch_raw_clone, .-ncclwatch_raw_clone\n");
+#elif defined(__aarch64__)
+__asm__(
+    ".text\n"
+    ".globl ncclwatch_raw_clone\n"
+    ".hidden ncclwatch_raw_clone\n"
+    ".type ncclwatch_raw_clone,%function\n"
+    "ncclwatch_raw_clone:\n"
+    "  and x1, x1, #-16\n"
+    "  stp x0, x3, [x1, #-16]!\n"  // fn and arg, on the child's stack
+    "  mov x0, x2\n"                // flags
+    "  mov x2, xzr\n"               // parent tid
+    "  mov x3, xzr\n"               // tls
+    "  mov x4, xzr\n"               // child tid
+    "  mov x8, #220\n"              // SYS_clone
+    "  svc #0\n"
+    "  cbz x0, 1f\n"
+    "  ret\n"
+    "1:\n"
+    "  ldp x1, x0, [sp], #16\n"
+    "  blr x1\n"
+    "  mov x8, #94\n"               // SYS_exit_group
+    "  svc #0\n"
+    "  brk #1000\n"
+    ".size ncclwatch_raw_clone, .-ncclwatch_raw_clone\n");
+#else
+#error "reaper.cc: raw clone and system calls exist for x86_64 and aarch64 only"
+#endif
+
+namespace ncclwatch::plugin {
+namespace {
+
+// A system call without libc: the result, or -errno.
+#if defined(__x86_64__)
+long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  register long r9 __asm__("r9") = f;
+  long ret;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+}
+#elif defined(__aarch64__)
+long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a;
+  register long x1 __asm__("x1") = b;
+  register long x2 __asm__("x2") = c;
+  register long x3 __asm__("x3") = d;
+  register long x4 __asm__("x4") = e;
+  register long x5 __asm__("x5") = f;
+  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory", "cc");
+  return x0;
+}
+#endif
+
+template <typename T>
+long P(T* p) {
+  return reinterpret_cast<long>(p);
+}
+
+constexpr int64_t kTickNs = 50'000'000;
+
+// The kernel's struct sigaction (x86_64 and aarch64 alike).
+struct KernelSigaction {
+  unsigned long handler;
+  unsigned long flags;
+  unsigned long restorer;
+  unsigned long mask;
+};
+
+int64_t NowNs() {
+  struct timespec ts;
+  ts.tv_sec = 0;
+  ts.tv_nsec = 0;
+  Sys(SYS_clock_gettime, CLOCK_MONOTONIC, P(&ts));
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void WriteAll(int fd, const char* p, uint64_t n) {
+  while (n > 0) {
+    const long w = Sys(SYS_write, fd, P(p), static_cast<long>(n));
+    if (w == -EINTR) continue;
+    if (w <= 0) return;  // disk full, I/O error: the rest is lost, the command goes on
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+}
+
+// Closes descriptors lo..hi; one by one, up to the descriptor limit, where
+// close_range (Linux 5.9) is missing.
+void CloseRange(unsigned lo, unsigned hi) {
+  if (lo > hi) return;
+  if (Sys(SYS_close_range, lo, hi, 0) == 0) return;
+  struct {
+    uint64_t cur, max;
+  } rl = {65536, 65536};
+  Sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, P(&rl));
+  uint64_t end = rl.cur < (1u << 20) ? rl.cur : (1u << 20);
+  for (uint64_t fd = lo; fd <= hi && fd < end; ++fd) Sys(SYS_close, static_cast<long>(fd));
+}
+
+// Closes every descriptor but the `n` in `keep`: the reaper holds nothing
+// of the host's (a pipe end it kept open would hide EOF from a reader).
+void CloseAllBut(int* keep, int n) {
+  for (int i = 1; i < n; ++i)
+    for (int k = i; k > 0 && keep[k - 1] > keep[k]; --k) {
+      const int t = keep[k];
+      keep[k] = keep[k - 1];
+      keep[k - 1] = t;
+    }
+  unsigned lo = 0;
+  for (int i = 0; i < n; ++i) {
+    if (keep[i] < 0) continue;
+    const unsigned k = static_cast<unsigned>(keep[i]);
+    if (k > lo) CloseRange(lo, k - 1);
+    if (k + 1 > lo) lo = k + 1;
+  }
+  CloseRange(lo, ~0u);
+}
+
+// `fd` as descriptor `target`, open across exec.
+void Place(int fd, int target) {
+  if (fd == target) Sys(SYS_fcntl, fd, F_SETFD, 0);
+  else Sys(SYS_dup3, fd, target, 0);
+}
+
+// The command's process, from its clone until its exec.
+int CommandMain(void* arg) {
+  ReaperJob* j = static_cast<ReaperJob*>(arg);
+  Sys(SYS_setpgid, 0, 0);
+  // The host's handlers are not the command's; ignored signals would stay
+  // ignored across exec, and the writer thread blocks every signal.
+  KernelSigaction dfl;
+  dfl.handler = 0;  // SIG_DFL
+  dfl.flags = 0;
+  dfl.restorer = 0;
+  dfl.mask = 0;
+  for (int s = 1; s <= 64; ++s)
+    if (s != SIGKILL && s != SIGSTOP) Sys(SYS_rt_sigaction, s, P(&dfl), 0, 8);
+  unsigned long none = 0;
+  Sys(SYS_rt_sigprocmask, SIG_SETMASK, P(&none), 0, 8);
+  Place(j->devnull, 0);
+  Place(j->pipe_w, 1);
+  Place(j->pipe_w, 2);
+  // Every other descriptor is close-on-exec. PATH as execvp searches it:
+  // on to the next candidate where this one is not there or not ours to
+  // run; EACCES if one was there but could not be run.
+  long err = ENOENT;
+  bool denied = false;
+  for (int i = 0; i < j->npaths; ++i) {
+    err = -Sys(SYS_execve, P(j->paths[i]), P(j->argv), P(j->envp));
+    if (err == EACCES) denied = true;
+    else if (err != ENOENT && err != ENOTDIR && err != ELOOP && err != ENAMETOOLONG) break;
+  }
+  if (denied && (err == ENOENT || err == ENOTDIR || err == ELOOP || err == ENAMETOOLONG)) err = EACCES;
+  __atomic_store_n(&j->exec_errno, static_cast<int>(err), __ATOMIC_RELEASE);
+  Sys(SYS_exit_group, 127);
+  return 127;
+}
+
+void Send(const ReaperJob* j, ReaperReport* r) {
+  Sys(SYS_sendto, j->sock, P(r), sizeof(*r), MSG_NOSIGNAL | MSG_DONTWAIT, 0, 0);
+}
+
+// The leader has exited (it stays a zombie, holding the group id).
+bool LeaderExited(long child) {
+  siginfo_t info;
+  info.si_pid = 0;
+  const long r = Sys(SYS_waitid, P_PID, child, P(&info), WEXITED | WNOHANG | WNOWAIT, 0);
+  return r == -ECHILD || (r == 0 && info.si_pid == child);
+}
+
+int Reap(long child) {
+  int status = 0;
+  while (Sys(SYS_wait4, child, P(&status), 0, 0) == -EINTR) {
+  }
+  return status;
+}
+
+int ReaperMain(void* arg) {
+  ReaperJob* j = static_cast<ReaperJob*>(arg);
+  int keep[5] = {j->sock, j->out_fd, j->pipe_r, j->pipe_w, j->devnull};
+  CloseAllBut(keep, 5);
+  ReaperReport rep;
+  rep.kind = ReaperReport::kExited;
+  rep.status = 0;
+  rep.err = 0;
+  rep.reserved = 0;
+  rep.bytes = 0;
+  const long child = ncclwatch_raw_clone(&CommandMain, j->command_stack_top, CLONE_VM | SIGCHLD, j);
+  Sys(SYS_close, j->pipe_w);
+  Sys(SYS_close, j->devnull);
+  if (child < 0) {
+    rep.kind = ReaperReport::kFailed;
+    rep.err = static_cast<int32_t>(-child);
+    Send(j, &rep);
+    return 0;
+  }
+  // Both sides set the group, so that a kill right after the clone finds it.
+  Sys(SYS_setpgid, child, child);
+  Sys(SYS_fcntl, j->pipe_r, F_SETFL, O_NONBLOCK);
+  const int64_t deadline = NowNs() + j->timeout_ns;
+  bool pipe_open = true, ended = false, timed_out = false, cut = false;
+  uint64_t written = 0;
+  char buf[16384];
+  for (;;) {
+    // The host is gone: its socket end closed (below), or the reaper has
+    // another parent now (the host exited while a forked child of it
+    // keeps a copy of its socket end).
+    if (Sys(SYS_getppid) != j->host_pid) break;
+    if (!ended && LeaderExited(child)) {
+      ended = true;
+      Sys(SYS_kill, -child, SIGKILL);  // what it left behind
+    }
+    if (ended && !pipe_open) break;
+    const int64_t now = NowNs();
+    if (now >= deadline) {
+      if (!ended) timed_out = true;
+      break;  // after the command's end: something outside the group holds its output
+    }
+    const int64_t wait = deadline - now < kTickNs ? deadline - now : kTickNs;
+    struct pollfd fds[2];
+    fds[0].fd = j->sock;
+    fds[0].events = POLLIN;
+    fds[0].revents = 0;
+    fds[1].fd = pipe_open ? j->pipe_r : -1;
+    fds[1].events = POLLIN;
+    fds[1].revents = 0;
+    struct timespec ts;
+    ts.tv_sec = wait / 1'000'000'000;
+    ts.tv_nsec = wait % 1'000'000'000;
+    if (Sys(SYS_ppoll, P(fds), 2, P(&ts), 0, 8) < 0) continue;
+    if (fds[0].revents != 0) {
+      // The host never writes: readable means its end closed.
+      char c;
+      const long n = Sys(SYS_recvfrom, j->sock, P(&c), 1, MSG_DONTWAIT, 0, 0);
+      if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR)) {
+        Sys(SYS_kill, -child, SIGKILL);
+        Reap(child);
+        return 0;
+      }
+    }
+    if (pipe_open && fds[1].revents != 0) {
+      for (;;) {
+        const long n = Sys(SYS_read, j->pipe_r, P(buf), sizeof(buf));
+        if (n == -EINTR) continue;
+        if (n == -EAGAIN) break;
+        if (n <= 0) {
+          Sys(SYS_close, j->pipe_r);
+          pipe_open = false;
+          break;
+        }
+        const uint64_t room = j->max_bytes - written;
+        const uint64_t take = static_cast<uint64_t>(n) < room ? static_cast<uint64_t>(n) : room;
+        WriteAll(j->out_fd, buf, take);
+        written += take;
+        if (static_cast<uint64_t>(n) > take) {
+          WriteAll(j->out_fd, j->cut_note, j->cut_note_len);
+          cut = true;
+          Sys(SYS_kill, -child, SIGKILL);
+          Sys(SYS_close, j->pipe_r);
+          pipe_open = false;
+          break;
+        }
+      }
+    }
+  }
+  Sys(SYS_kill, -child, SIGKILL);  // the time limit, the host's end, or leftovers: no-op after the end
+  if (Sys(SYS_getppid) != j->host_pid) {
+    Reap(child);
+    return 0;
+  }
+  if (pipe_open) Sys(SYS_close, j->pipe_r);
+  rep.status = Reap(child);
+  rep.bytes = written;
+  rep.kind = cut ? ReaperReport::kCut : timed_out ? ReaperReport::kKilled : ReaperReport::kExited;
+  const int e = __atomic_load_n(&j->exec_errno, __ATOMIC_ACQUIRE);
+  if (rep.kind == ReaperReport::kExited && e != 0) {
+    rep.kind = ReaperReport::kFailed;
+    rep.err = e;
+  }
+  Send(j, &rep);
+  return 0;
+}
+
+}  // namespace
+
+long StartReaper(ReaperJob* job) {
+  return ncclwatch_raw_clone(&ReaperMain, job->reaper_stack_top, CLONE_VM | SIGCHLD, job);
+}
+
+}  // namespace ncclwatch::plugin
