@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -270,6 +271,22 @@ TEST(OnStuck, TheCommandDiesWithTheHost) {
   const pid_t sleeper = static_cast<pid_t>(atoi(FirstLine(out).c_str()));
   ASSERT_GT(sleeper, 0);
   EXPECT_TRUE(WaitGone(sleeper)) << "the command outlived its host";
+}
+
+// A host that ignores SIGCHLD (its children are reaped by the kernel): the
+// command's status still comes through, and the keeper is done all the
+// same.
+TEST(OnStuck, AHostIgnoringSigchldStillGetsTheStatus) {
+  struct sigaction ign, old;
+  memset(&ign, 0, sizeof(ign));
+  ign.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGCHLD, &ign, &old), 0);
+  Job r;
+  Start(&r, NewDir("ign") + "/ign.ncclwatch", "sh -c 'exit 5'");
+  OnStuckRunner::Event e = PollUntil(&r.runner, OnStuckRunner::Event::kExited);
+  EXPECT_NE(e.text.find("exited with status 5"), std::string::npos) << e.text;
+  PollUntilDone(&r.runner);
+  ASSERT_EQ(sigaction(SIGCHLD, &old, nullptr), 0);
 }
 
 TEST(OnStuck, AProgramThatCannotRunIsSaidOnce) {

@@ -236,6 +236,19 @@ int Reap(long child) {
 
 int ReaperMain(void* arg) {
   ReaperJob* j = static_cast<ReaperJob*>(arg);
+  // No host handler may ever run here (it would run on the host's memory
+  // with another thread's state): every signal blocked but SIGKILL and
+  // SIGSTOP. SIGCHLD at its default, so the command stays a zombie until
+  // reaped below, holding its group id (a host that ignores SIGCHLD would
+  // have it reaped at once).
+  unsigned long all = ~0ul;
+  Sys(SYS_rt_sigprocmask, SIG_SETMASK, P(&all), 0, 8);
+  KernelSigaction dfl;
+  dfl.handler = 0;  // SIG_DFL
+  dfl.flags = 0;
+  dfl.restorer = 0;
+  dfl.mask = 0;
+  Sys(SYS_rt_sigaction, SIGCHLD, P(&dfl), 0, 8);
   int keep[5] = {j->sock, j->out_fd, j->pipe_r, j->pipe_w, j->devnull};
   CloseAllBut(keep, 5);
   ReaperReport rep;
