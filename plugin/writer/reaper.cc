@@ -17,74 +17,58 @@
 #include <sys/wait.h>
 #include <time.h>
 
-// clone(fn, stack, flags, arg) without libc: the new process starts on
-// `stack` in fn(arg) and exits with its result. After musl's __clone
-// (src/thread/x86_64/clone.s, src/thread/aarch64/clone.s; MIT licence),
-// with no parent tid, TLS or child tid.
-extern "C" long ncclwatch_raw_clone(int (*fn)(void*), void* stack, unsigned long flags, void* arg);
-
 #if defined(__x86_64__)
+// clone(2) with a function to run, without libc: ncclwatch_raw_clone(fn,
+// stack, flags, arg) returns the child's pid (or -errno) in the caller; the
+// child runs fn(arg) on `stack` and exits with its result. glibc's clone(3)
+// would do, but sanitizers intercept it and run their own code in the child.
+//
+// Written from the x86-64 Linux system call ABI: number in rax, arguments in
+// rdi, rsi, rdx, r10, r8; `syscall` clobbers rcx and r11 and leaves every
+// other register as it was, in both processes; the child returns from it
+// with rax = 0 and rsp = the stack given. So fn and arg travel in r12 and
+// r13 (callee-saved: pushed here and restored for our caller), and the
+// child calls fn on the new stack aligned to 16 bytes, as a call expects.
+extern "C" long ncclwatch_raw_clone(int (*fn)(void*), void* stack, unsigned long flags, void* arg);
 __asm__(
     ".text\n"
     ".globl ncclwatch_raw_clone\n"
     ".hidden ncclwatch_raw_clone\n"
     ".type ncclwatch_raw_clone,@function\n"
     "ncclwatch_raw_clone:\n"
-    "  movl $56, %eax\n"       // SYS_clone
-    "  movq %rdi, %r9\n"       // fn, kept across the call
-    "  movq %rdx, %rdi\n"      // flags
-    "  andq $-16, %rsi\n"      // stack
-    "  subq $8, %rsi\n"
-    "  movq %rcx, (%rsi)\n"    // arg, popped by the child
-    "  xorl %edx, %edx\n"      // parent tid
-    "  xorl %r10d, %r10d\n"    // child tid
-    "  xorl %r8d, %r8d\n"      // tls
+    "  pushq %r12\n"
+    "  pushq %r13\n"
+    "  movq %rdi, %r12\n"       // fn
+    "  movq %rcx, %r13\n"       // arg
+    "  movq %rdx, %rdi\n"       // clone's 1st argument: flags
+    "  andq $-16, %rsi\n"       // 2nd: the child's stack, aligned
+    "  xorl %edx, %edx\n"       // 3rd: parent tid pointer (none)
+    "  xorl %r10d, %r10d\n"     // 4th: child tid pointer (none)
+    "  xorl %r8d, %r8d\n"       // 5th: thread pointer (unchanged)
+    "  movl $56, %eax\n"        // SYS_clone
     "  syscall\n"
     "  testq %rax, %rax\n"
-    "  jnz 1f\n"
-    "  xorl %ebp, %ebp\n"
-    "  popq %rdi\n"
-    "  callq *%r9\n"
+    "  jz 1f\n"
+    "  popq %r13\n"             // the caller: pid or -errno
+    "  popq %r12\n"
+    "  ret\n"
+    "1:\n"                       // the child, on its own stack
+    "  xorl %ebp, %ebp\n"       // no frame above this one
+    "  movq %r13, %rdi\n"
+    "  callq *%r12\n"
     "  movl %eax, %edi\n"
-    "  movl $231, %eax\n"      // SYS_exit_group
+    "  movl $231, %eax\n"       // SYS_exit_group: this process only (no CLONE_THREAD)
     "  syscall\n"
     "  hlt\n"
-    "1:\n"
-    "  ret\n"
     ".size ncclwatch_raw_clone, .-ncclwatch_raw_clone\n");
-#elif defined(__aarch64__)
-__asm__(
-    ".text\n"
-    ".globl ncclwatch_raw_clone\n"
-    ".hidden ncclwatch_raw_clone\n"
-    ".type ncclwatch_raw_clone,%function\n"
-    "ncclwatch_raw_clone:\n"
-    "  and x1, x1, #-16\n"
-    "  stp x0, x3, [x1, #-16]!\n"  // fn and arg, on the child's stack
-    "  mov x0, x2\n"                // flags
-    "  mov x2, xzr\n"               // parent tid
-    "  mov x3, xzr\n"               // tls
-    "  mov x4, xzr\n"               // child tid
-    "  mov x8, #220\n"              // SYS_clone
-    "  svc #0\n"
-    "  cbz x0, 1f\n"
-    "  ret\n"
-    "1:\n"
-    "  ldp x1, x0, [sp], #16\n"
-    "  blr x1\n"
-    "  mov x8, #94\n"               // SYS_exit_group
-    "  svc #0\n"
-    "  brk #1000\n"
-    ".size ncclwatch_raw_clone, .-ncclwatch_raw_clone\n");
-#else
-#error "reaper.cc: raw clone and system calls exist for x86_64 and aarch64 only"
 #endif
 
 namespace ncclwatch::plugin {
+
+#if defined(__x86_64__)
 namespace {
 
 // A system call without libc: the result, or -errno.
-#if defined(__x86_64__)
 long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
   register long r10 __asm__("r10") = d;
   register long r8 __asm__("r8") = e;
@@ -96,19 +80,6 @@ long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, lon
                    : "rcx", "r11", "memory");
   return ret;
 }
-#elif defined(__aarch64__)
-long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
-  register long x8 __asm__("x8") = n;
-  register long x0 __asm__("x0") = a;
-  register long x1 __asm__("x1") = b;
-  register long x2 __asm__("x2") = c;
-  register long x3 __asm__("x3") = d;
-  register long x4 __asm__("x4") = e;
-  register long x5 __asm__("x5") = f;
-  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory", "cc");
-  return x0;
-}
-#endif
 
 template <typename T>
 long P(T* p) {
@@ -358,5 +329,10 @@ int ReaperMain(void* arg) {
 long StartReaper(ReaperJob* job) {
   return ncclwatch_raw_clone(&ReaperMain, job->reaper_stack_top, CLONE_VM | SIGCHLD, job);
 }
+#else
+// Elsewhere (aarch64) the keeper is not built yet: NCCLWATCH_ON_STUCK says
+// once that it cannot start its keeper, and nothing runs.
+long StartReaper(ReaperJob*) { return -ENOSYS; }
+#endif  // __x86_64__
 
 }  // namespace ncclwatch::plugin
