@@ -184,7 +184,8 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     std::string s = Lower(Trim(v));
     if (s == "channels") c.completions = Completions::kChannels;
     else if (s == "events") c.completions = Completions::kEvents;
-    else warn("NCCLWATCH_COMPLETIONS", v, "not channels or events", "channels");
+    else if (s == "auto") c.completions = Completions::kAuto;
+    else warn("NCCLWATCH_COMPLETIONS", v, "not auto, channels or events", "auto");
   }
   if (const char* v = get("NCCLWATCH_START_EVENTS")) {
     std::string s = Lower(Trim(v));

@@ -19,7 +19,9 @@
 //                           within 0666 and at least 0600; default 0600)
 //   NCCLWATCH_BUFFER_MB     memory for per-thread buffers and event handles
 //   NCCLWATCH_ENABLE        0 turns the plugin off (init fails, NCCL runs on)
-//   NCCLWATCH_COMPLETIONS   where completions come from: "channels" (NCCL's
+//   NCCLWATCH_COMPLETIONS   where completions come from: "auto" (default:
+//                           events where the API (v5+) and the process's
+//                           libcuda allow, else channels), "channels" (NCCL's
 //                           kernel-channel events) or "events" (CUDA events
 //                           at each kernel launch; API v5+, launch_events.h)
 //   NCCLWATCH_START_EVENTS  with completions from events: 0 records no event
@@ -44,7 +46,9 @@
 namespace ncclwatch::plugin {
 
 enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
-enum class Completions : uint8_t { kChannels = 0, kEvents = 1 };
+// kAuto: CUDA events where they can be had, kernel channels elsewhere, with
+// no warning (NCCL before 2.28 and processes without libcuda are expected).
+enum class Completions : uint8_t { kChannels = 0, kEvents = 1, kAuto = 2 };
 
 struct Config {
   std::string dir = ".";
@@ -61,7 +65,7 @@ struct Config {
   uint64_t buffer_mb = 64;
   bool enabled = true;
   ClockMode clock = ClockMode::kAuto;
-  Completions completions = Completions::kChannels;
+  Completions completions = Completions::kAuto;
   bool start_events = true;
   std::vector<std::string> warnings;
 };

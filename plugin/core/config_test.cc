@@ -79,15 +79,16 @@ TEST(ConfigTest, Clock) {
 }
 
 TEST(ConfigTest, Completions) {
-  EXPECT_EQ(Parse({}).completions, Completions::kChannels);
+  EXPECT_EQ(Parse({}).completions, Completions::kAuto);  // events where they can be had
   EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", " Events "}}).completions, Completions::kEvents);
   EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", "channels"}}).completions, Completions::kChannels);
+  EXPECT_EQ(Parse({{"NCCLWATCH_COMPLETIONS", "auto"}}).completions, Completions::kAuto);
   EXPECT_TRUE(Parse({}).start_events);
   EXPECT_FALSE(Parse({{"NCCLWATCH_START_EVENTS", "0"}}).start_events);
   Config bad = Parse({{"NCCLWATCH_COMPLETIONS", "cupti"}});
-  EXPECT_EQ(bad.completions, Completions::kChannels);
+  EXPECT_EQ(bad.completions, Completions::kAuto);
   ASSERT_EQ(bad.warnings.size(), 1u);
-  EXPECT_NE(bad.warnings[0].find("NCCLWATCH_COMPLETIONS='cupti' ignored: not channels or events; using channels"),
+  EXPECT_NE(bad.warnings[0].find("NCCLWATCH_COMPLETIONS='cupti' ignored: not auto, channels or events; using auto"),
             std::string::npos);
 }
 

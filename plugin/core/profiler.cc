@@ -122,17 +122,25 @@ Profiler::Profiler(const ProfilerOptions& opts)
       context_grace_ns_(opts.context_grace_ns) {}
 
 void Profiler::ChooseCompletions() {
-  if (config_.completions != Completions::kEvents) return;
+  if (config_.completions == Completions::kChannels) return;
+  // The default (auto) takes CUDA events wherever they can be had: NCCL's
+  // kernel-channel instrumentation costs its proxy thread whatever the
+  // plugin does (2.8x on a pipelined 1 MiB all-reduce on 2x H200), events
+  // cost the launching thread under a microsecond (BENCHMARKS.md).
+  const bool asked = config_.completions == Completions::kEvents;
+  const std::string name = asked ? "NCCLWATCH_COMPLETIONS=events" : "CUDA-event completions";
   std::string why;
   if (api_version_ < 5) {
-    why = "NCCLWATCH_COMPLETIONS=events needs profiler API v5 (NCCL 2.28 or later), this NCCL uses v" +
-          std::to_string(api_version_);
+    why = name + " need profiler API v5 (NCCL 2.28 or later), this NCCL uses v" + std::to_string(api_version_);
   } else if (!ResolveCudaDriver(&cuda_, &why)) {
-    why = "NCCLWATCH_COMPLETIONS=events: " + why;
+    why = name + ": " + why;
   }
   if (!why.empty()) {
     completions_ = "channels (" + why + ")";
-    config_.warnings.push_back(why + "; completions come from kernel channels");
+    // Asked for by name, the fallback is news; by default it is expected
+    // (NCCL 2.23 to 2.27, a process that never loaded libcuda): the init
+    // line and the file header say which was used.
+    if (asked) config_.warnings.push_back(why + "; completions come from kernel channels");
     return;
   }
   events_ = true;

@@ -73,6 +73,36 @@ class EventsTest : public ::testing::Test {
   std::string dir_;
 };
 
+// By default (NCCLWATCH_COMPLETIONS unset: auto) a process with libcuda
+// on profiler API v5+ takes CUDA events; on v4 it takes kernel channels,
+// without a warning, and the file header says which and why.
+TEST_F(EventsTest, EventsAreTheDefaultWhereTheyCanBeHad) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_}, {"NCCLWATCH_FLUSH_MS", "10"}});
+  {
+    FakeComm c(PluginLib::Shared(), 5);
+    ASSERT_EQ(c.Init(0xE5, "auto5", 1, 2, 0), 0);
+    EXPECT_NE(c.mask() & nccl::kKernelLaunch, 0);
+    EXPECT_EQ(c.mask() & nccl::kKernelCh, 0);
+    c.RunOp(Op(1, kStreamA));
+    std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 1) != nullptr; });
+    EXPECT_EQ(t->header->completions(), "events");
+    cuda_->run(kStreamA);
+    ASSERT_EQ(c.Finalize(), 0);
+  }
+  const std::string dir4 = MakeTempDir("events_v4");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir4}, {"NCCLWATCH_FLUSH_MS", "10"}});
+  ClearLogs();
+  FakeComm c(PluginLib::Shared(), 4);
+  ASSERT_EQ(c.Init(0xE4, "auto4", 1, 2, 0), 0);
+  EXPECT_NE(c.mask() & nccl::kKernelCh, 0);
+  c.RunOp(Op(1, kStreamA));
+  ASSERT_EQ(c.Finalize(), 0);
+  std::unique_ptr<Trace> t = WaitForTrace(dir4, [](const Trace& x) { return !x.finalizes.empty(); });
+  EXPECT_EQ(t->header->completions().rfind("channels (CUDA-event completions need profiler API v5", 0), 0u)
+      << t->header->completions();
+  for (const std::string& w : Warnings()) EXPECT_EQ(w.find("CUDA-event"), std::string::npos) << w;
+}
+
 TEST_F(EventsTest, OpsCompleteWhenTheirStreamPassesTheLaunch) {
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xE1, "events", 1, 2, 0), 0);
