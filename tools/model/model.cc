@@ -43,6 +43,7 @@ void Seen(Proc* p, int64_t t) {
 void ApplyDone(const trace::OpDone& d, int64_t done_abs, Op* op) {
   op->state = OpState::kCompleted;
   op->done_ns = done_abs;
+  op->polled = d.from_event();
   if (d.gpu_duration_ns() > 0 || d.gpu_timing()) {
     op->has_gpu = true;
     // gpu (CPU clock) = reference + delta, the reference being the completion time.

@@ -76,6 +76,10 @@ struct Op {
   // Names a function or datatype its file never defined (a damaged file):
   // what it was called with is unknown, so it can disagree with nothing.
   bool names_undefined = false;
+  // Its completion came from a CUDA event the plugin's writer polled
+  // (OpDone.from_event): done_ns is when the writer saw it, within ~10 ms
+  // and later than the kernel's end; no GPU execution time.
+  bool polled = false;
   Func fn = Func::kOther;  // `func` resolved once at load (tools/semantics.h)
   uint16_t func = 0;       // Model::strings ids (0: none)
   uint16_t datatype = 0;

@@ -45,7 +45,7 @@ struct Acc {
   uint32_t incomplete = 0;
   uint32_t warmup = 0;
   std::vector<uint32_t> warmed;  // per process: its timed ops of the row left out so far
-  std::vector<int64_t> gpu, cpu, delay, skew;
+  std::vector<int64_t> gpu, cpu, polled, delay, skew;
 };
 
 double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
@@ -126,7 +126,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       a.gpu.push_back(o.gpu_duration_ns);
       if (o.start_ns != kNoTime && o.gpu_start_ns != kNoTime) a.delay.push_back(o.gpu_start_ns - o.start_ns);
     }
-    if (o.start_ns != kNoTime && o.done_ns != kNoTime) a.cpu.push_back(o.done_ns - o.start_ns);
+    if (o.start_ns != kNoTime && o.done_ns != kNoTime) (o.polled ? a.polled : a.cpu).push_back(o.done_ns - o.start_ns);
   }
   // Arrival skew, per collective seen on two ranks or more.
   for (const Match& match : m.matches) {
@@ -165,8 +165,12 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     r->set_calls(static_cast<uint32_t>(a.matches.size()) + a.unmatched);
     r->set_incomplete(a.incomplete);
     r->set_warmup(a.warmup);
-    std::vector<int64_t>* lat = !a.gpu.empty() ? &a.gpu : !a.cpu.empty() ? &a.cpu : nullptr;
-    r->set_timing(!a.gpu.empty() ? "gpu" : !a.cpu.empty() ? "cpu" : "none");
+    // Completions seen by polling a CUDA event time the writer's look, not
+    // the kernel: a latency bound, no bandwidth (0.08 GB/s of polling delay
+    // was printed as a bus bandwidth before).
+    std::vector<int64_t>* lat = !a.gpu.empty() ? &a.gpu : !a.cpu.empty() ? &a.cpu : !a.polled.empty() ? &a.polled : nullptr;
+    const bool polled = lat == &a.polled;
+    r->set_timing(!a.gpu.empty() ? "gpu" : !a.cpu.empty() ? "cpu" : polled ? "polled" : "none");
     if (lat != nullptr) {
       r->set_samples(static_cast<uint32_t>(lat->size()));
       const int64_t p50 = Percentile(lat, 50);
@@ -175,7 +179,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       double factor;
       const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
       if (has_factor) r->set_busbw_factor(factor);
-      if (r->has_bytes() && p50 > 0) {
+      if (r->has_bytes() && p50 > 0 && !polled) {
         const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s
         r->set_algbw_gbps(algbw);
         if (has_factor) r->set_busbw_gbps(algbw * factor);
@@ -255,10 +259,11 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
            {"skew p50 us", true},
            {"skew p99 us", true},
            {"incomplete", true}});
-  bool any_cpu = false;
+  bool any_cpu = false, any_polled = false;
   for (const stats::StatRow& r : s.rows()) {
     auto opt = [](bool has, double v, int decimals) { return has ? Num(v, decimals) : std::string("-"); };
     any_cpu |= r.timing() == "cpu";
+    any_polled |= r.timing() == "polled";
     t.Add({Printable(r.comm()), Printable(r.func()), r.bucket(), std::to_string(r.calls()), std::to_string(r.samples()),
            r.timing(), opt(r.has_latency_p50_us(), r.latency_p50_us(), 1),
            opt(r.has_latency_p99_us(), r.latency_p99_us(), 1), opt(r.has_algbw_gbps(), r.algbw_gbps(), 2),
@@ -272,6 +277,9 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
   if (any_cpu)
     out << "timing 'cpu': no GPU kernel timestamps for that row; latency is enqueue start to completion as the"
            " plugin saw it (includes queueing behind earlier work)\n";
+  if (any_polled)
+    out << "timing 'polled': completions from CUDA events, seen by the plugin's writer every ~10 ms: latency is an"
+           " upper bound and no bandwidth is given (NCCLWATCH_COMPLETIONS=channels times the GPU)\n";
 }
 
 std::string StatsToJson(const stats::Stats& s) {

@@ -213,6 +213,27 @@ TEST(StatsTest, CpuOnlyRowsSayCpu) {
   EXPECT_NE(table.str().find("timing 'cpu'"), std::string::npos) << table.str();
 }
 
+// Completions from CUDA events time the writer's poll, not the kernel: the
+// row says so and gives no bandwidth (testdata/gpu-events/healthy printed
+// 0.08 GB/s of polling delay as a bus bandwidth).
+TEST(StatsTest, PolledCompletionsGiveNoBandwidth) {
+  Job j(2, "world");
+  for (int r = 0; r < 2; ++r) j.AddOp(0, r, "AllReduce", 0, 1 << 20, "ncclFloat32", 0, 9'000'000);
+  for (Op& o : j.m.ops) o.polled = true;
+  j.Match();
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
+  const stats::StatRow* r = FindRow(s, "world", "AllReduce", 22);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->timing(), "polled");
+  EXPECT_EQ(r->samples(), 2u);
+  EXPECT_DOUBLE_EQ(r->latency_p50_us(), 9000.0);
+  EXPECT_FALSE(r->has_algbw_gbps());
+  EXPECT_FALSE(r->has_busbw_gbps());
+  std::ostringstream table;
+  PrintStatsTable(s, table);
+  EXPECT_NE(table.str().find("timing 'polled'"), std::string::npos) << table.str();
+}
+
 TEST(StatsTest, GpuSamplesWinOverCpuOnes) {
   Job j(2, "world");
   j.AddOp(0, 0, "AllReduce", 0, 256, "ncclFloat32", 0, 900'000, 1000, 10'000);
