@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -95,13 +96,27 @@ struct Child {
   void Init(const ncclUniqueId& id) {
     int ndev = 0;
     CUDA_CHECK(cudaGetDeviceCount(&ndev));
-    if (ndev < nranks) {
-      Log("need %d visible GPUs, found %d", nranks, ndev);
+    // SCENARIO_ONE_GPU=1: every rank on device 0 with its own NCCL_HOSTID,
+    // so NCCL takes the ranks for separate nodes and connects them over
+    // sockets (../shared/gpu/one_gpu_ranks.py): real NCCL where one GPU is
+    // lent. Functional runs only: sockets say nothing of NVLink speed.
+    const char* one = getenv("SCENARIO_ONE_GPU");
+    const bool one_gpu = one != nullptr && strcmp(one, "1") == 0;
+    if (!one_gpu && ndev < nranks) {
+      Log("need %d visible GPUs, found %d (SCENARIO_ONE_GPU=1 puts every rank on one)", nranks, ndev);
       exit(kExitError);
     }
-    CUDA_CHECK(cudaSetDevice(rank));
+    const int dev = one_gpu ? 0 : rank;
+    if (one_gpu) {
+      char host[32];
+      snprintf(host, sizeof(host), "host%d", rank);
+      setenv("NCCL_HOSTID", host, 1);
+      setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+      setenv("NCCL_IB_DISABLE", "1", 1);
+    }
+    CUDA_CHECK(cudaSetDevice(dev));
     cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, rank));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
 
     int64_t t0 = NowNs();
     wd.SetWhere("ncclCommInitRankConfig(world)");
