@@ -18,6 +18,7 @@
 #include "tools/model/model.h"
 #include "tools/reader/reader.h"
 #include "tools/testing/trace_builder.h"
+#include "tools/watch/headerless.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -277,27 +278,6 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
   EXPECT_EQ(after.ops[1].seq, m.ops[13].seq);
 }
 
-// A file's records framed again without its header (the reader resolves
-// start_delta_ns, so the operations keep their times).
-std::string Headerless(const std::string& bytes) {
-  TraceReader r;
-  r.OpenBytes("f", bytes);
-  trace::Record rec;
-  uint64_t off = 0;
-  std::string out;
-  while (r.Next(&rec, &off)) {
-    if (rec.has_header()) continue;
-    const std::string body = rec.SerializeAsString();
-    uint64_t n = body.size();
-    while (n >= 0x80) {
-      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-      n >>= 7;
-    }
-    out.push_back(static_cast<char>(n));
-    out += body;
-  }
-  return out;
-}
 
 // Issue 28: a file without its header (a live trace truncated while the
 // plugin appends) was kept whole, poll after poll: 1.6 GiB. The model can

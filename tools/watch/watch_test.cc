@@ -24,6 +24,7 @@
 #include "tools/reader/reader.h"
 #include "tools/testing/memory_limit.h"
 #include "tools/testing/trace_builder.h"
+#include "tools/watch/headerless.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -522,26 +523,6 @@ std::string OwnCommFile(int64_t pid, uint64_t comm, int ncolls) {
   return b.Bytes();
 }
 
-// `bytes`' records framed again without the header.
-std::string Headerless(const std::string& bytes) {
-  TraceReader r;
-  r.OpenBytes("f", bytes);
-  trace::Record rec;
-  uint64_t off = 0;
-  std::string out;
-  while (r.Next(&rec, &off)) {
-    if (rec.has_header()) continue;
-    const std::string body = rec.SerializeAsString();
-    uint64_t n = body.size();
-    while (n >= 0x80) {
-      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-      n >>= 7;
-    }
-    out.push_back(static_cast<char>(n));
-    out += body;
-  }
-  return out;
-}
 
 // Issue 28: a 200 MB file without a header took 700 MB, and a live one
 // truncated while the plugin appended 1.6 GiB: every operation was kept,
