@@ -144,7 +144,14 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
         if (uv.empty() || vu.empty()) continue;
         int64_t when = INT64_MAX;
         for (uint32_t oi : g.nodes[u]) when = std::min(when, m.ops[oi].start_ns);
-        if (when < best_when) best_when = when, best_u = u, best_v = v, first_uv = uv, first_vu = vu;
+        // Two operations of one communicator issued in opposite orders
+        // explain a cycle better than a pair across communicators, whose
+        // order follows from it (a swap on 'world' reorders it against
+        // 'dp' too): the earliest such pair wins, else the earliest pair.
+        const bool same = a0.comm == b0.comm;
+        const bool best_same = best_u != SIZE_MAX && m.ops[g.nodes[best_u][0]].comm == m.ops[g.nodes[best_v][0]].comm;
+        if ((same && !best_same) || (same == best_same && when < best_when))
+          best_when = when, best_u = u, best_v = v, first_uv = uv, first_vu = vu;
       }
     if (best_u == SIZE_MAX) continue;
     const Op& ou = m.ops[g.nodes[best_u][0]];

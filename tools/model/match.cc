@@ -62,6 +62,38 @@ void ImplyFromPeers(Model* m) {
   }
 }
 
+// A collective "completed" on some ranks that a member never issued, its
+// file whole, and each such completion shortly before its process's
+// finalize or the end of its file: no collective completes without every
+// member, so these are an abort's (ncclCommAbort makes kernels exit; with
+// CUDA-event completions their events then complete too). Seen on one
+// H100, 4 ranks over sockets, CUDA-event completions: rank 1 was SIGKILLed
+// and the others, on NCCL's remote error 0.5 s later, aborted, their
+// in-flight collectives "completed", and every file read as healthy.
+void AbortedWithoutAMember(Model* m) {
+  for (const Match& mt : m->matches) {
+    if (mt.kind != OpKind::kColl || mt.comm >= m->comms.size()) continue;
+    const Comm& c = m->comms[mt.comm];
+    if (c.size_guessed || c.nranks < 2 || static_cast<int32_t>(c.proc_of_rank.size()) < c.nranks) continue;
+    bool absent = false;  // a member with a whole file never issued it
+    for (int32_t r = 0; r < c.nranks && !absent; ++r) {
+      const uint32_t pr = c.proc_of_rank[static_cast<size_t>(r)];
+      const bool has_op = static_cast<size_t>(r) < mt.ops.size() && mt.ops[static_cast<size_t>(r)] != kNone;
+      absent = !has_op && pr != kNone && !m->procs[pr].damaged && !m->procs[pr].cut_tail;
+    }
+    if (!absent) continue;
+    for (uint32_t oi : mt.ops) {
+      if (oi == kNone) continue;
+      Op& o = m->ops[oi];
+      if (o.state != OpState::kCompleted || o.completion_lost || !InAbortWindowOf(*m, o)) continue;
+      o.state = OpState::kInFlight;
+      o.ended_by_abort = true;
+      o.has_gpu = false;
+      o.done_ns = kNoTime;
+    }
+  }
+}
+
 }  // namespace
 
 void MatchOps(Model* m) {
@@ -166,6 +198,7 @@ void MatchOps(Model* m) {
     o.match = mi;
   }
   ImplyFromPeers(m);
+  AbortedWithoutAMember(m);
 }
 
 }  // namespace ncclwatch::tools

@@ -455,6 +455,10 @@ void ImplyLostCompletions(Model* m, uint32_t pi) {
 
 }  // namespace
 
+bool InAbortWindowOf(const Model& m, const Op& op) {
+  return op.done_ns != kNoTime && InAbortWindow(AbortEnds(m, op.proc, op.comm), op.done_ns);
+}
+
 uint16_t Model::Intern(const std::string& s) {
   auto it = string_ids.find(s);
   if (it != string_ids.end()) return it->second;

@@ -316,6 +316,11 @@ void AlignClocks(Model* model);
 // LoadModel + MatchOps + AlignClocks.
 bool BuildModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
 
+// Whether `op`'s completion came less than kAbortWindowSec before the end
+// of its process's file or its communicator's finalize there: where an
+// abort's "completions" fall (see LoadModel).
+bool InAbortWindowOf(const Model& m, const Op& op);
+
 // "rank 3" (launcher rank) or "pid 1234@host" when the launcher said nothing.
 std::string ProcName(const Model& m, uint32_t proc);
 

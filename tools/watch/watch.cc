@@ -110,12 +110,14 @@ bool Watcher::Build(bool at_end, const std::map<std::string, uint64_t>* until, M
     }
     return false;
   }
-  MatchOps(m);
-  AlignClocks(m);
+  // What the files' reading saw (damage, a cut tail) first: matching
+  // judges completions by whether a member's file is whole (match.cc).
   for (Proc& p : m->procs) {
     auto it = files_.find(p.path);
     if (it != files_.end()) it->second->Annotate(&p, at_end);
   }
+  MatchOps(m);
+  AlignClocks(m);
   for (Comm& c : m->comms) {
     auto it = settled_colls_.find(c.hash);
     if (it != settled_colls_.end() && c.hash != 0) c.settled_colls = it->second;
