@@ -64,6 +64,28 @@ const Case kCases[] = {
      "testdata/gpu-events/", 2},
     {"torch_skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 0x", "(2 ranks); rank 0 waited"},
      "testdata/gpu-events/", 2},
+    // testdata/gpu-events4: 4 ranks on one GPU over sockets, the default
+    // capture (completions from CUDA events).
+    {"healthy", 0, {"OK: no problem found in 4 processes (5 communicators, 192 operations, 192 completed)"},
+     "testdata/gpu-events4/"},
+    {"skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks); ranks 0,1,2 waited"},
+     "testdata/gpu-events4/"},
+    {"kill", 1, {"ENDED: rank 1 ended first, without finalizing (killed or crashed)", "[cause: rank 1's resources]"},
+     "testdata/gpu-events4/"},
+    {"straggler", 1, {"STRAGGLER: rank 0 arrived last"}, "testdata/gpu-events4/"},
+    {"extra", 1, {"HANG: ranks 0,1,2 never joined AllReduce #5", "rank 3 issued one too many"}, "testdata/gpu-events4/"},
+    {"count", 1, {"MISMATCH: AllReduce #4 on comm 'world' (4 ranks): rank 3 called count 8,192"}, "testdata/gpu-events4/"},
+    {"dtype", 1, {"MISMATCH: AllReduce #4 on comm 'world' (4 ranks): rank 3 called ncclFloat16"}, "testdata/gpu-events4/"},
+    {"func", 1, {"MISMATCH: rank 3 issued Broadcast", "as #4 on comm 'world' (4 ranks)"}, "testdata/gpu-events4/"},
+    {"root", 1, {"MISMATCH: Broadcast #4 on comm 'world' (4 ranks): rank 3 called root 1", "the results are wrong"},
+     "testdata/gpu-events4/"},
+    {"swap", 1, {"ORDER MISMATCH: ranks 2,3 issued Broadcast #4 before AllReduce #4 on comm 'world' (4 ranks)"},
+     "testdata/gpu-events4/"},
+    {"send-no-recv", 1, {"UNMATCHED P2P:", "rank 3's Send #5 to rank 0"}, "testdata/gpu-events4/"},
+    {"host-stuck", 1, {"HANG: rank 3 never joined AllReduce #4", "rank 3 is alive but idle outside NCCL"},
+     "testdata/gpu-events4/"},
+    {"cross-wait", 1, {"DEADLOCK: rank 1 issued AllReduce #4 on comm 'world' (4 ranks) before AllReduce #0 on comm 'tp'"},
+     "testdata/gpu-events4/"},
     // testdata/versions: 2 ranks, default capture, one NCCL release each.
     // 2.23.4 (API v1): communicators of unknown size, so never an OK.
     {"healthy", 3, {"INCOMPLETE: no problem found", "communicators of unknown size and members"}, "testdata/versions/2.23.4/", 2},
@@ -174,6 +196,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                            std::string n = i.param.scenario;
                            if (std::string(i.param.dir) == "testdata/gpu-ops/") n = "ops_" + n;
                            if (std::string(i.param.dir) == "testdata/gpu-events/") n = "events_" + n;
+                           if (std::string(i.param.dir) == "testdata/gpu-events4/") n = "events4_" + n;
                            if (std::string(i.param.dir).rfind("testdata/versions/", 0) == 0) {
                              std::string v = std::string(i.param.dir).substr(18);
                              v.pop_back();
