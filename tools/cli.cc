@@ -25,7 +25,7 @@ ABSL_FLAG(bool, json, false, "diagnose: the same as --format=json");
 ABSL_FLAG(std::string, out, "", "write the output to this file (-o)");
 ABSL_FLAG(double, min_wait, 1.0, "diagnose: seconds in flight that make a hang");
 ABSL_FLAG(bool, summary, false, "dump: the summary lines only");
-ABSL_FLAG(std::string, baseline, "", "check: the baseline stats JSON");
+ABSL_FLAG(std::vector<std::string>, baseline, {}, "check: the baseline stats JSON, one per run (repeatable)");
 ABSL_FLAG(std::string, junit, "", "check: also write a JUnit XML report");
 ABSL_FLAG(std::string, tolerance, "", "check: METRIC=PCT,... (repeatable)");
 ABSL_FLAG(bool, strict, false, "check: baseline rows missing from the run fail too");
@@ -128,7 +128,7 @@ constexpr char kExportUsage[] =
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n";
 
 constexpr char kStatsUsage[] =
-    "usage: ncclwatch stats [--format=text|json] FILE|DIR...\n"
+    "usage: ncclwatch stats [--format=text|json|openmetrics] FILE|DIR...\n"
     "\n"
     "Per communicator, function and message size (power-of-two buckets of\n"
     "bytes as nccl-tests counts them): calls, latency p50/p99 (GPU kernel\n"
@@ -136,33 +136,43 @@ constexpr char kStatsUsage[] =
     "'cpu'), algorithm and bus bandwidth at the median latency (nccl-tests'\n"
     "formulas), enqueue-to-kernel delay and arrival skew across ranks. Each\n"
     "rank's first timed operation of a row is warm-up, left out ('warmup').\n"
+    "Samples count rank operations: a collective on 4 ranks is 1 call and up\n"
+    "to 4 samples.\n"
     "  --format=text   an aligned table (the default)\n"
-    "  --format=json   JSON (proto/stats.proto, message Stats): a baseline for\n"
-    "                  'ncclwatch check --baseline'\n"
+    "  --format=json   JSON (proto/stats.proto, message Stats) with the samples\n"
+    "                  and each rank's arrival: a baseline for 'ncclwatch check'\n"
+    "  --format=openmetrics  the per-row figures in the OpenMetrics text format\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n";
 
 constexpr char kCheckUsage[] =
-    "usage: ncclwatch check --baseline FILE [--tolerance METRIC=PCT]... [--junit FILE] [--strict] FILE|DIR...\n"
+    "usage: ncclwatch check --baseline FILE [--baseline FILE]... [--tolerance METRIC=PCT]...\n"
+    "                       [--junit FILE] [--strict] [--format=text|json] FILE|DIR...\n"
     "\n"
     "The CI gate: compares the run's stats with a baseline made by\n"
     "'ncclwatch stats --format=json' (rows of the same communicator name and\n"
-    "size, function and size bucket, with 20 samples or more on both sides,\n"
-    "100 for a p99), and runs 'diagnose'. A median's limit is its tolerance or\n"
-    "the baseline's p50-to-p99 spread, whichever is wider. The first line is\n"
-    "PASS or FAIL with why. Fails\n"
-    "(exit 1) when a metric is worse than the baseline by more than its\n"
-    "tolerance, on any diagnose finding of error severity (hang, mismatch,\n"
-    "dead rank...), on incomplete evidence, or when nothing could be compared.\n"
-    "  --baseline FILE           the baseline stats JSON\n"
-    "  --tolerance METRIC=PCT    allowed change in percent of the baseline\n"
-    "                            (METRIC=off: not compared); repeatable, or\n"
-    "                            comma-separated. Defaults: latency_p50=10,\n"
-    "                            latency_p99=20, busbw=10. Also: algbw, delay_p50,\n"
-    "                            delay_p99, skew_p50, skew_p99.\n"
+    "size, function and size bucket; each rank's arrival), and runs 'diagnose'.\n"
+    "Each metric is judged on the samples of both sides: its change with a\n"
+    "98% bootstrap interval (fixed seed). It regresses when the interval\n"
+    "excludes no change and the change is worse than its tolerance. A metric\n"
+    "whose interval reaches 1.5x without being significant is NOISY: reported,\n"
+    "not judged. The first line is PASS or FAIL with why. Fails (exit 1) on a\n"
+    "regression, any diagnose finding of error severity (hang, mismatch, dead\n"
+    "rank, late rank...), incomplete evidence, or when nothing was judged.\n"
+    "  --baseline FILE           a baseline stats JSON; several (one per run of\n"
+    "                            the job) are pooled, and a change within their\n"
+    "                            run-to-run spread is no regression\n"
+    "  --tolerance METRIC=PCT    the smallest change that fails, in percent of\n"
+    "                            the baseline (METRIC=off: not compared);\n"
+    "                            repeatable, or comma-separated. Defaults:\n"
+    "                            latency_p50=10, latency_p99=20, busbw=10 (below\n"
+    "                            100), arrival=10ms (a time: a rank's median\n"
+    "                            lateness at collectives). Also: algbw,\n"
+    "                            delay_p50, delay_p99, skew_p50, skew_p99.\n"
     "  --junit FILE              also write a JUnit XML report for CI systems\n"
-    "  --strict                  baseline rows missing from the run fail too\n"
-    "                            (by default they are reported only)\n"
+    "  --strict                  baseline rows missing from the run, and NOISY\n"
+    "                            metrics, fail too (by default: reported only)\n"
+    "  --format=json             the report as JSON (proto/stats.proto CheckReport)\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
@@ -208,7 +218,7 @@ const Command kCommands[] = {
     {"merge", kMergeUsage, {"format", "out", "job"}, {}},
     {"export", kExportUsage, {"out", "job"}, {}},
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
-    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "job", "out"}, {"tolerance"}},
+    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "format", "job", "out"}, {"tolerance", "baseline"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
     {"watch",
      kWatchUsage,
@@ -375,8 +385,8 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
   }
   if (name == "export") return ExportCommand(inputs, absl::GetFlag(FLAGS_out), out, err);
   if (name == "stats") {
-    if (format != "text" && format != "json") {
-      err << who << "--format must be text or json, not '" << format << "'\n";
+    if (format != "text" && format != "json" && format != "openmetrics") {
+      err << who << "--format must be text, json or openmetrics, not '" << format << "'\n";
       return 2;
     }
     return StatsCommand(inputs, format, out, err);
@@ -390,12 +400,16 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     err << who << error << "\n";
     return 2;
   }
-  const std::string baseline = absl::GetFlag(FLAGS_baseline);
-  if (baseline.empty()) {
+  const std::vector<std::string> baselines = absl::GetFlag(FLAGS_baseline);
+  if (baselines.empty()) {
     err << who << "--baseline FILE is required (make one with 'ncclwatch stats --format=json')\n" << cmd.usage;
     return 2;
   }
-  return CheckCommand(inputs, baseline, absl::GetFlag(FLAGS_junit), opts, out, err);
+  if (format != "text" && format != "json") {
+    err << who << "--format must be text or json, not '" << format << "'\n";
+    return 2;
+  }
+  return CheckCommand(inputs, baselines, format, absl::GetFlag(FLAGS_junit), opts, out, err);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "tools/model/model.h"
 #include "tools/order/order.h"
 #include "tools/reader/reader.h"
+#include "tools/stats/openmetrics.h"
 #include "tools/stats/stats.h"
 #include "tools/watch/watch.h"
 
@@ -295,29 +296,35 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
   if (!Load("stats", inputs, true, &m, err, &error)) return 2;
   stats::Stats s = ComputeStats(m);
   if (format == "json") out << StatsToJson(s);
+  else if (format == "openmetrics") WriteOpenMetrics(s, out);
   else PrintStatsTable(s, out);
   return 0;
 }
 
-int CheckCommand(const Inputs& inputs, const std::string& baseline_path,
+int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_paths, const std::string& format,
                  const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err) {
-  std::string bytes, error;
-  if (!ReadBaseline(baseline_path, &bytes, &error)) {
-    err << "ncclwatch check: " << error << "\n";
-    return 2;
-  }
-  stats::Stats baseline;
-  if (!StatsFromJson(bytes, &baseline, &error)) {
-    err << "ncclwatch check: baseline " << baseline_path << ": " << error << "\n";
-    return 2;
+  std::vector<stats::Stats> baselines;
+  std::string error;
+  for (const std::string& path : baseline_paths) {
+    std::string bytes;
+    if (!ReadBaseline(path, &bytes, &error)) {
+      err << "ncclwatch check: " << error << "\n";
+      return 2;
+    }
+    baselines.emplace_back();
+    if (!StatsFromJson(bytes, &baselines.back(), &error)) {
+      err << "ncclwatch check: baseline " << path << ": " << error << "\n";
+      return 2;
+    }
   }
   Model m;
   if (!Load("check", inputs, true, &m, err, &error)) return 2;
-  CheckResult r = CompareStats(baseline, ComputeStats(m), opts);
+  CheckResult r = CompareStats(baselines, ComputeStats(m), opts);
   // The diagnosis diagnose gives on the same inputs (its Flight Recorder
   // join included), so the gate's reason reads as diagnose's verdict.
   AddFindings(DiagnoseJoined("check", inputs, &m, DiagnoseOptions(), err), &r);
-  PrintCheck(r, opts, out);
+  if (format == "json") out << ReportJson(CheckReportOf(r));
+  else PrintCheck(r, opts, out);
   if (!junit_path.empty()) {
     std::ofstream jf(junit_path, std::ios::binary | std::ios::trunc);
     jf << JUnitXml(r, opts);

@@ -49,9 +49,12 @@ int MergeCommand(const Inputs& inputs, const std::string& format, const std::str
                  std::ostream& out, std::ostream& err);
 int ExportCommand(const Inputs& inputs, const std::string& out_path, std::ostream& out,
                   std::ostream& err);
+// `format`: text, json or openmetrics.
 int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& out,
                  std::ostream& err);
-int CheckCommand(const Inputs& inputs, const std::string& baseline_path,
+// `baseline_paths`: one stats JSON per baseline run of the job, pooled.
+// `format`: text or json (CheckReport).
+int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_paths, const std::string& format,
                  const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err);
 
 }  // namespace ncclwatch::tools

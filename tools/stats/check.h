@@ -1,24 +1,35 @@
 // `ncclwatch check`: the CI gate. Compares a run's stats (tools/stats/stats.h)
-// with a baseline made by `ncclwatch stats --format=json`, row by row (same
-// communicator key, function and size bucket), each metric within its
-// tolerance, and fails on any `diagnose` finding of error severity.
+// with a baseline made by `ncclwatch stats --format=json` (or several, one
+// per run of the same job), row by row (same communicator key and size,
+// function and size bucket), and fails on any `diagnose` finding of error
+// severity.
 //
-// Metrics and default tolerances (percent of the baseline value):
+// Each metric is judged on the samples of both sides (compare.h): the
+// change of its statistic (median or p99) with a 98% bootstrap interval. It
+// regresses when the interval excludes no change (one-sided, 1%) AND the
+// change is worse than its tolerance, the effect-size floor. No limit
+// widens with the baseline's spread: a row whose interval reaches a 1.5x
+// regression without being significant is "noisy", reported and not
+// judged. With several baseline runs (samples pooled), the floor rises by
+// the spread of the statistic between them (each run's from the pooled
+// one); a spread of 50% or more is "noisy" too.
+//
+// Metrics and default tolerances:
 //   latency_p50  +10%    latency_p99  +20%    busbw  -10%
+//   arrival      +10 ms  (per communicator rank: its median lateness)
 // and, off unless given a tolerance: algbw, delay_p50, delay_p99, skew_p50,
-// skew_p99. Latencies, delays and skews regress when they grow by more than
-// the tolerance; bandwidths when they shrink by more.
+// skew_p99. Bandwidths are judged as their latency (their samples are the
+// latencies'); a bandwidth tolerance must be below 100%.
 //
-// Not failures (reported, and JUnit "skipped"):
-// - a baseline row the run does not have ("missing"): a shorter or different
-//   workload is not a performance regression, and a run that hung is caught
-//   by diagnose. `--strict` makes missing rows fail.
+// Not failures (reported, and JUnit "skipped"), unless `strict`:
+// - a baseline row the run does not have ("missing"), a "noisy" metric.
 // - a row only in the run ("new").
-// - a metric that cannot be compared: no value on one side, a baseline
-//   value of 0 or less, or latency/bandwidth measured differently (GPU
-//   timestamps in one, CPU times in the other).
+// - a metric that cannot be compared: no value on one side, too few
+//   samples, a baseline value of 0 or less, or latency/bandwidth measured
+//   differently (GPU timestamps in one, CPU times in the other).
 // - a metric better than the baseline by more than the tolerance
 //   ("improved": time to refresh the baseline).
+// A gate that judged nothing (every metric noisy or skipped) fails.
 
 #ifndef TOOLS_STATS_CHECK_H_
 #define TOOLS_STATS_CHECK_H_
@@ -37,8 +48,9 @@ struct CheckOptions {
   std::map<std::string, double> tolerance_pct;  // metric -> percent; metrics absent are not compared
   bool strict = false;                          // missing rows fail
   // A row's metrics are compared only where the baseline and the run both
-  // timed at least this many samples: a p99 of 4 samples is its maximum.
-  uint32_t min_samples = 20;
+  // have at least this many samples (100 for a p99): a bootstrap of fewer
+  // sees too few distinct medians.
+  uint32_t min_samples = 10;
 };
 
 // The defaults above.
@@ -52,20 +64,23 @@ bool ParseTolerance(const std::string& arg, CheckOptions* opts, std::string* err
 struct CheckResult {
   std::vector<stats::CheckItem> items;          // one per (row, metric), then missing and new rows
   std::vector<report::Finding> findings;        // diagnose's, all severities
-  int regressed = 0, missing = 0, added = 0, skipped = 0, improved = 0, ok = 0;
+  int regressed = 0, missing = 0, added = 0, skipped = 0, improved = 0, ok = 0, noisy = 0;
+  uint32_t baseline_runs = 1;
   int error_findings = 0;
   std::string diagnose_verdict;                 // diagnose's first line, said again when it fails the gate
-  bool strict = false;                          // CheckOptions::strict: missing rows fail
+  bool strict = false;                          // CheckOptions::strict: missing and noisy fail
   // Diagnosis.incomplete: the run's evidence is incomplete or damaged.
   std::vector<std::string> incomplete;
-  int compared() const { return regressed + improved + ok; }
-  // Regressions, error findings, incomplete evidence, nothing compared (a
-  // gate that compared nothing has not passed), missing rows if strict.
+  int judged() const { return regressed + improved + ok; }
+  // Regressions, error findings, incomplete evidence, nothing judged (a
+  // gate that judged nothing has not passed), missing and noisy if strict.
   bool failed() const;
 };
 
-// Compares `run` with `baseline`.
+// Compares `run` with `baseline`, or with the runs of `baselines` pooled.
 CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, const CheckOptions& opts);
+CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats::Stats& run,
+                         const CheckOptions& opts);
 // Adds diagnose's findings (fails on those of error severity).
 void AddFindings(const report::Diagnosis& d, CheckResult* r);
 
@@ -73,10 +88,16 @@ void AddFindings(const report::Diagnosis& d, CheckResult* r);
 // regressed (and what was skipped, missing, improved) and the findings.
 void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& out);
 
+// The same as JSON (proto/stats.proto CheckReport).
+stats::CheckReport CheckReportOf(const CheckResult& r);
+
 // JUnit XML: suite "stats" with one testcase per row and metric (and per
 // missing/new row), suite "diagnose" with one per independent finding (one
-// passing case when there is none; consequences are not cases). Test names
-// are stable from run to run: what and where, never a measured value.
+// passing case when there is none; consequences are not cases), suite
+// "check" with two cases that are errors when the gate could not judge
+// (incomplete evidence, nothing judged). The XML has a failure or an error
+// exactly when the gate fails. Test names are stable from run to run: what
+// and where, never a measured value.
 std::string JUnitXml(const CheckResult& r, const CheckOptions& opts);
 
 

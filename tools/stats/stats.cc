@@ -10,12 +10,82 @@
 #include <map>
 #include <tuple>
 
+#include "tools/stats/compare.h"
 #include "tools/stats/text.h"
 
 namespace ncclwatch::tools {
 namespace {
 
-constexpr char kFormat[] = "ncclwatch-stats/1";
+constexpr char kFormat[] = "ncclwatch-stats/2";
+
+// Samples kept per row in the JSON (StatRow.latency_us): enough for the
+// bootstrap of `check` to see a p99, small enough for a baseline of
+// hundreds of rows to stay in megabytes.
+constexpr size_t kMaxRowSamples = 1024;
+
+std::vector<double> SamplesUs(const std::vector<int64_t>& ns) {
+  std::vector<double> us;
+  us.reserve(ns.size());
+  for (int64_t v : ns) us.push_back(static_cast<double>(v) / 1000.0);
+  return SketchSamples(std::move(us), kMaxRowSamples);
+}
+
+struct RankKey {
+  std::string comm;
+  int32_t nranks;
+  int32_t rank;
+  bool operator<(const RankKey& o) const {
+    return std::tie(comm, nranks, rank) < std::tie(o.comm, o.nranks, o.rank);
+  }
+};
+
+struct RankAcc {
+  std::vector<int64_t> lateness;
+  std::vector<std::string> procs;
+};
+
+// Each rank's lateness at each collective (RankRow): its enqueue start
+// minus the lower median start of the collective's ranks. Each
+// communicator's first collective (the lowest seq of each function) is
+// warm-up.
+std::map<RankKey, RankAcc> Lateness(const Model& m) {
+  std::map<RankKey, RankAcc> out;
+  std::map<std::pair<uint32_t, uint16_t>, uint64_t> first_seq;  // (comm, func) -> lowest seq
+  for (const Match& match : m.matches) {
+    if (match.kind != OpKind::kColl || match.comm >= m.comms.size()) continue;
+    for (uint32_t oi : match.ops) {
+      if (oi == kNone) continue;
+      auto k = std::make_pair(match.comm, m.ops[oi].func);
+      auto it = first_seq.find(k);
+      if (it == first_seq.end() || match.seq < it->second) first_seq[k] = match.seq;
+      break;
+    }
+  }
+  std::vector<int64_t> starts;
+  for (const Match& match : m.matches) {
+    if (match.kind != OpKind::kColl || match.comm >= m.comms.size()) continue;
+    starts.clear();
+    uint16_t func = 0;
+    for (uint32_t oi : match.ops)
+      if (oi != kNone && m.ops[oi].start_ns != kNoTime) {
+        starts.push_back(m.ops[oi].start_ns);
+        func = m.ops[oi].func;
+      }
+    if (starts.size() < 2 || first_seq[std::make_pair(match.comm, func)] == match.seq) continue;
+    std::sort(starts.begin(), starts.end());
+    const int64_t median = starts[(starts.size() - 1) / 2];
+    const Comm& c = m.comms[match.comm];
+    for (uint32_t oi : match.ops) {
+      if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
+      const Op& o = m.ops[oi];
+      RankAcc& a = out[RankKey{CommKey(c), c.nranks, o.rank}];
+      a.lateness.push_back(o.start_ns - median);
+      const std::string name = ProcName(m, o.proc);
+      if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) a.procs.push_back(name);
+    }
+  }
+  return out;
+}
 
 int32_t Log2Floor(uint64_t v) {
   int32_t k = -1;
@@ -194,6 +264,22 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       r->set_skew_p50_us(Us(Percentile(&a.skew, 50)));
       r->set_skew_p99_us(Us(Percentile(&a.skew, 99)));
     }
+    if (lat != nullptr)
+      for (double v : SamplesUs(*lat)) r->add_latency_us(v);
+    for (double v : SamplesUs(a.delay)) r->add_delay_us(v);
+    for (double v : SamplesUs(a.skew)) r->add_skew_us(v);
+  }
+  for (auto& [key, a] : Lateness(m)) {
+    stats::RankRow* r = out.add_ranks();
+    r->set_comm(SanitizeUtf8(key.comm));
+    r->set_nranks(key.nranks);
+    r->set_rank(key.rank);
+    std::sort(a.procs.begin(), a.procs.end());
+    for (const std::string& p : a.procs) r->add_procs(SanitizeUtf8(p));
+    r->set_samples(static_cast<uint32_t>(a.lateness.size()));
+    r->set_lateness_p50_us(Us(Percentile(&a.lateness, 50)));
+    r->set_lateness_p99_us(Us(Percentile(&a.lateness, 99)));
+    for (double v : SamplesUs(a.lateness)) r->add_lateness_us(v);
   }
   return out;
 }
@@ -273,7 +359,9 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
   }
   t.Print(out);
   out << "size: bytes as nccl-tests counts them (AllGather, ReduceScatter: the whole array), bucket [size, 2 x size);"
-         " bandwidths at the p50 latency\n";
+         " bandwidths at the p50 latency\n"
+         "samples: one per rank and operation (a collective on 4 ranks is 1 call and up to 4 samples); each rank's"
+         " first of a row is warm-up, not a sample\n";
   if (any_cpu)
     out << "timing 'cpu': no GPU kernel timestamps for that row; latency is enqueue start to completion as the"
            " plugin saw it (includes queueing behind earlier work)\n";
@@ -294,8 +382,14 @@ bool StatsFromJson(const std::string& json, stats::Stats* s, std::string* error)
     *error = "not ncclwatch stats JSON: " + std::string(status.message());
     return false;
   }
-  if (s->format().compare(0, 16, "ncclwatch-stats/") != 0) {
-    *error = "not ncclwatch stats JSON (no \"format\": \"ncclwatch-stats/1\"; make one with 'ncclwatch stats --format=json')";
+  if (s->format() == "ncclwatch-stats/1") {
+    *error = "format ncclwatch-stats/1 (an older ncclwatch) holds no samples, which 'check' tests; make the baseline"
+             " again with this version's 'ncclwatch stats --format=json'";
+    return false;
+  }
+  if (s->format() != kFormat) {
+    *error = "not ncclwatch stats JSON (no \"format\": \"" + std::string(kFormat) +
+             "\"; make one with 'ncclwatch stats --format=json')";
     return false;
   }
   return true;

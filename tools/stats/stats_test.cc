@@ -1,4 +1,5 @@
 #include "tools/stats/stats.h"
+#include "tools/stats/compare.h"
 
 #include <gtest/gtest.h>
 
@@ -292,7 +293,8 @@ TEST(StatsTest, JsonRoundTripInTheProto3Mapping) {
   const std::string json = StatsToJson(s);
   EXPECT_NE(json.find("\"latencyP50Us\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"bucketLog2\""), std::string::npos);
-  EXPECT_NE(json.find("\"format\": \"ncclwatch-stats/1\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"ncclwatch-stats/2\""), std::string::npos);
+  EXPECT_NE(json.find("\"latencyUs\""), std::string::npos) << json;  // the samples check tests
   EXPECT_NE(json.find("we\\\"ird\\\\name\\n\xC3\xA9"), std::string::npos) << json;
   stats::Stats back;
   std::string error;
@@ -304,6 +306,42 @@ TEST(StatsTest, JsonRoundTripInTheProto3Mapping) {
   EXPECT_FALSE(StatsFromJson("{\"rows\": 3}", &back, &error));
   EXPECT_FALSE(StatsFromJson("{}", &back, &error));
   EXPECT_NE(error.find("ncclwatch stats --format=json"), std::string::npos);
+  // A baseline of an older ncclwatch has no samples: said, not misread.
+  EXPECT_FALSE(StatsFromJson("{\"format\": \"ncclwatch-stats/1\", \"rows\": []}", &back, &error));
+  EXPECT_NE(error.find("ncclwatch-stats/1"), std::string::npos) << error;
+  EXPECT_NE(error.find("holds no samples"), std::string::npos) << error;
+}
+
+// The samples kept for check: every one up to 1024, sorted, in us; the
+// arrival of each rank: start minus the median start of the collective.
+TEST(StatsTest, SamplesAndRankArrival) {
+  Job j(3, "world");
+  // Collective #0 is warm-up; then rank 2 starts 30 us after the others.
+  for (int seq = 0; seq < 4; ++seq)
+    for (int r = 0; r < 3; ++r)
+      j.AddOp(0, r, "AllReduce", seq, 256, "ncclFloat32", seq * 1'000'000 + (r == 2 ? 30'000 : 0), 50'000 + r * 1000);
+  j.Match();
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
+  ASSERT_EQ(s.rows_size(), 1);
+  EXPECT_EQ(s.rows(0).latency_us_size(), static_cast<int>(s.rows(0).samples()));
+  EXPECT_TRUE(std::is_sorted(s.rows(0).latency_us().begin(), s.rows(0).latency_us().end()));
+  ASSERT_EQ(s.ranks_size(), 3);
+  EXPECT_EQ(s.ranks(2).rank(), 2);
+  EXPECT_EQ(s.ranks(2).samples(), 3u);  // #1..#3
+  EXPECT_NEAR(s.ranks(2).lateness_p50_us(), 30.0, 1e-9);
+  EXPECT_NEAR(s.ranks(0).lateness_p50_us(), 0.0, 1e-9);
+  ASSERT_EQ(s.ranks(2).procs_size(), 1);
+}
+
+TEST(StatsTest, SketchKeepsEvenlySpacedQuantiles) {
+  std::vector<double> v;
+  for (int i = 4000; i > 0; --i) v.push_back(i);
+  const std::vector<double> k = SketchSamples(v, 1000);
+  ASSERT_EQ(k.size(), 1000u);
+  EXPECT_TRUE(std::is_sorted(k.begin(), k.end()));
+  EXPECT_EQ(k.front(), 3.0);     // rank floor(0.5 x 4) = 2: the value 3
+  EXPECT_EQ(k[500], 2003.0);
+  EXPECT_EQ(SketchSamples({3, 1, 2}, 10), (std::vector<double>{1, 2, 3}));
 }
 
 TEST(StatsTest, InvalidUtf8NamesSurvive) {

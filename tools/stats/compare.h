@@ -1,0 +1,64 @@
+// Compares two sets of samples of one quantity (a row's latencies in a
+// baseline and in a run) with a percentile bootstrap: how much did the
+// median (or the p99) change, and within what interval.
+//
+// The method, which README.md ("The CI gate") states with its measured
+// false-alarm rate: each side is resampled with replacement, independently,
+// `resamples` times; each time the statistic (nearest-rank percentile) is
+// taken on both resamples and their effect (ratio minus one, or difference)
+// noted. The interval is the alpha and 1 - alpha quantiles of those effects;
+// a change is significant at one-sided level alpha when the interval does
+// not hold zero. The random numbers come from std::mt19937_64 (its output
+// is fixed by the C++ standard) with a fixed seed: the same samples give
+// the same interval on every machine, so a gate never flips on a rerun of
+// the same data.
+//
+// Not for samples that are not independent draws of one quantity (the
+// samples of several runs of different speeds, pooled, understate the
+// spread between runs: the caller raises its floor to that spread).
+//
+// Allocation: two vectors the size of the samples per call. No shared state.
+
+#ifndef TOOLS_STATS_COMPARE_H_
+#define TOOLS_STATS_COMPARE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vector>
+
+namespace ncclwatch::tools {
+
+struct BootstrapOptions {
+  double alpha = 0.01;           // one side: the interval is 1 - 2 alpha
+  int resamples = 1000;
+  uint64_t seed = 0x6e63636c77617463;  // "ncclwatc"
+};
+
+enum class Effect {
+  kRatio,       // current / baseline - 1 (statistics must be positive)
+  kDifference,  // current - baseline
+};
+
+struct SampleComparison {
+  double baseline = 0, current = 0;  // the statistic of each side
+  double effect = 0;                 // of the statistics themselves
+  double low = 0, high = 0;          // the bootstrap interval of the effect
+};
+
+// Nearest-rank percentile (p in (0, 100]) of `v`, which it reorders; v non-empty.
+double PercentileOf(std::vector<double>* v, double p);
+
+// Compares the p-th percentile of `current` with that of `baseline`. False
+// when either side is empty, or for kRatio when a statistic is not positive.
+bool CompareSamples(const std::vector<double>& baseline, const std::vector<double>& current, double p, Effect effect,
+                    const BootstrapOptions& opts, SampleComparison* out);
+
+// At most `max` of `samples`, sorted, in the unit they are given: all of
+// them, or `max` evenly spaced quantiles (the i-th is the sample of rank
+// floor((i + 0.5) x n / max)), which keep the distribution's shape.
+std::vector<double> SketchSamples(std::vector<double> samples, size_t max);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_STATS_COMPARE_H_
