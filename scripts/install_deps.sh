@@ -16,6 +16,7 @@ PACKAGES=(
   libgtest-dev           # @system//:gtest, :gtest_main
   libgmock-dev           # @system//:gmock, :gmock_main
   libbenchmark-dev       # @system//:benchmark, :benchmark_main
+  libexpat1-dev          # @system//:expat (tests read back our JUnit XML)
   clang-14               # --config=asan / tsan / fuzz
   libclang-rt-14-dev     # sanitizer + libFuzzer runtimes for clang-14
   llvm-14                # llvm-symbolizer-14 for sanitizer stack traces
