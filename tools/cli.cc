@@ -14,13 +14,15 @@
 #include "tools/commands.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/dump.h"
+#include "tools/export/timeline.h"
+#include "tools/progress.h"
 #include "tools/stats/check.h"
 
 // Every flag of every subcommand, in one place; each subcommand accepts only
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
 // which exits the process on a bad flag: RunCli returns 2 instead, and runs
 // in-process in the tests.
-ABSL_FLAG(std::string, format, "text", "output format (text, json; merge also pb)");
+ABSL_FLAG(std::string, format, "text", "output format (text, json; merge also pb; export json or perfetto)");
 ABSL_FLAG(bool, json, false, "diagnose: the same as --format=json");
 ABSL_FLAG(std::string, out, "", "write the output to this file (-o)");
 ABSL_FLAG(double, min_wait, 1.0, "diagnose: seconds in flight that make a hang");
@@ -36,6 +38,10 @@ ABSL_FLAG(double, interval, 2.0, "watch: seconds between polls");
 ABSL_FLAG(int32_t, settle, 2, "watch: polls a problem must hold before it is printed");
 ABSL_FLAG(double, timeout, 0.0, "watch: seconds until the verdict on what was read (0: none)");
 ABSL_FLAG(uint64_t, window_ops, 200000, "watch: operations kept per file, at most");
+ABSL_FLAG(double, from, 0.0, "export: the window's start, seconds on the job's timeline");
+ABSL_FLAG(double, to, 0.0, "export: the window's end, seconds on the job's timeline");
+ABSL_FLAG(bool, around_finding, false, "export: the window around the first finding's operation");
+ABSL_FLAG(std::string, ranks, "", "export: only these ranks (0,2-5)");
 
 namespace ncclwatch::tools {
 namespace {
@@ -52,7 +58,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  diagnose what went wrong and who caused it (the verdict is the first line)\n"
     "  merge    the cross-rank order of operations of a job\n"
-    "  export   a Chrome-trace / Perfetto JSON timeline (ui.perfetto.dev, chrome://tracing)\n"
+    "  export   a timeline: Perfetto's protobuf (ui.perfetto.dev) or Chrome JSON (chrome://tracing)\n"
     "  stats    per-collective latency, bandwidth, enqueue delay and arrival skew\n"
     "  check    the CI gate: stats against a baseline, and no diagnose error\n"
     "  dump     print every record of trace files, then a summary per file\n"
@@ -116,16 +122,27 @@ constexpr char kMergeUsage[] =
     "Exit status: 0, or 2 when no input could be used.\n";
 
 constexpr char kExportUsage[] =
-    "usage: ncclwatch export [--out FILE] FILE|DIR...\n"
+    "usage: ncclwatch export [--format=json|perfetto] [--out FILE] [--from SEC] [--to SEC]\n"
+    "                        [--around-finding] [--ranks LIST] FILE|DIR...\n"
     "\n"
-    "Writes the job as a Chrome trace (JSON) for ui.perfetto.dev or\n"
-    "chrome://tracing: a process per rank, a track per communicator with each\n"
-    "operation from enqueue to completion, a GPU track with its kernel time,\n"
-    "operations that hung drawn to the end as '(STUCK)' (those the files end\n"
-    "on too soon to call a hang as '(in flight)'; the judgement diagnose makes), and the\n"
-    "stuck reports as instant events. Times on the aligned timeline.\n"
+    "Writes the job as a timeline: a process per rank, a track per communicator\n"
+    "with each operation from enqueue to completion, a GPU track with its kernel\n"
+    "time, operations that hung drawn to the end as '(STUCK)' (those the files\n"
+    "end on too soon to call a hang as '(in flight)'; the judgement diagnose\n"
+    "makes), the stuck reports as instant events, and each operation linked\n"
+    "across its ranks by a flow in arrival order. Times in seconds since the\n"
+    "job's first record, on the aligned timeline.\n"
+    "  --format=json      a Chrome trace (JSON; the default): chrome://tracing or\n"
+    "                     ui.perfetto.dev, up to a few hundred thousand operations\n"
+    "  --format=perfetto  Perfetto's own protobuf format: ui.perfetto.dev, any size\n"
+    "  --from SEC, --to SEC  only operations that overlap this window (seconds on\n"
+    "                     the job's timeline, as the viewer shows them)\n"
+    "  --around-finding   the window is diagnose's first finding's operation, one\n"
+    "                     second either side (not with --from/--to)\n"
+    "  --ranks LIST       only these ranks, e.g. 0,2-5 (the ranks the tracks are named by)\n"
     "  --out FILE, -o FILE  write to FILE (default: standard output)\n"
-    "  --job ID        only the files of job ID (the launcher's job id in each header)\n";
+    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "Progress goes to standard error when it is a terminal.\n";
 
 constexpr char kStatsUsage[] =
     "usage: ncclwatch stats [--format=text|json|openmetrics] FILE|DIR...\n"
@@ -216,7 +233,7 @@ struct Command {
 const Command kCommands[] = {
     {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out", "fr"}, {}},
     {"merge", kMergeUsage, {"format", "out", "job"}, {}},
-    {"export", kExportUsage, {"out", "job"}, {}},
+    {"export", kExportUsage, {"format", "out", "job", "from", "to", "around_finding", "ranks"}, {"ranks"}},
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
     {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "format", "job", "out"}, {"tolerance", "baseline"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
@@ -344,6 +361,8 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
   Inputs inputs;
   inputs.paths = paths;
   inputs.load.job = absl::GetFlag(FLAGS_job);
+  // watch draws its own progress, one line per change, on any stream.
+  if (name != "watch") inputs.progress = ProgressStream(err);
   if (name == "diagnose" || name == "watch") {
     inputs.fr_paths = absl::GetFlag(FLAGS_fr);
     if (absl::GetFlag(FLAGS_json)) format = "json";
@@ -383,7 +402,37 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     }
     return MergeCommand(inputs, format, absl::GetFlag(FLAGS_out), out, err);
   }
-  if (name == "export") return ExportCommand(inputs, absl::GetFlag(FLAGS_out), out, err);
+  if (name == "export") {
+    ExportSettings s;
+    s.format = given.count("format") ? format : "json";
+    s.out_path = absl::GetFlag(FLAGS_out);
+    if (s.format != "json" && s.format != "perfetto") {
+      err << who << "--format must be json or perfetto, not '" << s.format << "'\n";
+      return 2;
+    }
+    const double from = absl::GetFlag(FLAGS_from), to = absl::GetFlag(FLAGS_to);
+    const bool around = absl::GetFlag(FLAGS_around_finding);
+    std::string bad;
+    // Seconds within a century either way: ns fit in 64 bits.
+    auto sane = [](double sec) { return sec >= -3.2e9 && sec <= 3.2e9; };
+    if (given.count("from") && !sane(from)) bad = "bad --from";
+    else if (given.count("to") && !sane(to)) bad = "bad --to";
+    else if (given.count("from") && given.count("to") && from > to) bad = "--from must not be after --to";
+    else if (around && (given.count("from") || given.count("to"))) bad = "--around-finding sets the window: not with --from or --to";
+    if (!bad.empty()) {
+      err << who << bad << "\n" << cmd.usage;
+      return 2;
+    }
+    if (given.count("from")) s.cut.from_ns = static_cast<int64_t>(from * 1e9);
+    if (given.count("to")) s.cut.to_ns = static_cast<int64_t>(to * 1e9);
+    if (around) s.around_finding_margin_sec = 1.0;
+    const std::string ranks = absl::GetFlag(FLAGS_ranks);
+    if (given.count("ranks") && !ParseRankList(ranks, &s.cut.ranks, &bad)) {
+      err << who << "bad --ranks: " << bad << "\n" << cmd.usage;
+      return 2;
+    }
+    return ExportCommand(inputs, s, out, err);
+  }
   if (name == "stats") {
     if (format != "text" && format != "json" && format != "openmetrics") {
       err << who << "--format must be text, json or openmetrics, not '" << format << "'\n";

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/select.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <sstream>
 
 #include "tools/export/export.h"
+#include "tools/export/perfetto.h"
+#include "tools/progress.h"
 #include "tools/fr/flight_recorder.h"
 #include "tools/model/inputs.h"
 #include "tools/json.h"
@@ -27,9 +30,19 @@ namespace {
 
 // The model of `inputs`, or false after saying why ("ncclwatch CMD: ...");
 // with `say_skipped`, files that could not be used are named on `err`.
+// On a terminal, the files and bytes being read, and the time so far
+// (tools/progress.h): a job of many GB takes minutes.
 bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std::ostream& err,
           std::string* error) {
-  if (!BuildModel(inputs.paths, inputs.load, m, error)) {
+  Progress progress(inputs.progress);
+  if (inputs.progress != nullptr) {
+    const TraceInputs listed = ListTraceInputs(inputs.paths);
+    progress.Wait(std::string("ncclwatch ") + cmd + ": reading " + WithThousands(listed.files.size()) +
+                  (listed.files.size() == 1 ? " file (" : " files (") + FormatBytes(listed.data_bytes) + ")");
+  }
+  const bool ok = BuildModel(inputs.paths, inputs.load, m, error);
+  progress.Done();
+  if (!ok) {
     err << "ncclwatch " << cmd << ": " << *error << "\n";
     return false;
   }
@@ -169,12 +182,6 @@ class StopSignals {
   struct sigaction old_int_, old_term_;
 };
 
-std::string Thousands(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
 }  // namespace
 
 int WatchCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
@@ -214,7 +221,7 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
     }
     if (s.files != said_files || s.processes != said_procs) {
       err << "ncclwatch watch: watching " << s.files << (s.files == 1 ? " file" : " files") << " (" << s.processes
-          << (s.processes == 1 ? " process" : " processes") << "), " << Thousands(s.ops_kept) << " operations kept\n";
+          << (s.processes == 1 ? " process" : " processes") << "), " << WithThousands(s.ops_kept) << " operations kept\n";
       said_files = s.files;
       said_procs = s.processes;
     }
@@ -266,26 +273,86 @@ int MergeCommand(const Inputs& inputs, const std::string& format, const std::str
   return 0;
 }
 
-int ExportCommand(const Inputs& inputs, const std::string& out_path, std::ostream& out,
-                  std::ostream& err) {
+namespace {
+
+// The operations of a finding: its communicator, function and seq on every
+// rank (a point-to-point finding: every send and receive of that seq).
+std::vector<uint32_t> OpsOfFinding(const Model& m, const report::Finding& f) {
+  std::vector<uint32_t> ops;
+  if (f.func().empty()) return ops;
+  auto comm = m.comm_of_hash.find(f.comm_hash());
+  if (comm == m.comm_of_hash.end()) return ops;
+  for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
+    const Op& o = m.ops[oi];
+    if (o.comm == comm->second && o.seq == f.seq() && (o.kind == OpKind::kP2p) == f.p2p() &&
+        (f.p2p() || m.Str(o.func) == f.func()))
+      ops.push_back(oi);
+  }
+  return ops;
+}
+
+}  // namespace
+
+int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err) {
   Model m;
   std::string error;
   if (!Load("export", inputs, true, &m, err, &error)) return 2;
-  if (out_path.empty()) {
-    WriteChromeTrace(m, out);
-    out << "\n";
+  ExportOptions cut = settings.cut;
+  if (settings.around_finding_margin_sec >= 0) {
+    const report::Diagnosis d = Diagnose(m);
+    const report::Finding* first = nullptr;
+    std::vector<uint32_t> ops;
+    for (const report::Finding& f : d.findings()) {
+      ops = OpsOfFinding(m, f);
+      if (!ops.empty()) {
+        first = &f;
+        break;
+      }
+    }
+    if (first == nullptr ||
+        !WindowAround(m, ops, static_cast<int64_t>(settings.around_finding_margin_sec * 1e9), &cut)) {
+      err << "ncclwatch export: --around-finding: no finding names an operation (diagnose: " << d.verdict()
+          << ")\n";
+      return 2;
+    }
+    char window[96];
+    snprintf(window, sizeof(window), "--from %.6f --to %.6f", static_cast<double>(cut.from_ns) / 1e9,
+             static_cast<double>(cut.to_ns) / 1e9);
+    err << "ncclwatch export: around " << first->func() << " #" << first->seq() << " on " << first->comm() << ": "
+        << window << "\n";
+  }
+  Progress progress(inputs.progress);
+  cut.progress = [&](uint64_t done, uint64_t total) {
+    progress.Count("ncclwatch export: writing", done, total, "operations");
+  };
+  ExportCounts drawn;
+  auto write = [&](std::ostream& o) {
+    if (settings.format == "perfetto") {
+      drawn = WritePerfettoTrace(m, cut, o);
+    } else {
+      drawn = WriteChromeTrace(m, cut, o);
+      o << "\n";
+    }
+  };
+  if (settings.out_path.empty()) {
+    write(out);
     return 0;
   }
-  std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
-  WriteChromeTrace(m, f);
-  f << "\n";
-  f.close();
+  std::ofstream f(settings.out_path, std::ios::binary | std::ios::trunc);
   if (!f) {
-    err << "ncclwatch export: cannot write " << out_path << "\n";
+    err << "ncclwatch export: cannot write " << settings.out_path << "\n";
     return 2;
   }
-  err << "ncclwatch export: wrote " << out_path << " (" << m.procs.size() << " processes, " << m.ops.size()
-      << " operations); open it in ui.perfetto.dev or chrome://tracing\n";
+  write(f);
+  f.close();
+  progress.Done();
+  if (!f) {
+    err << "ncclwatch export: cannot write " << settings.out_path << "\n";
+    return 2;
+  }
+  err << "ncclwatch export: wrote " << settings.out_path << " (" << drawn.procs << " of " << m.procs.size()
+      << " processes, " << drawn.ops << " of " << m.ops.size() << " operations); open it in "
+      << (settings.format == "perfetto" ? "ui.perfetto.dev" : "chrome://tracing or ui.perfetto.dev") << "\n";
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tools/diagnose/diagnose.h"
+#include "tools/export/timeline.h"
 #include "tools/model/model.h"
 #include "tools/stats/check.h"
 
@@ -25,6 +26,9 @@ struct Inputs {
   // diagnose: PyTorch Flight Recorder dumps (files or folders) besides the
   // ones found among `paths` (tools/fr/flight_recorder.h).
   std::vector<std::string> fr_paths;
+  // Where to draw progress while reading and writing (tools/progress.h:
+  // std::cerr on a terminal); null: silent.
+  std::ostream* progress = nullptr;
 };
 
 // `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.
@@ -47,8 +51,16 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
 // `format`: text, json or pb; `out_path` empty: standard output.
 int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,
                  std::ostream& out, std::ostream& err);
-int ExportCommand(const Inputs& inputs, const std::string& out_path, std::ostream& out,
-                  std::ostream& err);
+// What `export` writes: the format (json or perfetto), where, and the cut.
+struct ExportSettings {
+  std::string format = "json";
+  std::string out_path;     // empty: standard output
+  ExportOptions cut;        // --from/--to (ns since the origin), --ranks
+  // --around-finding: the window is the first finding's operation (on every
+  // rank it was drawn on) widened by this much each side; < 0: not asked.
+  double around_finding_margin_sec = -1;
+};
+int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err);
 // `format`: text, json or openmetrics.
 int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& out,
                  std::ostream& err);

@@ -1,49 +1,39 @@
-// `ncclwatch export`: the job as a Chrome trace (Trace Event Format, JSON
-// object form), for ui.perfetto.dev and chrome://tracing.
+// `ncclwatch export --format=json`: the job as a Chrome trace (Trace Event
+// Format, JSON object form), for chrome://tracing and ui.perfetto.dev, of
+// what the Timeline (timeline.h) says to draw.
 //
-// Layout:
-// - one process per traced process: pid = Model::procs index, named
-//   "rank N (host:pid)": the launcher's rank, else its rank in its largest
-//   communicator (ProcName);
-// - per communicator of that process, a CPU track named after it ("world",
-//   or "comm 0x1234abcd" when unnamed) with each operation from enqueue start
-//   to completion as the plugin saw it, and, when any of its operations has
-//   GPU timing, a GPU track ("world (GPU)") with each kernel span (first
-//   channel start to last stop);
-// - operations that overlap on a track (the CPU enqueues ahead of the GPU)
-//   go to extra lanes of that communicator ("world [2]"), since both viewers
-//   want complete events ("ph":"X") on one thread to nest;
-// - an operation in flight at the end of its file is drawn to the end of the
-//   trace, named "AllReduce (STUCK)" with args.stuck = true; an operation
-//   whose completion the capture could not see spans its enqueue only, with
-//   args.completion = "not tracked";
-// - each stuck report is an instant event ("ph":"i", process scope) listing
-//   what was in flight;
-// - an operation matched across ranks is linked by a flow ("ph" s/t/f,
-//   "id" its match, "cat":"match") from its lowest rank's span to its
-//   highest's.
-// Times are microseconds (floating) on the aligned timeline (AlignClocks),
-// since the earliest record of any file (otherData.origin_ns says when, in
-// ns of CLOCK_REALTIME as aligned).
+// Encoding: one process per traced process (pid = Model::procs index),
+// named "rank N (host:pid)"; one thread per track (tid from 1); each slice a
+// complete event ("ph":"X"); each stuck report an instant ("ph":"i",
+// process scope); each flow step a flow event ("ph" s, t, f; "cat":"match";
+// "id" the match's; bound to the slice it sits on, "bp":"e") at its slice's
+// start, so the steps of one flow go forward in time: "s" on the earliest
+// arrival, "t" on each later one, "f" on the last. Times are microseconds
+// (floating) since the job's origin (otherData.origin_ns says when, in ns of
+// CLOCK_REALTIME as aligned).
 //
 // Streamed: events are written as each process's are made, so memory is
-// the model's and not the output's (BENCHMARKS.md). Events are in no global
-// time order; both viewers sort. Strings are escaped and their invalid UTF-8
-// replaced by U+FFFD.
+// the model's and not the output's (BENCHMARKS.md). But a browser holds the
+// whole file as one string: past a few hundred MB (about 700,000 operations)
+// open the Perfetto format instead (perfetto.h), or cut the job with
+// --from/--to/--ranks. Events are in no global time order; both viewers
+// sort. Strings are escaped and their invalid UTF-8 replaced by U+FFFD.
+//
+// Thread safety: each call is independent.
 
 #ifndef TOOLS_EXPORT_EXPORT_H_
 #define TOOLS_EXPORT_EXPORT_H_
 
 #include <ostream>
-#include <string>
-#include <vector>
 
+#include "tools/export/timeline.h"
 #include "tools/model/model.h"
 
 namespace ncclwatch::tools {
 
-// Writes the trace as JSON: {"traceEvents":[...],"displayTimeUnit":"ns","otherData":{...}}.
-void WriteChromeTrace(const Model& m, std::ostream& out);
+// Writes {"traceEvents":[...],"displayTimeUnit":"ns","otherData":{...}}.
+ExportCounts WriteChromeTrace(const Model& m, const ExportOptions& opts, std::ostream& out);
+inline ExportCounts WriteChromeTrace(const Model& m, std::ostream& out) { return WriteChromeTrace(m, ExportOptions(), out); }
 
 }  // namespace ncclwatch::tools
 

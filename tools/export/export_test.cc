@@ -13,71 +13,11 @@
 #include <set>
 #include <sstream>
 
+#include "tools/export/export_test_job.h"
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {
 namespace {
-
-constexpr int64_t kT0 = 1'700'000'000'000'000'000;  // aligned ns (CLOCK_REALTIME-like)
-
-// Two ranks on two hosts, one communicator.
-struct Job {
-  Model m;
-
-  explicit Job(const std::string& comm_name) {
-    for (int r = 0; r < 2; ++r) {
-      Proc p;
-      p.host = "node" + std::to_string(r);
-      p.pid = 4000 + r;
-      p.launcher_rank = r;
-      p.first_ns = kT0;
-      p.last_ns = kT0 + 10'000'000;  // 10 ms
-      m.procs.push_back(p);
-    }
-    Comm c;
-    c.hash = 0xabcdef;
-    c.name = comm_name;
-    c.nranks = 2;
-    for (int r = 0; r < 2; ++r) {
-      c.members.push_back({static_cast<uint32_t>(r), r, kT0, kNoTime});
-      c.proc_of_rank.push_back(static_cast<uint32_t>(r));
-    }
-    m.comms.push_back(c);
-    m.alignment_method = "2 hosts: header clock pairs";
-  }
-
-  Op& Add(int r, const std::string& func, uint64_t seq, int64_t start, int64_t done, int64_t gpu_start = 0,
-          uint32_t gpu_dur = 0) {
-    Op o;
-    o.proc = static_cast<uint32_t>(r);
-    o.comm = 0;
-    o.rank = r;
-    o.kind = (func == "Send" || func == "Recv") ? OpKind::kP2p : OpKind::kColl;
-    m.SetFunc(&o, func);
-    o.datatype = m.Intern("ncclFloat32");
-    o.algo = m.Intern("Ring");
-    o.proto = m.Intern("Simple");
-    o.nchannels = 2;
-    o.seq = seq;
-    o.count = 1024;
-    o.start_ns = kT0 + start;
-    o.enqueue_ns = 3000;
-    if (done >= 0) {
-      o.state = OpState::kCompleted;
-      o.done_ns = kT0 + done;
-    } else {
-      o.state = done == -1 ? OpState::kInFlight : OpState::kUntracked;
-    }
-    if (gpu_dur > 0) {
-      o.has_gpu = true;
-      o.gpu_start_ns = kT0 + gpu_start;
-      o.gpu_duration_ns = gpu_dur;
-    }
-    m.procs[static_cast<size_t>(r)].ops.push_back(static_cast<uint32_t>(m.ops.size()));
-    m.ops.push_back(o);
-    return m.ops.back();
-  }
-};
 
 stats::ChromeTrace RoundTrip(const Model& m, std::string* json_out = nullptr) {
   std::ostringstream out;
@@ -385,6 +325,199 @@ TEST(ExportTest, ACollectiveIsLinkedAcrossRanks) {
   EXPECT_EQ(flow["s"]->bp(), "e");
   EXPECT_DOUBLE_EQ(flow["s"]->ts(), 1000.0);  // on rank 0's span, which starts 1 ms in
   EXPECT_EQ(flow["f"]->name(), "AllReduce #0");
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
+
+namespace ncclwatch::tools {
+namespace {
+
+stats::ChromeTrace ParseJson(const std::string& json) {
+  stats::ChromeTrace t;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &t);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return t;
+}
+
+// Checks every flow of `t` steps forward in time: one "s", then "t"s, then
+// one "f", none earlier than the step before it. Returns the flows.
+size_t ExpectJsonFlowsInTimeOrder(const stats::ChromeTrace& t) {
+  std::map<int64_t, std::vector<const stats::ChromeEvent*>> by_id;
+  for (const auto& e : t.traceevents())
+    if (e.cat() == "match") by_id[e.id()].push_back(&e);
+  for (auto& [id, steps] : by_id) {
+    int s = 0, f = 0;
+    double s_ts = 0, f_ts = 0;
+    for (const auto* e : steps) {
+      if (e->ph() == "s") s_ts = e->ts(), ++s;
+      if (e->ph() == "f") f_ts = e->ts(), ++f;
+    }
+    EXPECT_EQ(s, 1) << "flow " << id;
+    EXPECT_EQ(f, 1) << "flow " << id;
+    for (const auto* e : steps) {
+      EXPECT_EQ(e->bp(), "e");
+      EXPECT_GE(e->ts(), s_ts) << "flow " << id << " steps back before its start (" << e->ph() << ")";
+      EXPECT_LE(e->ts(), f_ts) << "flow " << id << " steps back from its end (" << e->ph() << ")";
+    }
+  }
+  return by_id.size();
+}
+
+// Perfetto's JSON importer drops a flow step that goes back in time; the
+// old exporter ran flows from the lowest rank to the highest, and on this
+// recording 21 of its 50 flows stepped back.
+TEST(ExportTest, JsonFlowsNeverStepBackInTimeOnARealJob) {
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModel({"testdata/gpu/skip"}, LoadOptions(), &m, &error)) << error;
+  std::ostringstream out;
+  WriteChromeTrace(m, out);
+  const size_t flows = ExpectJsonFlowsInTimeOrder(ParseJson(out.str()));
+  size_t linked = 0;
+  for (const Match& mt : m.matches) {
+    size_t n = 0;
+    for (uint32_t oi : mt.ops) n += oi != kNone && m.ops[oi].start_ns != kNoTime;
+    linked += n >= 2;
+  }
+  EXPECT_EQ(flows, linked);
+  EXPECT_GT(flows, 40u);
+}
+
+TEST(ExportTest, FlowRunsInArrivalOrderNotRankOrder) {
+  Job j("world", 4);
+  const int64_t start[4] = {3'000'000, 1'000'000, 4'000'000, 2'000'000};
+  for (int r = 0; r < 4; ++r) j.Add(r, "AllReduce", 0, start[r], 5'000'000);
+  j.Link({0, 1, 2, 3});
+  stats::ChromeTrace t = RoundTrip(j.m);
+  std::map<int, std::string> phase_of_pid;
+  for (const auto& e : t.traceevents())
+    if (e.cat() == "match") phase_of_pid[e.pid()] = e.ph();
+  EXPECT_EQ(phase_of_pid[1], "s");  // rank 1 arrived first
+  EXPECT_EQ(phase_of_pid[3], "t");
+  EXPECT_EQ(phase_of_pid[0], "t");
+  EXPECT_EQ(phase_of_pid[2], "f");  // rank 2 last
+  EXPECT_EQ(ExpectJsonFlowsInTimeOrder(t), 1u);
+}
+
+// A job of 4 ranks: seq 0 at 1 ms, seq 1 at 5 ms, seq 2 at 9 ms.
+Job ThreeSteps() {
+  Job j("world", 4);
+  for (uint64_t k = 0; k < 3; ++k) {
+    std::vector<uint32_t> ops;
+    for (int r = 0; r < 4; ++r) {
+      ops.push_back(static_cast<uint32_t>(j.m.ops.size()));
+      j.Add(r, "AllReduce", k, 1'000'000 + static_cast<int64_t>(k) * 4'000'000 + r * 1000,
+            2'000'000 + static_cast<int64_t>(k) * 4'000'000);
+    }
+    j.Link(ops);
+  }
+  return j;
+}
+
+TEST(ExportTest, WindowKeepsOverlappingOpsWholeAndTheJobsTimes) {
+  Job j = ThreeSteps();
+  ExportOptions o;
+  o.from_ns = 1'500'000;  // in the middle of seq 0: kept whole
+  o.to_ns = 5'000'500;    // seq 1 starts at 5.000 ms on rank 0, 5.001 on rank 1: ranks 0 only
+  std::ostringstream out;
+  const ExportCounts n = WriteChromeTrace(j.m, o, out);
+  stats::ChromeTrace t = ParseJson(out.str());
+  std::multiset<std::pair<int, double>> seq_ts;
+  for (const auto& e : t.traceevents())
+    if (e.ph() == "X") seq_ts.insert({static_cast<int>(e.args().at("seq").number_value()), e.ts()});
+  EXPECT_EQ(seq_ts.count({0, 1000.0}), 1u);  // rank 0's seq 0: from its start, 1 ms on the job's timeline
+  EXPECT_EQ(seq_ts.count({1, 5000.0}), 1u);  // rank 0's seq 1
+  EXPECT_EQ(seq_ts.size(), 5u);              // seq 0 on 4 ranks, seq 1 on rank 0
+  EXPECT_EQ(n.ops, 5u);
+  EXPECT_EQ(n.procs, 4u);
+  // seq 1's flow has one end in the window: no flow; seq 0's links its 4.
+  EXPECT_EQ(ExpectJsonFlowsInTimeOrder(t), 1u);
+}
+
+TEST(ExportTest, RanksKeepOnlyThoseProcessesAndTheirFlows) {
+  Job j = ThreeSteps();
+  ExportOptions o;
+  o.ranks = {0, 2};
+  std::ostringstream out;
+  WriteChromeTrace(j.m, o, out);
+  stats::ChromeTrace t = ParseJson(out.str());
+  std::set<std::string> procs;
+  std::set<int> pids;
+  for (const auto& e : t.traceevents()) {
+    if (e.ph() == "M" && e.name() == "process_name") procs.insert(e.args().at("name").string_value());
+    if (e.ph() == "X") pids.insert(e.pid());
+  }
+  EXPECT_EQ(procs, (std::set<std::string>{"rank 0 (node0:4000)", "rank 2 (node2:4002)"}));
+  EXPECT_EQ(pids, (std::set<int>{0, 2}));
+  EXPECT_EQ(ExpectJsonFlowsInTimeOrder(t), 3u);  // each seq linked between ranks 0 and 2
+}
+
+TEST(ExportTest, CutFlagsOnTheCommandLine) {
+  auto run = [](std::vector<std::string> args, std::string* err_out = nullptr) {
+    std::ostringstream out, err;
+    args.insert(args.begin(), {"ncclwatch", "export"});
+    const int status = RunCli(args, out, err);
+    if (err_out) *err_out = err.str();
+    return std::make_pair(status, out.str());
+  };
+  std::string err;
+  EXPECT_EQ(run({"--format=text", "testdata/gpu/skip"}, &err).first, 2);
+  EXPECT_NE(err.find("--format must be json or perfetto"), std::string::npos) << err;
+  EXPECT_EQ(run({"--from", "2", "--to", "1", "testdata/gpu/skip"}, &err).first, 2);
+  EXPECT_NE(err.find("--from must not be after --to"), std::string::npos) << err;
+  EXPECT_EQ(run({"--ranks", "1-x", "testdata/gpu/skip"}, &err).first, 2);
+  EXPECT_NE(err.find("bad --ranks: '1-x'"), std::string::npos) << err;
+  EXPECT_EQ(run({"--around-finding", "--to", "3", "testdata/gpu/skip"}, &err).first, 2);
+  EXPECT_EQ(run({"--around-finding", "testdata/gpu/healthy"}, &err).first, 2);
+  EXPECT_NE(err.find("no finding names an operation"), std::string::npos) << err;
+
+  // --ranks on a real job: two processes, flows between them only.
+  auto [status, json] = run({"--ranks", "0,2", "testdata/gpu/skip"});
+  ASSERT_EQ(status, 0);
+  stats::ChromeTrace t = ParseJson(json);
+  std::set<std::string> procs;
+  for (const auto& e : t.traceevents())
+    if (e.ph() == "M" && e.name() == "process_name") procs.insert(e.args().at("name").string_value().substr(0, 6));
+  EXPECT_EQ(procs, (std::set<std::string>{"rank 0", "rank 2"}));
+  EXPECT_GT(ExpectJsonFlowsInTimeOrder(t), 0u);
+
+  // --from/--to: only what overlaps the window, on the job's timeline.
+  auto [s2, cut] = run({"--from", "1.5", "--to", "2", "testdata/gpu/skip"});
+  ASSERT_EQ(s2, 0);
+  auto [s3, whole] = run({"testdata/gpu/skip"});
+  ASSERT_EQ(s3, 0);
+  size_t in_cut = 0, in_whole = 0;
+  const stats::ChromeTrace cut_trace = ParseJson(cut), whole_trace = ParseJson(whole);
+  for (const auto& e : cut_trace.traceevents())
+    if (e.ph() == "X" && e.cat() != "gpu") {
+      ++in_cut;
+      EXPECT_LE(e.ts(), 2e6);
+      EXPECT_GE(e.ts() + e.dur(), 1.5e6);
+    }
+  for (const auto& e : whole_trace.traceevents())
+    if (e.ph() == "X" && e.cat() != "gpu" && e.ts() <= 2e6 && e.ts() + e.dur() >= 1.5e6) ++in_whole;
+  EXPECT_EQ(in_cut, in_whole);
+  EXPECT_GT(in_cut, 0u);
+
+  // --around-finding: the hang's AllReduce #4 on every rank that reached it.
+  auto [s4, around] = run({"--around-finding", "testdata/gpu/skip"}, &err);
+  ASSERT_EQ(s4, 0) << err;
+  EXPECT_NE(err.find("around AllReduce #4"), std::string::npos) << err;
+  std::set<int> ranks_in_it;
+  size_t ops = 0;
+  const stats::ChromeTrace around_trace = ParseJson(around);
+  for (const auto& e : around_trace.traceevents())
+    if (e.ph() == "X" && e.cat() != "gpu") {
+      ++ops;
+      if (e.name().rfind("AllReduce", 0) == 0 && e.args().at("seq").number_value() == 4 &&
+          e.args().at("comm").string_value() == "world")
+        ranks_in_it.insert(static_cast<int>(e.args().at("rank").number_value()));
+    }
+  EXPECT_EQ(ranks_in_it, (std::set<int>{0, 1, 2}));
+  size_t all = 0;
+  for (const auto& e : whole_trace.traceevents()) all += e.ph() == "X" && e.cat() != "gpu";
+  EXPECT_LT(ops, all) << "the window leaves out the job's earlier operations";
 }
 
 }  // namespace
