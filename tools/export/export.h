@@ -14,7 +14,7 @@
 //
 // Streamed: events are written as each process's are made, so memory is
 // the model's and not the output's (BENCHMARKS.md). But a browser holds the
-// whole file as one string: past a few hundred MB (about 700,000 operations)
+// whole file as one string: past 512 MiB (about 745,000 operations)
 // open the Perfetto format instead (perfetto.h), or cut the job with
 // --from/--to/--ranks. Events are in no global time order; both viewers
 // sort. Strings are escaped and their invalid UTF-8 replaced by U+FFFD.
