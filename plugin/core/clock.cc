@@ -1,11 +1,11 @@
 #include "plugin/core/clock.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <sstream>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -29,11 +29,17 @@ std::string ReadLine(const char* path) {
   return s;
 }
 
+// Whether a space-separated sysfs list holds `word`. No iostreams: they
+// would pull libstdc++'s locales into the statically linked .so.
 bool ListHas(const std::string& list, const std::string& word) {
-  std::istringstream in(list);
-  std::string w;
-  while (in >> w)
-    if (w == word) return true;
+  size_t i = 0;
+  while (i < list.size()) {
+    while (i < list.size() && isspace(static_cast<unsigned char>(list[i]))) ++i;
+    size_t end = i;
+    while (end < list.size() && !isspace(static_cast<unsigned char>(list[end]))) ++end;
+    if (end > i && list.compare(i, end - i, word) == 0) return true;
+    i = end;
+  }
   return false;
 }
 
