@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace ncclwatch::plugin {
@@ -11,7 +12,7 @@ namespace {
 
 const char* WhatIsThere(const std::string& path) {
   struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return "something that went away again";
+  if (StatPath(path, false, &st) != 0) return "something that went away again";
   if (S_ISLNK(st.st_mode)) return "a symbolic link";
   if (S_ISFIFO(st.st_mode)) return "a FIFO";
   if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
@@ -21,6 +22,12 @@ const char* WhatIsThere(const std::string& path) {
 }
 
 }  // namespace
+
+int StatPath(const std::string& path, bool follow_links, struct stat* st) {
+  // The kernel's struct stat is glibc's on x86_64 and aarch64.
+  return static_cast<int>(
+      syscall(SYS_newfstatat, AT_FDCWD, path.c_str(), st, follow_links ? 0 : AT_SYMLINK_NOFOLLOW));
+}
 
 int CreateOwnFile(const std::string& path, uint32_t mode, int extra_flags, bool* taken, std::string* error) {
   *taken = false;

@@ -14,6 +14,7 @@
 #define PLUGIN_WRITER_OWN_FILE_H_
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -23,6 +24,12 @@ namespace ncclwatch::plugin {
 // `mode`. Returns the descriptor, or -1 with `error` set; `taken` says
 // whether the name was there already (`error` then says what it is).
 int CreateOwnFile(const std::string& path, uint32_t mode, int extra_flags, bool* taken, std::string* error);
+
+// stat(2) (`follow_links`) or lstat(2), as the system call: glibc 2.33 made
+// stat and lstat exported functions (stat@GLIBC_2.33; before, inline
+// wrappers of __xstat), which a plugin that loads on glibc 2.17 cannot use.
+// Returns 0, or -1 with errno set.
+int StatPath(const std::string& path, bool follow_links, struct stat* st);
 
 }  // namespace ncclwatch::plugin
 

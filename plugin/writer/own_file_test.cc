@@ -1,5 +1,6 @@
 #include "plugin/writer/own_file.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -102,6 +103,27 @@ TEST(OwnFile, OtherFailuresAreNotTaken) {
   EXPECT_EQ(CreateOwnFile("/nonexistent-dir/x", 0600, 0, &taken, &err), -1);
   EXPECT_FALSE(taken);
   EXPECT_EQ(err, "cannot create '/nonexistent-dir/x': No such file or directory");
+}
+
+TEST(OwnFile, StatPathFollowsLinksOnlyWhenAsked) {
+  const std::string d = Dir("stat");
+  FILE* f = fopen((d + "/target").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("12345", f);
+  fclose(f);
+  unlink((d + "/link").c_str());
+  ASSERT_EQ(symlink((d + "/target").c_str(), (d + "/link").c_str()), 0);
+  struct stat st;
+  ASSERT_EQ(StatPath(d + "/link", true, &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_size, 5);
+  ASSERT_EQ(StatPath(d + "/link", false, &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  ASSERT_EQ(StatPath(d, true, &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  errno = 0;
+  EXPECT_EQ(StatPath(d + "/missing", true, &st), -1);
+  EXPECT_EQ(errno, ENOENT);
 }
 
 }  // namespace

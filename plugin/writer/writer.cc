@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "plugin/core/clock.h"
 #include "plugin/core/version.h"
+#include "plugin/writer/own_file.h"
 
 namespace ncclwatch::plugin {
 
@@ -42,7 +42,7 @@ bool Writer::Open(std::string* error) {
   clock_error_ = cp.error_ns;
 
   struct stat st;
-  if (stat(c.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (StatPath(c.dir, true, &st) != 0 || !S_ISDIR(st.st_mode)) {
     *error = "NCCLWATCH_DIR '" + c.dir + "' is not a directory (" + (errno ? strerror(errno) : "not a directory") + ")";
     return false;
   }
@@ -95,7 +95,7 @@ void Writer::StopAndClose() {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
     running_ = false;
   }
@@ -108,7 +108,7 @@ void Writer::NotifyCommInit(Context* ctx) {
     std::lock_guard<std::mutex> lock(mu_);
     cold_.push_back({Cold::kInit, ctx, ctx->init_ns});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Writer::NotifyCommFinalize(Context* ctx, uint64_t time_ns) {
@@ -116,31 +116,31 @@ void Writer::NotifyCommFinalize(Context* ctx, uint64_t time_ns) {
     std::lock_guard<std::mutex> lock(mu_);
     cold_.push_back({Cold::kFinalize, ctx, time_ns});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Writer::FlushNow() {
   if (!running_) return;
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t want = ++flush_req_;
-  cv_.notify_all();
+  cv_.NotifyAll();
   // Bounded: a stalled disk must not hang NCCL's finalize.
-  done_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return flush_done_ >= want || stop_; });
+  done_cv_.WaitFor(lock, 5000000000ull, [&] { return flush_done_ >= want || stop_; });
 }
 
 void Writer::Loop() {
   const Config& c = prof_->config();
-  const auto tick = std::chrono::milliseconds(std::min<uint32_t>(10, c.flush_ms));
+  const uint64_t tick_ns = uint64_t{std::min<uint32_t>(10, c.flush_ms)} * 1000000;
   // During a burst the rings are drained every millisecond (writes still
   // follow NCCLWATCH_FLUSH_MS): the hot path never waits, so the only guard
   // against a full ring is a consumer that keeps up.
-  const auto burst_tick = std::chrono::milliseconds(1);
+  const uint64_t burst_tick_ns = 1000000;
   for (;;) {
     bool stopping;
     uint64_t req;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, burst_ ? burst_tick : tick, [&] { return stop_ || flush_req_ > flush_done_; });
+      cv_.WaitFor(lock, burst_ ? burst_tick_ns : tick_ns, [&] { return stop_ || flush_req_ > flush_done_; });
       stopping = stop_;
       req = flush_req_;
     }
@@ -161,7 +161,7 @@ void Writer::Loop() {
       std::lock_guard<std::mutex> lock(mu_);
       flush_done_ = std::max(flush_done_, req);
     }
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
     if (stopping) return;
   }
 }

@@ -32,7 +32,6 @@
 
 #include <stdint.h>
 
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -43,6 +42,7 @@
 
 #include "plugin/core/clock.h"
 #include "plugin/core/core.h"
+#include "plugin/core/monotonic_cv.h"
 #include "plugin/writer/encoder.h"
 #include "plugin/writer/in_flight.h"
 #include "plugin/writer/launches.h"
@@ -189,8 +189,8 @@ class Writer final : private RecordSink {
   uint64_t next_flush_ = 0;
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable done_cv_;
+  MonotonicCondVar cv_;       // no pthread_cond_clockwait: loads on glibc 2.17
+  MonotonicCondVar done_cv_;
   std::vector<Cold> cold_;     // guarded by mu_
   bool stop_ = false;          // guarded by mu_
   uint64_t flush_req_ = 0;     // guarded by mu_
