@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
 #include <map>
@@ -160,6 +161,60 @@ HeaderFacts ReadHeaderFacts(const std::string& name, std::string head, uint64_t 
   return h;
 }
 
+// A header's CLOCK_REALTIME as "2026-11-25 14:02:11 UTC".
+std::string UtcTime(uint64_t realtime_ns) {
+  const time_t t = static_cast<time_t>(realtime_ns / 1000000000ull);
+  struct tm tm;
+  char buf[64];
+  if (gmtime_r(&t, &tm) == nullptr || strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+    return "at an unreadable time";
+  return buf;
+}
+
+// `--job=ID`, quoted for a shell where the id needs it.
+std::string JobFlag(const std::string& id) {
+  const bool plain = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._:+@%/-", c);
+  });
+  if (plain) return "--job=" + id;
+  std::string q = "--job='";
+  for (char c : id) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The error for files of several jobs: each job's id as the flag that picks
+// it, its first file and its start, oldest first (a reused folder holds the
+// runs in the order they ran).
+std::string SeveralJobs(const std::vector<HeaderFacts>& facts, const std::vector<std::string>& names,
+                        const std::vector<bool>& keep, const std::map<std::string, std::vector<std::string>>& by_job) {
+  struct Job {
+    std::string id;
+    size_t files = 0;
+    size_t first = 0;  // the file of its earliest process
+  };
+  std::map<std::string, Job> jobs;
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (!keep[i] || !facts[i].found || facts[i].job_id.empty()) continue;
+    auto [it, fresh] = jobs.try_emplace(facts[i].job_id);
+    Job& j = it->second;
+    j.id = facts[i].job_id;
+    if (fresh || facts[i].realtime_base_ns < facts[j.first].realtime_base_ns) j.first = i;
+    ++j.files;
+  }
+  std::vector<Job> order;
+  for (auto& [id, j] : jobs) order.push_back(j);
+  std::stable_sort(order.begin(), order.end(), [&](const Job& a, const Job& b) {
+    return facts[a.first].realtime_base_ns < facts[b.first].realtime_base_ns;
+  });
+  std::string e = "the files hold " + std::to_string(by_job.size()) + " jobs; read one with --job: ";
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Job& j = order[k];
+    e += (k ? "; " : "") + JobFlag(j.id) + " (started " + UtcTime(facts[j.first].realtime_base_ns) + ", " +
+         std::to_string(j.files) + (j.files == 1 ? " file" : " files") + ", first " + names[j.first] + ")";
+  }
+  return e;
+}
+
 // Which of `names` (with their headers' facts) to keep: see ScreenTraceInputs.
 bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const std::vector<std::string>& names,
             std::vector<bool>* keep_out, std::vector<std::string>* notes, std::string* error) {
@@ -196,13 +251,7 @@ bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const
         notes->push_back(names[i] + ": job '" + facts[i].job_id + "', not '" + job + "': skipped");
       }
   } else if (by_job.size() > 1) {
-    *error = "the files hold " + std::to_string(by_job.size()) + " jobs: ";
-    bool first_job = true;
-    for (const auto& [id, files] : by_job) {
-      *error += (first_job ? "" : "; ") + ("'" + id + "' (" + std::to_string(files.size()) + " files: " + ListFew(files) + ")");
-      first_job = false;
-    }
-    *error += "; name one with --job";
+    *error = SeveralJobs(facts, names, keep, by_job);
     return false;
   }
   *keep_out = keep;

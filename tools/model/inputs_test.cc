@@ -146,26 +146,39 @@ TEST(InputsTest, CopiesOfOneProcessAreOneProcess) {
   for (const Proc& p : m.procs) EXPECT_EQ(p.path.find("/copy"), std::string::npos) << p.path;
 }
 
-void WriteJobWithId(const std::string& dir, const std::string& job_id, int64_t pid0) {
+void WriteJobWithId(const std::string& dir, const std::string& job_id, int64_t pid0,
+                    uint64_t start_ns = 1'700'000'000 * testing::kSec) {
   testing::JobSpec spec;
   spec.nranks = 2;
   spec.ncolls = 3;
   spec.rank_hook = [&](int rank, testing::RankPlan& plan) {
     plan.proc.job_id = job_id;
     plan.proc.pid = pid0 + rank;
+    // The builder sets realtime_base_ns: 1'700'000'000 s + the rank's start + this.
+    plan.realtime_error_ns = static_cast<int64_t>(start_ns - 1'700'000'000 * testing::kSec);
   };
   testing::WriteJob(testing::BuildJob(spec), dir);
 }
 
 TEST(InputsTest, TwoJobsAreRefusedUnlessOneIsChosen) {
   const std::string dir = TempDir("jobs");
-  WriteJobWithId(dir, "1001", 100);
-  WriteJobWithId(dir, "1002", 200);
+  // A reused folder: job 1002 ran first (2023-11-14 22:13:20 UTC), then 1001
+  // a day later.
+  WriteJobWithId(dir, "1001", 100, 1'700'086'400 * testing::kSec);
+  WriteJobWithId(dir, "1002", 200, 1'700'000'000 * testing::kSec);
   Model m;
   std::string error;
   EXPECT_FALSE(BuildModel({dir}, LoadOptions(), &m, &error));
-  EXPECT_NE(error.find("the files hold 2 jobs: '1001' (2 files"), std::string::npos) << error;
-  EXPECT_NE(error.find("name one with --job"), std::string::npos) << error;
+  // Each job as the flag that reads it, oldest first, with its start (its
+  // earliest process's) and that process's file.
+  const std::string want =
+      "the files hold 2 jobs; read one with --job: "
+      "--job=1002 (started 2023-11-14 22:13:20 UTC, 2 files, first " + dir + "/";
+  EXPECT_EQ(error.substr(0, want.size()), want) << error;
+  EXPECT_NE(error.find("-200-"), std::string::npos) << error;  // rank 0 of job 1002 (pid 200)
+  EXPECT_NE(error.find("; --job=1001 (started 2023-11-15 22:13:20 UTC, 2 files, first " + dir + "/"),
+            std::string::npos)
+      << error;
 
   LoadOptions pick;
   pick.job = "1002";
@@ -179,6 +192,22 @@ TEST(InputsTest, TwoJobsAreRefusedUnlessOneIsChosen) {
   Model none;
   EXPECT_FALSE(BuildModel({dir}, pick, &none, &error));
   EXPECT_NE(error.find("no file of job '7' (jobs found: '1001', '1002')"), std::string::npos) << error;
+}
+
+TEST(InputsTest, AJobIdThatNeedsQuotingIsQuotedForTheShell) {
+  const std::string dir = TempDir("quoted");
+  WriteJobWithId(dir, "run 1's", 100);
+  WriteJobWithId(dir, "run-2", 200, 1'700'000'100 * testing::kSec);
+  Model m;
+  std::string error;
+  EXPECT_FALSE(BuildModel({dir}, LoadOptions(), &m, &error));
+  EXPECT_NE(error.find("--job='run 1'\\''s' (started 2023-11-14 22:13:20 UTC"), std::string::npos) << error;
+  EXPECT_NE(error.find("; --job=run-2 (started 2023-11-14 22:15:00 UTC"), std::string::npos) << error;
+  LoadOptions pick;
+  pick.job = "run 1's";
+  Model one;
+  ASSERT_TRUE(BuildModel({dir}, pick, &one, &error)) << error;
+  EXPECT_EQ(one.procs.size(), 2u);
 }
 
 TEST(InputsTest, JobsWithoutIdsAreToldApartByTheirCommunicators) {
