@@ -7,11 +7,19 @@
 // so the plugin writes a stuck report after NCCLWATCH_STUCK_SEC (set to 1 s
 // here) before the job "gives up" and finalizes.
 //
-// Usage: demo_job OUTDIR
+// Usage: demo_job [OUTDIR]
+//   OUTDIR: where the trace goes; without it, $NCCLWATCH_DIR, as a job script
+//     sets it (examples/).
+//   NCCL_PROFILER_PLUGIN, read as NCCL reads it: the plugin to load, a path
+//     or a name N (libnccl-profiler-N.so, found on LD_LIBRARY_PATH); without
+//     it, the .so built beside this program.
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+#include <string>
 
 #include "plugin/testing/fake_nccl_host.h"
 
@@ -20,14 +28,27 @@ using ncclwatch::testing::OpSpec;
 using ncclwatch::testing::PluginLib;
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: demo_job OUTDIR\n");
+  const char* env_dir = getenv("NCCLWATCH_DIR");
+  if (argc > 2 || (argc == 1 && (env_dir == nullptr || *env_dir == '\0'))) {
+    fprintf(stderr, "usage: demo_job OUTDIR (or NCCLWATCH_DIR set)\n");
     return 2;
   }
-  setenv("NCCLWATCH_DIR", argv[1], 1);
+  const std::string out = argc == 2 ? argv[1] : env_dir;
+  setenv("NCCLWATCH_DIR", out.c_str(), 1);
   setenv("NCCLWATCH_STUCK_SEC", "1", 1);
   setenv("NCCLWATCH_FLUSH_MS", "50", 1);
-  PluginLib* lib = PluginLib::Shared();
+  PluginLib* lib;
+  if (const char* p = getenv("NCCL_PROFILER_PLUGIN"); p != nullptr && *p != '\0') {
+    const std::string path = strchr(p, '/') != nullptr ? p : "libnccl-profiler-" + std::string(p) + ".so";
+    lib = PluginLib::Load(path);
+    if (lib->handle() == nullptr) {
+      fprintf(stderr, "demo_job: cannot load NCCL_PROFILER_PLUGIN=%s\n", p);
+      return 1;
+    }
+    printf("demo_job: NCCL_PROFILER_PLUGIN=%s\n", p);
+  } else {
+    lib = PluginLib::Shared();
+  }
   FakeComm world(lib, 5), tp(lib, 5);
   if (world.Init(0x5eed0001, "world", 1, 4, 2) != 0 || tp.Init(0x5eed0002, "tp", 1, 2, 0) != 0) {
     fprintf(stderr, "demo_job: the plugin refused to start\n");
@@ -72,6 +93,6 @@ int main(int argc, char** argv) {
   usleep(1500000);
   tp.Finalize();
   world.Finalize();
-  printf("demo_job: done; trace files are in %s\n", argv[1]);
+  printf("demo_job: done; trace files are in %s\n", out.c_str());
   return 0;
 }

@@ -102,6 +102,8 @@ PluginLib* PluginLib::Shared() {
   return lib;
 }
 
+PluginLib* PluginLib::Load(const std::string& path) { return new PluginLib(path); }
+
 PluginLib* PluginLib::FreshCopy() {
   static std::atomic<int> n{0};
   std::string src = PluginPath();

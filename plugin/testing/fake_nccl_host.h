@@ -44,6 +44,10 @@ class PluginLib {
   // A private copy of the .so under $TEST_TMPDIR, dlopen'ed on its own: its
   // globals (e.g. the "warned once" flag) start fresh. Never closed either.
   static PluginLib* FreshCopy();
+  // The .so at `path` (a name without '/' is searched as dlopen does), as
+  // NCCL loads NCCL_PROFILER_PLUGIN. Never closed; handle() is null if it
+  // did not load.
+  static PluginLib* Load(const std::string& path);
 
   void* handle() const { return handle_; }
   const std::string& path() const { return path_; }
