@@ -71,6 +71,7 @@ std::vector<OpSpec> OpsFor(int which) {
   a.nsteps = 3;
   a.step_bytes = 8192;
   a.ptimer0 = 5'000'000'000ull + which * 1'000'000ull;
+  a.user_tag = 0xA11'0000ull + which;  // only v7 descriptors carry it
   ops.push_back(a);
 
   OpSpec b;
@@ -106,6 +107,7 @@ std::vector<OpSpec> OpsFor(int which) {
     s.step_bytes = 10 + i;
     s.send_buff = nullptr;
     s.ptimer0 = 7'000'000'000ull + which * 1'000'000ull + i * 100'000;
+    s.user_tag = i == 1 ? 0 : (uint64_t{1} << 62) + i;  // one untagged
     ops.push_back(s);
   }
   return ops;
@@ -147,16 +149,19 @@ TEST_P(AbiTest, EveryFieldArrives) {
     ASSERT_EQ(comms[i].Init(p.hash, p.name, p.nnodes, p.nranks, p.rank), 0);
     ASSERT_NE(comms[i].context(), nullptr);
     // "all" hands NCCL every event type.
-    EXPECT_EQ(comms[i].mask(), 0x7fff);
+    EXPECT_EQ(comms[i].mask(), 0xffff);
   }
   std::vector<OpSpec> specs[2] = {OpsFor(0), OpsFor(1)};
+  // v7: the Broadcast runs a symmetric-memory kernel.
+  if (v >= 7)
+    for (auto& s : specs) s[1].kernel_variant = "AGxLL_R";
   std::vector<OpResult> results[2];
   std::thread threads[2];
   for (int i = 0; i < 2; ++i) {
     threads[i] = std::thread([&, i] {
       for (const OpSpec& s : specs[i]) results[i].push_back(comms[i].RunOp(s));
       comms[i].RunProxyCtrl(5 + i);
-      if (v >= 6) comms[i].RunCe(100 + i, 200 + i);
+      if (v >= 6) comms[i].RunCe(100 + i, 200 + i, 0xCE00 + i);
     });
   }
   for (auto& t : threads) t.join();
@@ -178,7 +183,7 @@ TEST_P(AbiTest, EveryFieldArrives) {
   EXPECT_FALSE(h.plugin_version().empty());
   EXPECT_GT(h.mono_base_ns(), 0u);
   EXPECT_GT(h.realtime_base_ns(), 0u);
-  EXPECT_EQ(h.event_mask(), 0x7fffu);
+  EXPECT_EQ(h.event_mask(), 0xffffu);
   EXPECT_EQ(h.events_config(), "all");
   EXPECT_EQ(h.flush_ms(), 20u);
   EXPECT_EQ(h.heartbeat_ms(), defaults.heartbeat_ms());
@@ -272,6 +277,8 @@ TEST_P(AbiTest, EveryFieldArrives) {
       EXPECT_EQ(t->Str(op.func()), s.func);
       EXPECT_EQ(t->Str(op.datatype()), s.datatype);
       EXPECT_EQ(op.count(), s.count);
+      EXPECT_EQ(op.user_tag(), v >= 7 ? s.user_tag : 0u);
+      EXPECT_EQ(op.is_sym_coll(), v >= 7 && s.kernel_variant != nullptr);
       if (s.p2p) {
         EXPECT_EQ(op.peer(), s.peer);
         EXPECT_EQ(op.algo(), 0u);
@@ -288,8 +295,17 @@ TEST_P(AbiTest, EveryFieldArrives) {
         }
       } else {
         EXPECT_EQ(op.root(), s.root);
-        EXPECT_EQ(t->Str(op.algo()), s.algo);
-        EXPECT_EQ(t->Str(op.proto()), s.proto);
+        if (s.kernel_variant != nullptr) {
+          // NCCL 2.31 passes the variant's tail as the algorithm and "" as
+          // the protocol; the record keeps the variant instead.
+          EXPECT_EQ(t->Str(op.kernel_variant()), s.kernel_variant);
+          EXPECT_EQ(t->Str(op.algo()), "R");
+          EXPECT_EQ(op.proto(), 0u);
+        } else {
+          EXPECT_EQ(op.kernel_variant(), 0u);
+          EXPECT_EQ(t->Str(op.algo()), s.algo);
+          EXPECT_EQ(t->Str(op.proto()), s.proto);
+        }
         EXPECT_EQ(op.nchannels(), s.nchannels);
         EXPECT_EQ(op.nwarps(), s.nwarps);
         EXPECT_EQ(op.send_buff(), reinterpret_cast<uint64_t>(s.send_buff));
@@ -315,6 +331,7 @@ TEST_P(AbiTest, EveryFieldArrives) {
           EXPECT_EQ(t->Str(parent.p2p_api().datatype()), s.datatype);
           EXPECT_EQ(parent.p2p_api().stream(), reinterpret_cast<uint64_t>(s.stream));
           EXPECT_FALSE(parent.p2p_api().graph_captured());
+          EXPECT_EQ(parent.p2p_api().user_tag(), v >= 7 ? s.user_tag : 0u);
         } else {
           ASSERT_TRUE(parent.has_coll_api());
           EXPECT_EQ(t->Str(parent.coll_api().func()), s.func);
@@ -323,6 +340,7 @@ TEST_P(AbiTest, EveryFieldArrives) {
           EXPECT_EQ(parent.coll_api().root(), s.root);
           EXPECT_EQ(parent.coll_api().stream(), reinterpret_cast<uint64_t>(s.stream));
           EXPECT_FALSE(parent.coll_api().graph_captured());
+          EXPECT_EQ(parent.coll_api().user_tag(), v >= 7 ? s.user_tag : 0u);
         }
         // ... whose parent is the GroupApi, with its two states and a KernelLaunch.
         ASSERT_EQ(t->start_by_id.count(parent.parent_id()), 1u);
@@ -379,6 +397,31 @@ TEST_P(AbiTest, EveryFieldArrives) {
           } else {
             EXPECT_FALSE(kc->kernel_ch().has_gpu_start());
             EXPECT_FALSE(t->stop_by_id[kc->event_id()]->has_gpu_stop());
+          }
+          // v7: its three phases, each with its GPU start and stop, on NCCL's
+          // profiler thread (not the thread that issued the op).
+          auto phases = t->Children(kc->event_id(), trace::KERNEL_PHASE);
+          if (v >= 7) {
+            EXPECT_NE(kc->tid(), parent.tid());
+            ASSERT_EQ(phases.size(), 3u);
+            const uint64_t start = s.ptimer0 + s.start_step * c;
+            const uint64_t bounds[4] = {start, start + s.phase_ends[0], start + s.phase_ends[1],
+                                        s.ptimer0 + s.duration + s.stop_step * c};
+            std::set<int> seen;
+            for (const trace::EventStart* ph : phases) {
+              ASSERT_TRUE(ph->has_kernel_phase());
+              const int k = ph->kernel_phase().phase();
+              ASSERT_TRUE(k >= 0 && k < 3) << k;
+              EXPECT_TRUE(seen.insert(k).second);
+              EXPECT_EQ(ph->kernel_phase().channel(), c);
+              EXPECT_EQ(ph->tid(), kc->tid());
+              EXPECT_EQ(t->ev_gpu_start[ph->event_id()], bounds[k]);
+              EXPECT_EQ(t->state_gpu[ph->event_id()], bounds[k + 1]);
+              EXPECT_EQ(t->ev_gpu_stop[ph->event_id()], bounds[k + 1]);
+              EXPECT_EQ(Kinds(t->states_by_id[ph->event_id()]), std::vector<int>{nccl::kKernelPhaseStop});
+            }
+          } else {
+            EXPECT_TRUE(phases.empty());
           }
         }
       } else {
@@ -529,6 +572,8 @@ TEST_P(AbiTest, EveryFieldArrives) {
       EXPECT_EQ(d.num_batches(), 5u);
       EXPECT_EQ(d.ce_seq(), 200u + which);
       EXPECT_EQ(d.stream(), 0x6000u);
+      EXPECT_EQ(d.user_tag(), v >= 7 ? 0xCE00u + which : 0u);
+      EXPECT_EQ(t->start_by_id[c->parent_id()]->coll_api().user_tag(), v >= 7 ? 0xCE00u + which : 0u);
       // No states on CE events (NCCL records none); the parent is the CollApi.
       EXPECT_TRUE(t->states_by_id[c->event_id()].empty());
       ASSERT_NE(t->start_by_id.count(c->parent_id()), 0u);
@@ -577,7 +622,7 @@ TEST_P(AbiTest, EveryFieldArrives) {
   EXPECT_TRUE(t->raw.records.back().has_finalize());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVersions, AbiTest, ::testing::Range(1, 7),
+INSTANTIATE_TEST_SUITE_P(AllVersions, AbiTest, ::testing::Range(1, 8),
                          [](const ::testing::TestParamInfo<int>& i) { return "v" + std::to_string(i.param); });
 
 // ------------------------------------------------------------ the default capture
@@ -612,6 +657,78 @@ TEST(DefaultCapture, OpsWithCompletionOnly) {
   EXPECT_EQ(view.done.proxy_ops(), 4u);
   // ProxyStep capture is off, but steps under a tracked ProxyOp still count bytes.
   EXPECT_EQ(view.done.proxy_bytes(), r.proxy_bytes);
+}
+
+// NCCL 2.31 (v7): the call's tag and a symmetric kernel reach the Op record
+// at the default capture. KernelPhase is not asked for, but NCCL may report
+// it all the same (RAS can set the mask of a whole job, profiler.cc
+// ncclProfilerSetRasOverride): each phase gets a null handle, so NCCL makes
+// no state or stop call for it, and nothing is counted against the op.
+TEST(KernelPhase, NotAskedForGetsNullHandles) {
+  const std::string dir = MakeTempDir("phase_default");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}});
+  FakeComm c(PluginLib::Shared(), 7);
+  ASSERT_EQ(c.Init(0x7070, "v7", 1, 2, 0), 0);
+  EXPECT_EQ(c.mask() & nccl::kKernelPhase, 0);
+  SetNcclEventMask(c.mask() | nccl::kKernelPhase);  // as a RAS override would
+  OpSpec s;
+  s.user_tag = 0x7a6;
+  s.kernel_variant = "AGxLL_R";
+  OpResult r = c.RunOp(s);
+  Ev kc;  // and one phase under a kernel channel handle of the op, by hand
+  kc.type = nccl::kKernelCh;
+  kc.parent = r.handle;
+  Ev ph;
+  ph.type = nccl::kKernelPhase;
+  ph.parent = c.Start(kc);
+  EXPECT_NE(ph.parent, nullptr);
+  EXPECT_EQ(c.Start(ph), nullptr);
+  ASSERT_EQ(c.Finalize(), 0);
+  auto t = ReadSingleTrace(dir);
+  EXPECT_TRUE(t->raw.issues.empty());
+  EXPECT_TRUE(t->starts.empty());
+  ASSERT_EQ(t->ops.size(), 1u);
+  const trace::Op& op = *t->ops[0].op;
+  EXPECT_EQ(op.user_tag(), 0x7a6u);
+  EXPECT_TRUE(op.is_sym_coll());
+  EXPECT_EQ(t->Str(op.kernel_variant()), "AGxLL_R");
+  EXPECT_EQ(t->ops[0].done_count, 1);
+  EXPECT_EQ(t->ops[0].gpu_stop, r.gpu_stop);
+  // Nothing dropped, no parent refused (a Drops record would say so).
+  EXPECT_EQ(t->LastDrops(), nullptr) << t->LastDrops()->ShortDebugString();
+}
+
+// Phases captured without their kernel channels: a channel's handle is then
+// its op's, tagged, and each phase names the op as its parent.
+TEST(KernelPhase, CapturedAloneNameTheirOp) {
+  const std::string dir = MakeTempDir("phase_alone");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_EVENTS", "default,kernelphase"}});
+  FakeComm c(PluginLib::Shared(), 7);
+  ASSERT_EQ(c.Init(0x7171, "v7", 1, 2, 0), 0);
+  EXPECT_NE(c.mask() & nccl::kKernelPhase, 0);
+  OpSpec s;
+  s.nchannels = 3;
+  OpResult r = c.RunOp(s);
+  ASSERT_EQ(c.Finalize(), 0);
+  auto t = ReadSingleTrace(dir);
+  EXPECT_TRUE(t->raw.issues.empty());
+  ASSERT_EQ(t->ops.size(), 1u);
+  EXPECT_EQ(t->ops[0].done_count, 1);
+  EXPECT_EQ(t->ops[0].gpu_stop, r.gpu_stop);
+  auto phases = t->Children(t->ops[0].op->event_id(), trace::KERNEL_PHASE);
+  ASSERT_EQ(phases.size(), 9u);
+  std::map<uint32_t, std::set<int>> per_channel;
+  for (const trace::EventStart* ph : phases) {
+    ASSERT_TRUE(ph->has_kernel_phase());
+    per_channel[ph->kernel_phase().channel()].insert(ph->kernel_phase().phase());
+    EXPECT_EQ(t->stop_by_id.count(ph->event_id()), 1u);
+  }
+  for (uint32_t ch = 0; ch < 3; ++ch)
+    EXPECT_EQ(per_channel[ch], (std::set<int>{trace::PHASE_INITIAL_SYNC, trace::PHASE_COMPUTE,
+                                              trace::PHASE_FINAL_SYNC}));
+  EXPECT_TRUE(t->Children(t->ops[0].op->event_id(), trace::KERNEL_CH).empty());
+  // Nothing dropped, no parent refused (a Drops record would say so).
+  EXPECT_EQ(t->LastDrops(), nullptr) << t->LastDrops()->ShortDebugString();
 }
 
 // NCCL 2.23 to 2.27 start a plan's Coll and P2p events only under a Group
@@ -664,7 +781,7 @@ TEST(GroupHandle, TheCallingTablesVersionDecides) {
 // ------------------------------------------------------------ null handles
 
 TEST(NullHandles, AreNoOps) {
-  for (int v : {2, 4, 5}) {
+  for (int v : {2, 4, 5, 7}) {
     SCOPED_TRACE("v" + std::to_string(v));
     const std::string dir = MakeTempDir("null");
     SetPluginEnv({{"NCCLWATCH_DIR", dir}});
@@ -690,6 +807,10 @@ TEST(NullHandles, AreNoOps) {
       void* h = reinterpret_cast<void*>(1);
       if (v == 4) {
         EXPECT_EQ(static_cast<nccl::ProfilerV4*>(t)->startEvent(c.context(), &h, nullptr), 0);
+      } else if (v == 7) {
+        EXPECT_EQ(static_cast<nccl::ProfilerV7*>(t)->startEvent(c.context(), &h, nullptr), 0);
+        EXPECT_EQ(h, nullptr);
+        EXPECT_EQ(static_cast<nccl::ProfilerV7*>(t)->recordEventState(nullptr, nccl::kKernelPhaseStop, &a), 0);
       } else {
         EXPECT_EQ(p->startEvent(c.context(), &h, nullptr), 0);
       }
@@ -721,6 +842,18 @@ TEST(NullHandles, AreNoOps) {
       g.type = nccl::kGroupApi;
       EXPECT_EQ(c.Start(g), nullptr);
     }
+    if (v >= 7) {
+      // A kernel phase under no channel, or under a null one.
+      Ev ph;
+      ph.type = nccl::kKernelPhase;
+      ph.phase = nccl::kPhaseFinalSync;
+      EXPECT_EQ(c.Start(ph), nullptr);
+      Ev kc;
+      kc.type = nccl::kKernelCh;
+      ph.parent = c.Start(kc);
+      EXPECT_EQ(ph.parent, nullptr);
+      EXPECT_EQ(c.Start(ph), nullptr);
+    }
     // An unknown type bit: ignored.
     Ev bogus;
     bogus.type = v >= 5 ? (uint64_t{1} << 40) : (1u << 7) | 1u;
@@ -742,7 +875,7 @@ TEST(NullHandles, AreNoOps) {
 // start and stop before the op's own stop: the op completes once, with its
 // GPU times, and is not left in flight.
 TEST(Order, ChildrenBeforeTheOpsStop) {
-  for (int v : {4, 5, 6}) {
+  for (int v : {4, 5, 6, 7}) {
     for (const char* events : {"all", "default"}) {
       SCOPED_TRACE(std::string(events) + " v" + std::to_string(v));
       const std::string dir = MakeTempDir("early");
@@ -781,7 +914,7 @@ TEST(Order, ChildrenBeforeTheOpsStop) {
 // The plugin reads nothing at it; the events are not this process's, and
 // the op completes from its own kernel channels.
 TEST(Pxn, AForeignContextIsNeverRead) {
-  for (int v : {4, 5, 6}) {
+  for (int v : {4, 5, 6, 7}) {
     for (const char* events : {"all", "default"}) {
       SCOPED_TRACE(std::string(events) + " v" + std::to_string(v));
       const std::string dir = MakeTempDir("pxn");
@@ -1398,7 +1531,7 @@ TEST(TurnedOff, UnwritableDirGivesNoContextAndOneWarning) {
 
 TEST(TurnedOff, EnableZeroGivesNoContextAndOneWarning) {
   const std::string dir = MakeTempDir("enable0");
-  for (int v = 1; v <= 6; ++v) {
+  for (int v = 1; v <= 7; ++v) {
     SCOPED_TRACE("v" + std::to_string(v));
     SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_ENABLE", "0"}});
     ClearLogs();

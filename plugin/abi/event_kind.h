@@ -31,7 +31,8 @@ enum EventKind : uint8_t {
   kEvCeColl = 13,
   kEvCeSync = 14,
   kEvCeBatch = 15,
-  kEvCount = 16,
+  kEvKernelPhase = 16,  // v7+
+  kEvCount = 17,
 };
 
 // NCCL mask bit of an event kind and back.
@@ -67,6 +68,7 @@ inline constexpr EventKindInfo kEventKinds[kEvCount - 1] = {
     {kEvCeColl, nccl::kCeColl, "cecoll"},
     {kEvCeSync, nccl::kCeSync, "cesync"},
     {kEvCeBatch, nccl::kCeBatch, "cebatch"},
+    {kEvKernelPhase, nccl::kKernelPhase, "kernelphase"},
 };
 
 }  // namespace ncclwatch::plugin

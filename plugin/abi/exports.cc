@@ -1,4 +1,4 @@
-// The exported ncclProfiler_v1 .. ncclProfiler_v6 tables. Each is a thin
+// The exported ncclProfiler_v1 .. ncclProfiler_v7 tables. Each is a thin
 // adapter: it copies its own version's descriptor, field by field, into the
 // version-neutral EventDesc and calls the one core (core.h). No descriptor is
 // ever read through another version's type: the `type` tag is 8 bits wide
@@ -184,7 +184,7 @@ nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept 
       a.appended_proxy_ops = args->proxyCtrl.appendedProxyOps;
     } else if (state == nccl::kNetPluginUpdate) {
       a.net_data = args->netPlugin.data;
-    } else if (state == nccl::kKernelChStop) {
+    } else if (state == nccl::kKernelChStop || state == nccl::kKernelPhaseStop) {  // the latter v7 only
       a.ptimer = args->kernelCh.pTimer;
       a.has_ptimer = true;
     }
@@ -365,8 +365,8 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
   return nccl::kSuccess;
 }
 
-// ---------------------------------------------------------------- v4..v6
-// The members shared by v4, v5 and v6 (same names, same meaning).
+// ---------------------------------------------------------------- v4..v7
+// The members shared by v4 to v7 (same names, same meaning).
 template <typename D>
 bool CopyCommonV4(const D& e, EventDesc* d) {
   switch (d->kind) {
@@ -476,6 +476,65 @@ bool CopyCeV6(const nccl::DescrV6& e, EventDesc* d) {
   }
 }
 
+// v7: v6's events, each copied from v7's own members, plus the caller's tag,
+// the symmetric kernel's variant and the kernel phases. Not through CopyCeV6:
+// that reads a DescrV6.
+bool CopyV7(const nccl::DescrV7& e, EventDesc* d) {
+  switch (d->kind) {
+    case kEvColl:
+      CopyCommonV4(e, d);
+      d->kernel_variant = e.coll.kernelVariant;
+      d->is_sym_coll = e.coll.isSymColl;
+      d->user_tag = e.coll.userTag;
+      return true;
+    case kEvP2p:
+      CopyCommonV4(e, d);
+      d->user_tag = e.p2p.userTag;
+      return true;
+    case kEvCollApi:
+      CopyApiV5(e, d);
+      d->user_tag = e.collApi.userTag;
+      return true;
+    case kEvP2pApi:
+      CopyApiV5(e, d);
+      d->user_tag = e.p2pApi.userTag;
+      return true;
+    case kEvCeColl:
+      d->seq = e.ceColl.seqNumber;
+      d->func = e.ceColl.func;
+      d->send_buff = e.ceColl.sendBuff;
+      d->recv_buff = e.ceColl.recvBuff;
+      d->count = e.ceColl.count;
+      d->root = e.ceColl.root;
+      d->datatype = e.ceColl.datatype;
+      d->sync_strategy = e.ceColl.syncStrategy;
+      d->intra_batch_sync = e.ceColl.intraBatchSync;
+      d->batch_size = e.ceColl.batchSize;
+      d->num_batches = e.ceColl.numBatches;
+      d->ce_seq = e.ceColl.ceSeqNum;
+      d->stream = e.ceColl.stream;
+      d->user_tag = e.ceColl.userTag;
+      return true;
+    case kEvCeSync:
+      d->is_complete = e.ceCollSync.isComplete;
+      d->nranks = e.ceCollSync.nRanks;
+      return true;
+    case kEvCeBatch:
+      d->num_ops = e.ceCollBatch.numOps;
+      d->total_bytes = e.ceCollBatch.totalBytes;
+      d->use_intra_sync = e.ceCollBatch.useIntraSync;
+      return true;
+    case kEvKernelPhase:
+      d->channel = e.kernelPhase.channelId;
+      d->phase = e.kernelPhase.phaseId;
+      d->ptimer = e.kernelPhase.pTimer;
+      d->has_ptimer = true;
+      return true;
+    default:
+      return CopyApiV5(e, d);
+  }
+}
+
 // startEvent of v4 and later: one body, the version's descriptor copy as a
 // template argument (inlined: this is every event's path).
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
@@ -502,6 +561,7 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
 constexpr auto StartV4 = &StartV4Plus<nccl::DescrV4, &CopyCommonV4<nccl::DescrV4>>;
 constexpr auto StartV5 = &StartV4Plus<nccl::DescrV5, &CopyApiV5<nccl::DescrV5>>;
 constexpr auto StartV6 = &StartV4Plus<nccl::DescrV6, &CopyCeV6>;
+constexpr auto StartV7 = &StartV4Plus<nccl::DescrV7, &CopyV7>;
 
 nccl::Result InitV1(void** context, int* mask) noexcept { return InitCommon(1, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
 nccl::Result InitV2(void** context, int* mask) noexcept { return InitCommon(2, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
@@ -518,6 +578,10 @@ nccl::Result InitV6(void** context, uint64_t id, int* mask, const char* name, in
                     nccl::Logger log) noexcept {
   return InitCommon(6, context, mask, id, name, nnodes, nranks, rank, log);
 }
+nccl::Result InitV7(void** context, uint64_t id, int* mask, const char* name, int nnodes, int nranks, int rank,
+                    nccl::Logger log) noexcept {
+  return InitCommon(7, context, mask, id, name, nnodes, nranks, rank, log);
+}
 
 }  // namespace
 }  // namespace ncclwatch::plugin
@@ -529,6 +593,7 @@ namespace n = ncclwatch::nccl;
 
 extern "C" {
 
+NCCLWATCH_EXPORT n::ProfilerV7 ncclProfiler_v7 = {"ncclwatch", p::InitV7, p::StartV7, p::Stop, p::StateV4, p::Finalize};
 NCCLWATCH_EXPORT n::ProfilerV6 ncclProfiler_v6 = {"ncclwatch", p::InitV6, p::StartV6, p::Stop, p::StateV4, p::Finalize};
 NCCLWATCH_EXPORT n::ProfilerV5 ncclProfiler_v5 = {"ncclwatch", p::InitV5, p::StartV5, p::Stop, p::StateV4, p::Finalize};
 NCCLWATCH_EXPORT n::ProfilerV4 ncclProfiler_v4 = {"ncclwatch", p::InitV4, p::StartV4, p::Stop, p::StateV4, p::Finalize};

@@ -131,7 +131,8 @@ TEST_F(SoTest, ExportsExactlyTheProfilerTables) {
     }
   }
   const std::set<std::string> want = {"ncclProfiler_v1", "ncclProfiler_v2", "ncclProfiler_v3",
-                                      "ncclProfiler_v4", "ncclProfiler_v5", "ncclProfiler_v6"};
+                                      "ncclProfiler_v4", "ncclProfiler_v5", "ncclProfiler_v6",
+                                      "ncclProfiler_v7"};
   EXPECT_EQ(exported, want);
 }
 
@@ -237,7 +238,7 @@ TEST_F(SoTest, LoadsOnGlibc217) {
 TEST_F(SoTest, TablesResolve) {
   PluginLib* lib = PluginLib::Shared();
   ASSERT_NE(lib->handle(), nullptr);
-  for (int v = 1; v <= 6; ++v) {
+  for (int v = 1; v <= 7; ++v) {
     auto* t = static_cast<const nccl::ProfilerV6*>(lib->Table(v));  // same shape in every version
     ASSERT_NE(t, nullptr) << "ncclProfiler_v" << v;
     EXPECT_STREQ(t->name, "ncclwatch");
@@ -247,7 +248,7 @@ TEST_F(SoTest, TablesResolve) {
     EXPECT_NE(reinterpret_cast<const void*>(t->recordEventState), nullptr);
     EXPECT_NE(reinterpret_cast<const void*>(t->finalize), nullptr);
   }
-  EXPECT_EQ(lib->Table(7), nullptr);
+  EXPECT_EQ(lib->Table(8), nullptr);
 }
 
 }  // namespace

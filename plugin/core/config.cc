@@ -86,8 +86,8 @@ bool ParseEvents(const std::string& value, uint64_t* nccl_mask, uint32_t* raw_ki
     }
     if (tok[0] >= '0' && tok[0] <= '9') {
       uint64_t m = 0;
-      if (!ParseU64(tok, true, &m) || m == 0 || m >= (uint64_t{1} << 15)) {
-        *error = "'" + tok + "' is not a mask of known event bits (1..0x7fff)";
+      if (!ParseU64(tok, true, &m) || m == 0 || m >= (uint64_t{1} << 16)) {
+        *error = "'" + tok + "' is not a mask of known event bits (1..0xffff)";
         return false;
       }
       mask |= m;

@@ -119,7 +119,7 @@ TEST(ConfigTest, GoodValues) {
 
 TEST(ConfigTest, AllAndNumericMask) {
   Config all = Parse({{"NCCLWATCH_EVENTS", "all"}});
-  EXPECT_EQ(all.nccl_mask, 0x7fffu);
+  EXPECT_EQ(all.nccl_mask, 0xffffu);
   EXPECT_EQ(all.raw_kinds & (1u << kEvColl), 0u);  // ops are Op records, never raw
   EXPECT_NE(all.raw_kinds & (1u << kEvKernelCh), 0u);
   Config m = Parse({{"NCCLWATCH_EVENTS", "0x42"}});
@@ -169,7 +169,8 @@ TEST(ConfigTest, KindOfMaskIsTheInverseOfMaskOf) {
   }
   EXPECT_EQ(KindOfMask(0), kEvNone);
   EXPECT_EQ(KindOfMask(nccl::kColl | nccl::kP2p), kEvNone);  // not one type
-  EXPECT_EQ(KindOfMask(uint64_t{1} << 15), kEvNone);         // unknown bit
+  EXPECT_EQ(KindOfMask(uint64_t{1} << 16), kEvNone);         // unknown bit
+  EXPECT_EQ(KindOfMask(nccl::kKernelPhase), kEvKernelPhase);  // v7
   EXPECT_EQ(KindOfMask(uint64_t{1} << 63), kEvNone);
   EXPECT_EQ(KindOfMask(nccl::kKernelCh), kEvKernelCh);
 }

@@ -219,7 +219,8 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
   r.kind = kRecOp;
   r.etype = d.kind;
   r.comm = ctx->comm;
-  r.flags = static_cast<uint16_t>((d.is_collnet ? kFlagCollnet : 0) | (d.is_nvls ? kFlagNvls : 0));
+  r.flags = static_cast<uint16_t>((d.is_collnet ? kFlagCollnet : 0) | (d.is_nvls ? kFlagNvls : 0) |
+                                  (d.is_sym_coll ? kFlagSymColl : 0));
   r.nchannels = d.nchannels;
   r.nwarps = d.nwarps;
   r.id = s->id.load(std::memory_order_relaxed);
@@ -232,13 +233,25 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
   r.op.count = d.count;
   r.op.datatype = d.datatype;
   r.op.algo = d.algo;
-  r.op.proto = d.proto;
+  if (d.is_sym_coll) {
+    r.op.kernel_variant = d.kernel_variant;
+  } else {
+    r.op.proto = d.proto;
+  }
   const bool full = config_.raw_kinds != 0;
   r.op.send_buff = full ? reinterpret_cast<uint64_t>(d.send_buff) : 0;
   r.op.recv_buff = full ? reinterpret_cast<uint64_t>(d.recv_buff) : 0;
-  r.op.root = d.root;
-  r.op.peer = d.peer;
-  r.op.op = d.op;
+  if (d.kind == kEvP2p) {
+    r.op.peer = d.peer;
+  } else {
+    r.op.root = d.root;
+  }
+  if (api_version_ == 1) {
+    r.op.user_tag = 0;
+    r.op.op = d.op;
+  } else {
+    r.op.user_tag = d.user_tag;
+  }
   r.op.traffic_bytes = d.traffic_bytes;
   r.op.p2p_seq = 0;
   if (d.kind == kEvP2p && ctx->send_seq && d.peer >= 0 && d.peer < ctx->nranks) {
@@ -383,6 +396,7 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
       r->api.datatype = d.datatype;
       r->api.root = d.root;
       r->api.stream = reinterpret_cast<uint64_t>(d.stream);
+      r->api.user_tag = d.user_tag;
       break;
     case kEvCeColl:
       r->api.seq = d.seq;
@@ -397,6 +411,7 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
       r->api.batch_size = d.batch_size;
       r->api.num_batches = d.num_batches;
       r->api.ce_seq = d.ce_seq;
+      r->api.user_tag = d.user_tag;
       if (d.intra_batch_sync) flags |= kFlagIntraBatchSync;
       break;
     case kEvCeSync:
@@ -423,6 +438,14 @@ void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now
       if (d.has_ptimer) flags |= kFlagHasGpu;
       if (s->op != nullptr) r->parent_id = s->op->id.load(std::memory_order_relaxed);
       if (d.kind == kEvProxyStep && s->parent != nullptr) r->parent_id = s->parent->id.load(std::memory_order_relaxed);
+      break;
+    case kEvKernelPhase:
+      r->px.channel = d.channel;
+      r->px.step = d.phase;
+      r->px.ptimer = d.ptimer;
+      if (d.has_ptimer) flags |= kFlagHasGpu;
+      // Its kernel channel when that is captured, else the op.
+      if (s->parent == nullptr && s->op != nullptr) r->parent_id = s->op->id.load(std::memory_order_relaxed);
       break;
     case kEvNetPlugin: {
       r->net.id = d.net_id;
@@ -525,13 +548,18 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (d.kind == kEvProxyOp && d.parent != nullptr && d.pid != pid_) {
     // PXN: the parent lives in another process's address space.
     OwnerIncrement(tb->counters.foreign_parent);
+  } else if (Slot* tagged = OpOfKernelCh(d.parent)) {
+    // A kernel phase (v7) under a kernel channel not captured raw, whose
+    // handle is its op's slot, tagged (KernelChHandle).
+    op = ValidParent(tagged);
+    if (op != nullptr && !IsOp(op->kind.load(std::memory_order_relaxed))) op = nullptr;
   } else {
     parent = ValidParent(d.parent);
   }
   if (parent != nullptr) {
     uint32_t pk = parent->kind.load(std::memory_order_relaxed);
     if (IsOp(pk)) op = parent;
-    else if (pk == kEvProxyOp || pk == kEvProxyStep) op = parent->op;
+    else if (pk == kEvProxyOp || pk == kEvProxyStep || pk == kEvKernelCh) op = parent->op;
   }
   const bool feeds_op = op != nullptr && (d.kind == kEvKernelCh || d.kind == kEvProxyOp);
   // Kernel channels without raw capture need no slot of their own: the handle
@@ -564,6 +592,12 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
         s->has_ptimer = 1;
       }
       if (feeds_op) OwnerIncrement(op->kernel_started);
+      break;
+    case kEvKernelPhase:
+      if (d.has_ptimer) {
+        s->ptimer_start = d.ptimer;
+        s->has_ptimer = 1;
+      }
       break;
     case kEvProxyOp:
       s->px_desc.store(PackPxDesc(d.channel, d.is_send, d.nsteps, d.peer), std::memory_order_relaxed);
@@ -731,6 +765,12 @@ void Profiler::State(void* handle, int state, const StateArgs& a) {
   switch (kind) {
     case kEvKernelCh:
       if (state == nccl::kKernelChStop && a.has_ptimer) {
+        s->ptimer_stop = a.ptimer;
+        s->has_ptimer |= 2;
+      }
+      break;
+    case kEvKernelPhase:
+      if (state == nccl::kKernelPhaseStop && a.has_ptimer) {
         s->ptimer_stop = a.ptimer;
         s->has_ptimer |= 2;
       }

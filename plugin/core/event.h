@@ -34,6 +34,12 @@ struct EventDesc {
   uint8_t nwarps = 0;
   const char* algo = nullptr;
   const char* proto = nullptr;
+  // v7: the caller's tag (ncclCollConfig_t.userProfilerTag; 0 untagged) on
+  // Coll, P2p, CollApi, P2pApi and CeColl; and on Coll, whether the kernel
+  // is a symmetric-memory one, and which (null for the others).
+  uint64_t user_tag = 0;
+  const char* kernel_variant = nullptr;
+  bool is_sym_coll = false;
   // v1..v3 only: the communicator comes with each event.
   uint64_t comm_hash = 0;
   // v1, v2.
@@ -48,9 +54,10 @@ struct EventDesc {
   int32_t chunk_size = 0;
   bool is_send = false;
   int32_t step = 0;
-  // KernelCh.
+  // KernelCh; KernelPhase (v7) with `channel` and `ptimer`.
   uint64_t ptimer = 0;
   bool has_ptimer = false;
+  uint8_t phase = 0;  // nccl::kPhase*
   // NetPlugin.
   int64_t net_id = 0;
   const void* net_data = nullptr;

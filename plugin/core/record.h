@@ -40,6 +40,9 @@ enum RecFlags : uint16_t {
   kFlagNoEvent = 1 << 12,   // no event was free, or recording one failed
   kFlagNoLaunch = 1 << 13,  // Op: no launch before it on its thread and communicator
   kFlagNoStartEvent = 1 << 14,  // launch: no event before its kernel (NCCLWATCH_START_EVENTS=0)
+  // Op (v7): a symmetric-memory collective; op.kernel_variant holds what
+  // op.proto holds for the others.
+  kFlagSymColl = 1 << 15,
 };
 
 struct Rec {
@@ -63,13 +66,24 @@ struct Rec {
       uint64_t count;
       const char* datatype;
       const char* algo;
-      const char* proto;
+      // A symmetric kernel (kFlagSymColl) has a variant and no protocol
+      // (NCCL 2.31 passes "" for it); the others a protocol and no variant.
+      union {
+        const char* proto;
+        const char* kernel_variant;  // kFlagSymColl
+      };
       uint64_t send_buff;
       uint64_t recv_buff;
-      int32_t root;
-      int32_t peer;
+      // A collective names a root, a point-to-point operation a peer.
+      union {
+        int32_t root;  // Coll
+        int32_t peer;  // P2p
+      };
       uint32_t p2p_seq;
-      uint32_t op;
+      union {
+        uint32_t op;        // API v1: the reduction op
+        uint64_t user_tag;  // API v2+ (set from v7)
+      };
       union {
         uint64_t traffic_bytes;  // v1, v2
         uint64_t launch_id;      // v5+ with completions from CUDA events: the launch's event id (0: none)
@@ -93,14 +107,17 @@ struct Rec {
       uint64_t recv_buff;
       const char* sync_strategy;
       int32_t root;
-      int32_t group_depth;
       uint32_t batch_size;
       uint32_t num_batches;
       uint32_t ce_seq;
-      int32_t nranks;
+      union {
+        int32_t group_depth;  // GroupApi
+        int32_t nranks;       // CeSync
+        uint64_t user_tag;    // CollApi, P2pApi, CeColl (v7)
+      };
     } api;
     struct {
-      // ProxyOp / ProxyStep / KernelCh
+      // ProxyOp / ProxyStep / KernelCh / KernelPhase (its phase id in `step`)
       int64_t pid;
       int32_t channel;
       int32_t peer;

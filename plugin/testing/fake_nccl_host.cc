@@ -15,10 +15,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 
@@ -413,6 +415,7 @@ void FillApiV5(const Ev& e, D* d) {
       d->collApi.root = e.root;
       d->collApi.stream = e.stream;
       d->collApi.graphCaptured = e.graph_captured;
+      if constexpr (std::is_same<D, nccl::DescrV7>::value) d->collApi.userTag = e.user_tag;
       break;
     case nccl::kP2pApi:
       d->p2pApi.func = e.func;
@@ -420,6 +423,7 @@ void FillApiV5(const Ev& e, D* d) {
       d->p2pApi.datatype = e.datatype;
       d->p2pApi.stream = e.stream;
       d->p2pApi.graphCaptured = e.graph_captured;
+      if constexpr (std::is_same<D, nccl::DescrV7>::value) d->p2pApi.userTag = e.user_tag;
       break;
     case nccl::kKernelLaunch:
       d->kernelLaunch.stream = e.stream;
@@ -488,6 +492,60 @@ nccl::DescrV6 MakeV6(const Ev& e) {
   return d;
 }
 
+// v7 (NCCL 2.31.2): v6's layout of every member, plus the tags, the
+// symmetric kernel and the kernel phase.
+nccl::DescrV7 MakeV7(const Ev& e) {
+  nccl::DescrV7 d;
+  memset(&d, 0, sizeof(d));
+  d.type = e.type;
+  d.parentObj = e.parent;
+  d.rank = e.rank;
+  switch (e.type) {
+    case nccl::kCeColl:
+      d.ceColl.seqNumber = e.seq;
+      d.ceColl.func = e.func;
+      d.ceColl.sendBuff = e.send_buff;
+      d.ceColl.recvBuff = e.recv_buff;
+      d.ceColl.count = e.count;
+      d.ceColl.root = e.root;
+      d.ceColl.datatype = e.datatype;
+      d.ceColl.syncStrategy = e.sync_strategy;
+      d.ceColl.intraBatchSync = e.intra_batch_sync;
+      d.ceColl.batchSize = e.batch_size;
+      d.ceColl.numBatches = e.num_batches;
+      d.ceColl.ceSeqNum = e.ce_seq;
+      d.ceColl.stream = e.stream;
+      d.ceColl.userTag = e.user_tag;
+      break;
+    case nccl::kCeSync:
+      d.ceCollSync.isComplete = e.is_complete;
+      d.ceCollSync.nRanks = e.nranks;
+      break;
+    case nccl::kCeBatch:
+      d.ceCollBatch.numOps = e.num_ops;
+      d.ceCollBatch.totalBytes = e.total_bytes;
+      d.ceCollBatch.useIntraSync = e.use_intra_sync;
+      break;
+    case nccl::kKernelPhase:
+      d.kernelPhase.channelId = e.channel;
+      d.kernelPhase.phaseId = e.phase;
+      d.kernelPhase.phaseName = e.phase == nccl::kPhaseInitialSync ? "initial_sync"
+                                : e.phase == nccl::kPhaseCompute   ? "compute"
+                                                                   : "final_sync";
+      d.kernelPhase.pTimer = e.ptimer;
+      break;
+    default:
+      FillApiV5(e, &d);
+      if (e.type == nccl::kColl) {
+        d.coll.kernelVariant = e.kernel_variant;
+        d.coll.isSymColl = e.is_sym_coll;
+        d.coll.userTag = e.user_tag;
+      }
+      if (e.type == nccl::kP2p) d.p2p.userTag = e.user_tag;
+  }
+  return d;
+}
+
 bool IsProxyOpState(int s) {
   return (s >= nccl::kProxyOpSendPosted && s <= nccl::kProxyOpRecvDone) || s == nccl::kProxyOpInProgress;
 }
@@ -509,6 +567,49 @@ namespace {
 // NCCL's ncclProfilerEventMask: one int for every communicator of the
 // process, handed to each init and read again per operation.
 int g_event_mask = 0;
+
+// NCCL 2.31's profiler thread (src/plugin/profiler.cc, ncclProfilerThreadFunc),
+// which reports kernel channels and their phases; one for the process here.
+// Run() hands it a job and waits until it is done, so the events keep the
+// order the caller's code gives them while NCCL's thread makes the calls.
+// Never destroyed: it waits for the next job until the process exits.
+class ProfilerThread {
+ public:
+  static ProfilerThread* Get() {
+    static ProfilerThread* t = new ProfilerThread();
+    return t;
+  }
+  // Thread safety: any thread; one job at a time.
+  void Run(const std::function<void()>& fn) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return job_ == nullptr; });
+    job_ = &fn;
+    done_ = false;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_; });
+    job_ = nullptr;
+    cv_.notify_all();
+  }
+
+ private:
+  ProfilerThread() { std::thread([this] { Loop(); }).detach(); }
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return job_ != nullptr && !done_; });
+      const std::function<void()>* job = job_;
+      lock.unlock();
+      (*job)();
+      lock.lock();
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<void()>* job_ = nullptr;  // guarded by mu_
+  bool done_ = false;                           // guarded by mu_
+};
 }  // namespace
 
 // Read and written atomically, as NCCL does (communicators may be
@@ -545,6 +646,12 @@ int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int 
       break;
     case 6:
       rc = static_cast<nccl::ProfilerV6*>(t)->init(&ctx_, hash, &g_event_mask, name, nnodes, nranks, rank, &FakeLogger);
+      break;
+    case 7:
+      rc = static_cast<nccl::ProfilerV7*>(t)->init(&ctx_, hash, &g_event_mask, name, nnodes, nranks, rank, &FakeLogger);
+      // NCCL 2.31 turns KernelCh on with KernelPhase (profiler.cc,
+      // ncclProfilerEnforceMaskDeps).
+      if (NcclEventMask() & nccl::kKernelPhase) SetNcclEventMask(NcclEventMask() | nccl::kKernelCh);
       break;
   }
   mask_ = NcclEventMask();
@@ -613,6 +720,10 @@ int FakeComm::StartRaw(const Ev& in, void** handle) {
       nccl::DescrV6 d = MakeV6(e);
       return static_cast<nccl::ProfilerV6*>(t)->startEvent(context, handle, &d);
     }
+    case 7: {
+      nccl::DescrV7 d = MakeV7(e);
+      return static_cast<nccl::ProfilerV7*>(t)->startEvent(context, handle, &d);
+    }
   }
   return -1;
 }
@@ -660,16 +771,17 @@ void FakeComm::State(void* h, int state, const StArgs& a) {
     s.proxyCtrl.appendedProxyOps = a.appended_proxy_ops;
   } else if (state == nccl::kNetPluginUpdate) {
     s.netPlugin.data = a.net_data;
-  } else if (state == nccl::kKernelChStop) {
+  } else if (state == nccl::kKernelChStop || state == nccl::kKernelPhaseStop) {
     s.kernelCh.pTimer = a.ptimer;
   }
   // NCCL passes null args with the API events' states, and zeroed ones
   // with ProxyOp's InProgress.
-  const bool has_args = state < nccl::kGroupStartApiStop;
+  const bool has_args = state < nccl::kGroupStartApiStop || state == nccl::kKernelPhaseStop;
   int rc;
   if (version_ == 4) rc = static_cast<nccl::ProfilerV4*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
   else if (version_ == 5) rc = static_cast<nccl::ProfilerV5*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
-  else rc = static_cast<nccl::ProfilerV6*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
+  else if (version_ == 6) rc = static_cast<nccl::ProfilerV6*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
+  else rc = static_cast<nccl::ProfilerV7*>(t)->recordEventState(h, state, has_args ? &s : nullptr);
   EXPECT_EQ(rc, 0);
 }
 
@@ -776,12 +888,13 @@ std::vector<void*> FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel
   return open;
 }
 
-// The order of NCCL 2.27 to 2.30 (docs/nccl_call_order.md): the API events
+// The order of NCCL 2.27 to 2.31 (docs/nccl_call_order.md): the API events
 // and the kernel launch come first; then, on the same thread, the plan's
 // Group and ops start and stop (hostStreamPlanTask), their stop meaning
 // "enqueued". NCCL's proxy thread meanwhile sees the kernel's channels start
 // and stop, and ProxyOps stop after the channels, once the network is done.
-// 2.23 to 2.26 differ only in having no API events and no kernel launch.
+// 2.23 to 2.26 differ only in having no API events and no kernel launch;
+// 2.31 in reporting the channels (and their phases) on a thread of its own.
 OpResult FakeComm::RunOp(const OpSpec& s) {
   OpResult r;
   void* group_api = nullptr;
@@ -801,6 +914,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     a.datatype = s.datatype;
     a.root = s.root;
     a.stream = s.stream;
+    a.user_tag = s.user_tag;
     api = Start(a);
     Stop(api);
     State(group_api, nccl::kGroupEndApiStart);
@@ -843,6 +957,14 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   o.traffic_bytes = s.traffic_bytes;
   o.is_collnet = s.is_collnet;
   o.is_nvls = s.is_nvls;
+  o.user_tag = s.user_tag;
+  if (s.kernel_variant != nullptr) {
+    o.is_sym_coll = true;
+    o.kernel_variant = s.kernel_variant;
+    const char* cut = strchr(s.kernel_variant, '_');
+    o.algo = cut != nullptr ? cut + 1 : s.kernel_variant;
+    o.proto = "";
+  }
   void* op = Start(o);
   r.handle = op;
 
@@ -854,15 +976,25 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   auto children = [&] {
     if (!s.kernel_runs) return;
     std::vector<void*> kc(s.nchannels, nullptr);
-    if (channels) {
-      for (int c = 0; c < s.nchannels; ++c) {
-        Ev k;
-        k.type = nccl::kKernelCh;
-        k.parent = op;
-        k.channel = static_cast<uint8_t>(c);
-        k.ptimer = s.ptimer0 + s.start_step * c;
-        kc[c] = Start(k);
+    // From 2.31 NCCL's profiler thread reports the channels, not the proxy.
+    auto on_channel_thread = [&](const std::function<void()>& fn) {
+      if (version_ >= 7) {
+        ProfilerThread::Get()->Run(fn);
+      } else {
+        fn();
       }
+    };
+    if (channels) {
+      on_channel_thread([&] {
+        for (int c = 0; c < s.nchannels; ++c) {
+          Ev k;
+          k.type = nccl::kKernelCh;
+          k.parent = op;
+          k.channel = static_cast<uint8_t>(c);
+          k.ptimer = s.ptimer0 + s.start_step * c;
+          kc[c] = Start(k);
+        }
+      });
     }
     std::vector<void*> proxies;
     for (int c = 0; c < s.nchannels; ++c) {
@@ -871,15 +1003,40 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     }
     if (channels) {
       const int nstop = s.kernel_stop < 0 ? s.nchannels : s.kernel_stop;
-      for (int c = 0; c < nstop; ++c) {
-        if (version_ >= 4) {
-          StArgs a;
-          a.ptimer = s.ptimer0 + s.duration + s.stop_step * c;
-          State(kc[c], nccl::kKernelChStop, a);
+      const bool phases = version_ >= 7 && (NcclEventMask() & nccl::kKernelPhase) != 0;
+      on_channel_thread([&] {
+        for (int c = 0; c < nstop; ++c) {
+          const uint64_t start = s.ptimer0 + s.start_step * c;
+          const uint64_t stop = s.ptimer0 + s.duration + s.stop_step * c;
+          // 2.31 reports a channel's phases only once it completed, just
+          // before its KernelChStop (profilerFireKernelPhaseEvents), and
+          // skips the state and stop of a phase given a null handle.
+          if (phases) {
+            const uint64_t bounds[4] = {start, start + s.phase_ends[0], start + s.phase_ends[1], stop};
+            for (uint8_t i = 0; i < 3; ++i) {
+              Ev p;
+              p.type = nccl::kKernelPhase;
+              p.parent = kc[c];
+              p.channel = static_cast<uint8_t>(c);
+              p.phase = i;
+              p.ptimer = bounds[i];
+              void* ph = Start(p);
+              if (ph == nullptr) continue;
+              StArgs a;
+              a.ptimer = bounds[i + 1];
+              State(ph, nccl::kKernelPhaseStop, a);
+              Stop(ph);
+            }
+          }
+          if (version_ >= 4) {
+            StArgs a;
+            a.ptimer = stop;
+            State(kc[c], nccl::kKernelChStop, a);
+          }
+          Stop(kc[c]);
+          r.kernel_channels++;
         }
-        Stop(kc[c]);
-        r.kernel_channels++;
-      }
+      });
       if (version_ >= 4 && s.nchannels > 0 && nstop > 0) {
         r.gpu_start = s.ptimer0;
         r.gpu_stop = s.ptimer0 + s.duration + s.stop_step * (nstop - 1);
@@ -927,7 +1084,7 @@ void FakeComm::RunProxyCtrl(int appended) {
 // the API events, then on the launching thread a CeColl under the (already
 // stopped) CollApi, a CeSync before and after a CeBatch, all under the
 // CeColl. CE events get no recordEventState (profiler_v6.h says so).
-void FakeComm::RunCe(uint64_t seq, uint32_t ce_seq) {
+void FakeComm::RunCe(uint64_t seq, uint32_t ce_seq, uint64_t user_tag) {
   Ev g;
   g.type = nccl::kGroupApi;
   g.group_depth = 1;
@@ -940,6 +1097,7 @@ void FakeComm::RunCe(uint64_t seq, uint32_t ce_seq) {
   a.count = 65536;
   a.datatype = "ncclBfloat16";
   a.stream = reinterpret_cast<void*>(0x6000);
+  a.user_tag = user_tag;
   void* api = Start(a);
   Stop(api);
   State(group_api, nccl::kGroupEndApiStart);
@@ -959,6 +1117,7 @@ void FakeComm::RunCe(uint64_t seq, uint32_t ce_seq) {
   c.num_batches = 5;
   c.ce_seq = ce_seq;
   c.stream = reinterpret_cast<void*>(0x6000);
+  c.user_tag = user_tag;
   void* ce = Start(c);
   auto sync = [&](bool complete) {
     Ev y;
@@ -1096,6 +1255,9 @@ void IndexTrace(Trace* t) {
         if (r.event_start().has_kernel_ch() && r.event_start().kernel_ch().has_gpu_start())
           t->ev_gpu_start[r.event_start().event_id()] =
               gpu(r.event_start().time_ns(), r.event_start().kernel_ch().gpu_start_delta_ns());
+        if (r.event_start().has_kernel_phase() && r.event_start().kernel_phase().has_gpu_start())
+          t->ev_gpu_start[r.event_start().event_id()] =
+              gpu(r.event_start().time_ns(), r.event_start().kernel_phase().gpu_start_delta_ns());
         break;
       case trace::Record::kEventStop:
         t->stop_by_id[r.event_stop().event_id()] = &r.event_stop();

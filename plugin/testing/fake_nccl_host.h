@@ -51,7 +51,7 @@ class PluginLib {
 
   void* handle() const { return handle_; }
   const std::string& path() const { return path_; }
-  // ncclProfiler_vN's table (N in 1..6); null if missing. Cast to ProfilerVN.
+  // ncclProfiler_vN's table (N in 1..7); null if missing. Cast to ProfilerVN.
   void* Table(int version) const;
   // What NCCL 2.23 to 2.26 do after the last communicator's finalize:
   // dlclose the plugin, then dlopen it again for the next communicator.
@@ -176,6 +176,13 @@ struct Ev {
   int num_ops = 0;
   size_t total_bytes = 0;
   bool use_intra_sync = false;
+  // v7: the caller's tag (Coll, P2p, CollApi, P2pApi, CeColl), the
+  // symmetric kernel (Coll) and the kernel phase (KernelPhase, with
+  // `channel` and `ptimer`).
+  uint64_t user_tag = 0;
+  const char* kernel_variant = nullptr;
+  bool is_sym_coll = false;
+  uint8_t phase = 0;
 };
 
 // State arguments of any version.
@@ -184,7 +191,7 @@ struct StArgs {
   int steps = 0;               // v1..v3 ProxyOp
   int appended_proxy_ops = 0;  // ProxyCtrl
   void* net_data = nullptr;    // v4+ NetPluginUpdate
-  uint64_t ptimer = 0;         // v4+ KernelChStop
+  uint64_t ptimer = 0;         // v4+ KernelChStop, v7 KernelPhaseStop
 };
 
 // One collective or p2p, driven the way NCCL does.
@@ -239,6 +246,15 @@ struct OpSpec {
   // v5+: false leaves the kernel's channels silent (the GPU never ran it),
   // as well as the ProxyOps' stops.
   bool kernel_runs = true;
+  // v7: the call's tag, on the op and its API event (and a CE collective's).
+  uint64_t user_tag = 0;
+  // v7: a symmetric-memory kernel. NCCL 2.31 then passes the variant, an
+  // algorithm cut from it after its '_', and "" for the protocol.
+  const char* kernel_variant = nullptr;
+  // v7 with KernelPhase in the mask: each channel that stops reports its
+  // three phases first, the boundaries at these offsets from its start
+  // pTimer (initial sync ends, compute ends); the last phase ends at its stop.
+  uint64_t phase_ends[2] = {1'000, 9'000};
 };
 
 // What RunOp did, for the test to compare with the file.
@@ -284,8 +300,8 @@ class FakeComm {
   OpResult RunOp(const OpSpec& s);
   // ProxyCtrl: Idle, Active, Append(n), AppendEnd, Sleep, Wakeup.
   void RunProxyCtrl(int appended);
-  // v6: CeColl with a CeSync and a CeBatch child, all states.
-  void RunCe(uint64_t seq, uint32_t ce_seq);
+  // v6: CeColl with a CeSync and a CeBatch child, all states (v7: tagged).
+  void RunCe(uint64_t seq, uint32_t ce_seq, uint64_t user_tag = 0);
 
  private:
   // Starts a channel's ProxyOps and runs their steps; returns them open.
@@ -346,7 +362,7 @@ struct Trace {
   // Absolute GPU times (pTimer) of raw KernelCh events by event id.
   std::map<uint64_t, uint64_t> ev_gpu_start;   // EventStart
   std::map<uint64_t, uint64_t> ev_gpu_stop;    // EventStop
-  std::map<uint64_t, uint64_t> state_gpu;      // last KernelChStop EventState
+  std::map<uint64_t, uint64_t> state_gpu;      // last KernelChStop (or KernelPhaseStop) EventState
   std::vector<const trace::EventStart*> starts;
   std::map<uint64_t, const trace::EventStart*> start_by_id;
   std::map<uint64_t, const trace::EventStop*> stop_by_id;

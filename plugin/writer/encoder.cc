@@ -179,6 +179,9 @@ void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
   w->Bool(tf::Op::kIsCollnet, op.collnet);
   w->Bool(tf::Op::kIsNvls, op.nvls);
   w->U64(tf::Op::kP2pSeq, op.p2p_seq);
+  w->U64(tf::Op::kUserTag, op.user_tag);
+  w->Bool(tf::Op::kIsSymColl, op.is_sym_coll);
+  w->U64(tf::Op::kKernelVariant, op.kernel_variant);
   if (folded != nullptr) {
     size_t dm = w->BeginMessage(tf::Op::kCompletion);
     DoneBody(w, *folded, &op);
@@ -204,7 +207,7 @@ void TraceEncoder::OpDone(const DoneFields& d) {
 
 void TraceEncoder::EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings& s) {
   int64_t gdelta = 0;
-  if (r.etype == kEvKernelCh && (r.flags & kFlagHasGpu)) {
+  if ((r.etype == kEvKernelCh || r.etype == kEvKernelPhase) && (r.flags & kFlagHasGpu)) {
     DefineGpuClock(r.px.ptimer, time_ns);
     gdelta = GpuDelta(r.px.ptimer, time_ns);
   }
@@ -236,6 +239,7 @@ void TraceEncoder::EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings&
       w->S64(tf::CollApiDetail::kRoot, r.api.root);
       w->U64(tf::CollApiDetail::kStream, r.api.stream);
       w->Bool(tf::CollApiDetail::kGraphCaptured, graph);
+      w->U64(tf::CollApiDetail::kUserTag, r.api.user_tag);
       w->EndMessage(d);
       break;
     case kEvP2pApi:
@@ -245,6 +249,7 @@ void TraceEncoder::EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings&
       w->U64(tf::P2pApiDetail::kDatatype, s.datatype);
       w->U64(tf::P2pApiDetail::kStream, r.api.stream);
       w->Bool(tf::P2pApiDetail::kGraphCaptured, graph);
+      w->U64(tf::P2pApiDetail::kUserTag, r.api.user_tag);
       w->EndMessage(d);
       break;
     case kEvKernelLaunch:
@@ -274,6 +279,16 @@ void TraceEncoder::EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings&
       if (r.flags & kFlagHasGpu) {
         w->S64(tf::KernelChDetail::kGpuStartDeltaNs, gdelta);
         w->Bool(tf::KernelChDetail::kHasGpuStart, true);
+      }
+      w->EndMessage(d);
+      break;
+    case kEvKernelPhase:
+      d = w->BeginMessage(tf::EventStart::kKernelPhase);
+      w->U64(tf::KernelPhaseDetail::kChannel, static_cast<uint32_t>(r.px.channel));
+      w->U64(tf::KernelPhaseDetail::kPhase, static_cast<uint32_t>(r.px.step));
+      if (r.flags & kFlagHasGpu) {
+        w->S64(tf::KernelPhaseDetail::kGpuStartDeltaNs, gdelta);
+        w->Bool(tf::KernelPhaseDetail::kHasGpuStart, true);
       }
       w->EndMessage(d);
       break;
@@ -315,6 +330,7 @@ void TraceEncoder::EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings&
       w->U64(tf::CeCollDetail::kNumBatches, r.api.num_batches);
       w->U64(tf::CeCollDetail::kCeSeq, r.api.ce_seq);
       w->U64(tf::CeCollDetail::kStream, r.api.stream);
+      w->U64(tf::CeCollDetail::kUserTag, r.api.user_tag);
       w->EndMessage(d);
       break;
     case kEvCeSync:

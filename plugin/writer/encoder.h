@@ -120,6 +120,9 @@ struct OpFields {
   bool collnet = false;
   bool nvls = false;
   uint64_t p2p_seq = 0;
+  uint64_t user_tag = 0;          // v7
+  bool is_sym_coll = false;       // v7
+  uint32_t kernel_variant = 0;    // v7: string id
   bool completion_tracked = false;  // not folded: an OpDone will follow
   uint32_t no_completion = 0;       // trace::NoCompletion, when none will
 };

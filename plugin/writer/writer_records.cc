@@ -105,7 +105,14 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.func = Intern(r.op.func);
   f.datatype = Intern(r.op.datatype);
   f.algo = Intern(r.op.algo);
-  f.proto = Intern(r.op.proto);
+  // The record holds a symmetric kernel's variant where the others' protocol
+  // is (record.h); NCCL passes such a kernel no protocol.
+  f.is_sym_coll = (r.flags & kFlagSymColl) != 0;
+  if (f.is_sym_coll) {
+    f.kernel_variant = Intern(r.op.kernel_variant);
+  } else {
+    f.proto = Intern(r.op.proto);
+  }
   auto ann = comm_announced_.find(r.comm);
   if (ann == comm_announced_.end() || !ann->second) {
     for (Context* ctx : prof_->ContextsSnapshot()) {
@@ -147,7 +154,8 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   if (done != nullptr) {
     in_flight_.EnqueuedCompleted(r.comm, r.t0_ns, done->t0_ns);
   } else {
-    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, r.op.peer, r.t0_ns, r.nchannels, false, r.t1_ns},
+    const int32_t peer = r.etype == kEvP2p ? r.op.peer : 0;  // a collective's record holds its root there
+    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, peer, r.t0_ns, r.nchannels, false, r.t1_ns},
                         tracked);
   }
   // A folded op needs no id unless raw records may name it as their parent.
@@ -156,8 +164,11 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.p2p = r.etype == kEvP2p;
   f.seq = r.op.seq;
   f.count = r.op.count;
-  f.root = r.op.root;
-  f.peer = r.op.peer;
+  if (f.p2p) {
+    f.peer = r.op.peer;
+  } else {
+    f.root = r.op.root;
+  }
   f.nchannels = r.nchannels;
   f.nwarps = r.nwarps;
   f.start_ns = Rel(r.t0_ns);
@@ -166,7 +177,12 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.send_buff = r.op.send_buff;
   f.recv_buff = r.op.recv_buff;
   f.traffic_bytes = events ? 0 : r.op.traffic_bytes;  // the same word holds the launch id
-  f.op = r.op.op;
+  // One word: v1's reduction op, or a later version's user tag.
+  if (prof_->api_version() == 1) {
+    f.op = r.op.op;
+  } else {
+    f.user_tag = r.op.user_tag;
+  }
   f.collnet = (r.flags & kFlagCollnet) != 0;
   f.nvls = (r.flags & kFlagNvls) != 0;
   f.p2p_seq = r.op.p2p_seq;
