@@ -226,6 +226,17 @@ TEST(Cli, WatchTimeoutGivesTheVerdictOnWhatWasRead) {
   EXPECT_NE(w.err.find("--timeout 0.2 s: the verdict on what was read"), std::string::npos) << w.err;
 }
 
+// One name for one operation: export's stuck-report instants give a p2p
+// op the number the findings and merge give it (its order between the
+// pair), never the report's NCCL counter (#0).
+TEST(Cli, ExportNamesStuckOperationsAsDiagnoseDoes) {
+  const Result e = Nw({"export", "testdata/gpu/send-no-recv"});
+  ASSERT_EQ(e.status, 0) << e.err;
+  EXPECT_NE(e.out.find("Send on world #5: in flight"), std::string::npos);
+  EXPECT_EQ(e.out.find("Send on world #0:"), std::string::npos);
+  EXPECT_EQ(e.out.find("Recv on world #0:"), std::string::npos);
+}
+
 TEST(Cli, WatchRefusesBadFlagsAndPaths) {
   Result r = Nw({"watch", "--interval", "0", kSkip});
   EXPECT_EQ(r.status, 2);

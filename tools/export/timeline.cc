@@ -249,7 +249,10 @@ void Timeline::StuckArgs(const StuckReport& r, std::vector<ExportArg>* args) con
     char line[256];
     snprintf(line, sizeof(line),
              " #%llu: in flight %.3f s; kernel channels %u started, %u stopped of %u; proxy ops %u started, %u stopped",
-             static_cast<unsigned long long>(s.seq), static_cast<double>(s.age_ns) / 1e9, s.kernel_started,
+             // The op's number as the findings and merge give it: a p2p op's
+             // order between the pair, not the report's NCCL counter.
+             static_cast<unsigned long long>(s.op != kNone && s.op < m_.ops.size() ? m_.ops[s.op].seq : s.seq),
+             static_cast<double>(s.age_ns) / 1e9, s.kernel_started,
              s.kernel_stopped, s.nchannels, s.proxy_started, s.proxy_stopped);
     std::string text = m_.Str(s.func).empty() ? "(unknown)" : m_.Str(s.func);
     if (s.comm < m_.comms.size()) text += " on " + ExportCommName(m_.comms[s.comm]);
