@@ -63,6 +63,23 @@ int DatatypeSize(std::string_view d) {
   return 0;
 }
 
+bool IsNcclDatatype(std::string_view name) {
+  // ncclDatatypeToString's names (NCCL src/include/nccl_common.h), and the
+  // aliases nccl.h defines.
+  static constexpr std::string_view kNames[] = {
+      "ncclInt8",   "ncclChar",  "ncclUint8",   "ncclInt32",  "ncclInt",     "ncclUint32",
+      "ncclInt64",  "ncclUint64", "ncclFloat16", "ncclHalf",  "ncclFloat32", "ncclFloat",
+      "ncclFloat64", "ncclDouble", "ncclBfloat16",
+  };
+  for (std::string_view n : kNames)
+    if (n == name) return true;
+  constexpr std::string_view kFloat8 = "ncclFloat8";
+  if (name.size() <= kFloat8.size() || name.substr(0, kFloat8.size()) != kFloat8) return false;
+  for (char ch : name.substr(kFloat8.size()))
+    if (!isdigit(static_cast<unsigned char>(ch)) && !islower(static_cast<unsigned char>(ch))) return false;
+  return true;
+}
+
 bool OpBytes(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes) {
   const int size = DatatypeSize(datatype);
   if (size == 0) return false;

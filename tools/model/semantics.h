@@ -48,6 +48,12 @@ inline bool IsRecv(Func f) { return f == Func::kRecv; }
 // "ncclFloat", "ncclHalf", ...; without "nccl"; any case); 0 when unknown.
 int DatatypeSize(std::string_view datatype);
 
+// Whether `name` is a datatype as NCCL's profiler names one, spelled exactly
+// ("ncclFloat32", "ncclBfloat16", "ncclFloat8e4m3"; not "float" or
+// "ncclfloat32"): LoadModel takes an operation naming anything else for a
+// damaged record. NCCL's later 8-bit floats ("ncclFloat8" and more) count.
+bool IsNcclDatatype(std::string_view name);
+
 // nccl-tests' size S in bytes of one operation: count elements, times the
 // number of ranks for AllGather and ReduceScatter, whose NCCL count is per
 // rank (nccl-tests doc/PERFORMANCE.md). False when the datatype is unknown.
