@@ -71,9 +71,9 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       uint16_t maj_func = std::max_element(funcs.begin(), funcs.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
       const bool rooted = IsRooted(FuncFromName(c->Str(maj_func)));
       std::map<Sig, std::vector<int32_t>> groups;
-      // An op of a damaged file may name strings it never defined: unknown,
-      // not different.
-      if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return m.ops[x.second].names_undefined; }))
+      // An op whose record failed a consistency check (a damaged file):
+      // unknown, not different.
+      if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return m.ops[x.second].suspect; }))
         continue;
       for (auto& [r, oi] : present) groups[SigOf(*c, m.ops[oi], rooted)].push_back(r);
       if (groups.size() < 2) continue;

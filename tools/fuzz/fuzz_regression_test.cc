@@ -317,7 +317,8 @@ TEST(DiagnoseFuzzRegression, Findings) {
   EXPECT_TRUE(m.comms.empty());
   ASSERT_EQ(m.procs.size(), 1u);
   ASSERT_FALSE(m.procs[0].issues.empty());
-  EXPECT_NE(m.procs[0].issues[0].find("corrupt, skipped"), std::string::npos) << m.procs[0].issues[0];
+  EXPECT_NE(m.procs[0].issues[0].find("skipped (damaged)"), std::string::npos) << m.procs[0].issues[0];
+  EXPECT_TRUE(m.procs[0].damaged);
 }
 
 TEST(DiagnoseFuzzRegression, TestdataAndMutations) {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "proto/trace.pb.h"
 #include "tools/model/inputs.h"
@@ -22,7 +24,31 @@ struct FileState {
   std::unordered_map<uint64_t, uint32_t> op_by_event;      // event_id -> model op
   std::unordered_map<uint64_t, trace::OpDone> early_done;  // OpDone before its Op
   uint64_t base = 0;                                       // header.mono_base_ns
+  // File string ids defined twice with different texts (damage): an op
+  // naming one is suspect.
+  std::unordered_set<uint32_t> conflicted_strings;
+  // Offsets of this file's ops' records, in file order (as Proc::ops is
+  // until OrderProc).
+  std::vector<uint64_t> op_offsets;
+  // Batches (trace.proto): each opens a write and says how many records
+  // were written before it, its sequence number and its time. Records of
+  // the write stay within it (see TimeInLine).
+  uint64_t records = 0;                // records read so far
+  bool in_batch = false;
+  uint64_t batch_seq = 0, batch_offset = 0;
+  int64_t batch_time = 0;              // relative to base, the write's
+  int64_t prev_batch_time = kNoTime;   // the write before's
+  size_t batch_first_op = 0;           // Proc::ops index of the write's first op
+  uint32_t damage_issues = 0;          // consistency issues listed (at most kMaxDamageIssues)
 };
+
+constexpr uint32_t kMaxDamageIssues = 8;
+
+// How far a record's time may lie outside its write: after the write's
+// time (the batch's) or before the previous write's. Records of real files
+// (testdata/, every one) lie within 0.1 s after and 0.24 s before; a
+// damaged byte from the fifth of a time's varint on moves it by 34 s or more.
+constexpr int64_t kWriteSlackNs = 5'000'000'000;
 
 // Times in a file are bounded so that no arithmetic on them can overflow,
 // whatever a corrupt file says: CLOCK_MONOTONIC bases and times relative to
@@ -52,13 +78,92 @@ void ApplyDone(const trace::OpDone& d, int64_t done_abs, Op* op) {
   }
 }
 
+// The file is damaged at `off`: a value there failed a consistency check
+// (`what`, one phrase). The first few are listed in the file's issues.
+void Damaged(Proc* p, uint32_t* listed, uint64_t off, const std::string& what) {
+  if (!p->damaged || off < p->damaged_at) p->damaged_at = off;
+  p->damaged = true;
+  if ((*listed)++ < kMaxDamageIssues)
+    p->issues.push_back(p->path + ": offset " + std::to_string(off) + ": " + what + " (damaged)");
+}
+
+// Whether a record's time `t` (relative to the base) lies within the write
+// that holds it (kWriteSlackNs). Without batches (older files) any time does.
+bool TimeInLine(const FileState& fs, int64_t t) {
+  if (!fs.in_batch) return true;
+  if (t > SaturatingAdd(fs.batch_time, kWriteSlackNs)) return false;
+  return fs.prev_batch_time == kNoTime || t >= fs.prev_batch_time - kWriteSlackNs;
+}
+
 uint32_t CommFor(Model* m, FileState* fs, uint32_t file_comm) {
   auto it = fs->comms.find(file_comm);
   return it == fs->comms.end() ? kNone : it->second;
 }
 
-// One opened file (or in-memory bytes) into the model.
-void LoadFile(TraceReader& reader, Model* m) {
+// Why an operation's record cannot be what NCCL and the plugin wrote ("" when
+// it can): a function or datatype NCCL does not have, a function of the
+// other kind (a collective called Send), count 0 on a collective (NCCL
+// enqueues none), a point-to-point numbered 0 (they count from 1), a root or
+// peer beyond the communicator, a time outside its write.
+std::string OpInconsistency(const Model& m, const FileState& fs, const trace::Op& o, const Op& op) {
+  const std::string& fn = m.Str(op.func);
+  const std::string& dt = m.Str(op.datatype);
+  const bool p2p = op.kind == OpKind::kP2p;
+  const bool p2p_fn = op.fn == Func::kSend || op.fn == Func::kRecv || op.fn == Func::kSendRecv;
+  if (!fn.empty() && op.fn == Func::kOther) return "an operation called '" + fn + "', which is no NCCL function";
+  if (!fn.empty() && p2p != p2p_fn) return std::string(p2p ? "a point-to-point" : "a collective") + " operation called " + fn;
+  if (!dt.empty() && !IsNcclDatatype(dt)) return "an operation of datatype '" + dt + "', which is no NCCL datatype";
+  if (!p2p && op.count == 0) return "a collective of count 0";
+  if (p2p && op.seq == 0) return "a point-to-point operation numbered 0";
+  const int32_t nranks = m.comms[op.comm].nranks;
+  if (nranks > 0 && (p2p || IsRooted(op.fn)) && (op.peer_or_root < 0 || op.peer_or_root >= nranks))
+    return std::string(p2p ? "peer " : "root ") + std::to_string(op.peer_or_root) + " of a communicator of " +
+           std::to_string(nranks) + " ranks";
+  if (!TimeInLine(fs, Rel(o.start_ns())) ||
+      (o.has_completion() && !TimeInLine(fs, Rel(o.start_ns()) + Rel(o.completion().done_after_start_ns()))))
+    return "an operation time outside its write";
+  return "";
+}
+
+// NCCL numbers each communicator's collectives per function from 0, and
+// point-to-point operations per peer and direction from 1 (Op::seq): a
+// file that lost no events has each number once, none missing. A number
+// seen twice or beyond the count is damage in that record (suspect), a
+// number missing is damage somewhere before the next one (an operation
+// moved elsewhere by a damaged byte).
+void CheckSequences(Model* m, uint32_t pi, FileState* fs) {
+  Proc* p = &m->procs[pi];
+  if (p->drops.lost() > 0) return;  // lost events leave gaps
+  // (comm, kind, function or peer and direction) -> (seq, k: index in p->ops)
+  std::map<std::tuple<uint32_t, OpKind, int64_t>, std::vector<std::pair<uint64_t, size_t>>> lines;
+  for (size_t k = 0; k < p->ops.size(); ++k) {
+    const Op& op = m->ops[p->ops[k]];
+    if (op.suspect || op.fn == Func::kOther) continue;
+    const int64_t key = op.kind == OpKind::kP2p ? int64_t{op.peer_or_root} * 2 + IsRecv(op.fn)
+                                                : static_cast<int64_t>(op.fn);
+    lines[{op.comm, op.kind, key}].push_back({op.seq, k});
+  }
+  for (auto& [key, ops] : lines) {
+    std::stable_sort(ops.begin(), ops.end());
+    uint64_t expected = std::get<1>(key) == OpKind::kP2p ? 1 : 0;
+    for (const auto& [seq, k] : ops) {
+      if (seq == expected) {
+        ++expected;
+        continue;
+      }
+      Op& op = m->ops[p->ops[k]];
+      op.suspect = true;
+      Damaged(p, &fs->damage_issues, fs->op_offsets[k],
+              std::string(seq < expected ? "an operation numbered again (" : "an operation out of line (") + "#" +
+                  std::to_string(seq) + " where #" + std::to_string(expected) + " comes next on its communicator)");
+      if (seq > expected) expected = seq + 1;
+    }
+  }
+}
+
+// One opened file (or in-memory bytes) into the model; `whole`: a whole
+// file, not a window of one (LoadOptions::windows).
+void LoadFile(TraceReader& reader, bool whole, Model* m) {
   const std::string& path = reader.path();
   const uint32_t pi = static_cast<uint32_t>(m->procs.size());
   m->procs.emplace_back();
@@ -69,8 +174,15 @@ void LoadFile(TraceReader& reader, Model* m) {
   trace::Record rec;
   uint64_t off = 0;
   while (reader.Next(&rec, &off)) {
+    const uint64_t records_before = fs.records++;
     if (!have_header && !rec.has_header() && !rec.has_batch()) continue;  // reported by the reader
     const int64_t base = static_cast<int64_t>(fs.base);
+    // A record time outside its write: the file is damaged there.
+    auto check_time = [&](uint64_t t, const char* what) {
+      if (TimeInLine(fs, Rel(t))) return true;
+      Damaged(p, &fs.damage_issues, off, std::string(what) + " time outside its write");
+      return false;
+    };
     switch (rec.body_case()) {
       case trace::Record::kHeader: {
         const auto& h = rec.header();
@@ -92,20 +204,66 @@ void LoadFile(TraceReader& reader, Model* m) {
         Seen(p, static_cast<int64_t>(fs.base));
         break;
       }
-      case trace::Record::kBatch:
-        if (have_header) Seen(p, base + Rel(rec.batch().time_ns()));
-        break;
-      case trace::Record::kStringDef:
-        fs.strings[rec.string_def().id()] = m->Intern(rec.string_def().text());
-        break;
-      case trace::Record::kCommInit: {
-        const auto& c = rec.comm_init();
-        if (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks))) {
-          p->issues.push_back(path + ": offset " + std::to_string(off) + ": communicator " + std::to_string(c.comm()) +
-                              " with rank " + std::to_string(c.rank()) + " of " + std::to_string(c.nranks()) +
-                              " ranks (at most " + std::to_string(kMaxCommRanks) + "): corrupt, skipped");
+      case trace::Record::kBatch: {
+        const auto& b = rec.batch();
+        const int64_t t = Rel(b.time_ns());
+        if (!whole) {
+          if (have_header) Seen(p, base + t);
           break;
         }
+        if (fs.in_batch) {
+          // The write before this one holds records_before minus what came
+          // before it, or the framing inside it was damaged into records
+          // that still parse. A jump in the sequence with more records
+          // before is writes the plugin lost (Drops), not damage. Files of
+          // plugins that did not count records say 0.
+          const bool next = b.seq() == fs.batch_seq + 1;
+          const bool counted = b.records_before() != 0;
+          const bool lost_writes = b.seq() > fs.batch_seq + 1 && b.records_before() > records_before;
+          std::string why;
+          if (counted && (next ? b.records_before() != records_before : !lost_writes))
+            why = "a write whose records do not add up to the next batch's count (" +
+                  std::to_string(b.records_before()) + " records before batch " + std::to_string(b.seq()) + ", " +
+                  std::to_string(records_before) + " read)";
+          else if (t < fs.batch_time - kWriteSlackNs)
+            why = "a write whose time goes back from the write before";
+          if (!why.empty()) {
+            Damaged(p, &fs.damage_issues, fs.batch_offset, why);
+            for (size_t k = fs.batch_first_op; k < p->ops.size(); ++k) m->ops[p->ops[k]].suspect = true;
+          }
+        }
+        fs.prev_batch_time = fs.in_batch ? fs.batch_time : kNoTime;
+        fs.in_batch = true;
+        fs.batch_seq = b.seq();
+        fs.batch_offset = off;
+        fs.batch_time = t;
+        fs.batch_first_op = p->ops.size();
+        if (have_header) Seen(p, base + t);
+        break;
+      }
+      case trace::Record::kStringDef: {
+        // The plugin defines an id once; again with another text is damage
+        // in one of the two.
+        const auto& d = rec.string_def();
+        const uint16_t id = m->Intern(d.text());
+        auto known = fs.strings.find(d.id());
+        if (known != fs.strings.end() && known->second != id) {
+          fs.conflicted_strings.insert(d.id());
+          Damaged(p, &fs.damage_issues, off, "string " + std::to_string(d.id()) + " defined again with another text");
+        }
+        fs.strings[d.id()] = id;
+        break;
+      }
+      case trace::Record::kCommInit: {
+        const auto& c = rec.comm_init();
+        if (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks)) ||
+            (!c.from_event() && c.nranks() > 0 && c.rank() >= c.nranks())) {
+          Damaged(p, &fs.damage_issues, off,
+                  "communicator " + std::to_string(c.comm()) + " with rank " + std::to_string(c.rank()) + " of " +
+                      std::to_string(c.nranks()) + " ranks (at most " + std::to_string(kMaxCommRanks) + "), skipped");
+          break;
+        }
+        check_time(c.time_ns(), "a communicator init");
         // By hash through an index: a scan of every communicator for each
         // CommInit was quadratic in them (BENCHMARKS.md, issue 28).
         uint32_t ci = kNone;
@@ -131,6 +289,9 @@ void LoadFile(TraceReader& reader, Model* m) {
           // for our rank without knowing it.
           mem.rank = c.from_event() || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
           mem.init_ns = base + Rel(c.time_ns());
+          mem.init_offset = off;
+          mem.name = c.name();
+          mem.nranks = c.nranks();
           fs.member_of_comm[c.comm()] = static_cast<uint32_t>(comm.members.size());
           comm.members.push_back(mem);
         }
@@ -144,6 +305,7 @@ void LoadFile(TraceReader& reader, Model* m) {
         auto mi = fs.member_of_comm.find(c.comm());
         if (ci != kNone && mi != fs.member_of_comm.end())
           m->comms[ci].members[mi->second].finalize_ns = base + Rel(c.time_ns());
+        check_time(c.time_ns(), "a communicator finalize");
         Seen(p, base + Rel(c.time_ns()));
         break;
       }
@@ -151,8 +313,8 @@ void LoadFile(TraceReader& reader, Model* m) {
         const auto& o = rec.op();
         uint32_t ci = CommFor(m, &fs, o.comm());
         if (ci == kNone) {
-          p->issues.push_back(path + ": offset " + std::to_string(off) + ": operation on communicator " +
-                              std::to_string(o.comm()) + ", which the file never defined; skipped");
+          Damaged(p, &fs.damage_issues, off, "an operation on communicator " + std::to_string(o.comm()) +
+                                   ", which the file never defined, skipped");
           break;
         }
         Op op;
@@ -163,14 +325,12 @@ void LoadFile(TraceReader& reader, Model* m) {
         op.seq = op.kind == OpKind::kP2p ? o.p2p_seq() : o.seq();
         auto str = [&](uint32_t id) -> uint16_t {
           auto it = fs.strings.find(id);
-          if (it != fs.strings.end()) return it->second;
+          if (it != fs.strings.end() && !fs.conflicted_strings.count(id)) return it->second;
           if (id != 0) {
-            op.names_undefined = true;
-            if (!p->damaged || off < p->damaged_at) p->damaged_at = off;
-            if (!p->damaged)
-              p->issues.push_back(path + ": offset " + std::to_string(off) + ": an operation names string " +
-                                  std::to_string(id) + ", which the file never defines (damaged)");
-            p->damaged = true;
+            op.suspect = true;
+            Damaged(p, &fs.damage_issues, off,
+                    "an operation names string " + std::to_string(id) +
+                        (it == fs.strings.end() ? ", which the file never defines" : ", which the file defines twice"));
           }
           return 0;
         };
@@ -187,6 +347,13 @@ void LoadFile(TraceReader& reader, Model* m) {
         if (o.has_completion()) {
           ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), &op);
         }
+        if (!op.suspect) {
+          const std::string why = OpInconsistency(*m, fs, o, op);
+          if (!why.empty()) {
+            op.suspect = true;
+            Damaged(p, &fs.damage_issues, off, why);
+          }
+        }
         const uint32_t oi = static_cast<uint32_t>(m->ops.size());
         if (o.event_id() != 0) {
           auto early = fs.early_done.find(o.event_id());
@@ -200,18 +367,25 @@ void LoadFile(TraceReader& reader, Model* m) {
         if (op.state == OpState::kCompleted) Seen(p, op.done_ns);
         m->ops.push_back(op);
         p->ops.push_back(oi);
+        fs.op_offsets.push_back(off);
         break;
       }
       case trace::Record::kOpDone: {
         const auto& d = rec.op_done();
         const int64_t t = base + Rel(d.done_ns());
         auto it = fs.op_by_event.find(d.event_id());
-        if (it != fs.op_by_event.end()) ApplyDone(d, t, &m->ops[it->second]);
-        else fs.early_done[d.event_id()] = d;
+        const bool in_line = check_time(d.done_ns(), "a completion");
+        if (it != fs.op_by_event.end()) {
+          ApplyDone(d, t, &m->ops[it->second]);
+          if (!in_line) m->ops[it->second].suspect = true;
+        } else {
+          fs.early_done[d.event_id()] = d;
+        }
         Seen(p, t);
         break;
       }
       case trace::Record::kHeartbeat: {
+        if (!check_time(rec.heartbeat().time_ns(), "a heartbeat")) break;
         const int64_t t = base + Rel(rec.heartbeat().time_ns());
         p->last_heartbeat_ns = std::max(p->last_heartbeat_ns, t);
         ++p->heartbeats;
@@ -220,6 +394,7 @@ void LoadFile(TraceReader& reader, Model* m) {
       }
       case trace::Record::kStuck: {
         const auto& s = rec.stuck();
+        check_time(s.time_ns(), "a stuck report");
         StuckReport r;
         r.time_ns = base + Rel(s.time_ns());
         r.threshold_sec = s.threshold_sec();
@@ -258,6 +433,7 @@ void LoadFile(TraceReader& reader, Model* m) {
       }
       case trace::Record::kDrops: {
         const auto& d = rec.drops();
+        check_time(d.time_ns(), "a drops record");
         p->drops.ring_full = d.ring_full();
         p->drops.pool_exhausted = d.pool_exhausted();
         p->drops.completion_untracked = d.completion_untracked();
@@ -278,6 +454,7 @@ void LoadFile(TraceReader& reader, Model* m) {
         break;
       }
       case trace::Record::kFinalize:
+        check_time(rec.finalize().time_ns(), "a finalize");
         p->finalized = true;
         p->clean = rec.finalize().clean();
         Seen(p, base + Rel(rec.finalize().time_ns()));
@@ -309,6 +486,7 @@ void LoadFile(TraceReader& reader, Model* m) {
     m->procs.pop_back();
     return;
   }
+  if (whole) CheckSequences(m, pi, &fs);
   if (!fs.early_done.empty())
     p->issues.push_back(path + ": " + std::to_string(fs.early_done.size()) +
                         " completion record(s) name operations the file does not have");
@@ -505,14 +683,14 @@ std::string ProcName(const Model& m, uint32_t proc) {
 
 namespace {
 
-void LoadPath(const std::string& path, Model* m) {
+void LoadPath(const std::string& path, bool whole, Model* m) {
   TraceReader reader;
   std::string error;
   if (!reader.Open(path, &error)) {
     m->errors.push_back(error);
     return;
   }
-  LoadFile(reader, m);
+  LoadFile(reader, whole, m);
 }
 
 // Asks for transparent huge pages over a large array about to be filled:
@@ -556,7 +734,7 @@ bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, 
   m->errors.insert(m->errors.end(), in.errors.begin(), in.errors.end());
   if (!ScreenTraceInputs(opts.job, &in, error)) return false;
   m->notes.insert(m->notes.end(), in.notes.begin(), in.notes.end());
-  return LoadEach(in.files.size(), in.data_bytes, opts, m, error, [&](size_t i) { LoadPath(in.files[i], m); });
+  return LoadEach(in.files.size(), in.data_bytes, opts, m, error, [&](size_t i) { LoadPath(in.files[i], !opts.windows, m); });
 }
 
 bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& named_files, const LoadOptions& opts,
@@ -568,7 +746,7 @@ bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& 
   return LoadEach(files.size(), bytes, opts, m, error, [&](size_t i) {
     TraceReader reader;
     reader.OpenBytes(files[i].first, files[i].second);
-    LoadFile(reader, m);
+    LoadFile(reader, !opts.windows, m);
   });
 }
 
@@ -603,12 +781,60 @@ bool OneJob(const Model& m, std::string* error) {
   return false;
 }
 
+// The members of one communicator (one hash, from several files) must
+// agree on its name and size and hold distinct ranks: where they do not, a
+// member's CommInit was damaged. The strict majority is believed and the
+// others' files are damaged at their CommInit; without one, all of them are.
+void CheckMembers(Model* m) {
+  for (Comm& c : m->comms) {
+    if (c.hash == 0 || c.members.size() < 2) continue;
+    // Members that said nothing (no name; API v1 to v3: no size) do not vote.
+    auto agree = [&](auto value_of, auto none, auto use, const char* what) {
+      std::map<decltype(value_of(c.members[0])), size_t> votes;
+      for (const CommMember& mem : c.members)
+        if (value_of(mem) != none) ++votes[value_of(mem)];
+      if (votes.size() < 2) return;
+      auto best = votes.begin();
+      bool strict = true;
+      for (auto it = votes.begin(); it != votes.end(); ++it) {
+        if (it == best) continue;
+        if (it->second > best->second) best = it, strict = true;
+        else if (it->second == best->second) strict = false;
+      }
+      for (const CommMember& mem : c.members) {
+        if (value_of(mem) == none || (strict && value_of(mem) == best->first)) continue;
+        uint32_t listed = 0;
+        Damaged(&m->procs[mem.proc], &listed, mem.init_offset,
+                std::string("a communicator init whose ") + what + " its other members' files do not share");
+      }
+      if (strict) use(best->first);
+    };
+    agree([](const CommMember& mem) { return mem.name; }, std::string(), [&](const std::string& n) { c.name = n; },
+          "name");
+    agree([](const CommMember& mem) { return std::max(mem.nranks, 0); }, 0, [&](int32_t n) { c.nranks = n; }, "size");
+    std::map<int32_t, std::vector<const CommMember*>> by_rank;
+    for (const CommMember& mem : c.members)
+      if (mem.rank >= 0) by_rank[mem.rank].push_back(&mem);
+    for (const auto& [rank, mems] : by_rank) {
+      bool other_proc = false;
+      for (const CommMember* mem : mems) other_proc |= mem->proc != mems[0]->proc;
+      if (!other_proc) continue;
+      for (const CommMember* mem : mems) {
+        uint32_t listed = 0;
+        Damaged(&m->procs[mem->proc], &listed, mem->init_offset,
+                "a communicator init for rank " + std::to_string(rank) + ", which another file holds too");
+      }
+    }
+  }
+}
+
 bool FinishLoad(Model* m, std::string* error) {
   if (m->procs.empty()) {
     *error = m->errors.empty() ? "no trace files given" : m->errors.front();
     if (m->errors.size() > 1) *error += " (and " + std::to_string(m->errors.size() - 1) + " more)";
     return false;
   }
+  CheckMembers(m);
   // Ranks of communicators the file named only by their events (API v1..v3):
   // the launcher's rank stands in.
   for (Comm& c : m->comms) {

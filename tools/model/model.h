@@ -73,9 +73,13 @@ struct Op {
   // Recorded before its file counted completions it may lack (Drops): with
   // no completion in the file, it may have completed all the same.
   bool completion_maybe_lost = false;
-  // Names a function or datatype its file never defined (a damaged file):
-  // what it was called with is unknown, so it can disagree with nothing.
-  bool names_undefined = false;
+  // A value of its record failed a consistency check at load (a string the
+  // file never defined, a function or datatype NCCL does not have, count 0
+  // on a collective, a root or peer beyond the communicator, a sequence
+  // number out of line with the rank's others, a time outside its write):
+  // its file is damaged there (Proc::damaged_at). What it was called with
+  // is unknown, so it can disagree with nothing.
+  bool suspect = false;
   // Its completion came from a CUDA event the plugin's writer polled
   // (OpDone.from_event): done_ns is when the writer saw it, within ~10 ms
   // and later than the kernel's end; no GPU execution time.
@@ -175,7 +179,9 @@ struct Proc {
   bool clean = false;      // ... saying every communicator was finalized
   bool cut_tail = false;
   // The file is not all the plugin wrote: corrupt or unparsable records, or
-  // operations naming strings it never defines. `damaged_end`: the damage
+  // values that fail a consistency check (LoadModel: a suspect Op, a write
+  // whose record count or time is out of line, a communicator its peers
+  // know otherwise). `damaged_end`: the damage
   // ended the read, so nothing is known of the process after it (it is not
   // dead for that: its file is).
   bool damaged = false;
@@ -199,6 +205,11 @@ struct CommMember {
   int32_t rank = -1;
   int64_t init_ns = kNoTime;
   int64_t finalize_ns = kNoTime;  // CommFinalize seen
+  // What its CommInit said (file offset, name, size): the members of one
+  // communicator must agree, or a file is damaged (LoadModel).
+  uint64_t init_offset = 0;
+  std::string name;
+  int32_t nranks = 0;
 };
 
 struct Comm {
@@ -245,6 +256,11 @@ struct LoadOptions {
   // Read only the files of this job (the plugin's job id); empty: the files
   // must hold one job (see ScreenTraceInputs).
   std::string job;
+  // The bytes are windows of files (ncclwatch watch, tools/watch/), not
+  // whole files: the checks only a whole file can pass (each write's record
+  // count and times, each communicator's sequence numbers without a gap)
+  // are not made. Those of each record are.
+  bool windows = false;
 };
 
 struct Model {

@@ -201,7 +201,7 @@ report::MergeReport MergeReportOf(const Model& m, const GlobalOrder& order) {
       bool dcount = false, ddtype = false, droot = false;
       for (uint32_t oi : node) {
         const Op& op = m.ops[oi];
-        if (op.names_undefined || first.names_undefined) continue;
+        if (op.suspect || first.suspect) continue;
         dcount |= op.count != first.count;
         ddtype |= op.datatype != first.datatype;
         droot |= IsRooted(first.fn) && op.peer_or_root != first.peer_or_root;

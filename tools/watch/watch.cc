@@ -97,7 +97,9 @@ bool Watcher::Build(bool at_end, const std::map<std::string, uint64_t>* until, M
     named.push_back({path, until != nullptr && it != until->end() ? fw->Bytes(it->second) : fw->Bytes()});
   }
   std::string error;
-  if (!LoadModelFromBytes(named, opts_.load, m, &error)) {
+  LoadOptions load = opts_.load;
+  load.windows = true;
+  if (!LoadModelFromBytes(named, load, m, &error)) {
     // Files of several jobs stay several jobs: say so at once. Anything
     // else (no communicator shared yet: ranks still starting) may pass.
     std::vector<std::string> notes;
