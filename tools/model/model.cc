@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -113,6 +114,7 @@ std::string OpInconsistency(const Model& m, const FileState& fs, const trace::Op
   if (!fn.empty() && op.fn == Func::kOther) return "an operation called '" + fn + "', which is no NCCL function";
   if (!fn.empty() && p2p != p2p_fn) return std::string(p2p ? "a point-to-point" : "a collective") + " operation called " + fn;
   if (!dt.empty() && !IsNcclDatatype(dt)) return "an operation of datatype '" + dt + "', which is no NCCL datatype";
+  if (dt.empty() && op.fn != Func::kOther) return "an operation of no datatype";
   if (!p2p && op.count == 0) return "a collective of count 0";
   if (p2p && op.seq == 0) return "a point-to-point operation numbered 0";
   const int32_t nranks = m.comms[op.comm].nranks;
@@ -187,6 +189,7 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
       case trace::Record::kHeader: {
         const auto& h = rec.header();
         have_header = true;
+        p->header_offset = off;
         p->host = h.hostname();
         p->pid = h.pid();
         // A rank beyond any communicator's size is corrupt: no rank.
@@ -828,6 +831,33 @@ void CheckMembers(Model* m) {
   }
 }
 
+// Processes of one host read one CLOCK_REALTIME and one CLOCK_MONOTONIC:
+// their headers' realtime minus monotonic bases agree, but for NTP's slewing
+// while they started (well under kHostClockSlackNs). A header that fewer
+// than half of its host's other processes agree with was damaged
+// (AlignClocks would place the process years away); of two that disagree,
+// both are suspect.
+constexpr int64_t kHostClockSlackNs = 2'000'000'000;
+
+void CheckHostClocks(Model* m) {
+  std::map<std::string, std::vector<uint32_t>> by_host;
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) by_host[m->procs[pi].host].push_back(pi);
+  for (const auto& [host, procs] : by_host) {
+    if (procs.size() < 2) continue;
+    std::vector<int64_t> d;
+    for (uint32_t pi : procs)
+      d.push_back(static_cast<int64_t>(m->procs[pi].realtime_base_ns) - static_cast<int64_t>(m->procs[pi].mono_base_ns));
+    for (size_t k = 0; k < procs.size(); ++k) {
+      size_t agree = 0;
+      for (size_t j = 0; j < procs.size(); ++j) agree += j != k && std::abs(d[k] - d[j]) <= kHostClockSlackNs;
+      if (2 * agree >= procs.size() - 1) continue;
+      uint32_t listed = 0;
+      Damaged(&m->procs[procs[k]], &listed, m->procs[procs[k]].header_offset,
+              "a process header whose clock bases disagree with the other processes of host " + host);
+    }
+  }
+}
+
 bool FinishLoad(Model* m, std::string* error) {
   if (m->procs.empty()) {
     *error = m->errors.empty() ? "no trace files given" : m->errors.front();
@@ -835,6 +865,7 @@ bool FinishLoad(Model* m, std::string* error) {
     return false;
   }
   CheckMembers(m);
+  CheckHostClocks(m);
   // Ranks of communicators the file named only by their events (API v1..v3):
   // the launcher's rank stands in.
   for (Comm& c : m->comms) {

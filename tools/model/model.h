@@ -187,6 +187,7 @@ struct Proc {
   bool damaged = false;
   bool damaged_end = false;
   uint64_t damaged_at = 0;  // the first damaged byte offset
+  uint64_t header_offset = 0;
   std::vector<std::string> issues;  // read issues, "FILE: offset N: ..."
   Drops drops;
   // Operations of the file that a reader keeping a recent window of it

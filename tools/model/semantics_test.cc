@@ -24,6 +24,16 @@ TEST(SemanticsTest, FunctionsAndTheirRoots) {
   EXPECT_FALSE(IsRecv(Func::kSend));
 }
 
+TEST(SemanticsTest, NcclDatatypesSpelledExactly) {
+  for (const char* d : {"ncclInt8", "ncclUint8", "ncclInt32", "ncclFloat16", "ncclFloat32", "ncclFloat64",
+                        "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"})
+    EXPECT_TRUE(IsNcclDatatype(d)) << d;
+  // What one damaged byte makes of them, and names that are no datatype.
+  for (const char* d : {"ncclfloat32", "ncclFloat33", "ncclInt9", "ncclFloat8", "ncclFloat8E4M3", "float32", "RING",
+                        "AllReduce", ""})
+    EXPECT_FALSE(IsNcclDatatype(d)) << d;
+}
+
 TEST(SemanticsTest, DatatypeSizes) {
   EXPECT_EQ(DatatypeSize("ncclInt8"), 1);
   EXPECT_EQ(DatatypeSize("ncclUint8"), 1);

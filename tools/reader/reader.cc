@@ -147,6 +147,22 @@ size_t TraceReader::Fill(size_t n) {
   return buf_.size() - pos_;
 }
 
+bool TraceReader::NextBatchWithin(size_t from, size_t to) const {
+  if (batch_seq_ == 0) return false;
+  // A Batch record: its length, the tag of Record.batch (field 15, length
+  // delimited: 0x7a), the message's length, then Batch.seq (field 1: 0x08).
+  for (size_t q = from; q + 4 <= to; ++q) {
+    if (static_cast<uint8_t>(buf_[q + 1]) != 0x7a || static_cast<uint8_t>(buf_[q + 3]) != 0x08) continue;
+    const size_t len = static_cast<uint8_t>(buf_[q]);
+    if (len >= 0x80 || q + 1 + len > to) continue;
+    trace::Record r;
+    if (r.ParseFromArray(buf_.data() + q + 1, static_cast<int>(len)) && r.has_batch() &&
+        r.batch().seq() == batch_seq_ + 1)
+      return true;
+  }
+  return false;
+}
+
 void TraceReader::AddIssue(ReadIssue::Kind kind, uint64_t offset, std::string what) {
   issues_.push_back({kind, offset, std::move(what)});
 }
@@ -198,6 +214,16 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
       break;
     }
     size_t have = Fill(i + len);
+    if (have < i + len && eof_ && NextBatchWithin(pos_ + 1, pos_ + have)) {
+      // A killed process's last write is cut short at the end of the file;
+      // a length whose record would run past the end while the plugin's
+      // next write follows on was damaged.
+      AddIssue(ReadIssue::kCorrupt, at,
+               "record length " + std::to_string(len) + " runs past the end of the file, yet the next write (batch " +
+                   std::to_string(batch_seq_ + 1) + ") follows; the file is damaged from here, stopped reading");
+      done_ = true;
+      break;
+    }
     if (have < i + len) {
       cut_tail_ = true;
       AddIssue(ReadIssue::kCutTail, at,
@@ -242,6 +268,7 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
     // Resolve Op start times (a delta chain within each Batch) to start_ns.
     if (record->has_batch()) {
       chain_ns_ = record->batch().time_ns();
+      batch_seq_ = record->batch().seq();
     } else if (record->has_op() && record->op().start_delta_ns() != 0) {
       // Unsigned: a corrupt delta wraps instead of overflowing (undefined).
       chain_ns_ += static_cast<uint64_t>(record->op().start_delta_ns());

@@ -97,6 +97,10 @@ class TraceReader {
  private:
   // Makes at least `n` bytes available at pos_ (fewer at end of file).
   size_t Fill(size_t n);
+  // Whether the Batch that opens the write after the last one read begins
+  // in buf_[from, to): a record length that runs past the end of the file
+  // over it was damaged, not cut by a kill.
+  bool NextBatchWithin(size_t from, size_t to) const;
   void AddIssue(ReadIssue::Kind kind, uint64_t offset, std::string what);
 
   std::string path_;
@@ -110,6 +114,7 @@ class TraceReader {
   bool unknown_reported_ = false;
   bool header_checked_ = false;  // the first record that is not a Batch must be the header
   uint64_t chain_ns_ = 0;  // Op.start_delta_ns chain (see trace.proto Batch)
+  uint64_t batch_seq_ = 0;  // the last Batch's seq (0: none yet)
   uint64_t records_ = 0;
   std::vector<ReadIssue> issues_;
 };
