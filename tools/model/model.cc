@@ -1,5 +1,6 @@
 #include "tools/model/model.h"
 
+#include <ctype.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@ struct FileState {
   std::unordered_map<uint32_t, uint32_t> member_of_comm;
   std::unordered_map<uint64_t, uint32_t> op_by_event;      // event_id -> model op
   std::unordered_map<uint64_t, trace::OpDone> early_done;  // OpDone before its Op
+  uint64_t early_done_offset = UINT64_MAX;                 // the first one's record
   uint64_t base = 0;                                       // header.mono_base_ns
   // File string ids defined twice with different texts (damage): an op
   // naming one is suspect.
@@ -41,6 +43,10 @@ struct FileState {
   int64_t prev_batch_time = kNoTime;   // the write before's
   size_t batch_first_op = 0;           // Proc::ops index of the write's first op
   uint32_t damage_issues = 0;          // consistency issues listed (at most kMaxDamageIssues)
+  // Ops without completion tracking, none saying why (Op.no_completion),
+  // and the first one's offset; whether any op had it.
+  uint64_t untracked = 0, untracked_offset = 0;
+  bool any_tracked = false;
 };
 
 constexpr uint32_t kMaxDamageIssues = 8;
@@ -49,7 +55,10 @@ constexpr uint32_t kMaxDamageIssues = 8;
 // time (the batch's) or before the previous write's. Records of real files
 // (testdata/, every one) lie within 0.1 s after and 0.24 s before; a
 // damaged byte from the fifth of a time's varint on moves it by 34 s or more.
-constexpr int64_t kWriteSlackNs = 5'000'000'000;
+constexpr int64_t kWriteSlackNs = 1'000'000'000;
+// How far a write's time may go back from the write before (files the
+// tests build go back a little; the plugin's one writer never does).
+constexpr int64_t kBatchBackSlackNs = 250'000'000;
 
 // Times in a file are bounded so that no arithmetic on them can overflow,
 // whatever a corrupt file says: CLOCK_MONOTONIC bases and times relative to
@@ -102,7 +111,7 @@ uint32_t CommFor(Model* m, FileState* fs, uint32_t file_comm) {
 }
 
 // Why an operation's record cannot be what NCCL and the plugin wrote ("" when
-// it can): a function or datatype NCCL does not have, a function of the
+// it can): no function or datatype, or one NCCL does not have, a function of the
 // other kind (a collective called Send), count 0 on a collective (NCCL
 // enqueues none), a point-to-point numbered 0 (they count from 1), a root or
 // peer beyond the communicator, a time outside its write.
@@ -111,11 +120,14 @@ std::string OpInconsistency(const Model& m, const FileState& fs, const trace::Op
   const std::string& dt = m.Str(op.datatype);
   const bool p2p = op.kind == OpKind::kP2p;
   const bool p2p_fn = op.fn == Func::kSend || op.fn == Func::kRecv || op.fn == Func::kSendRecv;
-  if (!fn.empty() && op.fn == Func::kOther) return "an operation called '" + fn + "', which is no NCCL function";
+  if (fn.empty()) return "an operation of no function";
+  if (op.fn == Func::kOther) return "an operation called '" + fn + "', which is no NCCL function";
   if (!fn.empty() && p2p != p2p_fn) return std::string(p2p ? "a point-to-point" : "a collective") + " operation called " + fn;
   if (!dt.empty() && !IsNcclDatatype(dt)) return "an operation of datatype '" + dt + "', which is no NCCL datatype";
   if (dt.empty() && op.fn != Func::kOther) return "an operation of no datatype";
   if (!p2p && op.count == 0) return "a collective of count 0";
+  // Unused by the plugin (trace.proto); where set, it is the op's own rank.
+  if (o.nccl_rank() != 0 && o.nccl_rank() != op.rank) return "an operation issued by another rank";
   if (p2p && op.seq == 0) return "a point-to-point operation numbered 0";
   const int32_t nranks = m.comms[op.comm].nranks;
   if (nranks > 0 && (p2p || IsRooted(op.fn)) && (op.peer_or_root < 0 || op.peer_or_root >= nranks))
@@ -191,6 +203,12 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
         have_header = true;
         p->header_offset = off;
         p->host = h.hostname();
+        // gethostname(2)'s names: letters, digits, '-', '.' and '_'.
+        for (char ch : p->host)
+          if (!isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.' && ch != '_') {
+            Damaged(p, &fs.damage_issues, off, "a process header whose host name holds a '" + std::string(1, ch) + "'");
+            break;
+          }
         p->pid = h.pid();
         // A rank beyond any communicator's size is corrupt: no rank.
         p->launcher_rank = h.launcher_rank() < kMaxCommRanks ? std::max(h.launcher_rank(), -1) : -1;
@@ -228,7 +246,7 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
             why = "a write whose records do not add up to the next batch's count (" +
                   std::to_string(b.records_before()) + " records before batch " + std::to_string(b.seq()) + ", " +
                   std::to_string(records_before) + " read)";
-          else if (t < fs.batch_time - kWriteSlackNs)
+          else if (t < fs.batch_time - kBatchBackSlackNs)
             why = "a write whose time goes back from the write before";
           if (!why.empty()) {
             Damaged(p, &fs.damage_issues, fs.batch_offset, why);
@@ -350,6 +368,11 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
         if (o.has_completion()) {
           ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), &op);
         }
+        if (o.completion_tracked() || o.has_completion()) {
+          fs.any_tracked = true;
+        } else if (o.no_completion() == trace::NO_COMPLETION_UNSPECIFIED && fs.untracked++ == 0) {
+          fs.untracked_offset = off;
+        }
         if (!op.suspect) {
           const std::string why = OpInconsistency(*m, fs, o, op);
           if (!why.empty()) {
@@ -383,6 +406,7 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
           if (!in_line) m->ops[it->second].suspect = true;
         } else {
           fs.early_done[d.event_id()] = d;
+          fs.early_done_offset = std::min(fs.early_done_offset, off);
         }
         Seen(p, t);
         break;
@@ -405,6 +429,20 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
           StuckOp so;
           auto it = fs.op_by_event.find(f.event_id());
           if (it != fs.op_by_event.end()) so.op = it->second;
+          // The report repeats what the file said of the operation, and
+          // counts channels of at most its own: any other value is damage.
+          if (it != fs.op_by_event.end()) {
+            Op& y = m->ops[it->second];
+            const auto sf = fs.strings.find(f.func());
+            if (CommFor(m, &fs, f.comm()) != y.comm || (y.kind == OpKind::kColl && f.seq() != y.seq) ||
+                f.count() != y.count || sf == fs.strings.end() || sf->second != y.func) {
+              y.suspect = true;
+              Damaged(p, &fs.damage_issues, off, "a stuck report that describes its operation otherwise than the file");
+            }
+          }
+          if (f.kernel_channels_started() > f.nchannels() || f.kernel_channels_stopped() > f.kernel_channels_started() ||
+              f.proxy_ops_stopped() > f.proxy_ops_started())
+            Damaged(p, &fs.damage_issues, off, "a stuck report counting more channels or proxy operations stopped than started");
           so.comm = CommFor(m, &fs, f.comm());
           so.seq = f.seq();
           auto sit = fs.strings.find(f.func());
@@ -490,6 +528,15 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
     return;
   }
   if (whole) CheckSequences(m, pi, &fs);
+  // Where completions are tracked, the plugin counts the operations it
+  // could not track (Drops.completion_untracked): one more is damage (a
+  // flipped completion_tracked).
+  if (whole && fs.any_tracked && fs.untracked > p->drops.completion_untracked)
+    Damaged(p, &fs.damage_issues, fs.untracked_offset,
+            "an operation without completion tracking that the file's counts do not have");
+  // The plugin writes an operation before its completion, unless it lost it.
+  if (!fs.early_done.empty() && p->drops.lost() == 0 && whole)
+    Damaged(p, &fs.damage_issues, fs.early_done_offset, "a completion of an operation the file does not have");
   if (!fs.early_done.empty())
     p->issues.push_back(path + ": " + std::to_string(fs.early_done.size()) +
                         " completion record(s) name operations the file does not have");

@@ -32,6 +32,29 @@ bool HasUnknownFields(const google::protobuf::Message& m) {
   return false;
 }
 
+// Whether `m` holds, at any depth, an unknown field whose number its
+// message type knows: a known field of the wrong wire type, which no plugin
+// writes (a newer one adds numbers, it does not retype them). A damaged
+// tag byte makes one.
+bool HasMistypedFields(const google::protobuf::Message& m) {
+  const auto* refl = m.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = refl->GetUnknownFields(m);
+  for (int i = 0; i < unknown.field_count(); ++i)
+    if (m.GetDescriptor()->FindFieldByNumber(unknown.field(i).number()) != nullptr) return true;
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  refl->ListFields(m, &fields);
+  for (const auto* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (f->is_repeated()) {
+      for (int i = 0; i < refl->FieldSize(m, f); ++i)
+        if (HasMistypedFields(refl->GetRepeatedMessage(m, f, i))) return true;
+    } else if (HasMistypedFields(refl->GetMessage(m, f))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string FileTypeName(unsigned mode) {
@@ -149,6 +172,7 @@ size_t TraceReader::Fill(size_t n) {
 
 bool TraceReader::NextBatchWithin(size_t from, size_t to) const {
   if (batch_seq_ == 0) return false;
+  // A later write's Batch: the next one's own length may be what was damaged.
   // A Batch record: its length, the tag of Record.batch (field 15, length
   // delimited: 0x7a), the message's length, then Batch.seq (field 1: 0x08).
   for (size_t q = from; q + 4 <= to; ++q) {
@@ -157,7 +181,7 @@ bool TraceReader::NextBatchWithin(size_t from, size_t to) const {
     if (len >= 0x80 || q + 1 + len > to) continue;
     trace::Record r;
     if (r.ParseFromArray(buf_.data() + q + 1, static_cast<int>(len)) && r.has_batch() &&
-        r.batch().seq() == batch_seq_ + 1)
+        r.batch().seq() > batch_seq_ && r.batch().seq() <= batch_seq_ + 64)
       return true;
   }
   return false;
@@ -219,8 +243,7 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
       // a length whose record would run past the end while the plugin's
       // next write follows on was damaged.
       AddIssue(ReadIssue::kCorrupt, at,
-               "record length " + std::to_string(len) + " runs past the end of the file, yet the next write (batch " +
-                   std::to_string(batch_seq_ + 1) + ") follows; the file is damaged from here, stopped reading");
+               "record length " + std::to_string(len) + " runs past the end of the file, yet a later write of the plugin follows; the file is damaged from here, stopped reading");
       done_ = true;
       break;
     }
@@ -253,15 +276,21 @@ bool TraceReader::Next(trace::Record* record, uint64_t* offset) {
     // Unknown fields: operations (nearly every record) are checked directly,
     // the rest through reflection.
     bool unknown = false;
-    if (!unknown_reported_) {
-      if (record->has_op()) {
-        auto has = [](const google::protobuf::Message& x) { return !x.GetReflection()->GetUnknownFields(x).empty(); };
-        unknown = has(*record) || has(record->op()) || (record->op().has_completion() && has(record->op().completion()));
-      } else {
-        unknown = HasUnknownFields(*record);
-      }
+    if (record->has_op()) {
+      auto has = [](const google::protobuf::Message& x) { return !x.GetReflection()->GetUnknownFields(x).empty(); };
+      unknown = has(*record) || has(record->op()) || (record->op().has_completion() && has(record->op().completion()));
+    } else if (record->has_op_done() || record->has_batch()) {  // as common as operations: no reflection
+      auto has = [](const google::protobuf::Message& x) { return !x.GetReflection()->GetUnknownFields(x).empty(); };
+      unknown = has(*record) || (record->has_op_done() ? has(record->op_done()) : has(record->batch()));
+    } else {
+      unknown = HasUnknownFields(*record);
     }
-    if (unknown) {
+    if (unknown && HasMistypedFields(*record)) {
+      AddIssue(ReadIssue::kUnparsable, at, "record of " + std::to_string(len) +
+                                               " bytes has a known field of the wrong type (damaged); skipped");
+      continue;
+    }
+    if (unknown && !unknown_reported_) {
       unknown_reported_ = true;
       AddIssue(ReadIssue::kUnknownFields, at, "record has fields this reader does not know (a newer plugin?); ignored");
     }

@@ -97,7 +97,7 @@ class TraceReader {
  private:
   // Makes at least `n` bytes available at pos_ (fewer at end of file).
   size_t Fill(size_t n);
-  // Whether the Batch that opens the write after the last one read begins
+  // Whether a Batch that opens one of the next writes (by its seq) begins
   // in buf_[from, to): a record length that runs past the end of the file
   // over it was damaged, not cut by a kill.
   bool NextBatchWithin(size_t from, size_t to) const;
