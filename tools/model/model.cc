@@ -213,6 +213,8 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
         // A rank beyond any communicator's size is corrupt: no rank.
         p->launcher_rank = h.launcher_rank() < kMaxCommRanks ? std::max(h.launcher_rank(), -1) : -1;
         p->launcher_world_size = h.launcher_world_size();
+        if (p->launcher_world_size > 0 && p->launcher_rank >= p->launcher_world_size)
+          Damaged(p, &fs.damage_issues, off, "a process header whose launcher rank is beyond its world size");
         p->api_version = h.profiler_api_version();
         p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
         p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
@@ -886,6 +888,22 @@ void CheckMembers(Model* m) {
 // both are suspect.
 constexpr int64_t kHostClockSlackNs = 2'000'000'000;
 
+// The launcher gives each process of a job its own rank: two that claim
+// one had a header damaged, either.
+void CheckLauncherRanks(Model* m) {
+  std::map<int32_t, std::vector<uint32_t>> by_rank;
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi)
+    if (m->procs[pi].launcher_rank >= 0) by_rank[m->procs[pi].launcher_rank].push_back(pi);
+  for (const auto& [rank, procs] : by_rank) {
+    if (procs.size() < 2) continue;
+    for (uint32_t pi : procs) {
+      uint32_t listed = 0;
+      Damaged(&m->procs[pi], &listed, m->procs[pi].header_offset,
+              "a process header claiming launcher rank " + std::to_string(rank) + ", which another file claims too");
+    }
+  }
+}
+
 void CheckHostClocks(Model* m) {
   std::map<std::string, std::vector<uint32_t>> by_host;
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) by_host[m->procs[pi].host].push_back(pi);
@@ -913,6 +931,7 @@ bool FinishLoad(Model* m, std::string* error) {
   }
   CheckMembers(m);
   CheckHostClocks(m);
+  CheckLauncherRanks(m);
   // Ranks of communicators the file named only by their events (API v1..v3):
   // the launcher's rank stands in.
   for (Comm& c : m->comms) {
