@@ -126,8 +126,10 @@ std::string OpInconsistency(const Model& m, const FileState& fs, const trace::Op
   if (!dt.empty() && !IsNcclDatatype(dt)) return "an operation of datatype '" + dt + "', which is no NCCL datatype";
   if (dt.empty() && op.fn != Func::kOther) return "an operation of no datatype";
   if (!p2p && op.count == 0) return "a collective of count 0";
-  // NCCL names both or neither (point-to-point operations: neither).
-  if ((op.algo == 0) != (op.proto == 0)) return "an operation with an algorithm and no protocol, or the reverse";
+  // NCCL names both or neither (point-to-point operations: neither), but
+  // a symmetric kernel of NCCL 2.31 (API v7) comes with no protocol.
+  if ((op.algo == 0) != (op.proto == 0) && !o.is_sym_coll())
+    return "an operation with an algorithm and no protocol, or the reverse";
   // Unused by the plugin (trace.proto); where set, it is the op's own rank.
   if (o.nccl_rank() != 0 && o.nccl_rank() != op.rank) return "an operation issued by another rank";
   if (p2p && op.seq == 0) return "a point-to-point operation numbered 0";
