@@ -833,7 +833,9 @@ bool OneJob(const Model& m, std::string* error) {
   for (const auto& [r, files] : groups) {
     *error += (g++ ? "; " : "") + std::to_string(files.size()) + " files: " + ListFew(files);
   }
-  *error += "; give one job's files";
+  // Without job ids --job cannot pick one: say how to get them.
+  *error += "; give one job's files (these carry no job id for --job: set NCCLWATCH_JOB_ID, or run under Slurm or "
+            "torchrun, and each job's files can be picked with --job)";
   return false;
 }
 
