@@ -80,6 +80,7 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
 
       std::vector<uint32_t> late, waited;
       bool by_gpu = false;
+      double gpu_wait = 0;  // by GPU: issued to completed on every rank
       // Named by the waiters' stuck reports, the gap must still reach their
       // stuck limit: under load (8 ranks sharing a GPU) arrivals 1.5 s apart
       // happen with nothing wrong.
@@ -97,7 +98,8 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
         // ranks starts a kernel 4 s late with nothing wrong.
         int64_t done = kNoTime, first = INT64_MAX;
         for (uint32_t oi : mt.ops) done = std::max(done, m.ops[oi].done_ns), first = std::min(first, m.ops[oi].start_ns);
-        if (late.empty() || !started || static_cast<double>(done - first) / 1e9 < kLateSec) continue;
+        gpu_wait = static_cast<double>(done - first) / 1e9;
+        if (late.empty() || !started || gpu_wait < kLateSec) continue;
         by_gpu = true;
       } else {
         continue;
@@ -139,9 +141,7 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
         AddEvidence(&f, c->Name(last.proc), "enqueued it at " + At(c->T(last.start_ns)));
         AddEvidence(&f, c->Names(waiting_procs), "enqueued it by " + At(c->T(before.start_ns)) + ", waited " + Dur(gap));
       } else {
-        int64_t done = kNoTime, first = INT64_MAX;
-        for (uint32_t oi : mt.ops) done = std::max(done, m.ops[oi].done_ns), first = std::min(first, m.ops[oi].start_ns);
-        const double wait = done == kNoTime ? 0 : static_cast<double>(done - first) / 1e9;
+        const double wait = gpu_wait;  // every op completed (checked above)
         f.set_waited_sec(wait);
         sum = "LATE: " + std::string(late_procs.size() == 1 ? c->Name(late_procs[0]) + "'s GPU" : "the GPUs of " + c->Names(late_procs)) +
               " had not started " + opname + " when the stuck reports were written, while " + c->Names(waiting_procs) +
