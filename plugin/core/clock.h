@@ -105,10 +105,17 @@ class TickConverter {
   // Measures the scale (the first call waits until 2 ms have passed since
   // Init) and refines it later; call it before ToNs, from the writer thread.
   void Refine();
+  // A tick older than Init's (a slot's "never updated" 0, a stamp taken
+  // before the converter started) maps to 0 at the earliest: converting a
+  // negative double to unsigned is undefined (UBSan stopped stress_test on
+  // a proxy slot that had no update yet).
   uint64_t ToNs(uint64_t ticks) const {
     if (!tsc_) return ticks;
-    int64_t d = static_cast<int64_t>(ticks - tick0_);
-    return ns0_ + static_cast<uint64_t>(static_cast<double>(d) * scale_);
+    const double off = static_cast<double>(static_cast<int64_t>(ticks - tick0_)) * scale_;
+    const double ns = static_cast<double>(ns0_) + off;
+    if (!(ns > 0)) return 0;
+    if (ns >= 18446744073709551615.0) return UINT64_MAX;
+    return off >= 0 ? ns0_ + static_cast<uint64_t>(off) : ns0_ - static_cast<uint64_t>(-off);
   }
   bool tsc() const { return tsc_; }
   const std::string& why() const { return why_; }

@@ -185,5 +185,26 @@ TEST(TickConverterTest, MonotonicModeIsIdentityAndTscModeConverts) {
 #endif
 }
 
+TEST(TickConverterTest, TicksBeforeInitMapToZeroNotToAWrappedTime) {
+#if defined(__x86_64__)
+  TickConverter tsc;
+  tsc.Init(ClockMode::kTsc, ReadClockFacts());
+  tsc.Refine();
+  const uint64_t now = tsc.ToNs(Ticks());
+  // 0 is what a proxy slot holds before its first update: before Init, and
+  // on some hosts (a VM's offset TSC) before CLOCK_MONOTONIC's 0 too. Under
+  // UBSan (scripts/test.sh's asan configuration) the old conversion of a
+  // negative double to unsigned stopped the process there.
+  EXPECT_LE(tsc.ToNs(0), now);
+  EXPECT_EQ(tsc.ToNs(Ticks() - (uint64_t{1} << 62)), 0u);  // ~10^18 ns before Init
+  // A tick just before the latest one still converts to a time before it.
+  const uint64_t t = Ticks();
+  EXPECT_LE(tsc.ToNs(t - 1000), tsc.ToNs(t));
+  EXPECT_GT(tsc.ToNs(t - 1000), 0u);
+  TickConverter mono;
+  mono.Init(ClockMode::kMonotonic, ReadClockFacts());  // leave the process in the default state
+#endif
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin
