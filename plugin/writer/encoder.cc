@@ -445,6 +445,19 @@ void TraceEncoder::Finalize(uint64_t time_ns, bool clean) {
   w->EndRecord(at);
 }
 
+void TraceEncoder::MaskChange(const MaskChangeFields& c) {
+  Wire* w = sink_->NextRecord();
+  size_t at = w->BeginRecord();
+  size_t m = w->BeginMessage(tf::Record::kMaskChange);
+  w->U64(tf::MaskChange::kTimeNs, c.time_ns);
+  w->U64(tf::MaskChange::kOldMask, c.old_mask);
+  w->U64(tf::MaskChange::kNewMask, c.new_mask);
+  w->U64(tf::MaskChange::kSinceNs, c.since_ns);
+  w->U64(tf::MaskChange::kCompletionSource, c.completion_source);
+  w->EndMessage(m);
+  w->EndRecord(at);
+}
+
 void TraceEncoder::Batch(Wire* w, uint64_t seq, uint64_t time_ns, uint64_t records_before) {
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kBatch);

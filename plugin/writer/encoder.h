@@ -204,6 +204,16 @@ struct StuckFields {
   std::vector<InFlightFields> ops;
 };
 
+// NCCL's activation mask differed from the last one read (trace.proto
+// MaskChange).
+struct MaskChangeFields {
+  uint64_t time_ns = 0;
+  uint64_t old_mask = 0;
+  uint64_t new_mask = 0;
+  uint64_t since_ns = 0;
+  uint64_t completion_source = 0;
+};
+
 // String ids of a raw event's start (Intern()).
 struct EvStartStrings {
   uint32_t func = 0;
@@ -249,6 +259,7 @@ class TraceEncoder {
   void Drops(const DropFields& d) { Drops(sink_->NextRecord(), d); }
   void Stuck(const StuckFields& s);
   void Finalize(uint64_t time_ns, bool clean);
+  void MaskChange(const MaskChangeFields& m);
 
   // Records that need no definitions, into a given Wire (a batch's opening,
   // or the loss notice written apart from the batches).

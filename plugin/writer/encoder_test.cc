@@ -139,5 +139,26 @@ TEST(EncoderTest, OpStartsChainFromTheBatchTimeAndFoldTheirCompletion) {
   EXPECT_EQ(r[4].op().start_delta_ns(), 0);
 }
 
+TEST(EncoderTest, MaskChangeCarriesBothMasksAndTheWindowOfTheChange) {
+  BufferSink sink;
+  TraceEncoder enc(&sink);
+  MaskChangeFields m;
+  m.time_ns = 2'000'000;
+  m.since_ns = 1'990'000;
+  m.old_mask = 0x1086;
+  m.new_mask = 0x6;
+  m.completion_source = 0x1000;
+  enc.MaskChange(m);
+  std::vector<trace::Record> r = sink.Records();
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].has_mask_change());
+  const trace::MaskChange& c = r[0].mask_change();
+  EXPECT_EQ(c.time_ns(), 2'000'000u);
+  EXPECT_EQ(c.since_ns(), 1'990'000u);
+  EXPECT_EQ(c.old_mask(), 0x1086u);
+  EXPECT_EQ(c.new_mask(), 0x6u);
+  EXPECT_EQ(c.completion_source(), 0x1000u);
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin
