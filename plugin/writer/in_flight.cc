@@ -74,10 +74,46 @@ uint64_t InFlightTable::ReclaimLost(uint64_t now, const std::function<void(uint6
   return found;
 }
 
+void InFlightTable::MarkUnsure(uint64_t from, uint64_t now) {
+  for (auto& [id, f] : ops_) {
+    if (f.start_ns >= from && !f.unsure) {
+      f.unsure = true;
+      f.unsure_at = now;
+    }
+  }
+}
+
+uint64_t InFlightTable::ForgetFrom(uint64_t from) {
+  uint64_t n = 0;
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    if (it->second.start_ns >= from) {
+      it = ops_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+uint64_t InFlightTable::ReleaseUnsure(uint64_t now, const std::function<bool(uint64_t id)>& release) {
+  uint64_t n = 0;
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    const Op& f = it->second;
+    if (f.unsure && f.unsure_at + kLostGraceNs <= now && release(it->first)) {
+      it = ops_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
 uint64_t InFlightTable::StuckTrigger(uint64_t now, uint64_t threshold_ns) const {
   uint64_t trigger = 0, trigger_start = UINT64_MAX;
   for (const auto& [id, f] : ops_) {
-    if (!f.reported && now > f.start_ns && now - f.start_ns >= threshold_ns && f.start_ns < trigger_start) {
+    if (!f.reported && !f.unsure && now > f.start_ns && now - f.start_ns >= threshold_ns && f.start_ns < trigger_start) {
       trigger = id;
       trigger_start = f.start_ns;
     }
@@ -88,7 +124,8 @@ uint64_t InFlightTable::StuckTrigger(uint64_t now, uint64_t threshold_ns) const 
 std::vector<std::pair<uint64_t, InFlightTable::Op*>> InFlightTable::OldestFirst(size_t max) {
   std::vector<std::pair<uint64_t, Op*>> v;
   v.reserve(ops_.size());
-  for (auto& [id, f] : ops_) v.push_back({id, &f});
+  for (auto& [id, f] : ops_)
+    if (!f.unsure) v.push_back({id, &f});
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second->start_ns < b.second->start_ns; });
   if (v.size() > max) v.resize(max);
   return v;

@@ -47,6 +47,10 @@ class InFlightTable {
     uint32_t nchannels;
     bool reported;     // named by a stuck report already
     uint64_t stop_ns;  // enqueue ended (the Op record's t1)
+    // NCCL's mask may have lacked the completion source when it was
+    // enqueued (MarkUnsure): since when the writer knows.
+    bool unsure = false;
+    uint64_t unsure_at = 0;
   };
 
   // An Op record was written: with its completion folded in (`done_ns`), or
@@ -58,6 +62,22 @@ class InFlightTable {
   // Its completion can no longer be known (its CUDA context was destroyed):
   // no longer watched, no completion counted.
   void Forget(uint64_t id) { ops_.erase(id); }
+  // NCCL's activation mask lost the completion source (mask_watch.h):
+  // operations started at or after `from` may never complete. Such an
+  // operation (and any Enqueued later with `unsure` set) stays in the table,
+  // since a completion that comes is real, but it never triggers a stuck
+  // report nor appears in one: its completion not coming proves no hang.
+  // ReleaseUnsure lets it go kLostGraceNs after it was marked.
+  void MarkUnsure(uint64_t from, uint64_t now);
+  // Operations started at or after `from` are no longer watched, and no
+  // completion will be counted for them (completions from CUDA events: an
+  // operation NCCL started without its kernel launch takes an earlier
+  // launch's completion, which is not its own). Returns how many.
+  uint64_t ForgetFrom(uint64_t from);
+  // Removes the unsure operations marked kLostGraceNs or more before `now`
+  // for which `release(id)` is true (the writer freed its handle; false: its
+  // completion is being delivered). Returns how many.
+  uint64_t ReleaseUnsure(uint64_t now, const std::function<bool(uint64_t id)>& release);
   // The communicator was finalized: its operations that never completed stay
   // in the file, no longer watched, and its counts are forgotten (its id may
   // be given to a new communicator; read enqueued() and completed() first).

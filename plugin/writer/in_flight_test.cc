@@ -73,5 +73,47 @@ TEST(InFlightTable, AFinalizedCommIsNoLongerWatched) {
   EXPECT_TRUE(t.Has(2));
 }
 
+TEST(InFlightTable, UnsureOpsNeverTriggerAndGoAfterTheGrace) {
+  InFlightTable t;
+  const uint64_t s = 1'000'000'000;
+  t.Enqueued(1, OpOn(0, 100, 110), true);    // before the change: a real hang
+  t.Enqueued(2, OpOn(0, 500, 510), true);    // after the last read with the source
+  t.MarkUnsure(400, 600);
+  EXPECT_EQ(t.StuckTrigger(10 * s, s), 1u);
+  auto oldest = t.OldestFirst(10);
+  ASSERT_EQ(oldest.size(), 1u);
+  EXPECT_EQ(oldest[0].first, 1u);
+  // Op 1 reported: nothing else triggers, the unsure one never does.
+  oldest[0].second->reported = true;
+  EXPECT_EQ(t.StuckTrigger(10 * s, s), 0u);
+  // A completion that comes for an unsure op is real, and counted.
+  InFlightTable::Op late = OpOn(0, 700, 710);
+  late.unsure = true;
+  late.unsure_at = 800;
+  t.Enqueued(3, late, true);
+  t.Completed(3, 0, 900);
+  EXPECT_FALSE(t.Has(3));
+  EXPECT_EQ(t.completed(0), 1u);
+  // Released only after the grace, and only where the handle was freed.
+  std::vector<uint64_t> released;
+  EXPECT_EQ(t.ReleaseUnsure(600 + kLostGraceNs - 1, [&](uint64_t id) { released.push_back(id); return true; }), 0u);
+  EXPECT_EQ(t.ReleaseUnsure(600 + kLostGraceNs, [](uint64_t) { return false; }), 0u);
+  EXPECT_TRUE(t.Has(2));
+  EXPECT_EQ(t.ReleaseUnsure(600 + kLostGraceNs, [&](uint64_t id) { released.push_back(id); return true; }), 1u);
+  EXPECT_EQ(released, std::vector<uint64_t>{2});
+  EXPECT_TRUE(t.Has(1));
+}
+
+TEST(InFlightTable, ForgetFromEndsTheWatchOfLaterOpsOnly) {
+  InFlightTable t;
+  t.Enqueued(1, OpOn(0, 100, 110), true);
+  t.Enqueued(2, OpOn(1, 500, 510), true);
+  t.Enqueued(3, OpOn(0, 400, 410), true);
+  EXPECT_EQ(t.ForgetFrom(400), 2u);
+  EXPECT_TRUE(t.Has(1));
+  EXPECT_FALSE(t.Has(2));
+  EXPECT_FALSE(t.Has(3));
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin
