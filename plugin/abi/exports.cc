@@ -96,6 +96,9 @@ nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const
   // One int for every communicator of the process, which NCCL reads with
   // atomic loads while another thread may be initializing a communicator.
   if (mask != nullptr) __atomic_store_n(mask, static_cast<int>(p->mask()), __ATOMIC_RELAXED);
+  // NCCL 2.31 may change it after this init (RAS, for the whole job): the
+  // writer reads it from here on and records what changed.
+  p->NoteMaskAddress(mask);
   *context = c;
   return nccl::kSuccess;
 }

@@ -257,6 +257,13 @@ class Profiler {
 
   const Config& config() const { return config_; }
   uint64_t mask() const { return config_.nccl_mask; }
+  // NCCL's event mask: one int for the whole process, whose address every
+  // init hands us (the latest one given is kept). The writer reads it each
+  // cycle (Writer::CheckMask); nothing else does.
+  void NoteMaskAddress(int* mask) {
+    if (mask != nullptr) nccl_mask_addr_.store(mask, std::memory_order_release);
+  }
+  int* nccl_mask_address() const { return nccl_mask_addr_.load(std::memory_order_acquire); }
   // Completions come from CUDA events at kernel launches (launch_events.h):
   // NCCLWATCH_COMPLETIONS=events, API v5+, and the driver API found.
   bool events() const { return events_; }
@@ -392,6 +399,7 @@ class Profiler {
   std::atomic<uint64_t> buffers_freed_{0};
   SharedLane lane_{kSharedLaneRecords};
   std::atomic<bool> abandoned_{false};
+  std::atomic<int*> nccl_mask_addr_{nullptr};
   std::atomic<bool> closed_{false};  // the last communicator was finalized: the writer ended
   std::atomic<bool> warned_refinalize_{false};
   std::atomic<bool> warned_after_finalize_{false};

@@ -617,6 +617,22 @@ class ProfilerThread {
 int NcclEventMask() { return __atomic_load_n(&g_event_mask, __ATOMIC_RELAXED); }
 void SetNcclEventMask(int mask) { __atomic_store_n(&g_event_mask, mask, __ATOMIC_RELAXED); }
 
+namespace {
+std::atomic<bool> g_ras_active{false};
+std::atomic<int> g_ras_mask{0};
+// NCCL 2.31's ncclProfilerEnforceMaskDeps.
+int WithMaskDeps(int mask) { return (mask & nccl::kKernelPhase) ? mask | nccl::kKernelCh : mask; }
+}  // namespace
+
+void SetRasEventMask(int mask) {
+  mask = WithMaskDeps(mask);
+  SetNcclEventMask(mask);
+  g_ras_mask.store(mask, std::memory_order_relaxed);
+  g_ras_active.store(true, std::memory_order_release);
+}
+
+void ClearRasEventMask() { g_ras_active.store(false, std::memory_order_release); }
+
 int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int rank) {
   hash_ = hash;
   name_ = name;
@@ -654,6 +670,10 @@ int FakeComm::Init(uint64_t hash, const char* name, int nnodes, int nranks, int 
       if (NcclEventMask() & nccl::kKernelPhase) SetNcclEventMask(NcclEventMask() | nccl::kKernelCh);
       break;
   }
+  // 2.31 re-applies a mask RAS set, over whatever the plugin's init wrote
+  // (ncclProfilerPluginInit).
+  if (version_ >= 7 && g_ras_active.load(std::memory_order_acquire))
+    SetNcclEventMask(g_ras_mask.load(std::memory_order_relaxed));
   mask_ = NcclEventMask();
   inited_ = rc == 0;
   return rc;
@@ -897,6 +917,15 @@ std::vector<void*> FakeComm::ProxyOps(const OpSpec& s, void* parent, int channel
 // 2.31 in reporting the channels (and their phases) on a thread of its own.
 OpResult FakeComm::RunOp(const OpSpec& s) {
   OpResult r;
+  // The mask as NCCL reads it at the API call and keeps with the call's
+  // tasks (2.28+: ncclProfilerStartGroupApiEvent).
+  const int m = NcclEventMask();
+  // Only under a RAS mask does this fake hold back what the mask does not
+  // ask for (the plugin refuses the rest itself).
+  const bool gate = g_ras_active.load(std::memory_order_acquire);
+  const int op_bits = (s.p2p ? nccl::kP2p : nccl::kColl) | nccl::kProxyOp | nccl::kProxyStep | nccl::kKernelCh |
+                      nccl::kNetPlugin;
+  const bool op_reported = !gate || (m & op_bits) != 0;
   void* group_api = nullptr;
   void* api = nullptr;
   const bool api_events = version_ >= 5 && s.api_events;
@@ -922,9 +951,14 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     k.type = nccl::kKernelLaunch;
     k.parent = group_api;
     k.stream = s.stream;
-    void* kh = Start(k);
+    void* kh = !gate || (m & nccl::kKernelLaunch) ? Start(k) : nullptr;
     if (s.launch) s.launch(s.stream);
-    Stop(kh);
+    if (kh != nullptr) Stop(kh);
+  }
+  if (!op_reported) {
+    // NCCL starts no Group and no task events: the kernel runs unseen.
+    if (api_events) Stop(group_api);
+    return r;
   }
   Ev ge;
   ge.type = nccl::kGroup;  // parentObj null in every release
@@ -972,7 +1006,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   // then the ProxyOps stop.
   // NCCL's proxy thread reports kernel channels only when the mask asks
   // (v5+ with completions from CUDA events does not).
-  const bool channels = version_ >= 3 && (version_ < 5 || (NcclEventMask() & nccl::kKernelCh) != 0);
+  const bool channels = version_ >= 3 && (version_ < 5 || (m & nccl::kKernelCh) != 0);
   auto children = [&] {
     if (!s.kernel_runs) return;
     std::vector<void*> kc(s.nchannels, nullptr);
@@ -1003,7 +1037,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     }
     if (channels) {
       const int nstop = s.kernel_stop < 0 ? s.nchannels : s.kernel_stop;
-      const bool phases = version_ >= 7 && (NcclEventMask() & nccl::kKernelPhase) != 0;
+      const bool phases = version_ >= 7 && (m & nccl::kKernelPhase) != 0;
       on_channel_thread([&] {
         for (int c = 0; c < nstop; ++c) {
           const uint64_t start = s.ptimer0 + s.start_step * c;

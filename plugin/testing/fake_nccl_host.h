@@ -109,6 +109,17 @@ void* ForeignContext();
 // NCCL's event mask: one int per process, which every init receives.
 int NcclEventMask();
 void SetNcclEventMask(int mask);
+// NCCL 2.31's RAS setting the mask for the whole job (src/ras/ras.cc,
+// rasMsgHandleBCProfilerMask, calling src/plugin/profiler.cc's
+// ncclProfilerSetRasOverride): any time, from any thread; KernelCh is ORed
+// in when KernelPhase is set, and every later Init re-applies the mask after
+// the plugin's init. While it is set, RunOp delivers only what the mask it
+// read at its start asks for, as NCCL does with the mask it keeps per API
+// call: no KernelLaunch without KernelLaunch, no op without Coll (P2p) or a
+// bit that implies it, no kernel channels without KernelCh.
+void SetRasEventMask(int mask);
+// Tests: no RAS override any more (the mask stays as it is).
+void ClearRasEventMask();
 
 // ------------------------------------------------------------------- env/dirs
 

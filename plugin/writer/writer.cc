@@ -72,6 +72,16 @@ bool Writer::Open(std::string* error) {
       prof_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK is off: its output file: %s", why.c_str());
   }
   uint64_t now = NowNs();
+  // Where completions come from, as decided at init (Profiler::
+  // ChooseCompletions): the launch's CUDA events, or kernel channels (API v4+
+  // with KernelCh in the mask); nothing is tracked otherwise.
+  uint64_t source = 0;
+  if (prof_->events()) {
+    source = nccl::kKernelLaunch;
+  } else if (prof_->api_version() >= 4 && (c.nccl_mask & nccl::kKernelCh) != 0) {
+    source = nccl::kKernelCh;
+  }
+  mask_watch_ = MaskWatch(static_cast<uint32_t>(c.nccl_mask), source, now);
   next_flush_ = now + uint64_t{c.flush_ms} * 1000000;
   next_heartbeat_ = now + uint64_t{c.heartbeat_ms} * 1000000;
   return true;
@@ -167,6 +177,10 @@ void Writer::Loop() {
 }
 
 void Writer::Cycle(uint64_t now, bool force_write) {
+  cycle_now_ = now;
+  // Before the drain: the operations drained now are judged by the newest
+  // mask.
+  CheckMask(now);
   // Finalizes noted before this drain: everything their communicators
   // recorded before them is in the rings now, so they follow it.
   const std::vector<Cold> finalizes = TakeCold(Cold::kFinalize);
@@ -210,6 +224,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   }
   if (prof_->events()) PollLaunches(now);
   ReclaimLost(now);
+  ReleaseUnsure(now);
   MaybeStuckReport(now);
   if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll());
   if (force_write || wire_.size() >= kWriteThreshold) {

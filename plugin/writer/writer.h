@@ -46,6 +46,7 @@
 #include "plugin/writer/encoder.h"
 #include "plugin/writer/in_flight.h"
 #include "plugin/writer/launches.h"
+#include "plugin/writer/mask_watch.h"
 #include "plugin/writer/on_stuck.h"
 #include "plugin/core/process_info.h"
 #include "plugin/core/record.h"
@@ -121,6 +122,17 @@ class Writer final : private RecordSink {
   // Ends the watch of operations a later completion proves complete, and
   // frees their handles (InFlightTable::ReclaimLost).
   void ReclaimLost(uint64_t now);
+  // Reads NCCL's event mask; on a change, writes a MaskChange, says so
+  // through NCCL's logger (a warning the first time) and, when it took the
+  // completion source away, stops waiting for the operations that may have
+  // lost it (mask_watch.h).
+  void CheckMask(uint64_t now);
+  // Lets go of the operations MaskWatch made unsure once they had their
+  // grace (InFlightTable::ReleaseUnsure), freeing their handles.
+  void ReleaseUnsure(uint64_t now);
+  // Frees the handle of operation `id` still waiting for its completion;
+  // false when its completion is being delivered right now.
+  bool ReleaseHandle(uint64_t id);
   // The slot holding operation `id` in its thread's region, if it still does.
   Slot* SlotOf(uint64_t id);
   void LogSummary();  // at close: records, bytes and drops, through NCCL's logger
@@ -177,6 +189,10 @@ class Writer final : private RecordSink {
   std::unordered_map<uint16_t, bool> comm_announced_;  // comm -> hash known to the file
 
   InFlightTable in_flight_;
+  MaskWatch mask_watch_{0, 0, 0};  // set in Open
+  bool warned_mask_ = false;
+  uint64_t cycle_now_ = 0;           // the current cycle's time (CLOCK_MONOTONIC ns)
+  uint64_t unsure_released_ = 0;     // operations let go for want of a completion source
   LaunchTable launches_;
   bool capture_mode_set_ = false;  // the writer thread's CUDA capture mode is relaxed
   bool warned_context_gone_ = false;

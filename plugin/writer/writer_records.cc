@@ -132,7 +132,12 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   // completed already (the writer saw its event before the op's record).
   StagedRec ev_done;
   uint64_t ev_started_ns = 0;
-  if (events && tracked && done == nullptr) {
+  // NCCL's mask may have lacked the completion source when this op was
+  // enqueued (a MaskChange took it away): its completion may never come,
+  // and with CUDA events it would be an earlier launch's. One that comes
+  // folded (its kernel channels all stopped) is real.
+  const bool unsure = tracked && done == nullptr && mask_watch_.Unsure(r.t0_ns);
+  if (events && tracked && done == nullptr && !unsure) {
     uint64_t done_ns = 0;
     switch (launches_.Bind(r.op.launch_id, r.id, &done_ns, &ev_started_ns)) {
       case LaunchTable::Bound::kWatched:
@@ -155,8 +160,13 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
     in_flight_.EnqueuedCompleted(r.comm, r.t0_ns, done->t0_ns);
   } else {
     const int32_t peer = r.etype == kEvP2p ? r.op.peer : 0;  // a collective's record holds its root there
-    in_flight_.Enqueued(r.id, {r.comm, r.etype, r.op.seq, r.op.func, r.op.count, peer, r.t0_ns, r.nchannels, false, r.t1_ns},
-                        tracked);
+    InFlightTable::Op o{r.comm, r.etype, r.op.seq, r.op.func, r.op.count, peer, r.t0_ns, r.nchannels, false, r.t1_ns};
+    o.unsure = unsure;
+    o.unsure_at = cycle_now_;
+    // With CUDA events nothing waits for it (its handle was freed at its
+    // stop); with kernel channels its handle waits, and a completion may
+    // still come until ReleaseUnsure lets it go.
+    in_flight_.Enqueued(r.id, o, tracked && !(unsure && events));
   }
   // A folded op needs no id unless raw records may name it as their parent.
   if (done == nullptr || prof_->config().raw_kinds != 0) f.event_id = r.id;
@@ -186,8 +196,10 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.collnet = (r.flags & kFlagCollnet) != 0;
   f.nvls = (r.flags & kFlagNvls) != 0;
   f.p2p_seq = r.op.p2p_seq;
-  f.completion_tracked = tracked;
-  if (events && !tracked) {
+  f.completion_tracked = tracked && !unsure;
+  if (unsure) {
+    f.no_completion = 4;  // NO_COMPLETION_MASK
+  } else if (events && !tracked) {
     f.no_completion = (r.flags & kFlagGraph)      ? 1   // NO_COMPLETION_GRAPH
                       : (r.flags & kFlagNoLaunch) ? 2   // NO_COMPLETION_NO_LAUNCH
                                                   : 3;  // NO_COMPLETION_NO_EVENT

@@ -149,12 +149,14 @@ void Writer::LogSummary() {
   prof_->Log(dropped > 0 ? nccl::kLogWarn : nccl::kLogInfo,
              "closed %s: %llu records, %llu bytes; dropped %llu events (buffer full %llu, handles exhausted %llu, "
              "no buffer %llu, write failed %llu); %llu operations without completion tracking (handles exhausted); "
-             "%llu completions implied by a later one",
+             "%llu completions implied by a later one; %llu operations let go without a completion source (mask "
+             "changed)",
              file_.path().c_str(), static_cast<unsigned long long>(file_.records_written()),
              static_cast<unsigned long long>(file_.bytes_written()), static_cast<unsigned long long>(dropped),
              static_cast<unsigned long long>(ring_full), static_cast<unsigned long long>(pool),
              static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(RecordsLost()),
-             static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(in_flight_.lost_completions()));
+             static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(in_flight_.lost_completions()),
+             static_cast<unsigned long long>(unsure_released_));
 }
 
 Slot* Writer::SlotOf(uint64_t id) {
@@ -166,22 +168,74 @@ Slot* Writer::SlotOf(uint64_t id) {
   return nullptr;
 }
 
+bool Writer::ReleaseHandle(uint64_t id) {
+  Slot* s = SlotOf(id);
+  // No longer its slot, or no longer waiting: nothing to free.
+  if (s == nullptr || s->state.load(std::memory_order_acquire) != kSlotLive) return true;
+  uint32_t z = 0;
+  if (!s->done.compare_exchange_strong(z, 1)) return false;  // its completion is being pushed
+  s->state.store(kSlotDone, std::memory_order_release);
+  return true;
+}
+
 void Writer::ReclaimLost(uint64_t now) {
   // The file keeps the facts (the Op without a completion); only the watch
   // and the handle end. See InFlightTable.
   const uint64_t before = in_flight_.lost_completions();
-  const uint64_t found = in_flight_.ReclaimLost(now, [this](uint64_t id) {
-    // Free its handle, unless its completion is being pushed right now.
-    if (Slot* s = SlotOf(id)) {
-      uint32_t z = 0;
-      if (s->state.load(std::memory_order_acquire) == kSlotLive && s->done.compare_exchange_strong(z, 1))
-        s->state.store(kSlotDone, std::memory_order_release);
-    }
-  });
+  const uint64_t found = in_flight_.ReclaimLost(now, [this](uint64_t id) { ReleaseHandle(id); });
   if (found > 0 && before == 0)
     prof_->Log(nccl::kLogInfo,
                "an operation's kernel-channel events did not all arrive from NCCL; a later operation on its "
                "communicator completed, so it did too: no longer watched (counted in the closing line)");
+}
+
+void Writer::CheckMask(uint64_t now) {
+  // Reading NCCL's int needs no lock: it lives in NCCL's library, and this
+  // thread runs only from the first init to the last finalize, which joins
+  // it (Profiler::Release) before it returns to NCCL. So NCCL is loaded for
+  // every read: it unloads the plugin (2.23 to 2.26, 2.30) or itself only
+  // after that finalize has returned. The lock finalize takes (the global
+  // mutex) would not do: Release holds it while it joins this thread.
+  int* addr = prof_->nccl_mask_address();
+  if (addr == nullptr) return;
+  const uint64_t mask = static_cast<uint32_t>(__atomic_load_n(addr, __ATOMIC_RELAXED));
+  MaskWatch::Change c;
+  if (!mask_watch_.Read(mask, now, &c)) return;
+  MaskChangeFields f;
+  f.time_ns = Rel(now);
+  f.old_mask = c.old_mask;
+  f.new_mask = c.new_mask;
+  f.since_ns = Rel(c.since_ns);
+  f.completion_source = mask_watch_.source();
+  enc_.MaskChange(f);
+  if (c.source_lost) {
+    if (prof_->events()) {
+      // Their completions would be an earlier launch's (see ForgetFrom).
+      unsure_released_ += in_flight_.ForgetFrom(c.since_ns);
+    } else {
+      in_flight_.MarkUnsure(c.since_ns, now);
+    }
+  }
+  std::string what;
+  const auto lost = [&](uint64_t bits) { return (c.old_mask & bits) != 0 && (c.new_mask & bits) == 0; };
+  if (c.source_lost)
+    what += prof_->events() ? "; completions (CUDA events at kernel launches, which need KernelLaunch) stop"
+                            : "; completions (kernel channels, KernelCh) stop";
+  if (lost(nccl::kColl)) what += "; collectives are no longer reported";
+  if (lost(nccl::kP2p)) what += "; point-to-point operations are no longer reported";
+  if (what.empty()) what = "; nothing ncclwatch needs was taken away";
+  if (c.source_lost)
+    what += ": operations enqueued from now on are recorded without completion and never reported as stuck";
+  prof_->Log(warned_mask_ ? nccl::kLogInfo : nccl::kLogWarn,
+             "NCCL's profiler event mask changed from 0x%llx to 0x%llx after init (NCCL 2.31 lets RAS set it for "
+             "the whole job)%s; %s records it",
+             static_cast<unsigned long long>(c.old_mask), static_cast<unsigned long long>(c.new_mask), what.c_str(),
+             file_.path().c_str());
+  warned_mask_ = true;
+}
+
+void Writer::ReleaseUnsure(uint64_t now) {
+  unsure_released_ += in_flight_.ReleaseUnsure(now, [this](uint64_t id) { return ReleaseHandle(id); });
 }
 
 void Writer::MaybeStuckReport(uint64_t now) {
