@@ -41,6 +41,10 @@ void Shift(Model* m, const std::vector<std::vector<CommMember*>>& members_of, ui
   sh(&p.first_ns);
   sh(&p.last_ns);
   sh(&p.last_heartbeat_ns);
+  for (MaskChange& c : p.mask_changes) {
+    sh(&c.time_ns);
+    sh(&c.since_ns);
+  }
   for (StuckReport& r : p.stucks) {
     sh(&r.time_ns);
     for (StuckOp& s : r.ops)

@@ -92,11 +92,13 @@ void MarkUnfinished(const Model& m, Liveness* c) {
 }
 
 // An operation without a completion in its file, recorded before the file
-// counted completions it may lack (Op::completion_maybe_lost): it may have
+// counted completions it may lack (Op::completion_maybe_lost), may have
 // completed. Not judged by how long its process waited: in flight or hung
 // only where MarkUnfinished proves it never finished.
+// The same for one that NCCL's mask may not have let complete in the file
+// (Op::mask_unseen: a change took away the completion source).
 bool CompletionMayBeLost(const Op& op) {
-  return op.state == OpState::kInFlight && op.completion_maybe_lost && !op.ended_by_abort;
+  return op.state == OpState::kInFlight && (op.completion_maybe_lost || op.mask_unseen) && !op.ended_by_abort;
 }
 
 }  // namespace

@@ -10,8 +10,9 @@
 //    finished.
 //  - in flight: not finished, not (yet) a hang: the files end while it runs.
 //  - unknown: no completion tracking, or no completion where the file says
-//    it may lack completions (Op::completion_maybe_lost), and nothing
-//    proves it unfinished.
+//    it may lack completions (Op::completion_maybe_lost) or NCCL's mask may
+//    not have let it report one (Op::mask_unseen), and nothing proves it
+//    unfinished.
 //
 // Along the way it derives what the judgement rests on, which diagnose's
 // findings read too: dead processes, the last collective seq each process

@@ -371,6 +371,7 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
         op.start_ns = base + Rel(o.start_ns());
         op.enqueue_ns = static_cast<uint32_t>(std::min<uint64_t>(o.enqueue_ns(), UINT32_MAX));
         op.state = o.completion_tracked() ? OpState::kInFlight : OpState::kUntracked;
+        op.mask_unseen = o.no_completion() == trace::NO_COMPLETION_MASK;
         if (o.has_completion()) {
           ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), &op);
         }
@@ -500,6 +501,36 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
         Seen(p, base + Rel(d.time_ns()));
         break;
       }
+      case trace::Record::kMaskChange: {
+        const auto& c = rec.mask_change();
+        // Its times must lie in its write like any record's; one that does
+        // not cannot say when, and the damage makes the verdict incomplete.
+        if (!check_time(c.time_ns(), "a mask change") || !check_time(c.since_ns(), "a mask change's last read")) break;
+        MaskChange mc;
+        mc.time_ns = base + Rel(c.time_ns());
+        mc.since_ns = base + Rel(c.since_ns());
+        mc.old_mask = c.old_mask();
+        mc.new_mask = c.new_mask();
+        mc.completion_source = c.completion_source();
+        std::string why;
+        if (c.old_mask() > kMaskMax || c.new_mask() > kMaskMax)
+          why = "a mask change past NCCL's 32-bit mask";
+        else if (c.old_mask() == c.new_mask())
+          why = "a mask change that changes nothing";
+        else if (c.completion_source() != 0 && c.completion_source() != kMaskKernelCh &&
+                 c.completion_source() != kMaskKernelLaunch)
+          why = "a mask change naming a completion source the plugin never has";
+        else if (c.since_ns() > c.time_ns())
+          why = "a mask change whose last read of the old mask follows the change";
+        if (!why.empty()) {
+          mc.damaged = true;
+          mc.since_ns = std::min(mc.since_ns, mc.time_ns);
+          Damaged(p, &fs.damage_issues, off, why);
+        }
+        p->mask_changes.push_back(mc);
+        Seen(p, mc.time_ns);
+        break;
+      }
       case trace::Record::kFinalize:
         check_time(rec.finalize().time_ns(), "a finalize");
         p->finalized = true;
@@ -551,6 +582,27 @@ void LoadFile(TraceReader& reader, bool whole, Model* m) {
   for (size_t k = 0; k < p->drops.ops_before_completion_loss && k < p->ops.size(); ++k) {
     Op& op = m->ops[p->ops[k]];
     if (op.state == OpState::kInFlight) op.completion_maybe_lost = true;
+  }
+  // Operations that may have been enqueued under a mask without the
+  // completion source: started after the plugin's last read of the old mask
+  // and before it saw the new one (later ones it wrote NO_COMPLETION_MASK).
+  // A completion from a CUDA event there may be an earlier launch's (NCCL
+  // reports no launch for it): not taken. One from kernel channels is real.
+  // A damaged change cannot say when the source came back: every later
+  // operation is unsure.
+  for (const MaskChange& c : p->mask_changes) {
+    if (!c.LostSource() && !c.damaged) continue;
+    const int64_t until = c.damaged ? INT64_MAX : c.time_ns;
+    for (uint32_t oi : p->ops) {
+      Op& op = m->ops[oi];
+      if (op.start_ns < c.since_ns || op.start_ns > until) continue;
+      op.mask_unseen = true;
+      if (op.state == OpState::kCompleted && op.polled) {
+        op.state = OpState::kInFlight;
+        op.done_ns = kNoTime;
+        op.polled = false;
+      }
+    }
   }
 }
 

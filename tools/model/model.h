@@ -80,6 +80,12 @@ struct Op {
   // its file is damaged there (Proc::damaged_at). What it was called with
   // is unknown, so it can disagree with nothing.
   bool suspect = false;
+  // NCCL's event mask may have lacked its process's completion source when
+  // it was enqueued (a MaskChange took it away, or its record says
+  // NO_COMPLETION_MASK): a missing completion proves nothing of it, and a
+  // completion from a CUDA event, which may be an earlier launch's, is not
+  // taken. See LoadModel.
+  bool mask_unseen = false;
   // Its completion came from a CUDA event the plugin's writer polled
   // (OpDone.from_event): done_ns is when the writer saw it, within ~10 ms
   // and later than the kernel's end; no GPU execution time.
@@ -155,6 +161,27 @@ struct Drops {
   uint64_t lost() const { return ring_full + pool_exhausted + no_thread_slot + write_failed; }
 };
 
+// NCCL's event activation mask changed after the plugin's init
+// (trace::MaskChange: NCCL 2.31's RAS sets it for the whole job).
+struct MaskChange {
+  int64_t time_ns = kNoTime;   // when the plugin read new_mask
+  int64_t since_ns = kNoTime;  // its last read of old_mask: the change came after it
+  uint64_t old_mask = 0, new_mask = 0;
+  // The bits the process's completions need (kMaskKernelCh, or
+  // kMaskKernelLaunch for completions from CUDA events; 0: none tracked).
+  uint64_t completion_source = 0;
+  // Its values fail a check (a mask past 32 bits, a source that is neither,
+  // since after time): its file is damaged, and it is read as taking away
+  // everything.
+  bool damaged = false;
+  bool Lost(uint64_t bits) const { return damaged || ((old_mask & bits) != 0 && (new_mask & bits) == 0); }
+  bool LostSource() const { return completion_source != 0 && Lost(completion_source); }
+  bool LostColl() const { return Lost(kMaskColl); }
+  bool LostP2p() const { return Lost(kMaskP2p); }
+  // What a verdict needs: collectives, point-to-point operations, completions.
+  bool TakesAwayEvidence() const { return LostSource() || LostColl() || LostP2p(); }
+};
+
 struct Proc {
   std::string path;
   std::string host;
@@ -198,6 +225,7 @@ struct Proc {
   // evidence before the window is then partial. Counted in the job's totals.
   uint64_t settled_ops = 0, settled_completed = 0, cut_ops = 0;
   std::vector<StuckReport> stucks;
+  std::vector<MaskChange> mask_changes;  // in file order
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
 };
 

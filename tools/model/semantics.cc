@@ -1,6 +1,7 @@
 #include "tools/model/semantics.h"
 
 #include <ctype.h>
+#include <stdio.h>
 
 #include <algorithm>
 
@@ -109,6 +110,24 @@ bool BusBwFactor(Func f, int32_t nranks, double* factor) {
     default:
       return false;
   }
+}
+
+std::string EventMaskNames(uint64_t mask) {
+  static const char* const kNames[] = {"Group",     "Coll",     "P2p",    "ProxyOp",      "ProxyStep", "ProxyCtrl",
+                                       "KernelCh",  "NetPlugin", "GroupApi", "CollApi",     "P2pApi",    "KernelLaunch",
+                                       "CeColl",    "CeSync",    "CeBatch",  "KernelPhase"};
+  constexpr int kKnown = sizeof(kNames) / sizeof(kNames[0]);
+  if (mask == 0) return "none";
+  std::string out;
+  for (int b = 0; b < kKnown; ++b)
+    if ((mask >> b) & 1) out += (out.empty() ? "" : "|") + std::string(kNames[b]);
+  const uint64_t other = mask & ~((uint64_t{1} << kKnown) - 1);
+  if (other != 0) {
+    char hex[24];
+    snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(other));
+    out += (out.empty() ? "" : "|") + std::string(hex);
+  }
+  return out;
 }
 
 }  // namespace ncclwatch::tools

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include <string>
 #include <string_view>
 
 namespace ncclwatch::tools {
@@ -61,6 +62,20 @@ bool OpBytes(Func f, std::string_view datatype, uint64_t count, int32_t nranks, 
 
 // nccl-tests' bus-bandwidth factor; false for a function it does not define.
 bool BusBwFactor(Func f, int32_t nranks, double* factor);
+
+// NCCL's profiler event activation mask, the bits the analyses read
+// (ncclProfileColl, ... in NCCL's profiler headers; semantics_test checks
+// them against plugin/abi/profiler_abi.h). One int for the whole process;
+// NCCL 2.31's RAS may change it after init (trace.proto MaskChange).
+inline constexpr uint64_t kMaskColl = 1u << 1;
+inline constexpr uint64_t kMaskP2p = 1u << 2;
+inline constexpr uint64_t kMaskKernelCh = 1u << 6;
+inline constexpr uint64_t kMaskKernelLaunch = 1u << 11;
+// NCCL's mask is an int: a value past 32 bits is no mask NCCL has.
+inline constexpr uint64_t kMaskMax = 0xffffffffu;
+// "Coll|P2p|KernelCh" (NCCL's names for the bits, without "ncclProfile");
+// "none" for 0; bits NCCL does not define as one hex number ("0x10000").
+std::string EventMaskNames(uint64_t mask);
 
 }  // namespace ncclwatch::tools
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "plugin/abi/profiler_abi.h"
+
 namespace ncclwatch::tools {
 namespace {
 
@@ -89,6 +91,20 @@ TEST(SemanticsTest, BytesFollowNcclTests) {
   ASSERT_TRUE(BusBwFactor(FuncFromName("Recv"), 2, &f));
   EXPECT_EQ(f, 1);
   EXPECT_FALSE(BusBwFactor(FuncFromName("AllToAllMaybe"), 2, &f));
+}
+
+// The mask bits the analyses read are NCCL's, as the plugin declares them.
+static_assert(kMaskColl == nccl::kColl);
+static_assert(kMaskP2p == nccl::kP2p);
+static_assert(kMaskKernelCh == nccl::kKernelCh);
+static_assert(kMaskKernelLaunch == nccl::kKernelLaunch);
+
+TEST(Semantics, EventMaskNamesAreNcclsAndUnknownBitsShowAsHex) {
+  EXPECT_EQ(EventMaskNames(0), "none");
+  EXPECT_EQ(EventMaskNames(nccl::kColl | nccl::kP2p | nccl::kKernelCh), "Coll|P2p|KernelCh");
+  EXPECT_EQ(EventMaskNames(nccl::kKernelLaunch | nccl::kKernelPhase), "KernelLaunch|KernelPhase");
+  EXPECT_EQ(EventMaskNames(nccl::kColl | (uint64_t{1} << 20)), "Coll|0x100000");
+  EXPECT_EQ(EventMaskNames(UINT64_MAX).substr(0, 11), "Group|Coll|");
 }
 
 }  // namespace
