@@ -81,6 +81,18 @@ std::vector<std::string> Incomplete(const Ctx& c) {
       why.push_back("watch let go of " + Plural(p.cut_ops, "operation", "operations") + " of " + c.Name(pi) +
                     " before every rank had finished them");
   }
+  // NCCL's mask lost what a verdict needs (MaskChangeLoss): the same loss on
+  // several processes (RAS sets the mask for the whole job) is one reason.
+  std::map<std::string, std::pair<std::vector<uint32_t>, int64_t>> mask_loss;  // what -> (procs, earliest)
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+    for (const MaskChange& mc : m.procs[pi].mask_changes) {
+      if (!mc.TakesAwayEvidence()) continue;
+      auto& [procs, when] = mask_loss.try_emplace(MaskChangeLoss(mc), std::vector<uint32_t>{}, mc.time_ns).first->second;
+      if (procs.empty() || procs.back() != pi) procs.push_back(pi);
+      when = std::min(when, mc.time_ns);
+    }
+  for (const auto& [what, at] : mask_loss)
+    why.push_back("NCCL's event mask stopped " + what + " on " + c.Names(at.first) + " at " + At(c.T(at.second)));
   // The plugin writes whole batches, so a killed process's file ends at one
   // (every GPU recording here), unless the kill cut a write short, which
   // happens to one process, not to its peers waiting in a collective.

@@ -111,4 +111,14 @@ std::string StateName(uint32_t s) {
   }
 }
 
+std::string MaskChangeLoss(const MaskChange& c) {
+  if (c.damaged) return "everything (a damaged record)";
+  std::string out;
+  auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  if (c.LostSource()) add("completions (" + EventMaskNames(c.completion_source) + ")");
+  if (c.LostColl()) add("collectives");
+  if (c.LostP2p()) add("point-to-point operations");
+  return out;
+}
+
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/model/model.h"
+
 namespace ncclwatch::tools::diagnose_internal {
 
 std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -26,6 +28,11 @@ std::string Plural(uint64_t n, const char* one, const char* many);
 std::string RankList(const std::vector<std::string>& names);
 // NCCL's proxy step state by number ("SendGPUWait", ...).
 std::string StateName(uint32_t s);
+// What a mask change took away that a verdict needs: "completions
+// (KernelCh)", "collectives", "point-to-point operations", joined with
+// ", " ("" when none; "everything (a damaged record)" when its values fail
+// the model's checks).
+std::string MaskChangeLoss(const MaskChange& c);
 
 }  // namespace ncclwatch::tools::diagnose_internal
 

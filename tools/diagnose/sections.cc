@@ -136,6 +136,23 @@ void FillInput(const Ctx& c, Diagnosis* d) {
               " never completed in the file, but did: a later operation on the same communicator completed (NCCL "
               "did not deliver a kernel-channel event), or its stuck report saw every kernel channel stop (the "
               "completion record was lost)");
+    for (const MaskChange& mc : p.mask_changes) {
+      const std::string lost = MaskChangeLoss(mc);
+      std::string text = "NCCL's event mask changed at " + At(c.T(mc.time_ns)) + " from " +
+                         EventMaskNames(mc.old_mask) + " to " + EventMaskNames(mc.new_mask) + " (" +
+                         Printf("0x%llx to 0x%llx", static_cast<unsigned long long>(mc.old_mask),
+                                static_cast<unsigned long long>(mc.new_mask)) +
+                         "; NCCL 2.31's RAS sets it for the whole job): ";
+      if (lost.empty()) {
+        text += "nothing the verdict needs was taken away";
+      } else {
+        text += "it stopped " + lost;
+        if (mc.LostSource() || mc.damaged)
+          text += "; operations enqueued from " + At(c.T(mc.since_ns)) +
+                  " have no completion and are not judged hung for want of one";
+      }
+      add(report::InputIssue::MASK_CHANGE, name, text);
+    }
     if (!p.ops.empty() && std::all_of(p.ops.begin(), p.ops.end(),
                                       [&](uint32_t oi) { return m.ops[oi].state == OpState::kUntracked; }))
       add(report::InputIssue::NO_COMPLETION, name,

@@ -237,6 +237,7 @@ void Player::EncodeOp(const Ev& e) {
   f.parent_id = o.opts.parent_id;
   f.p2p_seq = o.p2p_seq;
   f.completion_tracked = o.tracked;
+  if (!o.tracked) f.no_completion = o.opts.no_completion;
   if (folded) {
     const plugin::DoneFields d = DoneOf(o);
     enc_.Op(f, &d);
@@ -499,6 +500,10 @@ std::string Player::Run() {
         Begin(e.cycle);
         EncodeDrops(e.t_ns, b_.drops_[e.ref]);
         break;
+      case Kind::kMask:
+        Begin(e.cycle);
+        enc_.MaskChange(b_.masks_[e.ref]);
+        break;
       case Kind::kHeartbeat: {
         Begin(e.cycle);
         plugin::HeartbeatFields hb;
@@ -619,6 +624,18 @@ void TraceBuilder::Heartbeats(uint64_t from_ns, uint64_t to_ns, uint64_t every_n
 void TraceBuilder::Stuck(uint64_t t_ns, std::vector<StuckOp> ops, uint64_t trigger_event_id, double threshold_sec) {
   stucks_.push_back({std::move(ops), trigger_event_id, threshold_sec});
   items_.push_back({Kind::kStuck, t_ns, stucks_.size() - 1});
+}
+
+void TraceBuilder::MaskChange(uint64_t t_ns, uint64_t old_mask, uint64_t new_mask, uint64_t since_ns,
+                              uint64_t completion_source) {
+  plugin::MaskChangeFields m;
+  m.time_ns = t_ns;
+  m.old_mask = old_mask;
+  m.new_mask = new_mask;
+  m.since_ns = since_ns;
+  m.completion_source = completion_source;
+  masks_.push_back(m);
+  items_.push_back({Kind::kMask, t_ns, masks_.size() - 1});
 }
 
 void TraceBuilder::Drops(uint64_t t_ns, const DropCounts& counts) {

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "plugin/writer/encoder.h"
 #include "proto/trace.pb.h"
 
 namespace ncclwatch::tools::testing {
@@ -122,6 +123,7 @@ struct OpOpts {
   uint64_t parent_id = 0;
   uint64_t p2p_seq = 0;                // 0: next for (comm, peer, Send or Recv), in call order
   std::optional<bool> completion_tracked;  // unset: api >= 4; false: no completion ever written
+  uint32_t no_completion = 0;          // trace::NoCompletion written with an untracked op
   Completion completion = Completion::kAuto;
   // GPU timing of a completed operation (CPU times, relative like done_ns).
   bool gpu_timing = true;
@@ -204,6 +206,10 @@ class TraceBuilder {
   void Kill(uint64_t t_ns);
   // A write(2) at t_ns (FlushNow): records up to t_ns end the current batch.
   void Flush(uint64_t t_ns);
+  // NCCL's event mask read at t_ns differed from the one read at since_ns
+  // (trace::MaskChange, as the plugin's writer records it).
+  void MaskChange(uint64_t t_ns, uint64_t old_mask, uint64_t new_mask, uint64_t since_ns,
+                  uint64_t completion_source);
   // Any other record (raw events...), encoded at t_ns among the operations.
   void AddRecord(uint64_t t_ns, const trace::Record& record);
 
@@ -235,7 +241,7 @@ class TraceBuilder {
     bool tracked;
     OpOpts opts;
   };
-  enum class Kind { kCommInit, kOp, kRecord, kCommFinalize, kDrops, kHeartbeat, kStuck, kFlush, kFinalize };
+  enum class Kind { kCommInit, kOp, kRecord, kCommFinalize, kDrops, kHeartbeat, kStuck, kFlush, kFinalize, kMask };
   struct Item {
     Kind kind;
     uint64_t t_ns;
@@ -256,6 +262,7 @@ class TraceBuilder {
   std::vector<trace::Record> records_;
   std::vector<StuckItem> stucks_;
   std::vector<DropCounts> drops_;
+  std::vector<plugin::MaskChangeFields> masks_;
   std::vector<Item> items_;
   std::vector<std::vector<uint64_t>> p2p_counters_;  // [comm][2 * peer + is_recv]
   std::optional<uint64_t> kill_ns_;
