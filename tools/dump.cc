@@ -1,14 +1,40 @@
 #include "tools/dump.h"
 
 #include <google/protobuf/text_format.h>
+#include <stdio.h>
 
 #include <algorithm>
 #include <map>
 
 #include "tools/model/inputs.h"
+#include "tools/model/semantics.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
+
+namespace {
+
+// "mask change at 4.010 s: Coll|P2p|KernelCh -> Coll|P2p (0x46 -> 0x6),
+// last read 4.000 s, completions from KernelCh: stops completions".
+std::string MaskChangeLine(const trace::MaskChange& c) {
+  char head[160];
+  snprintf(head, sizeof(head), "mask change at %.3f s (file time; last read of the old mask %.3f s): ",
+           static_cast<double>(c.time_ns()) / 1e9, static_cast<double>(c.since_ns()) / 1e9);
+  char hex[64];
+  snprintf(hex, sizeof(hex), " (0x%llx -> 0x%llx)", static_cast<unsigned long long>(c.old_mask()),
+           static_cast<unsigned long long>(c.new_mask()));
+  std::string s = head + EventMaskNames(c.old_mask()) + " -> " + EventMaskNames(c.new_mask()) + hex +
+                  ", completions from " + EventMaskNames(c.completion_source());
+  auto lost = [&](uint64_t bits) { return (c.old_mask() & bits) != 0 && (c.new_mask() & bits) == 0; };
+  std::string stops;
+  if (c.completion_source() != 0 && lost(c.completion_source())) stops += ", completions";
+  if (lost(kMaskColl)) stops += ", collectives";
+  if (lost(kMaskP2p)) stops += ", point-to-point operations";
+  s += stops.empty() ? ": stops nothing the analyses need" : ": stops" + stops.substr(1);
+  return s;
+}
+
+}  // namespace
 
 int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::ostream& out, std::ostream& err) {
   TraceInputs in = ListTraceInputs(paths);
@@ -32,6 +58,7 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
     uint64_t ops = 0, done = 0, gpu = 0, tracked = 0, raw = 0, stuck = 0, heartbeats = 0;
     std::map<uint64_t, bool> pending;  // tracked ops without completion yet
     std::string drops;
+    std::vector<std::string> mask_changes;
     google::protobuf::TextFormat::Printer printer;
     printer.SetSingleLineMode(true);
     while (reader.Next(&rec, &off)) {
@@ -73,6 +100,9 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
           drops = s;
           break;
         }
+        case trace::Record::kMaskChange:
+          mask_changes.push_back(MaskChangeLine(rec.mask_change()));
+          break;
         default:
           break;
       }
@@ -86,6 +116,8 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
             return strings.count(id) ? strings[id] : std::string("?");
           };
           s = name(o.func()) + " " + name(o.datatype()) + " " + name(o.algo()) + "/" + name(o.proto()) + "  " + s;
+        } else if (rec.has_mask_change()) {
+          s = mask_changes.back() + "  " + s;
         }
         out << "@" << off << " " << s << "\n";
       }
@@ -95,6 +127,7 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
         << " never completed; " << raw << " raw event records; " << heartbeats << " heartbeats; " << stuck
         << " stuck reports\n";
     if (!drops.empty()) out << "-- drops: " << drops << "\n";
+    for (const std::string& m : mask_changes) out << "-- " << m << "\n";
     for (const std::string& line : reader.IssueLines()) out << "-- " << line << "\n";
     // A cut tail is how a killed process's file ends; anything else means
     // the file is not (all) what the plugin wrote.

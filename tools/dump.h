@@ -1,6 +1,7 @@
 // `ncclwatch dump`: prints what trace files hold, one line per record, then a
 // summary per file (operations enqueued and completed, GPU timing, drops,
-// read issues). The plain view of a file, before any analysis.
+// read issues, each change of NCCL's event mask with its bits named). The
+// plain view of a file, before any analysis.
 
 #ifndef TOOLS_DUMP_H_
 #define TOOLS_DUMP_H_
