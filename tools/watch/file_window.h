@@ -11,7 +11,8 @@
 // its start, with a note.
 //
 // What is kept: the definitions for ever (header, strings, communicators'
-// inits and finalizes, the process's finalize), operations until the
+// inits and finalizes, the process's finalize, and each change of NCCL's
+// event mask, which says what later silences prove), operations until the
 // caller lets them go (LetGo, Cut), each completion folded into its
 // operation, and only the latest heartbeat, drop counters, GPU clock and
 // Batch and the latest few stuck reports: the model reads nothing older of

@@ -284,6 +284,45 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
 }
 
 
+// NCCL 2.31's RAS changed the event mask mid-run: the MaskChange stays in
+// the window when the operations around it are let go, and is left out of
+// the window as of a time before it.
+TEST(FileWindow, AMaskChangeIsKeptWhateverIsLetGo) {
+  testing::TraceBuilder b;
+  const int w0 = b.AddComm(0x3A5, "world", 2, 0, kSec);
+  for (uint64_t k = 0; k < 10; ++k)
+    b.Coll(w0, "AllReduce", k, 1024, 2 * kSec + k * 10 * kMs, static_cast<int64_t>(2 * kSec + k * 10 * kMs + kMs));
+  b.MaskChange(3 * kSec, 0x46, 0x6, 3 * kSec - 10 * kMs, 0x40);
+  for (uint64_t k = 10; k < 20; ++k)
+    b.Coll(w0, "AllReduce", k, 1024, 3 * kSec + k * 10 * kMs, static_cast<int64_t>(3 * kSec + k * 10 * kMs + kMs));
+  b.Heartbeat(5 * kSec);
+  const std::string dir = TempDir();
+  const std::string path = dir + "/m.ncclwatch";
+  Write(path, b.Bytes(), false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  Model m = Load(path, w.Bytes(), true);
+  ASSERT_EQ(m.procs[0].mask_changes.size(), 1u);
+  std::unordered_map<OpKey, bool, OpKeyHash> settled;
+  for (const Op& op : m.ops) {
+    OpKey k;
+    ASSERT_TRUE(KeyOf(m, op, names, &k));
+    settled[k] = true;
+  }
+  w.LetGo(settled);
+  EXPECT_EQ(w.ops(), 0u);
+  Model after = Load(path, w.Bytes(), true);
+  ASSERT_EQ(after.procs[0].mask_changes.size(), 1u);
+  EXPECT_EQ(after.procs[0].mask_changes[0].old_mask, 0x46u);
+  EXPECT_EQ(after.procs[0].mask_changes[0].new_mask, 0x6u);
+  EXPECT_TRUE(after.procs[0].mask_changes[0].LostSource());
+  // As of a time before it, the window has no change yet.
+  Model before = Load(path, w.Bytes(3 * kSec - kMs), true);
+  EXPECT_TRUE(before.procs[0].mask_changes.empty());
+}
+
 // Issue 28: a file without its header (a live trace truncated while the
 // plugin appends) was kept whole, poll after poll: 1.6 GiB. The model can
 // read nothing of it, so nothing is kept; the follow ends and says why, and
