@@ -340,6 +340,15 @@ struct Model {
 // no time. Only a later completion that was not the abort's doing counts:
 // one less than kAbortMinWaitSec after the operation's start (no watchdog
 // fires that soon), or more than kAbortWindowSec before the end.
+//
+// A MaskChange record (NCCL 2.31's RAS changed the event mask) that took
+// the process's completion source away makes the operations started from
+// the plugin's last read of the old mask to its read of the new one
+// Op::mask_unseen (later ones the plugin wrote NO_COMPLETION_MASK, also
+// mask_unseen): liveness calls them unknown, and a completion from a CUDA
+// event there, which may be an earlier launch's, is dropped. A change whose
+// values fail the checks damages the file and counts as taking everything
+// away, from its time to the end of the file.
 bool LoadModel(const std::vector<std::string>& inputs, const LoadOptions& opts, Model* model, std::string* error);
 
 // LoadModel on in-memory files, {name, bytes} each (tests, fuzzing): the same

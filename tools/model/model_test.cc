@@ -351,5 +351,43 @@ TEST(ModelTest, DropsThatLoseNoCompletionChangeNothing) {
   }
 }
 
+// NCCL 2.31's RAS took KernelLaunch out of the mask (completions from CUDA
+// events): an operation started between the plugin's last read of the old
+// mask and its read of the new one may have no launch of its own, and the
+// completion the plugin gave it may be an earlier launch's. Not taken; one
+// from kernel channels there is real.
+TEST(ModelTest, AMaskChangeVoidsCudaEventCompletionsInItsWindowOnly) {
+  testing::ProcSpec ps;
+  ps.stuck_sec = 0;
+  testing::TraceBuilder b(ps);
+  const int w = b.AddComm(0x3A5, "world", 1, 0, testing::kSec);
+  testing::OpOpts ev;
+  ev.from_event = true;
+  const uint64_t since = 3 * testing::kSec, seen = since + 10 * testing::kMs;
+  b.Coll(w, "AllReduce", 0, 8, since - testing::kMs, static_cast<int64_t>(since + 20 * testing::kMs), ev);
+  b.Coll(w, "AllReduce", 1, 8, since + testing::kMs, static_cast<int64_t>(since + 20 * testing::kMs), ev);
+  // On another communicator: a later completion on the same one would
+  // prove #1 complete (kernels run in order), which is sound.
+  const int w2 = b.AddComm(0x3A6, "other", 1, 0, testing::kSec);
+  b.Coll(w2, "AllReduce", 0, 8, since + 2 * testing::kMs, static_cast<int64_t>(since + 3 * testing::kMs));
+  b.MaskChange(seen, 0x806, 0x6, since, 0x800);
+  b.Finalize(5 * testing::kSec);
+  Model m;
+  std::string err;
+  ASSERT_TRUE(LoadModelFromBytes({{"m.ncclwatch", b.Bytes()}}, LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.ops.size(), 3u);
+  ASSERT_EQ(m.procs[0].mask_changes.size(), 1u);
+  EXPECT_FALSE(m.procs[0].damaged);
+  EXPECT_EQ(m.ops[0].state, OpState::kCompleted);  // its call read the old mask
+  EXPECT_FALSE(m.ops[0].mask_unseen);
+  EXPECT_EQ(m.ops[1].state, OpState::kInFlight);   // maybe an earlier launch's completion
+  EXPECT_TRUE(m.ops[1].mask_unseen);
+  EXPECT_EQ(m.ops[1].done_ns, kNoTime);
+  EXPECT_EQ(m.ops[2].state, OpState::kCompleted);  // from kernel channels: real
+  EXPECT_TRUE(m.ops[2].mask_unseen);
+  const Liveness lv = JudgeLiveness(m, LivenessOptions());
+  EXPECT_EQ(lv.of_op[1], OpLiveness::kUnknown);
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

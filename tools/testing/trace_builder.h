@@ -124,6 +124,7 @@ struct OpOpts {
   uint64_t p2p_seq = 0;                // 0: next for (comm, peer, Send or Recv), in call order
   std::optional<bool> completion_tracked;  // unset: api >= 4; false: no completion ever written
   uint32_t no_completion = 0;          // trace::NoCompletion written with an untracked op
+  bool from_event = false;             // completed from a CUDA event (no GPU timing then)
   Completion completion = Completion::kAuto;
   // GPU timing of a completed operation (CPU times, relative like done_ns).
   bool gpu_timing = true;
