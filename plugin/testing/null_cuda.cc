@@ -1,0 +1,52 @@
+// A CUDA driver whose calls do nothing, for the launch benchmark
+// (plugin/core/launch_benchmark.cc): built as a shared library whose soname
+// is libcuda.so.1, loaded before the plugin, so that what the benchmark
+// times is the plugin's own work beyond the driver's calls. Unlike the fake
+// driver (fake_cuda.cc), it keeps no state and takes no lock: every event
+// query says complete, no stream is ever capturing, and the one context is
+// always current.
+//
+// Not for tests of behaviour: nothing it answers depends on what was asked.
+// Thread safety: stateless but for an atomic event counter.
+
+#include <stdint.h>
+
+#include <atomic>
+
+namespace {
+
+std::atomic<uintptr_t> next_event{0x10000};
+
+}  // namespace
+
+extern "C" {
+
+int cuCtxGetCurrent(void** ctx) {
+  *ctx = reinterpret_cast<void*>(uintptr_t{0xC0});
+  return 0;
+}
+
+int cuEventCreate(void** ev, unsigned) {
+  *ev = reinterpret_cast<void*>(next_event.fetch_add(64));
+  return 0;
+}
+
+int cuEventRecord(void*, void*) { return 0; }
+
+int cuEventQuery(void*) { return 0; }
+
+int cuStreamIsCapturing(void*, int* status) {
+  *status = 0;
+  return 0;
+}
+
+int cuThreadExchangeStreamCaptureMode(int* mode) {
+  *mode = 0;
+  return 0;
+}
+
+// What NCCL's cuLaunchKernelEx is in the benchmark's plan: a call that does
+// nothing, kept out of line so that every configuration pays the same.
+__attribute__((noinline)) void nullcuda_launch(void* stream) { __asm__ volatile("" : : "r"(stream) : "memory"); }
+
+}  // extern "C"
