@@ -343,9 +343,8 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
   return s;
 }
 
-void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
+void Profiler::StopLaunch(ThreadBuf* tb, Slot* s, uint64_t now) {
   Rec& r = s->rec;
-  const uint64_t now = Ticks();
   r.t0_ticks = now;
   r.t1 = now;
   auto* ev = static_cast<StreamEvents*>(r.launch.events);
@@ -684,8 +683,16 @@ void Profiler::Stop(void* handle) {
   }
   auto* s = static_cast<Slot*>(handle);
   ThreadBuf* tb = CurrentThread();
-  const uint64_t now = Ticks();
   const uint32_t kind = s->kind.load(std::memory_order_relaxed);
+  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_ && !s->raw) {
+    // No clock read: nothing reads a launch record's times (the writer
+    // needs its stream, events and number), and NCCL's launching thread
+    // pays for every read. Captured raw, its stop below has a time.
+    StopLaunch(tb, s, 0);
+    s->state.store(kSlotDone, std::memory_order_release);
+    return;
+  }
+  const uint64_t now = Ticks();
 
   if (IsOp(kind)) {
     s->rec.t1 = now;
@@ -708,7 +715,7 @@ void Profiler::Stop(void* handle) {
     return;
   }
 
-  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_) StopLaunch(tb, s);
+  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_) StopLaunch(tb, s, now);
   Slot* op = s->op;
   switch (kind) {
     case kEvKernelCh:

@@ -348,7 +348,8 @@ class Profiler {
   // KernelLaunch with completions from CUDA events: an event recorded on
   // the launch stream at start (before the kernel) and at stop (after it).
   void* StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, bool raw);
-  void StopLaunch(ThreadBuf* tb, Slot* s);
+  // `now`: the stop's time in ticks, 0 when it is not captured raw.
+  void StopLaunch(ThreadBuf* tb, Slot* s, uint64_t now);
   // Decides where completions come from (Init), adjusting the mask.
   void ChooseCompletions();
   void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);

@@ -140,6 +140,43 @@ TEST_F(EventsTest, OpsCompleteWhenTheirStreamPassesTheLaunch) {
   }
 }
 
+// Captured raw (NCCLWATCH_EVENTS naming kernellaunch), a launch's start and
+// stop records carry the times they were made, though the launch path reads
+// no clock otherwise; and its ops still complete from its events.
+TEST_F(EventsTest, RawKernelLaunchRecordsCarryTheirTimes) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_EVENTS", "default,kernellaunch"},
+                {"NCCLWATCH_FLUSH_MS", "10"}});
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE8, "rawlaunch", 1, 2, 0), 0);
+  const uint64_t before = MonoNs();
+  c.RunOp(Op(1, kStreamA));
+  c.RunOp(Op(2, kStreamA));
+  const uint64_t after = MonoNs();
+  cuda_->run(kStreamA);
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 1) && Done(x, 2); });
+  // 1 ms for the conversion of TSC ticks.
+  constexpr uint64_t kSlack = 1'000'000;
+  std::vector<uint64_t> times;  // each launch's start and stop, in launch order
+  for (const trace::EventStart* e : t->starts) {
+    if (e->type() != trace::KERNEL_LAUNCH) continue;
+    EXPECT_EQ(e->kernel_launch().stream(), reinterpret_cast<uint64_t>(kStreamA));
+    const uint64_t start = t->header->mono_base_ns() + e->time_ns();
+    EXPECT_GE(start + kSlack, before);
+    EXPECT_LE(start, after + kSlack);
+    auto stop = t->stop_by_id.find(e->event_id());
+    ASSERT_NE(stop, t->stop_by_id.end()) << "launch " << e->event_id() << " has no stop record";
+    EXPECT_GE(stop->second->time_ns(), e->time_ns());
+    EXPECT_LE(t->header->mono_base_ns() + stop->second->time_ns(), after + kSlack);
+    times.push_back(e->time_ns());
+    times.push_back(stop->second->time_ns());
+  }
+  ASSERT_EQ(times.size(), 4u) << "two launches, each started and stopped";
+  EXPECT_LT(times[1], times[2]) << "the second launch started after the first stopped";
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
 TEST_F(EventsTest, AGraphCaptureRecordsNoEventAndSaysWhy) {
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xE2, "graph", 1, 2, 0), 0);
