@@ -325,12 +325,23 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
   } else if (capturing != 0) {
     r.flags = kFlagGraph;
   } else {
-    StreamEvents* ev = streams_->For(const_cast<void*>(d.stream));
-    const uint64_t n = ev != nullptr ? ev->Next() : 0;
-    // The event before the kernel tells "never started" from "started" in
-    // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
-    if (ev != nullptr && (!config_.start_events ||
-                          cuda_.event_record(ev->before(n), const_cast<void*>(d.stream)) == kCudaSuccess)) {
+    void* stream = const_cast<void*>(d.stream);
+    StreamEvents* ev = streams_->For(stream);
+    uint64_t n = 0;
+    bool ok = false;
+    if (ev != nullptr) {
+      n = ev->Next();
+      // The event before the kernel tells "never started" from "started" in
+      // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
+      ok = !config_.start_events || cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
+      // The thread's cached ring may be a destroyed context's whose stream
+      // handle came back: the stream's ring in the current context, once.
+      if (!ok && (ev = streams_->Again(stream)) != nullptr) {
+        n = ev->Next();
+        ok = cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
+      }
+    }
+    if (ok) {
       r.launch.events = ev;
       r.launch.n = n;
       if (!config_.start_events) r.flags |= kFlagNoStartEvent;
@@ -348,10 +359,19 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s, uint64_t now) {
   r.t0_ticks = now;
   r.t1 = now;
   auto* ev = static_cast<StreamEvents*>(r.launch.events);
-  if (ev != nullptr &&
-      cuda_.event_record(ev->after(r.launch.n), reinterpret_cast<void*>(r.launch.stream)) != kCudaSuccess) {
-    r.launch.events = nullptr;
-    r.flags |= kFlagNoEvent;
+  void* stream = reinterpret_cast<void*>(r.launch.stream);
+  if (ev != nullptr && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
+    // Without an event before the kernel, the ring was not tried at the
+    // start (StartLaunch): the stream's ring in the current context, once.
+    StreamEvents* again = (r.flags & kFlagNoStartEvent) ? streams_->Again(stream) : nullptr;
+    const uint64_t n = again != nullptr ? again->Next() : 0;
+    if (again != nullptr && cuda_.event_record(again->after(n), stream) == kCudaSuccess) {
+      r.launch.events = again;
+      r.launch.n = n;
+    } else {
+      r.launch.events = nullptr;
+      r.flags |= kFlagNoEvent;
+    }
   }
   bool sent = false;
   if (tb != nullptr) {

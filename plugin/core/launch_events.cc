@@ -66,20 +66,29 @@ bool StreamEvents::Create() {
   return true;
 }
 
+namespace {
+
+// The last stream the calling thread launched on, and its ring.
+struct StreamCache {
+  const StreamTable* owner;
+  void* stream;
+  StreamEvents* events;
+};
+thread_local StreamCache t_stream_cache{nullptr, nullptr, nullptr};
+
+}  // namespace
+
 StreamEvents* StreamTable::For(void* stream) {
-  struct Cache {
-    const StreamTable* owner;
-    void* stream;
-    void* cu_ctx;
-    StreamEvents* events;
-  };
-  thread_local Cache cache{nullptr, nullptr, nullptr, nullptr};
+  StreamCache& cache = t_stream_cache;
+  // A dead ring (its context destroyed: a destroyed context's or stream's
+  // address may come back for a new one) is never handed out again.
+  if (cache.owner == this && cache.stream == stream && !cache.events->dead()) return cache.events;
+  return Lookup(stream);
+}
+
+StreamEvents* StreamTable::Lookup(void* stream) {
   void* cu_ctx = nullptr;
   if (cuda_->ctx_get_current(&cu_ctx) != kCudaSuccess || cu_ctx == nullptr) return nullptr;
-  // A destroyed context's (or stream's) address may come back for a new
-  // one: a dead ring is never handed out again.
-  if (cache.owner == this && cache.stream == stream && cache.cu_ctx == cu_ctx && !cache.events->dead())
-    return cache.events;
   auto find = [&](size_t n) -> StreamEvents* {
     for (size_t i = 0; i < n; ++i) {
       StreamEvents* e = streams_[i].get();
@@ -103,8 +112,13 @@ StreamEvents* StreamTable::For(void* stream) {
       n_.store(m + 1, std::memory_order_release);
     }
   }
-  cache = {this, stream, cu_ctx, events};
+  t_stream_cache = {this, stream, events};
   return events;
+}
+
+StreamEvents* StreamTable::Again(void* stream) {
+  t_stream_cache = {nullptr, nullptr, nullptr};
+  return Lookup(stream);
 }
 
 }  // namespace ncclwatch::plugin

@@ -112,12 +112,23 @@ class StreamTable {
   static constexpr size_t kMaxStreams = 1024;
 
   explicit StreamTable(const CudaDriver* cuda) : cuda_(cuda) {}
-  // The events of `stream` in the calling thread's current context, made
-  // on first use; null with no current context, past kMaxStreams, or when
-  // the driver refuses events.
+  // The events of `stream`, made on first use in the calling thread's
+  // current context; null with no current context, past kMaxStreams, or
+  // when the driver refuses events. The thread's last stream is answered
+  // from a thread-local cache without asking the driver for the current
+  // context (a call on NCCL's launching thread per launch): a stream's
+  // handle names one stream of one context while it lives. A handle that
+  // came back for a stream of another context (the old one destroyed) is
+  // caught where it matters: recording the ring's event on it fails, and
+  // the caller asks Again.
   StreamEvents* For(void* stream);
+  // After a record on For's ring failed: the calling thread's cache is
+  // dropped and `stream` looked up in its current context.
+  StreamEvents* Again(void* stream);
 
  private:
+  StreamEvents* Lookup(void* stream);
+
   const CudaDriver* cuda_;
   std::mutex mu_;  // making a stream's ring (once per stream)
   std::unique_ptr<StreamEvents> streams_[kMaxStreams];

@@ -361,6 +361,40 @@ TEST_F(EventsTest, ADestroyedContextIsHarmless) {
   EXPECT_EQ(t->LastDrops()->completions_lost(), 1u);
 }
 
+// A stream handle that comes back in another context after its own was
+// destroyed, while it is still the thread's last stream (the plugin finds
+// a thread's last ring without asking the driver for the context): its
+// launches get events again, from a ring in the new context, with and
+// without the event before the kernel.
+TEST_F(EventsTest, AStreamHandleBackInANewContextGetsEventsAgain) {
+  for (const char* start_events : {"1", "0"}) {
+    SCOPED_TRACE(std::string("NCCLWATCH_START_EVENTS=") + start_events);
+    cuda_->make_current(kCtx1);
+    const std::string dir = MakeTempDir("handle_back");
+    SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                  {"NCCLWATCH_COMPLETIONS", "events"},
+                  {"NCCLWATCH_START_EVENTS", start_events},
+                  {"NCCLWATCH_FLUSH_MS", "10"}});
+    FakeComm c(PluginLib::Shared(), 5);
+    ASSERT_EQ(c.Init(0xE9, "handle_back", 1, 2, 0), 0);
+    c.RunOp(Op(1, kStreamA));
+    cuda_->run(kStreamA);
+    std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return Done(x, 1); });
+    // Nothing is pending: the writer has no query that could find the
+    // context gone before the next launch.
+    cuda_->destroy_context(kCtx1);
+    cuda_->make_current(kCtx2);
+    c.RunOp(Op(2, kStreamA));
+    cuda_->run(kStreamA);
+    t = WaitForTrace(dir, [](const Trace& x) { return Done(x, 2); });
+    const trace::Op* op = OpWithSeq(*t, 2);
+    ASSERT_NE(op, nullptr);
+    EXPECT_TRUE(op->completion_tracked()) << op->DebugString();
+    ASSERT_EQ(c.Finalize(), 0);
+  }
+  cuda_->make_current(kCtx1);
+}
+
 // The process exits with launches pending and its writer still polling:
 // exit is clean, and the file holds the ops.
 TEST_F(EventsTest, ExitWithEventsPending) {
