@@ -138,6 +138,19 @@ bool KernelChFast(void* context, void** handle, EventKind kind, const D& e) {
   return true;
 }
 
+// v5+: a kernel launch with completions from CUDA events and no raw
+// capture needs its stream only (Profiler::StartKernelLaunch): no
+// descriptor is copied on NCCL's launching thread. True when it did.
+template <typename D>
+bool KernelLaunchFast(void* context, void** handle, EventKind kind, const D& e) {
+  if (kind != kEvKernelLaunch) return false;
+  auto* c = static_cast<Context*>(context);
+  if (!c->prof->LaunchFast()) return false;
+  void* h = c->prof->StartKernelLaunch(c, e.kernelLaunch.stream);
+  if (handle != nullptr) *handle = h;
+  return true;
+}
+
 void StartCommon(void* context, void** handle, const EventDesc& d) {
   auto* c = static_cast<Context*>(context);
   void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
@@ -551,6 +564,9 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
     return nccl::kSuccess;
   }
   if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
+  if constexpr (kApi >= 5) {
+    if (KernelLaunchFast(context, handle, kind, *e)) return nccl::kSuccess;
+  }
   EventDesc d;
   d.kind = kind;
   d.parent = e->parentObj;

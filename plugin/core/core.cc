@@ -287,11 +287,23 @@ void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now)
   s->tracked.store(tracked ? 1 : 0, std::memory_order_relaxed);
 }
 
-void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, bool raw) {
+void* Profiler::StartKernelLaunch(Context* ctx, const void* stream) {
+  if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
+  ThreadBuf* tb = CurrentThread();
+  if (tb == nullptr) {
+    NoBuffer();
+    // The ops that follow must not take an earlier launch's completion.
+    t_launch = {generation_, ctx, 0, kFlagNoEvent};
+    return nullptr;
+  }
+  return StartLaunch(tb, ctx, stream, nullptr);
+}
+
+void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg, const EventDesc* raw) {
   // No clock read here unless the launch is captured raw: the writer needs
   // only the launch's number on its stream (every read is paid on NCCL's
   // launching thread, BENCHMARKS.md).
-  const uint64_t now = raw ? Ticks() : 0;
+  const uint64_t now = raw != nullptr ? Ticks() : 0;
   Slot* s = AllocSlot(tb);
   if (s == nullptr) {
     OwnerIncrement(tb->counters.pool_exhausted);
@@ -301,7 +313,7 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
   s->kind.store(kEvKernelLaunch, std::memory_order_relaxed);
   s->ctx = ctx;
   s->start_ns = now;
-  s->raw = raw ? 1 : 0;
+  s->raw = raw != nullptr ? 1 : 0;
   Rec& r = s->rec;
   r.kind = kRecLaunch;
   r.etype = kEvKernelLaunch;
@@ -313,19 +325,19 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
   r.t0_ticks = now;
   r.t1 = now;
   r.parent_id = 0;
-  r.launch.stream = reinterpret_cast<uint64_t>(d.stream);
+  void* stream = const_cast<void*>(stream_arg);
+  r.launch.stream = reinterpret_cast<uint64_t>(stream);
   r.launch.events = nullptr;
   r.launch.n = 0;
   r.launch.tid = tb->tid.load(std::memory_order_relaxed);
   // An event recorded into a stream being captured would become a node of
   // the user's graph: none there, and its ops say why.
   int capturing = 0;
-  if (cuda_.stream_is_capturing(const_cast<void*>(d.stream), &capturing) != kCudaSuccess) {
+  if (cuda_.stream_is_capturing(stream, &capturing) != kCudaSuccess) {
     r.flags = kFlagNoEvent;
   } else if (capturing != 0) {
     r.flags = kFlagGraph;
   } else {
-    void* stream = const_cast<void*>(d.stream);
     StreamEvents* ev = streams_->For(stream);
     uint64_t n = 0;
     bool ok = false;
@@ -349,7 +361,7 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, boo
       r.flags = kFlagNoEvent;
     }
   }
-  if (raw) StartRaw(tb, s, d, now);
+  if (raw != nullptr) StartRaw(tb, s, *raw, now);
   OwnerIncrement(tb->counters.recorded);
   return s;
 }
@@ -541,7 +553,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   }
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
-  if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d, raw);
+  if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d.stream, raw ? &d : nullptr);
   if (IsOp(d.kind)) {
     const uint64_t now = Ticks();
     Slot* s = AllocSlot(tb);

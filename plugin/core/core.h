@@ -250,6 +250,12 @@ class Profiler {
   // every operation). The adapters call it when KernelChFast().
   bool KernelChFast() const { return !((config_.raw_kinds >> kEvKernelCh) & 1); }
   void* StartKernelCh(void* parent, uint64_t ptimer);
+  // A KernelLaunch with completions from CUDA events and no raw capture:
+  // what Start does for it, from its stream alone (NCCL's launching thread
+  // calls it before every kernel; the adapters skip the descriptor's copy
+  // when LaunchFast()).
+  bool LaunchFast() const { return events_ && !((config_.raw_kinds >> kEvKernelLaunch) & 1); }
+  void* StartKernelLaunch(Context* ctx, const void* stream);
   // Hot path. Start returns a handle or null (event dropped or not tracked).
   void* Start(Context* ctx, const EventDesc& d);
   void Stop(void* handle);
@@ -347,7 +353,8 @@ class Profiler {
   void StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
   // KernelLaunch with completions from CUDA events: an event recorded on
   // the launch stream at start (before the kernel) and at stop (after it).
-  void* StartLaunch(ThreadBuf* tb, Context* ctx, const EventDesc& d, bool raw);
+  // `raw`: the descriptor when the launch is captured raw, else null.
+  void* StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream, const EventDesc* raw);
   // `now`: the stop's time in ticks, 0 when it is not captured raw.
   void StopLaunch(ThreadBuf* tb, Slot* s, uint64_t now);
   // Decides where completions come from (Init), adjusting the mask.
