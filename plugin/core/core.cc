@@ -116,6 +116,7 @@ ThreadBuf* Profiler::ClaimThread() {
       // 0.4 to 1.2 us on average for the first 4,096 operations of a thread.
       Prefault(tb->slots, size_t{tb->nslots + tb->nspare} * sizeof(Slot));
       Prefault(tb->ring.storage(), size_t{tb->ring.capacity()} * sizeof(Rec));
+      if (events_) InitLaunchSlot(tb);
       if (key_ok_) pthread_setspecific(key_, tb);
       t_buf = tb;
       return tb;
@@ -129,8 +130,7 @@ void Profiler::NoBuffer() { no_thread_slot_.fetch_add(1, std::memory_order_relax
 // A free slot becomes live for a new event: a new id, every field at its
 // initial value, published by the state.
 void Profiler::Claim(ThreadBuf* tb, Slot* s) {
-  uint64_t id = (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
-  s->id.store(id, std::memory_order_relaxed);
+  s->id.store(NewId(tb), std::memory_order_relaxed);
   s->op_id.store(0, std::memory_order_relaxed);
   s->parent = nullptr;
   s->op = nullptr;
@@ -152,6 +152,20 @@ void Profiler::Claim(ThreadBuf* tb, Slot* s) {
   s->px_progress.store(0, std::memory_order_relaxed);
   s->px_update_ns.store(0, std::memory_order_relaxed);
   s->state.store(kSlotLive, std::memory_order_release);
+}
+
+// What no launch changes in the thread's launch slot (ThreadBuf::launch),
+// set once per claim of the buffer: StartLaunch writes only the rest.
+void Profiler::InitLaunchSlot(ThreadBuf* tb) {
+  Slot* s = tb->launch;
+  Claim(tb, s);
+  s->kind.store(kEvKernelLaunch, std::memory_order_relaxed);
+  Rec& r = s->rec;
+  memset(&r, 0, sizeof(Rec));
+  r.kind = kRecLaunch;
+  r.etype = kEvKernelLaunch;
+  r.launch.tid = tb->tid.load(std::memory_order_relaxed);
+  s->state.store(kSlotDone, std::memory_order_release);
 }
 
 Slot* Profiler::AllocSlot(ThreadBuf* tb) {
@@ -304,32 +318,23 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   // only the launch's number on its stream (every read is paid on NCCL's
   // launching thread, BENCHMARKS.md).
   const uint64_t now = raw != nullptr ? Ticks() : 0;
-  Slot* s = AllocSlot(tb);
-  if (s == nullptr) {
-    OwnerIncrement(tb->counters.pool_exhausted);
-    t_launch = {generation_, ctx, 0, kFlagNoEvent};
-    return nullptr;
-  }
-  s->kind.store(kEvKernelLaunch, std::memory_order_relaxed);
+  Slot* s = tb->launch;
+  const uint64_t id = NewId(tb);
+  s->id.store(id, std::memory_order_relaxed);
   s->ctx = ctx;
   s->start_ns = now;
   s->raw = raw != nullptr ? 1 : 0;
-  Rec& r = s->rec;
-  r.kind = kRecLaunch;
-  r.etype = kEvKernelLaunch;
+  Rec& r = s->rec;  // kind, etype, nchannels, nwarps, parent_id, launch.tid: InitLaunchSlot
   r.comm = ctx->comm;
   r.flags = 0;
-  r.nchannels = 0;
-  r.nwarps = 0;
-  r.id = s->id.load(std::memory_order_relaxed);
+  r.id = id;
   r.t0_ticks = now;
   r.t1 = now;
-  r.parent_id = 0;
   void* stream = const_cast<void*>(stream_arg);
   r.launch.stream = reinterpret_cast<uint64_t>(stream);
   r.launch.events = nullptr;
   r.launch.n = 0;
-  r.launch.tid = tb->tid.load(std::memory_order_relaxed);
+  s->state.store(kSlotLive, std::memory_order_release);
   // An event recorded into a stream being captured would become a node of
   // the user's graph: none there, and its ops say why.
   int capturing = 0;

@@ -173,7 +173,10 @@ constexpr uint64_t kContextGraceNs = 10'000'000'000;
 // stopped on a thread past the buffers, and kernel launches (completions
 // never go there: ThreadBuf::done_in_slot).
 constexpr size_t kSharedLaneRecords = 1024;
-constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots) * sizeof(Slot);
+// A thread's slots and spare ones (one region, page-aligned), its ring, and
+// the slot its kernel launches take in turn (ThreadBuf::launch; all threads'
+// together after the rings, outside the regions).
+constexpr size_t kBytesPerThread = kRingRecords * sizeof(Rec) + (kSlotsPerThread + kSpareSlots + 1) * sizeof(Slot);
 
 // Slots a new operation looks at, from the cursor on, before it takes a
 // spare one: enough to step over operations that never complete (a hang, a
@@ -194,6 +197,14 @@ struct ThreadBuf {
   // tracking when every slot is live (a backlog of completions).
   uint32_t nspare = 0;
   uint32_t spare_cursor = 0;  // owner thread only
+  // Completions from CUDA events: the slot every kernel launch of the
+  // thread takes in turn, outside the regions of slots. NCCL starts and stops a
+  // launch on one thread around cuLaunchKernelEx, one at a time, and the
+  // launch's record leaves at its stop: one slot serves them all, so a
+  // launch costs no search for a free slot and takes no op's. Its fields
+  // that no launch changes are set when a thread claims the buffer
+  // (Profiler::InitLaunchSlot). Owner thread only.
+  Slot* launch = nullptr;
   uint32_t cursor = 0;      // owner thread only
   uint64_t next_local = 0;  // owner thread only: event id counter
   ThreadCounters counters;
@@ -331,6 +342,11 @@ class Profiler {
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* SpareSlot(ThreadBuf* tb);
   void Claim(ThreadBuf* tb, Slot* s);
+  // An event id of the calling thread's, never given before.
+  static uint64_t NewId(ThreadBuf* tb) {
+    return (uint64_t{tb->index + 1} << 40) | (++tb->next_local & ((uint64_t{1} << 40) - 1));
+  }
+  void InitLaunchSlot(ThreadBuf* tb);
   // `p` as a parent handle: one of our slots, in use; else null (counted
   // as bad_parent unless `p` is null).
   Slot* ValidParent(void* p);

@@ -189,6 +189,7 @@ bool Profiler::Init(std::string* error) {
     t.slots = slots + size_t{i} * kPerThread;
     t.nslots = kSlotsPerThread;
     t.nspare = kSpareSlots;
+    t.launch = reinterpret_cast<Slot*>(recs + size_t{nthreads_} * kRingRecords) + i;
     t.ring.Init(recs + size_t{i} * kRingRecords, kRingRecords);
   }
   key_ok_ = pthread_key_create(&key_, &Profiler::ThreadExit) == 0;
