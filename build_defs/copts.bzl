@@ -27,3 +27,15 @@ NCCLWATCH_PLUGIN_COPTS = NCCLWATCH_COPTS + [
 NCCLWATCH_TEST_COPTS = NCCLWATCH_COPTS + [
     "-Wno-sign-compare",
 ]
+
+# Thread-locals on the plugin's hot path, in a .so that NCCL dlopens: GCC's
+# TLS descriptors (-mtls-dialect=gnu2) make each access a call that returns
+# a constant offset when the loader found the .so room in static TLS (the
+# usual case: ours is a few words), where the default dialect calls
+# __tls_get_addr every time (BENCHMARKS.md, "The launching thread's
+# cost"). clang 14, which builds the sanitizer configurations, has no such
+# flag for x86-64: there the default stays.
+NCCLWATCH_TLS_COPTS = select({
+    "//plugin:sanitizer": [],
+    "//conditions:default": ["-mtls-dialect=gnu2"],
+})
