@@ -15,6 +15,10 @@
 //                               CountedPlans, for valgrind --tool=callgrind
 //                               --toggle-collect='*CountedPlans*' (instructions per plan)
 //
+//   LAUNCH_BENCH_SO=path        another build of the plugin instead of this one's
+//   LAUNCH_BENCH_BASE_SO=path   another build timed in the same rounds as this one's
+//                               (base-plan, base-launch, base-ops), with per-round ratios
+//
 // Each configuration that needs its own settings gets a private copy of
 // the .so (its own Profiler: the mode is chosen at its first init). The
 // writers drain between blocks, outside the timed spans; each copy's closing
@@ -203,7 +207,10 @@ int main(int argc, char** argv) {
   g_launch = reinterpret_cast<void (*)(void*)>(dlsym(cuda, "nullcuda_launch"));
   if (g_launch == nullptr) return 2;
 
-  const std::string so = Runfile("plugin/libnccl-profiler-ncclwatch.so");
+  // LAUNCH_BENCH_SO: another build of the plugin instead of this one's.
+  const char* so_env = getenv("LAUNCH_BENCH_SO");
+  const std::string so = so_env != nullptr && so_env[0] != '\0' ? std::string(so_env)
+                                                                 : Runfile("plugin/libnccl-profiler-ncclwatch.so");
   Plugin ev = LoadCopy("events", 5, true, so);
   Plugin nostart = LoadCopy("nostart", 5, false, so);
   Plugin v7 = LoadCopy("v7", 7, true, so);
