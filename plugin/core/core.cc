@@ -324,12 +324,12 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   s->ctx = ctx;
   s->start_ns = now;
   s->raw = raw != nullptr ? 1 : 0;
-  Rec& r = s->rec;  // kind, etype, nchannels, nwarps, parent_id, launch.tid: InitLaunchSlot
+  // kind, etype, nchannels, nwarps, parent_id, launch.tid: InitLaunchSlot;
+  // t0_ticks and t1 stay 0 (nothing reads a launch record's times).
+  Rec& r = s->rec;
   r.comm = ctx->comm;
   r.flags = 0;
   r.id = id;
-  r.t0_ticks = now;
-  r.t1 = now;
   void* stream = const_cast<void*>(stream_arg);
   r.launch.stream = reinterpret_cast<uint64_t>(stream);
   r.launch.events = nullptr;
@@ -371,10 +371,8 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   return s;
 }
 
-void Profiler::StopLaunch(ThreadBuf* tb, Slot* s, uint64_t now) {
+void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   Rec& r = s->rec;
-  r.t0_ticks = now;
-  r.t1 = now;
   auto* ev = static_cast<StreamEvents*>(r.launch.events);
   void* stream = reinterpret_cast<void*>(r.launch.stream);
   if (ev != nullptr && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
@@ -725,7 +723,7 @@ void Profiler::Stop(void* handle) {
     // No clock read: nothing reads a launch record's times (the writer
     // needs its stream, events and number), and NCCL's launching thread
     // pays for every read. Captured raw, its stop below has a time.
-    StopLaunch(tb, s, 0);
+    StopLaunch(tb, s);
     s->state.store(kSlotDone, std::memory_order_release);
     return;
   }
@@ -752,7 +750,7 @@ void Profiler::Stop(void* handle) {
     return;
   }
 
-  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_) StopLaunch(tb, s, now);
+  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_) StopLaunch(tb, s);
   Slot* op = s->op;
   switch (kind) {
     case kEvKernelCh:

@@ -371,8 +371,7 @@ class Profiler {
   // the launch stream at start (before the kernel) and at stop (after it).
   // `raw`: the descriptor when the launch is captured raw, else null.
   void* StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream, const EventDesc* raw);
-  // `now`: the stop's time in ticks, 0 when it is not captured raw.
-  void StopLaunch(ThreadBuf* tb, Slot* s, uint64_t now);
+  void StopLaunch(ThreadBuf* tb, Slot* s);
   // Decides where completions come from (Init), adjusting the mask.
   void ChooseCompletions();
   void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);

@@ -21,9 +21,12 @@ constexpr size_t kWriteThreshold = 4 << 20;   // write early past this
 constexpr size_t kRecordHeadroom = 64 << 10;  // room kept for one record
 constexpr uint32_t kDrainPerRing = 1 << 16;
 
-// Records whose Rec::t1 is a time in ticks (an Op's enqueue end, a launch's
-// stop); elsewhere it holds other things (an EvStart's thread id).
-bool HasEndTicks(const Rec& r) { return r.kind == kRecOp || r.kind == kRecLaunch; }
+// Records whose Rec::t1 is a time in ticks (an Op's enqueue end); elsewhere
+// it holds other things (an EvStart's thread id).
+bool HasEndTicks(const Rec& r) { return r.kind == kRecOp; }
+// A launch record has no times: the launching thread reads no clock for
+// it (a launch captured raw has its times in its EvStart and EvStop).
+bool HasTicks(const Rec& r) { return r.kind != kRecLaunch; }
 
 }  // namespace
 
@@ -248,7 +251,7 @@ void Writer::DrainRings() {
   auto stage = [&](const Rec& r) {
     if (r.kind == kRecOpDone) staged_done_[r.id] = staged_.size();
     // From here on, record times are CLOCK_MONOTONIC ns.
-    staged_.push_back({r, ticks_.ToNs(r.t0_ticks), HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
+    staged_.push_back({r, HasTicks(r) ? ticks_.ToNs(r.t0_ticks) : 0, HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
   };
   const uint32_t n = prof_->thread_count();
   // Completions waiting in their ops' slots (ThreadBuf::done_in_slot), taken
