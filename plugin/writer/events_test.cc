@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -289,6 +291,60 @@ TEST_F(EventsTest, CommunicatorsStreamsAndThreadsKeepTheirOwnLaunches) {
   t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 1000 + kOps - 1); });
   ASSERT_EQ(a.Finalize(), 0);
   ASSERT_EQ(b.Finalize(), 0);
+}
+
+// A thread past the buffers (NCCLWATCH_BUFFER_MB=1 gives 4) records no
+// event at its launch and counts what it drops; the threads that hold the
+// buffers keep their launches' completions.
+TEST_F(EventsTest, ALaunchOnAThreadWithoutABufferRecordsNoEvent) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_BUFFER_MB", "1"},
+                {"NCCLWATCH_FLUSH_MS", "10"}});
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xEC, "nobuf", 1, 2, 0), 0);
+  c.RunOp(Op(1, kStreamA));  // this thread's buffer
+  // Three threads take the other buffers and keep them until released.
+  std::mutex mu;
+  std::condition_variable cv;
+  int ready = 0;
+  bool release = false;
+  std::vector<std::thread> holders;
+  for (uint64_t i = 0; i < 3; ++i)
+    holders.emplace_back([&, poster = c.Alias(), i]() mutable {
+      cuda_->make_current(kCtx1);
+      poster.RunOp(Op(10 + i, kStreamA));
+      std::unique_lock<std::mutex> lock(mu);
+      ++ready;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ready == 3; });
+  }
+  uint64_t rec0 = 0, rec1 = 0, q = 0, cr = 0;
+  cuda_->counts(&rec0, &q, &cr);
+  std::thread([&, poster = c.Alias()]() mutable {
+    cuda_->make_current(kCtx1);
+    poster.RunOp(Op(20, kStreamA));
+  }).join();
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1, rec0) << "no event for a launch on a thread without a buffer";
+  cuda_->run(kStreamA);
+  std::unique_ptr<Trace> t = WaitForTrace(
+      dir_, [](const Trace& x) { return Done(x, 1) && Done(x, 10) && Done(x, 11) && Done(x, 12); });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread& h : holders) h.join();
+  ASSERT_EQ(c.Finalize(), 0);
+  t = WaitForTrace(dir_, [](const Trace& x) { return !x.finalizes.empty(); });
+  EXPECT_EQ(OpWithSeq(*t, 20), nullptr) << "its op had no buffer either";
+  ASSERT_NE(t->LastDrops(), nullptr);
+  EXPECT_GE(t->LastDrops()->no_thread_slot(), 2u) << "its launch and its op";
 }
 
 // A plan run from CUDA's host-callback thread (graphs with proxy ops, or
