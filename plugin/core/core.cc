@@ -15,9 +15,15 @@
 namespace ncclwatch::plugin {
 namespace {
 
-thread_local ThreadBuf* t_buf = nullptr;
-thread_local uint64_t t_gen = 0;
-thread_local uint64_t t_epoch = 0;  // buffers freed when this thread last found none
+// The calling thread's buffer, in one thread-local: each hot-path call
+// looks up its address once (in a dlopen'ed .so every thread-local access
+// is a call, BENCHMARKS.md "The launching thread's cost").
+struct ThreadState {
+  ThreadBuf* buf;
+  uint64_t gen;    // Profiler generation buf belongs to
+  uint64_t epoch;  // buffers freed when this thread last found none
+};
+thread_local ThreadState t_thread{nullptr, 0, 0};
 
 // Completions from CUDA events: the last kernel launch on this thread. NCCL
 // starts a plan's operations right after its launch, on the same thread
@@ -93,19 +99,21 @@ void Profiler::ThreadExit(void* buf) {
 }
 
 ThreadBuf* Profiler::CurrentThread() {
-  if (__builtin_expect(t_gen == generation_, 1)) {
-    if (__builtin_expect(t_buf != nullptr, 1)) return t_buf;
+  ThreadState& t = t_thread;
+  if (__builtin_expect(t.gen == generation_, 1)) {
+    if (__builtin_expect(t.buf != nullptr, 1)) return t.buf;
     // None was free when this thread last looked: look again only once the
     // writer has freed one (an exited thread's).
-    if (t_epoch == buffers_freed_.load(std::memory_order_acquire)) return nullptr;
+    if (t.epoch == buffers_freed_.load(std::memory_order_acquire)) return nullptr;
   }
   return ClaimThread();
 }
 
 ThreadBuf* Profiler::ClaimThread() {
-  t_gen = generation_;
-  t_buf = nullptr;
-  t_epoch = buffers_freed_.load(std::memory_order_acquire);
+  ThreadState& t = t_thread;
+  t.gen = generation_;
+  t.buf = nullptr;
+  t.epoch = buffers_freed_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < nthreads_; ++i) {
     uint32_t expected = kBufFree;
     if (threads_[i].owner.compare_exchange_strong(expected, kBufOwned, std::memory_order_acq_rel)) {
@@ -118,7 +126,7 @@ ThreadBuf* Profiler::ClaimThread() {
       Prefault(tb->ring.storage(), size_t{tb->ring.capacity()} * sizeof(Rec));
       if (events_) InitLaunchSlot(tb);
       if (key_ok_) pthread_setspecific(key_, tb);
-      t_buf = tb;
+      t.buf = tb;
       return tb;
     }
   }
