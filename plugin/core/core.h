@@ -198,12 +198,12 @@ struct ThreadBuf {
   uint32_t nspare = 0;
   uint32_t spare_cursor = 0;  // owner thread only
   // Completions from CUDA events: the slot every kernel launch of the
-  // thread takes in turn, outside the regions of slots. NCCL starts and stops a
-  // launch on one thread around cuLaunchKernelEx, one at a time, and the
-  // launch's record leaves at its stop: one slot serves them all, so a
-  // launch costs no search for a free slot and takes no op's. Its fields
-  // that no launch changes are set when a thread claims the buffer
-  // (Profiler::InitLaunchSlot). Owner thread only.
+  // thread takes in turn, outside the regions of slots. NCCL starts and
+  // stops a launch on one thread around cuLaunchKernelEx, one at a time,
+  // and the launch's record leaves at its stop: one slot serves them all,
+  // so a launch costs no search for a free slot and takes no op's. Its
+  // fields that no launch changes are set when a thread claims the buffer
+  // (Profiler::InitLaunchSlot). The slot: owner thread only.
   Slot* launch = nullptr;
   uint32_t cursor = 0;      // owner thread only
   uint64_t next_local = 0;  // owner thread only: event id counter
@@ -264,7 +264,7 @@ class Profiler {
   // A KernelLaunch with completions from CUDA events and no raw capture:
   // what Start does for it, from its stream alone (NCCL's launching thread
   // calls it before every kernel; the adapters skip the descriptor's copy
-  // when LaunchFast()).
+  // when LaunchFast()). Thread safety: as Start.
   bool LaunchFast() const { return events_ && !((config_.raw_kinds >> kEvKernelLaunch) & 1); }
   void* StartKernelLaunch(Context* ctx, const void* stream);
   // Hot path. Start returns a handle or null (event dropped or not tracked).

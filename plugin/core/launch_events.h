@@ -1,6 +1,5 @@
 // CUDA events at NCCL's kernel launches (NCCLWATCH_COMPLETIONS=events):
-// the driver API, resolved at run time, and one pool of events per CUDA
-// context.
+// the driver API, resolved at run time, and a ring of events per stream.
 //
 // Why events: NCCL's kernel-channel events cost NCCL's proxy thread the same
 // whatever the plugin does with them (BENCHMARKS.md: +22% to +232% on small
@@ -14,8 +13,8 @@
 // (RTLD_NOLOAD): the plugin keeps no link-time CUDA dependency, and a
 // process without CUDA simply gets no events.
 //
-// Thread safety: CudaDriver is immutable once resolved; StreamTable::For
-// and StreamEvents::Next may be called from any thread.
+// Thread safety: CudaDriver is immutable once resolved; StreamTable::For,
+// StreamTable::Again and StreamEvents::Next may be called from any thread.
 
 #ifndef PLUGIN_CORE_LAUNCH_EVENTS_H_
 #define PLUGIN_CORE_LAUNCH_EVENTS_H_
