@@ -39,3 +39,14 @@ NCCLWATCH_TLS_COPTS = select({
     "//plugin:sanitizer": [],
     "//conditions:default": ["-mtls-dialect=gnu2"],
 })
+
+# The ABI adapters (plugin/abi/exports.cc) zero a whole EventDesc, some 280
+# bytes, for every event they pass on. GCC's generic tuning zeroes it with
+# `rep stosq`, whose start-up costs more than the stores themselves; with
+# vector stores an op cost 6 to 7% less time on the launch benchmark
+# (BENCHMARKS.md, "The launching thread's cost"). clang 14, which builds the
+# sanitizer configurations, has no such flag.
+NCCLWATCH_ADAPTER_COPTS = select({
+    "//plugin:sanitizer": [],
+    "//conditions:default": ["-mmemset-strategy=vector_loop:1024:noalign,libcall:-1:noalign"],
+})
