@@ -3,7 +3,7 @@
 // rank's operations in program order, the same operation matched across the
 // ranks of its communicator, and clocks aligned onto one timeline.
 //
-// Pipeline: LoadModel (reader -> model; model.cc) -> MatchOps (match.cc) ->
+// Pipeline: LoadModel (reader -> ModelLoader, loader.h) -> MatchOps (match.cc) ->
 // AlignClocks (align.cc) -> liveness.h, then the analyses (order.h,
 // diagnose.h, stats.h, export.h) read it.
 //

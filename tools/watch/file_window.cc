@@ -390,7 +390,7 @@ void FileWindow::Annotate(Proc* p, bool at_end) const {
   p->settled_ops = settled_ops_;
   p->settled_completed = settled_completed_;
   p->cut_ops = cut_ops_;
-  // The facts LoadModel (model.cc, LoadFile) sets when its reader meets
+  // The facts ModelLoader::EndFile (loader.cc) sets when its reader meets
   // damage, at the real file's offsets.
   if (damaged_) {
     if (!p->damaged || damaged_at_ < p->damaged_at) p->damaged_at = damaged_at_;
