@@ -127,15 +127,7 @@ std::string ListFew(const std::vector<std::string>& files) {
 
 namespace {
 
-struct HeaderFacts {
-  bool found = false;
-  std::string host;
-  int64_t pid = 0;
-  uint64_t mono_base_ns = 0;
-  uint64_t realtime_base_ns = 0;
-  std::string job_id;
-  uint64_t size = 0;
-};
+using HeaderFacts = TraceHeaderFacts;
 
 // A file's header is the first record after its batch's opening: a few
 // records into its first kHeadBytes.
@@ -148,16 +140,8 @@ HeaderFacts ReadHeaderFacts(const std::string& name, std::string head, uint64_t 
   r.OpenBytes(name, std::move(head));
   trace::Record rec;
   uint64_t offset = 0;
-  for (int i = 0; i < 4 && r.Next(&rec, &offset); ++i) {
-    if (!rec.has_header()) continue;
-    h.found = true;
-    h.host = rec.header().hostname();
-    h.pid = rec.header().pid();
-    h.mono_base_ns = rec.header().mono_base_ns();
-    h.realtime_base_ns = rec.header().realtime_base_ns();
-    h.job_id = rec.header().job_id();
-    break;
-  }
+  for (int i = 0; i < 4 && r.Next(&rec, &offset); ++i)
+    if (rec.has_header()) return HeaderFactsOf(rec.header(), size);
   return h;
 }
 
@@ -259,6 +243,24 @@ bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const
 }
 
 }  // namespace
+
+TraceHeaderFacts HeaderFactsOf(const trace::ProcessHeader& header, uint64_t size) {
+  TraceHeaderFacts h;
+  h.found = true;
+  h.host = header.hostname();
+  h.pid = header.pid();
+  h.mono_base_ns = header.mono_base_ns();
+  h.realtime_base_ns = header.realtime_base_ns();
+  h.job_id = header.job_id();
+  h.size = size;
+  return h;
+}
+
+bool ScreenTraceHeaders(const std::string& job, const std::vector<TraceHeaderFacts>& facts,
+                        const std::vector<std::string>& names, std::vector<bool>* keep,
+                        std::vector<std::string>* notes, std::string* error) {
+  return Screen(job, facts, names, keep, notes, error);
+}
 
 bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* error) {
   std::vector<HeaderFacts> facts;

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "proto/trace.pb.h"
+
 namespace ncclwatch::tools {
 
 struct TraceInputs {
@@ -54,6 +56,24 @@ bool ScreenTraceInputs(const std::string& job, TraceInputs* in, std::string* err
 // The same on in-memory files, {name, bytes} each (tests, fuzzing).
 bool ScreenTraceBytes(const std::string& job, std::vector<std::pair<std::string, std::string>>* files,
                       std::vector<std::string>* notes, std::string* error);
+
+// What the screening reads of a file's process header.
+struct TraceHeaderFacts {
+  bool found = false;  // the file has a header
+  std::string host;
+  int64_t pid = 0;
+  uint64_t mono_base_ns = 0;
+  uint64_t realtime_base_ns = 0;
+  std::string job_id;
+  uint64_t size = 0;  // the file's bytes: of two copies, the longer is kept
+};
+TraceHeaderFacts HeaderFactsOf(const trace::ProcessHeader& header, uint64_t size);
+// The same screening on files whose headers were read already (ncclwatch
+// watch, which holds them): `facts[i]` of the file `names[i]`; `keep[i]`
+// says whether to read it.
+bool ScreenTraceHeaders(const std::string& job, const std::vector<TraceHeaderFacts>& facts,
+                        const std::vector<std::string>& names, std::vector<bool>* keep,
+                        std::vector<std::string>* notes, std::string* error);
 
 }  // namespace ncclwatch::tools
 

@@ -38,16 +38,6 @@ void Trim(trace::Record* rec) {
     rec->mutable_drops()->mutable_last_write_error()->resize(kMaxWriteErrorBytes);
 }
 
-void Frame(const std::string& record, std::string* out) {
-  uint64_t n = record.size();
-  while (n >= 0x80) {
-    out->push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out->push_back(static_cast<char>(n));
-  out->append(record);
-}
-
 // Reads up to `n` bytes at `offset`; false with errno on a read error.
 bool ReadAt(int fd, uint64_t offset, uint64_t n, std::string* out) {
   out->assign(n, '\0');
@@ -144,12 +134,14 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
     const uint64_t before = resume_.offset;
     while (!stopped_ && r.Next(&rec, &offset)) Ingest(&rec, offset, notes);
     for (const ReadIssue& i : r.issues()) {
-      // A cut record is the end of what was written so far; the header's
-      // checks, unknown fields and a newer schema are reported by the
-      // loader, from the window's own bytes.
+      // A cut record is the end of what was written so far. A newer schema
+      // and unknown fields are no damage: the loader says them (Feed), and
+      // a file without its header is handled by Ingest.
       if (i.kind == ReadIssue::kCorrupt || i.kind == ReadIssue::kIoError) Damage(i.offset, i.what, true, notes);
       else if (i.kind == ReadIssue::kUnparsable) Damage(i.offset, i.what, false, notes);
       else if (i.kind == ReadIssue::kCutTail) tail_line_ = path_ + ": offset " + std::to_string(i.offset) + ": " + i.what;
+      else if (i.kind == ReadIssue::kNewerSchema) read_issues_.push_back(i);
+      else if (i.kind == ReadIssue::kUnknownFields && !said_unknown_) said_unknown_ = true, read_issues_.push_back(i);
     }
     resume_ = r.resume();
     if (stopped_ || resume_.offset > before || got < want) break;
@@ -178,7 +170,7 @@ void FileWindow::Damage(uint64_t offset, const std::string& what, bool ends, std
   if (ends) stopped_ = true;
 }
 
-void FileWindow::Append(Kind kind, trace::Record* rec, size_t* latest) {
+void FileWindow::Append(Kind kind, trace::Record* rec, uint64_t offset, size_t* latest) {
   if (latest != nullptr) {
     if (*latest != SIZE_MAX) entries_[*latest].dead = true;
     *latest = entries_.size();
@@ -186,6 +178,7 @@ void FileWindow::Append(Kind kind, trace::Record* rec, size_t* latest) {
   if (kind != Kind::kDef && kind != Kind::kStuck) Trim(rec);
   Entry e;
   e.kind = kind;
+  e.offset = offset;
   e.record = rec->SerializeAsString();
   entries_.push_back(std::move(e));
 }
@@ -226,6 +219,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
     case trace::Record::kBatch:
       Trim(rec);
       latest_batch_ = rec->SerializeAsString();
+      latest_batch_offset_ = offset;
       return;
     case trace::Record::kStringDef:
       strings_[rec->string_def().id()] = rec->string_def().text();
@@ -240,6 +234,8 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       finalized_ = true;
       break;
     case trace::Record::kHeader:
+      if (!header_.found) header_ = HeaderFactsOf(rec->header(), 0);
+      break;
     case trace::Record::kCommFinalize:
       break;
     // Kept for ever with the definitions, whatever is let go: it says which
@@ -255,6 +251,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       Entry e;
       e.kind = Kind::kOp;
       e.event_id = o->event_id();
+      e.offset = offset;
       auto hash = comm_hash_.find(o->comm());
       auto name = strings_.find(o->func());
       e.key.comm_hash = hash == comm_hash_.end() ? 0 : hash->second;
@@ -289,7 +286,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       // the first case, and is not part of the window's bytes on its own.
       early_done_[rec->op_done().event_id()] = entries_.size();
       early_order_.push_back(entries_.size());
-      Append(Kind::kEarlyDone, rec, nullptr);
+      Append(Kind::kEarlyDone, rec, offset, nullptr);
       entries_.back().event_id = rec->op_done().event_id();
       while (early_order_.size() > kMaxEarlyDone) {
         Entry& old = entries_[early_order_.front()];
@@ -301,17 +298,17 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       return;
     }
     case trace::Record::kHeartbeat:
-      Append(Kind::kHeartbeat, rec, &heartbeat_);
+      Append(Kind::kHeartbeat, rec, offset, &heartbeat_);
       return;
     case trace::Record::kDrops:
-      Append(Kind::kDrops, rec, &drops_);
+      Append(Kind::kDrops, rec, offset, &drops_);
       return;
     case trace::Record::kGpuClock:
-      Append(Kind::kGpuClock, rec, &gpu_clock_);
+      Append(Kind::kGpuClock, rec, offset, &gpu_clock_);
       return;
     case trace::Record::kStuck: {
       stucks_.push_back(entries_.size());
-      Append(Kind::kStuck, rec, nullptr);
+      Append(Kind::kStuck, rec, offset, nullptr);
       uint64_t bytes = 0;
       for (size_t i : stucks_) bytes += entries_[i].record.size();
       while (stucks_.size() > kMaxStucks || (stucks_.size() > 1 && bytes > kMaxStuckBytes)) {
@@ -325,7 +322,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
     default:
       return;  // raw events: the model reads none
   }
-  Append(Kind::kDef, rec, nullptr);
+  Append(Kind::kDef, rec, offset, nullptr);
   // A string's text is kept twice: in its record and in strings_.
   def_bytes_ += entries_.back().record.size() + (rec->has_string_def() ? rec->string_def().text().size() : 0);
   if (++defs_ > kMaxDefs || def_bytes_ > kMaxDefBytes)
@@ -364,26 +361,33 @@ bool AsOf(uint64_t until, trace::Record* r) {
 
 }  // namespace
 
-std::string FileWindow::Bytes(uint64_t until) const {
-  std::string out;
-  auto add = [&](const std::string& record) {
-    if (until == UINT64_MAX) return Frame(record, &out);
-    trace::Record r;
-    if (r.ParseFromString(record) && AsOf(until, &r)) Frame(r.SerializeAsString(), &out);
+bool FileWindow::Feed(ModelLoader* loader, uint64_t until) const {
+  loader->BeginFile(path_);
+  trace::Record r;  // one message parsed into again and again
+  auto add = [&](const std::string& record, uint64_t offset) {
+    if (!r.ParseFromString(record) || (until != UINT64_MAX && !AsOf(until, &r))) return;
+    loader->Add(r, offset);
   };
   for (const Entry& e : entries_)
-    if (!e.dead && e.kind != Kind::kEarlyDone) add(e.record);
+    if (!e.dead && e.kind != Kind::kEarlyDone) add(e.record, e.offset);
   // Last: the latest write's time is a sign of life. The operations before
   // it carry absolute start times, so the chain it starts matters to none.
-  if (!latest_batch_.empty()) add(latest_batch_);
+  if (!latest_batch_.empty()) add(latest_batch_, latest_batch_offset_);
   // The process wrote after `until`: it was alive then. A heartbeat says so
   // (the window keeps only its latest heartbeat, which may be later).
   if (until != UINT64_MAX && last_time_ > until) {
-    trace::Record hb;
-    hb.mutable_heartbeat()->set_time_ns(until);
-    Frame(hb.SerializeAsString(), &out);
+    r.Clear();
+    r.mutable_heartbeat()->set_time_ns(until);
+    loader->Add(r, resume_.offset);
   }
-  return out;
+  return loader->EndFile(false, read_issues_);
+}
+
+uint64_t FileWindow::bytes() const {
+  uint64_t n = latest_batch_.size();
+  for (const Entry& e : entries_)
+    if (!e.dead) n += e.record.size();
+  return n;
 }
 
 void FileWindow::Annotate(Proc* p, bool at_end) const {

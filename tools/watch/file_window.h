@@ -22,9 +22,9 @@
 // with absolute start times, so that letting records go cannot shift the
 // Op start_delta_ns chain.
 //
-// Bytes() is the window as a trace file, for LoadModelFromBytes; Annotate
-// then tells the model what the bytes cannot (where the real file is
-// damaged, what was let go).
+// Feed() gives the window's records to a ModelLoader as one file, each at
+// its offset in the real file; Annotate then tells the model what the
+// records cannot (where the real file is damaged, what was let go).
 //
 // A file whose first record is not its header is no trace the model can
 // read: nothing of it is kept, and the follow ends with a note.
@@ -51,6 +51,8 @@
 #include <vector>
 
 #include "proto/trace.pb.h"
+#include "tools/model/inputs.h"
+#include "tools/model/loader.h"
 #include "tools/model/model.h"
 #include "tools/reader/reader.h"
 
@@ -111,16 +113,26 @@ class FileWindow {
   uint64_t ops() const { return ops_; }
   uint64_t let_go() const { return settled_ops_ + cut_ops_; }
 
-  // The window as a trace file; with `until` (a time of the file, ns after
-  // its header's mono_base_ns), as the process had written it by then:
-  // records of later times left out, completions after it too (the
-  // operation was in flight then), and a heartbeat at `until` when the
-  // process wrote later (it was alive then).
-  std::string Bytes(uint64_t until = UINT64_MAX) const;
-  // What the model of Bytes() cannot know: where the real file is damaged
+  // The window's records to `loader`, as one file (BeginFile to EndFile),
+  // in file order at their offsets in the file; with `until` (a time of the
+  // file, ns after its header's mono_base_ns), as the process had written
+  // it by then: records of later times left out, completions after it too
+  // (the operation was in flight then), and a heartbeat at `until` when
+  // the process wrote later (it was alive then). What EndFile returns.
+  bool Feed(ModelLoader* loader, uint64_t until = UINT64_MAX) const;
+  // What the model of Feed() cannot know: where the real file is damaged
   // (its offsets, as LoadModel would set them), the operations let go, and,
   // `at_end`, that it ends in a cut record.
   void Annotate(Proc* p, bool at_end) const;
+  // The process header's facts, for the screening of copies and jobs
+  // (inputs.h), its size the bytes read; `found` false before the header.
+  TraceHeaderFacts header() const {
+    TraceHeaderFacts h = header_;
+    h.size = resume_.offset;
+    return h;
+  }
+  // The bytes of the records the window keeps (serialized, unframed).
+  uint64_t bytes() const;
 
   // Lets go of the operations `settled` names (with whether each completed):
   // every rank finished them (tools/watch/settled.h).
@@ -137,12 +149,13 @@ class FileWindow {
     bool completed = false;  // kOp: its completion is folded in
     OpKey key;
     uint64_t event_id = 0;  // kOp, kEarlyDone
+    uint64_t offset = 0;    // in the file
     std::string record;     // a serialized trace::Record
   };
   void Reset();
   void Ingest(trace::Record* rec, uint64_t offset, std::vector<std::string>* notes);
   // Keeps `rec` (trimmed first when it may be: see Trim in the .cc).
-  void Append(Kind kind, trace::Record* rec, size_t* latest);
+  void Append(Kind kind, trace::Record* rec, uint64_t offset, size_t* latest);
   void FoldDone(Entry* op, const trace::OpDone& done);
   void Damage(uint64_t offset, const std::string& what, bool ends, std::vector<std::string>* notes);
   // Drops dead entries and re-indexes the rest.
@@ -158,9 +171,11 @@ class FileWindow {
   bool tail_ = false;  // the file ends in a record not yet whole
   std::string tail_line_;  // what the reader said of it
   bool unreadable_said_ = false;
+  bool said_unknown_ = false;  // read_issues_ holds the first record with unknown fields
 
   std::vector<Entry> entries_;
   std::string latest_batch_;  // serialized; emitted last (a sign of life)
+  uint64_t latest_batch_offset_ = 0;
   uint64_t last_time_ = 0;    // the latest write's time (file time)
   uint64_t ops_ = 0, defs_ = 0, def_bytes_ = 0;
   std::unordered_map<uint64_t, size_t> op_by_event_;     // live kOp entries with an event_id
@@ -174,6 +189,10 @@ class FileWindow {
   bool damaged_ = false, damaged_end_ = false;
   uint64_t damaged_at_ = 0;
   std::vector<std::string> issues_;
+  // What the reader said of the file that is no damage (a newer schema,
+  // the first record with fields it does not know): the loader's to say.
+  std::vector<ReadIssue> read_issues_;
+  TraceHeaderFacts header_;
   uint64_t settled_ops_ = 0, settled_completed_ = 0, cut_ops_ = 0;
 };
 

@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "tools/model/loader.h"
 #include "tools/model/model.h"
 #include "tools/reader/reader.h"
 #include "tools/testing/trace_builder.h"
@@ -61,6 +62,18 @@ Model Load(const std::string& name, const std::string& bytes, bool window = fals
   return m;
 }
 
+// The window's records fed to a ModelLoader, as watch does.
+Model Load(const FileWindow& w, bool window = false) {
+  LoadOptions opts;
+  opts.windows = window;
+  ModelLoader loader(opts);
+  EXPECT_TRUE(w.Feed(&loader));
+  Model m;
+  std::string err;
+  EXPECT_TRUE(loader.Finish(&m, &err)) << err;
+  return m;
+}
+
 // What the analyses read of a model, as text.
 std::string Facts(const Model& m) {
   std::string s;
@@ -92,14 +105,14 @@ TEST(FileWindow, PiecesCutAnywhereLoadAsTheWholeFile) {
       Write(path, bytes.substr(at, step), true);
       w.Follow(1 << 20, &notes);
       EXPECT_FALSE(w.stopped());
-      if (w.has_records()) Load(path, w.Bytes());  // every prefix loads
+      if (w.has_records()) Load(w);  // every prefix loads
     }
     EXPECT_TRUE(notes.empty()) << notes[0];
-    Model m = Load("f.ncclwatch", w.Bytes());
+    Model m = Load(w);
     w.Annotate(&m.procs[0], true);
     EXPECT_FALSE(m.procs[0].cut_tail);
     EXPECT_EQ(Facts(m), want);
-    EXPECT_LT(w.Bytes().size(), bytes.size());  // heartbeats, batches and GPU clocks are not kept
+    EXPECT_LT(w.bytes(), bytes.size());  // heartbeats, batches and GPU clocks are not kept
   }
 }
 
@@ -135,7 +148,7 @@ TEST(FileWindow, ACorruptLengthStopsTheFollowAndNamesTheOffset) {
   notes.clear();
   w.Follow(1 << 20, &notes);
   EXPECT_TRUE(notes.empty());
-  Model m = Load(path, w.Bytes());
+  Model m = Load(w);
   w.Annotate(&m.procs[0], false);
   EXPECT_TRUE(m.procs[0].damaged);
   EXPECT_TRUE(m.procs[0].damaged_end);
@@ -164,7 +177,7 @@ TEST(FileWindow, ARecordThatDoesNotParseIsSkippedAndTheFollowGoesOn) {
   EXPECT_NE(notes[0].find("offset " + std::to_string(at) + ": record of 3 bytes does not parse"), std::string::npos)
       << notes[0];
   EXPECT_FALSE(w.stopped());
-  Model m = Load(path, w.Bytes());
+  Model m = Load(w);
   w.Annotate(&m.procs[0], true);
   EXPECT_TRUE(m.procs[0].damaged);
   EXPECT_FALSE(m.procs[0].damaged_end);
@@ -188,7 +201,7 @@ TEST(FileWindow, AReplacedOrTruncatedFileIsReadAgainFromItsStart) {
   w.Follow(1 << 20, &notes);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0], path + ": replaced by another file; read again from its start");
-  EXPECT_EQ(Facts(Load(path, w.Bytes())), facts_b);
+  EXPECT_EQ(Facts(Load(w)), facts_b);
   // Truncated in place, then written again.
   notes.clear();
   Write(path, a.substr(0, 100), false);
@@ -197,7 +210,7 @@ TEST(FileWindow, AReplacedOrTruncatedFileIsReadAgainFromItsStart) {
   EXPECT_EQ(notes[0], path + ": shrank from " + std::to_string(b.size()) + " to 100 bytes; read again from its start");
   Write(path, a.substr(100), true);
   w.Follow(1 << 20, &notes);
-  EXPECT_EQ(Facts(Load(path, w.Bytes())), Facts(Load(path, a)));
+  EXPECT_EQ(Facts(Load(w)), Facts(Load(path, a)));
 }
 
 TEST(FileWindow, AChunkBoundsOnePollAndALongRecordIsStillRead) {
@@ -243,7 +256,50 @@ TEST(FileWindow, AChunkBoundsOnePollAndALongRecordIsStillRead) {
   // The inserted record is one more than the file's later batches count:
   // whole, the file reads as damaged (LoadModel); record by record, as the
   // window reads it, it is not.
-  EXPECT_EQ(Facts(Load(path, w.Bytes(), true)), Facts(Load(path, file, true)));
+  EXPECT_EQ(Facts(Load(w, true)), Facts(Load(path, file, true)));
+}
+
+// Records fed from the window carry their offsets in the file: a value
+// the loader finds damaged is named where diagnose names it in the file.
+TEST(FileWindow, DamageTheLoaderFindsIsNamedAtItsOffsetInTheFile) {
+  const std::string bytes = RankBytes();
+  // The 20th operation names a function the file never defines.
+  TraceReader r;
+  r.OpenBytes("f", bytes);
+  trace::Record rec;
+  uint64_t off = 0, damaged_at = 0;
+  std::string file;
+  int ops = 0;
+  while (r.Next(&rec, &off)) {
+    if (rec.has_op() && ++ops == 20) {
+      rec.mutable_op()->set_func(9999);
+      damaged_at = file.size();
+    }
+    if (rec.has_op()) rec.mutable_op()->clear_start_delta_ns();  // start_ns is resolved: framed again, no chain
+    const std::string body = rec.SerializeAsString();
+    uint64_t n = body.size();
+    while (n >= 0x80) {
+      file.push_back(static_cast<char>((n & 0x7f) | 0x80));
+      n >>= 7;
+    }
+    file.push_back(static_cast<char>(n));
+    file += body;
+  }
+  ASSERT_GT(damaged_at, 0u);
+  const std::string dir = TempDir();
+  const std::string path = dir + "/d.ncclwatch";
+  Write(path, file, false);
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.Follow(1 << 20, &notes);
+  const Model m = Load(w, true);
+  const Model whole = Load(path, file, true);
+  ASSERT_TRUE(m.procs[0].damaged);
+  EXPECT_EQ(m.procs[0].damaged_at, damaged_at);
+  EXPECT_EQ(whole.procs[0].damaged_at, damaged_at);
+  ASSERT_FALSE(m.procs[0].issues.empty());
+  EXPECT_EQ(m.procs[0].issues[0], whole.procs[0].issues[0]);
 }
 
 TEST(FileWindow, LettingGoAndCuttingOperations) {
@@ -255,7 +311,7 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
   FileWindow w(path, &names);
   std::vector<std::string> notes;
   w.Follow(1 << 20, &notes);
-  Model m = Load(path, w.Bytes());
+  Model m = Load(w);
   const uint64_t n = w.ops();
   ASSERT_EQ(n, m.ops.size());
   std::unordered_map<OpKey, bool, OpKeyHash> settled;
@@ -273,7 +329,7 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
   ASSERT_TRUE(KeyOf(m, m.ops[10], names, &first));
   unfinished.insert(first);
   EXPECT_EQ(w.Cut(n - 12, unfinished), 2u);
-  Model after = Load(path, w.Bytes());
+  Model after = Load(w);
   w.Annotate(&after.procs[0], false);
   EXPECT_EQ(after.procs[0].settled_ops, 10u);
   EXPECT_EQ(after.procs[0].settled_completed, 10u);
@@ -352,10 +408,12 @@ TEST(FileWindow, AFileWithoutItsHeaderKeepsNothingAndSaysWhy) {
   EXPECT_TRUE(w.stopped());
   EXPECT_TRUE(w.has_records());
   EXPECT_EQ(w.ops(), 0u);
-  EXPECT_EQ(w.Bytes(), "");
+  EXPECT_EQ(w.bytes(), 0u);
+  ModelLoader loader{LoadOptions()};
+  EXPECT_TRUE(w.Feed(&loader));  // the file is named in the errors; the load goes on
   Model m;
   std::string err;
-  EXPECT_FALSE(LoadModelFromBytes({{path, w.Bytes()}}, LoadOptions(), &m, &err));
+  EXPECT_FALSE(loader.Finish(&m, &err));
   EXPECT_EQ(err, path + ": no process header; not an ncclwatch trace file");
   // The file grows on: nothing more is read.
   Write(path, a, true);
@@ -418,10 +476,10 @@ TEST(FileWindow, LargeRecordsAreKeptWithinBounds) {
   EXPECT_FALSE(w.stopped());
   // The window: the file's own records, one trimmed heartbeat, and the
   // stuck reports that fit 16 MiB.
-  const std::string kept = w.Bytes();
-  EXPECT_LT(kept.size(), a.size() + (16u << 20) + 4096) << kept.size();
-  EXPECT_GT(kept.size(), 15u << 20);
-  Model m = Load(path, kept);
+  const uint64_t kept = w.bytes();
+  EXPECT_LT(kept, a.size() + (16u << 20) + 4096) << kept;
+  EXPECT_GT(kept, 15u << 20);
+  Model m = Load(w);
   EXPECT_EQ(m.ops.size(), Load(path, a).ops.size());
   EXPECT_EQ(m.procs[0].stucks.size(), 15u);
   // Definitions past 64 MiB end the follow.

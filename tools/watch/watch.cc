@@ -10,6 +10,7 @@
 
 #include "tools/model/inputs.h"
 #include "tools/model/liveness.h"
+#include "tools/model/loader.h"
 #include "tools/watch/settled.h"
 
 namespace ncclwatch::tools {
@@ -90,26 +91,41 @@ bool Watcher::Read(double now_sec, WatchState* s) {
 }
 
 bool Watcher::Build(bool at_end, const std::map<std::string, uint64_t>* until, Model* m, WatchState* s) {
-  std::vector<std::pair<std::string, std::string>> named;
+  std::vector<const FileWindow*> windows;
+  std::vector<TraceHeaderFacts> facts;
+  std::vector<std::string> names;
   for (auto& [path, fw] : files_) {
     if (!fw->has_records()) continue;
-    auto it = until == nullptr ? std::map<std::string, uint64_t>::const_iterator() : until->find(path);
-    named.push_back({path, until != nullptr && it != until->end() ? fw->Bytes(it->second) : fw->Bytes()});
+    windows.push_back(fw.get());
+    facts.push_back(fw->header());
+    names.push_back(path);
   }
+  // Files of several jobs stay several jobs: say so at once.
+  std::vector<bool> keep;
+  std::vector<std::string> notes;
   std::string error;
+  if (!ScreenTraceHeaders(opts_.load.job, facts, names, &keep, &notes, &error)) {
+    s->end = WatchState::kUnusable;
+    s->waiting = error;
+    return false;
+  }
   LoadOptions load = opts_.load;
   load.windows = true;
-  if (!LoadModelFromBytes(named, load, m, &error)) {
-    // Files of several jobs stay several jobs: say so at once. Anything
-    // else (no communicator shared yet: ranks still starting) may pass.
-    std::vector<std::string> notes;
-    std::string screen_error;
-    if (!ScreenTraceBytes(opts_.load.job, &named, &notes, &screen_error) || at_end) {
-      s->end = WatchState::kUnusable;
-      s->waiting = screen_error.empty() ? error : screen_error;
-    } else {
-      s->waiting = error;
-    }
+  ModelLoader loader(load);
+  for (std::string& n : notes) loader.AddNote(std::move(n));
+  uint64_t ops = 0;
+  for (size_t i = 0; i < windows.size(); ++i) ops += keep[i] ? windows[i]->ops() : 0;
+  loader.ReserveOps(ops);
+  for (size_t i = 0; i < windows.size(); ++i) {
+    if (!keep[i]) continue;
+    auto it = until == nullptr ? std::map<std::string, uint64_t>::const_iterator() : until->find(names[i]);
+    if (!windows[i]->Feed(&loader, until != nullptr && it != until->end() ? it->second : UINT64_MAX)) break;
+  }
+  if (!loader.Finish(m, &error)) {
+    // Anything else (no communicator shared yet: ranks still starting)
+    // may pass while the job runs.
+    if (at_end) s->end = WatchState::kUnusable;
+    s->waiting = error;
     return false;
   }
   // What the files' reading saw (damage, a cut tail) first: matching
