@@ -55,32 +55,6 @@ bool ReadAt(int fd, uint64_t offset, uint64_t n, std::string* out) {
 
 }  // namespace
 
-uint16_t FuncIds::Id(const std::string& name) {
-  auto it = ids_.find(name);
-  if (it != ids_.end()) return it->second;
-  // Past 65,535 names (no real trace has them) they share the last id:
-  // their operations then never settle on a name alone, and stay kept.
-  const uint16_t id = static_cast<uint16_t>(std::min<size_t>(ids_.size() + 1, 65535));
-  ids_.emplace(name, id);
-  return id;
-}
-
-bool FuncIds::Find(const std::string& name, uint16_t* id) const {
-  auto it = ids_.find(name);
-  if (it == ids_.end()) return false;
-  *id = it->second;
-  return true;
-}
-
-bool KeyOf(const Model& m, const Op& op, const FuncIds& names, OpKey* key) {
-  if (op.comm >= m.comms.size() || !names.Find(m.Str(op.func), &key->func)) return false;
-  key->comm_hash = m.comms[op.comm].hash;
-  key->p2p = op.kind == OpKind::kP2p;
-  key->seq = op.seq;
-  key->peer = key->p2p ? op.peer_or_root : 0;
-  return true;
-}
-
 void FileWindow::Reset() {
   FileWindow fresh(path_, names_);
   *this = std::move(fresh);
@@ -254,11 +228,8 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       e.offset = offset;
       auto hash = comm_hash_.find(o->comm());
       auto name = strings_.find(o->func());
-      e.key.comm_hash = hash == comm_hash_.end() ? 0 : hash->second;
-      e.key.func = names_->Id(name == strings_.end() ? std::string() : name->second);
-      e.key.p2p = o->kind() == trace::OP_KIND_P2P;
-      e.key.seq = e.key.p2p ? o->p2p_seq() : o->seq();
-      e.key.peer = e.key.p2p ? o->peer() : 0;
+      e.key = OpKeyOf(*o, hash == comm_hash_.end() ? 0 : hash->second,
+                      names_->Id(name == strings_.end() ? std::string() : name->second));
       e.completed = o->has_completion();
       Trim(rec);
       e.record = rec->SerializeAsString();

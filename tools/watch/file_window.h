@@ -54,43 +54,10 @@
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
 #include "tools/model/model.h"
+#include "tools/model/op_key.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
-
-// Function names as small ids, shared by every file of a watch, so that an
-// OpKey compares across files and with a model's operations.
-class FuncIds {
- public:
-  uint16_t Id(const std::string& name);            // adds it
-  bool Find(const std::string& name, uint16_t* id) const;
-
- private:
-  std::unordered_map<std::string, uint16_t> ids_;
-};
-
-// An operation of one file as the model matches it: its communicator's
-// hash, function, and NCCL's seq (collectives) or the peer and the order
-// between the pair (point-to-point).
-struct OpKey {
-  uint64_t comm_hash = 0;
-  uint64_t seq = 0;
-  int32_t peer = 0;  // p2p; 0 for collectives
-  uint16_t func = 0;
-  bool p2p = false;
-  bool operator==(const OpKey& o) const {
-    return comm_hash == o.comm_hash && seq == o.seq && peer == o.peer && func == o.func && p2p == o.p2p;
-  }
-};
-struct OpKeyHash {
-  size_t operator()(const OpKey& k) const {
-    uint64_t h = k.comm_hash * 0x9e3779b97f4a7c15ull ^ (k.seq + 0x632be59bd9b4e019ull);
-    h ^= (uint64_t{static_cast<uint32_t>(k.peer)} << 20 | uint64_t{k.func} << 1 | k.p2p) * 0xbf58476d1ce4e5b9ull;
-    return static_cast<size_t>(h ^ (h >> 31));
-  }
-};
-// `op` of `m` as its file's OpKey; false when `names` has not seen its function.
-bool KeyOf(const Model& m, const Op& op, const FuncIds& names, OpKey* key);
 
 class FileWindow {
  public:

@@ -317,7 +317,7 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
   std::unordered_map<OpKey, bool, OpKeyHash> settled;
   for (size_t i = 0; i < 10; ++i) {
     OpKey k;
-    ASSERT_TRUE(KeyOf(m, m.ops[i], names, &k));
+    ASSERT_TRUE(OpKeyOf(m, m.ops[i], names, &k));
     settled[k] = true;
   }
   w.LetGo(settled);
@@ -326,7 +326,7 @@ TEST(FileWindow, LettingGoAndCuttingOperations) {
   // The cut takes the oldest, those not unfinished first.
   std::unordered_set<OpKey, OpKeyHash> unfinished;
   OpKey first;
-  ASSERT_TRUE(KeyOf(m, m.ops[10], names, &first));
+  ASSERT_TRUE(OpKeyOf(m, m.ops[10], names, &first));
   unfinished.insert(first);
   EXPECT_EQ(w.Cut(n - 12, unfinished), 2u);
   Model after = Load(w);

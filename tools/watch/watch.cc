@@ -266,7 +266,7 @@ void Watcher::LetGo(const Model& m, const Liveness& lv, bool trim_settled, Watch
   for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
     const Op& op = m.ops[oi];
     OpKey key;
-    if (op.proc >= m.procs.size() || !KeyOf(m, op, names_, &key)) continue;
+    if (op.proc >= m.procs.size() || !OpKeyOf(m, op, names_, &key)) continue;
     if (go[oi]) settled[op.proc][key] = op.state == OpState::kCompleted;
     else if (lv.Unfinished(oi)) unfinished[op.proc].insert(key);
   }
