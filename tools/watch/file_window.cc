@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <google/protobuf/arena.h>
+
 #include <algorithm>
 
 namespace ncclwatch::tools {
@@ -30,6 +32,8 @@ constexpr uint64_t kMaxStuckBytes = 16ull << 20;
 // bounded whatever the file holds.
 constexpr size_t kMaxPlainRecordBytes = 4096;
 constexpr size_t kMaxWriteErrorBytes = 256;
+// Records parsed on one arena before it is let go (Feed): about 1.5 MB.
+constexpr size_t kFeedArenaRecords = 4096;
 
 void Trim(trace::Record* rec) {
   if (rec->ByteSizeLong() <= kMaxPlainRecordBytes) return;
@@ -334,10 +338,22 @@ bool AsOf(uint64_t until, trace::Record* r) {
 
 bool FileWindow::Feed(ModelLoader* loader, uint64_t until) const {
   loader->BeginFile(path_);
-  trace::Record r;  // one message parsed into again and again
+  // Each record is parsed into a message on an arena, let go every
+  // kFeedArenaRecords: parsed into one message again and again, the parse
+  // freed and allocated its Op and completion each time.
+  google::protobuf::Arena arena;
+  trace::Record* r = nullptr;
+  size_t on_arena = 0;
   auto add = [&](const std::string& record, uint64_t offset) {
-    if (!r.ParseFromString(record) || (until != UINT64_MAX && !AsOf(until, &r))) return;
-    loader->Add(r, offset);
+    if (on_arena == kFeedArenaRecords) {
+      arena.Reset();
+      r = nullptr;
+      on_arena = 0;
+    }
+    if (r == nullptr) r = google::protobuf::Arena::CreateMessage<trace::Record>(&arena);
+    ++on_arena;
+    if (!r->ParseFromString(record) || (until != UINT64_MAX && !AsOf(until, r))) return;
+    loader->Add(*r, offset);
   };
   for (const Entry& e : entries_)
     if (!e.dead && e.kind != Kind::kEarlyDone) add(e.record, e.offset);
@@ -347,9 +363,9 @@ bool FileWindow::Feed(ModelLoader* loader, uint64_t until) const {
   // The process wrote after `until`: it was alive then. A heartbeat says so
   // (the window keeps only its latest heartbeat, which may be later).
   if (until != UINT64_MAX && last_time_ > until) {
-    r.Clear();
-    r.mutable_heartbeat()->set_time_ns(until);
-    loader->Add(r, resume_.offset);
+    trace::Record hb;
+    hb.mutable_heartbeat()->set_time_ns(until);
+    loader->Add(hb, resume_.offset);
   }
   return loader->EndFile(false, read_issues_);
 }
