@@ -35,7 +35,8 @@
 // larger than 4 KiB (the plugin's are about 50 bytes), at most 64 MiB of
 // definitions (past that the follow ends, as damage), the latest 16 stuck
 // reports within 16 MiB (the latest one always), and one each of the
-// latest heartbeat, drops, GPU clock and Batch, trimmed alike.
+// latest heartbeat, drops, GPU clock and Batch, trimmed alike; while
+// feeding a loader, up to 4,096 of its records parsed (about 1.5 MB).
 // Thread safety: one thread.
 
 #ifndef TOOLS_WATCH_FILE_WINDOW_H_
