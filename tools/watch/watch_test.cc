@@ -501,6 +501,29 @@ TEST(Watch, AReplacedFileIsReadAgainWithANote) {
   EXPECT_EQ(ExitStatus(s.diagnosis), 0) << s.diagnosis.verdict();
 }
 
+// Watch feeds each window's records to the loader at their offsets in the
+// file: what the loader finds damaged is named where diagnose names it.
+// NCCL 2.23.4's files (profiler API v1 to v3) number point-to-point
+// operations 0, which the loader takes for damage in each of those records.
+TEST(Watch, DamageIsNamedAtTheFilesOffsetsAsDiagnoseNamesIt) {
+  const std::string dir = "testdata/versions/2.23.4/healthy";
+  Watcher w({dir}, {});
+  WatchState s = w.Poll(0);
+  ASSERT_EQ(s.end, WatchState::kFinalized) << s.waiting;
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &error)) << error;
+  const report::Diagnosis d = Diagnose(m, DiagnoseOptions());
+  EXPECT_EQ(s.diagnosis.verdict(), d.verdict());
+  ASSERT_EQ(s.diagnosis.input_issues_size(), d.input_issues_size());
+  int offsets = 0;
+  for (int i = 0; i < d.input_issues_size(); ++i) {
+    EXPECT_EQ(s.diagnosis.input_issues(i).text(), d.input_issues(i).text());
+    offsets += d.input_issues(i).text().find(": offset ") != std::string::npos;
+  }
+  EXPECT_GT(offsets, 0);
+}
+
 TEST(Watch, APathThatIsNotThereIsUnusable) {
   Watcher w({"/nonexistent/traces"}, {});
   WatchState s = w.Poll(0);
