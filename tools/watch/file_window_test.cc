@@ -63,11 +63,11 @@ Model Load(const std::string& name, const std::string& bytes, bool window = fals
 }
 
 // The window's records fed to a ModelLoader, as watch does.
-Model Load(const FileWindow& w, bool window = false) {
+Model Load(const FileWindow& w, bool window = false, uint64_t until = UINT64_MAX) {
   LoadOptions opts;
   opts.windows = window;
   ModelLoader loader(opts);
-  EXPECT_TRUE(w.Feed(&loader));
+  EXPECT_TRUE(w.Feed(&loader, until));
   Model m;
   std::string err;
   EXPECT_TRUE(loader.Finish(&m, &err)) << err;
@@ -359,23 +359,23 @@ TEST(FileWindow, AMaskChangeIsKeptWhateverIsLetGo) {
   FileWindow w(path, &names);
   std::vector<std::string> notes;
   w.Follow(1 << 20, &notes);
-  Model m = Load(path, w.Bytes(), true);
+  Model m = Load(w, true);
   ASSERT_EQ(m.procs[0].mask_changes.size(), 1u);
   std::unordered_map<OpKey, bool, OpKeyHash> settled;
   for (const Op& op : m.ops) {
     OpKey k;
-    ASSERT_TRUE(KeyOf(m, op, names, &k));
+    ASSERT_TRUE(OpKeyOf(m, op, names, &k));
     settled[k] = true;
   }
   w.LetGo(settled);
   EXPECT_EQ(w.ops(), 0u);
-  Model after = Load(path, w.Bytes(), true);
+  Model after = Load(w, true);
   ASSERT_EQ(after.procs[0].mask_changes.size(), 1u);
   EXPECT_EQ(after.procs[0].mask_changes[0].old_mask, 0x46u);
   EXPECT_EQ(after.procs[0].mask_changes[0].new_mask, 0x6u);
   EXPECT_TRUE(after.procs[0].mask_changes[0].LostSource());
   // As of a time before it, the window has no change yet.
-  Model before = Load(path, w.Bytes(3 * kSec - kMs), true);
+  Model before = Load(w, true, 3 * kSec - kMs);
   EXPECT_TRUE(before.procs[0].mask_changes.empty());
 }
 
