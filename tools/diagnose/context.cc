@@ -257,7 +257,7 @@ const StuckOp* StuckOf(const Ctx& c, uint32_t oi, int64_t* report_time) {
   const Proc& p = c.m.procs[op.proc];
   for (auto r = p.stucks.rbegin(); r != p.stucks.rend(); ++r)
     for (const StuckOp& s : r->ops)
-      if (s.op == oi || (s.op == kNone && op.kind == OpKind::kColl && s.comm == op.comm && s.seq == op.seq)) {
+      if (StuckNames(s, c.m, oi)) {
         *report_time = r->time_ns;
         return &s;
       }

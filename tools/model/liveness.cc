@@ -167,10 +167,10 @@ Liveness JudgeLiveness(const Model& m, const LivenessOptions& o) {
           c.stuck_ops.insert(s.op);
           continue;
         }
-        for (uint32_t oi : m.procs[pi].ops) {
-          const Op& op = m.ops[oi];
-          if (op.kind == OpKind::kColl && op.comm == s.comm && op.seq == s.seq) c.stuck_ops.insert(oi);
-        }
+        // NCCL numbers collectives per communicator AND function: Broadcast
+        // #1 is not AllReduce #1 (StuckNames).
+        for (uint32_t oi : m.procs[pi].ops)
+          if (StuckNames(s, m, oi)) c.stuck_ops.insert(oi);
       }
 
   c.of_op.assign(m.ops.size(), OpLiveness::kUnknown);

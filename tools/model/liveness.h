@@ -68,6 +68,16 @@ struct Liveness {
 
 Liveness JudgeLiveness(const Model& m, const LivenessOptions& o = {});
 
+// Whether stuck-report entry `s` of op's process is about `op`: by the op's
+// index where the file had its record, else by communicator, function and
+// seq (NCCL counts seqNumber per communicator and function). An entry whose
+// function the file never defined names no op.
+inline bool StuckNames(const StuckOp& s, const Model& m, uint32_t oi) {
+  if (s.op != kNone) return s.op == oi;
+  const Op& op = m.ops[oi];
+  return op.kind == OpKind::kColl && s.func != 0 && s.comm == op.comm && s.func == op.func && s.seq == op.seq;
+}
+
 // Seconds an op's process waited after enqueuing it: until its last sign of
 // life, or until its communicator was finalized there (an abort, when the op
 // was still in flight: NCCL calls the profiler's finalize from ncclCommAbort

@@ -91,5 +91,36 @@ TEST(Liveness, EachOperationGetsOneJudgement) {
   EXPECT_EQ(JudgeLiveness(j.m).of_op[short_wait], OpLiveness::kHung);
 }
 
+// A stuck report whose file lacks the operation's record names it by
+// communicator, function and seq: NCCL numbers each function apart, so
+// Broadcast #1 in flight is not AllReduce #1, and an entry of a function
+// the file never defined names nothing.
+TEST(Liveness, AStuckReportNamesTheFunctionItsSeqBelongsTo) {
+  Job j;
+  const uint32_t p0 = j.AddProc(10), p1 = j.AddProc(10);
+  const uint32_t world = j.AddComm({p0, p1});
+  const uint32_t ar = j.AddOp(p0, world, 0, 1, OpState::kInFlight, 9.5);  // waited 0.5 s: not hung by its wait
+  const uint32_t bc = j.AddOp(p0, world, 0, 1, OpState::kInFlight, 9.6);
+  j.m.SetFunc(&j.m.ops[bc], "Broadcast");
+  j.AddOp(p1, world, 1, 1, OpState::kInFlight, 9.5);
+  MatchOps(&j.m);
+  StuckReport r;
+  StuckOp s;
+  s.comm = world;
+  s.seq = 1;
+  s.func = j.m.Intern("Broadcast");
+  r.ops.push_back(s);
+  j.m.procs[p0].stucks.push_back(r);
+  Liveness l = JudgeLiveness(j.m);
+  EXPECT_EQ(l.stuck_ops, std::set<uint32_t>{bc});
+  EXPECT_EQ(l.of_op[bc], OpLiveness::kHung);
+  EXPECT_EQ(l.of_op[ar], OpLiveness::kInFlight);
+
+  j.m.procs[p0].stucks[0].ops[0].func = 0;
+  l = JudgeLiveness(j.m);
+  EXPECT_TRUE(l.stuck_ops.empty());
+  EXPECT_EQ(l.of_op[bc], OpLiveness::kInFlight);
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools
