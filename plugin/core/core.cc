@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "plugin/core/clock.h"
-#include "plugin/writer/writer.h"
 
 namespace ncclwatch::plugin {
 namespace {

@@ -1,6 +1,8 @@
 // The Profiler's life: the one process-wide instance (Acquire/Release, kept
-// consistent across fork), its buffers, communicators and logging. The hot
-// path is core.cc.
+// consistent across fork), its buffers, communicators and logging, and the
+// Writer it owns, which sees it through a CoreView (ProfilerView below). The
+// hot path is core.cc; this is the one file that includes both core.h and
+// writer.h.
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <new>
 
 #include "plugin/core/core.h"
+#include "plugin/core/core_view.h"
 #include "plugin/writer/writer.h"
 
 namespace ncclwatch::plugin {
@@ -57,6 +60,40 @@ std::string BoundedName(const char* name) {
 bool NcclDebugShowsInfo(const char* v) {
   return v != nullptr && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
 }
+
+// The writer's view of a Profiler: each call is the Profiler's own. Made by
+// Init and owned by the Writer; the Profiler outlives both.
+class ProfilerView final : public CoreView {
+ public:
+  explicit ProfilerView(Profiler* p) : p_(p) {}
+
+  const Config& config() const override { return p_->config(); }
+  int api_version() const override { return p_->api_version(); }
+  const ClockProbe& clock_probe() const override { return p_->clock_probe(); }
+  bool events() const override { return p_->events(); }
+  const CudaDriver& cuda() const override { return p_->cuda(); }
+  const std::string& completions() const override { return p_->completions(); }
+  uint32_t thread_count() const override { return p_->thread_count(); }
+  ThreadBuf* thread_buf(uint32_t i) override { return p_->thread_buf(i); }
+  void BufferFreed() override { p_->BufferFreed(); }
+  SharedLane& lane() override { return p_->lane(); }
+  const Slot* slots_begin() const override { return p_->slots_begin(); }
+  const Slot* slots_end() const override { return p_->slots_end(); }
+  uint64_t no_thread_slot() const override { return p_->no_thread_slot(); }
+  std::vector<Context*> ContextsSnapshot() override { return p_->ContextsSnapshot(); }
+  void RecycleContext(Context* ctx) override { p_->RecycleContext(ctx); }
+  int* nccl_mask_address() const override { return p_->nccl_mask_address(); }
+  // Formatted here, then passed on whole: Profiler::Log cuts at the same
+  // 1,023 bytes.
+  void VLog(nccl::LogLevel level, const char* fmt, va_list ap) override {
+    char buf[1024];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    p_->Log(level, "%s", buf);
+  }
+
+ private:
+  Profiler* const p_;
+};
 
 }  // namespace
 
@@ -193,7 +230,7 @@ bool Profiler::Init(std::string* error) {
     t.ring.Init(recs + size_t{i} * kRingRecords, kRingRecords);
   }
   key_ok_ = pthread_key_create(&key_, &Profiler::ThreadExit) == 0;
-  writer_.reset(new Writer(this, file_name_override_));
+  writer_.reset(new Writer(std::unique_ptr<CoreView>(new ProfilerView(this)), file_name_override_));
   if (!writer_->Open(error)) return false;
   writer_->Start();
   return true;

@@ -30,14 +30,17 @@ bool HasTicks(const Rec& r) { return r.kind != kRecLaunch; }
 
 }  // namespace
 
-Writer::Writer(Profiler* prof, std::string file_name_override)
-    : prof_(prof), override_(std::move(file_name_override)), buf_(kBufBytes), wire_(buf_.data(), buf_.size()) {}
+Writer::Writer(std::unique_ptr<CoreView> core, std::string file_name_override)
+    : core_(std::move(core)),
+      override_(std::move(file_name_override)),
+      buf_(kBufBytes),
+      wire_(buf_.data(), buf_.size()) {}
 
 Writer::~Writer() = default;
 
 bool Writer::Open(std::string* error) {
-  const Config& c = prof_->config();
-  ticks_.Init(c.clock, ReadClockFacts(prof_->clock_probe()));
+  const Config& c = core_->config();
+  ticks_.Init(c.clock, ReadClockFacts(core_->clock_probe()));
   info_ = ReadProcessInfo();
   ClockPair cp = ReadClockPair();
   mono_base_ = cp.mono_ns;
@@ -58,7 +61,7 @@ bool Writer::Open(std::string* error) {
   }
   if (!file_.Create(base, override_.empty() ? ".ncclwatch" : "", c.file_mode, error)) return false;
   if (!file_.taken().empty())
-    prof_->Log(nccl::kLogWarn, "trace file: %s (someone else's?); writing %s instead", file_.taken().c_str(),
+    core_->Log(nccl::kLogWarn, "trace file: %s (someone else's?); writing %s instead", file_.taken().c_str(),
                file_.path().c_str());
   EncodeHeader();
   WriteOut();
@@ -72,16 +75,16 @@ bool Writer::Open(std::string* error) {
   if (!c.on_stuck.empty()) {
     std::string why;
     if (!on_stuck_.Prepare(c.on_stuck, file_.path() + ".on_stuck.txt", c.file_mode, &why))
-      prof_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK is off: its output file: %s", why.c_str());
+      core_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK is off: its output file: %s", why.c_str());
   }
   uint64_t now = NowNs();
   // Where completions come from, as decided at init (Profiler::
   // ChooseCompletions): the launch's CUDA events, or kernel channels (API v4+
   // with KernelCh in the mask); nothing is tracked otherwise.
   uint64_t source = 0;
-  if (prof_->events()) {
+  if (core_->events()) {
     source = nccl::kKernelLaunch;
-  } else if (prof_->api_version() >= 4 && (c.nccl_mask & nccl::kKernelCh) != 0) {
+  } else if (core_->api_version() >= 4 && (c.nccl_mask & nccl::kKernelCh) != 0) {
     source = nccl::kKernelCh;
   }
   mask_watch_ = MaskWatch(static_cast<uint32_t>(c.nccl_mask), source, now);
@@ -142,7 +145,7 @@ void Writer::FlushNow() {
 }
 
 void Writer::Loop() {
-  const Config& c = prof_->config();
+  const Config& c = core_->config();
   const uint64_t tick_ns = uint64_t{std::min<uint32_t>(10, c.flush_ms)} * 1000000;
   // During a burst the rings are drained every millisecond (writes still
   // follow NCCLWATCH_FLUSH_MS): the hot path never waits, so the only guard
@@ -163,7 +166,7 @@ void Writer::Loop() {
     if (stopping) {
       // Final records: drops and a clean finalize if every communicator ended.
       bool clean = true;
-      for (Context* ctx : prof_->ContextsSnapshot())
+      for (Context* ctx : core_->ContextsSnapshot())
         if (!ctx->finalized.load(std::memory_order_acquire)) clean = false;
       MaybeEncodeDrops(now, true);
       enc_.Finalize(Rel(NowNs()), clean);
@@ -191,7 +194,7 @@ void Writer::Cycle(uint64_t now, bool force_write) {
   if (reannounce_) {
     reannounce_ = false;
     comm_announced_.clear();
-    for (Context* ctx : prof_->ContextsSnapshot())
+    for (Context* ctx : core_->ContextsSnapshot())
       if (!ctx->finalized.load(std::memory_order_acquire)) {
         EncodeCommInit(ctx, false, ctx->comm_hash);
         comm_announced_[ctx->comm] = ctx->comm_hash != 0;
@@ -217,22 +220,22 @@ void Writer::Cycle(uint64_t now, bool force_write) {
     in_flight_.CommFinalized(c.ctx->comm);
     comm_announced_.erase(c.ctx->comm);
     c.ctx->finalize_written.store(true, std::memory_order_release);
-    prof_->RecycleContext(c.ctx);
+    core_->RecycleContext(c.ctx);
   }
   ReclaimThreads();
   MaybeEncodeDrops(now, false);
   if (now >= next_heartbeat_) {
     enc_.Heartbeat(HeartbeatOf(now));
-    next_heartbeat_ = now + uint64_t{prof_->config().heartbeat_ms} * 1000000;
+    next_heartbeat_ = now + uint64_t{core_->config().heartbeat_ms} * 1000000;
   }
-  if (prof_->events()) PollLaunches(now);
+  if (core_->events()) PollLaunches(now);
   ReclaimLost(now);
   ReleaseUnsure(now);
   MaybeStuckReport(now);
   if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll());
   if (force_write || wire_.size() >= kWriteThreshold) {
     WriteOut();
-    next_flush_ = now + uint64_t{prof_->config().flush_ms} * 1000000;
+    next_flush_ = now + uint64_t{core_->config().flush_ms} * 1000000;
   }
 }
 
@@ -253,14 +256,14 @@ void Writer::DrainRings() {
     // From here on, record times are CLOCK_MONOTONIC ns.
     staged_.push_back({r, HasTicks(r) ? ticks_.ToNs(r.t0_ticks) : 0, HasEndTicks(r) ? ticks_.ToNs(r.t1) : 0});
   };
-  const uint32_t n = prof_->thread_count();
+  const uint32_t n = core_->thread_count();
   // Completions waiting in their ops' slots (ThreadBuf::done_in_slot), taken
   // before the rings: an op's record was in its ring before its completion
   // was built, so every op these complete is in this drain or an earlier
   // one. Each slot is freed once read.
   from_slots_.clear();
   for (uint32_t i = 0; i < n; ++i) {
-    ThreadBuf* tb = prof_->thread_buf(i);
+    ThreadBuf* tb = core_->thread_buf(i);
     tb->done_in_slot.Collect([&](size_t k) {
       Slot* s = &tb->slots[k];
       from_slots_.push_back(s->rec);
@@ -269,10 +272,10 @@ void Writer::DrainRings() {
   }
   // The lane too: its ops' completions come from slots.
   from_lane_.clear();
-  prof_->lane().Drain([&](const Rec& r) { from_lane_.push_back(r); });
+  core_->lane().Drain([&](const Rec& r) { from_lane_.push_back(r); });
   uint32_t busiest = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    ThreadBuf* tb = prof_->thread_buf(i);
+    ThreadBuf* tb = core_->thread_buf(i);
     if (tb->owner.load(std::memory_order_acquire) == kBufFree) continue;
     const uint32_t got = tb->ring.Drain(kDrainPerRing, stage);
     busiest = std::max(busiest, got * 8 / tb->ring.capacity());
@@ -328,16 +331,16 @@ void Writer::Emit(const StagedRec& r, const StagedRec* done) {
 }
 
 void Writer::ReclaimThreads() {
-  const uint32_t n = prof_->thread_count();
+  const uint32_t n = core_->thread_count();
   for (uint32_t i = 0; i < n; ++i) {
-    ThreadBuf* tb = prof_->thread_buf(i);
+    ThreadBuf* tb = core_->thread_buf(i);
     if (tb->owner.load(std::memory_order_acquire) != kBufOrphaned || !tb->ring.Empty()) continue;
     bool live = false;
     for (uint32_t k = 0; k < tb->nslots && !live; ++k)
       live = tb->slots[k].state.load(std::memory_order_acquire) == kSlotLive;
     if (!live) {
       tb->owner.store(kBufFree, std::memory_order_release);
-      prof_->BufferFreed();
+      core_->BufferFreed();
     }
   }
 }
@@ -352,7 +355,7 @@ void Writer::DropOversizeRecord() {
   ++oversize_;
   if (!oversize_logged_) {
     oversize_logged_ = true;
-    prof_->Log(nccl::kLogWarn, "a record larger than the %zu MiB encode buffer was dropped (counted as lost)",
+    core_->Log(nccl::kLogWarn, "a record larger than the %zu MiB encode buffer was dropped (counted as lost)",
                buf_.size() >> 20);
   }
 }
@@ -384,7 +387,7 @@ void Writer::WriteOut() {
   // and counted; definitions in it must be written again before use.
   if (!write_error_logged_) {
     write_error_logged_ = true;
-    prof_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
+    core_->Log(nccl::kLogWarn, "writing %s failed (%s); records are being dropped and counted until writes succeed",
                file_.path().c_str(), file_.last_error().c_str());
   }
   string_ptr_ids_.clear();

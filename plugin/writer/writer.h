@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,7 +42,7 @@
 #include <vector>
 
 #include "plugin/core/clock.h"
-#include "plugin/core/core.h"
+#include "plugin/core/core_view.h"
 #include "plugin/core/monotonic_cv.h"
 #include "plugin/writer/encoder.h"
 #include "plugin/writer/in_flight.h"
@@ -57,7 +58,8 @@ namespace ncclwatch::plugin {
 
 class Writer final : private RecordSink {
  public:
-  Writer(Profiler* prof, std::string file_name_override);
+  // `core`: what the writer reads of the Profiler (core_view.h).
+  Writer(std::unique_ptr<CoreView> core, std::string file_name_override);
   ~Writer();
 
   // Creates the file (own_file.h: O_EXCL|O_NOFOLLOW, NCCLWATCH_FILE_MODE
@@ -153,7 +155,7 @@ class Writer final : private RecordSink {
   // Records that never reached the file: failed writes and oversize records.
   uint64_t RecordsLost() const { return file_.records_lost() + oversize_; }
 
-  Profiler* prof_;
+  std::unique_ptr<CoreView> core_;
   std::string override_;
   TraceFile file_;
   ProcessInfo info_;

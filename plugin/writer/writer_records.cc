@@ -33,11 +33,11 @@ uint32_t Writer::Intern(const char* s) {
 }
 
 void Writer::EncodeHeader() {
-  const Config& c = prof_->config();
+  const Config& c = core_->config();
   const ClockFacts& f = ticks_.facts();
   HeaderFields h;
   h.plugin_version = kPluginVersion;
-  h.profiler_api_version = static_cast<uint32_t>(prof_->api_version());
+  h.profiler_api_version = static_cast<uint32_t>(core_->api_version());
   h.hostname = info_.hostname;
   h.pid = info_.pid;
   h.mono_base_ns = mono_base_;
@@ -65,7 +65,7 @@ void Writer::EncodeHeader() {
   h.clock_gettime_ns = f.gettime_ns;
   h.nccl_version = info_.nccl_version;
   h.cuda_driver_version = info_.cuda_driver_version;
-  h.completions = prof_->completions();
+  h.completions = core_->completions();
   enc_.Header(h);
 }
 
@@ -115,7 +115,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   }
   auto ann = comm_announced_.find(r.comm);
   if (ann == comm_announced_.end() || !ann->second) {
-    for (Context* ctx : prof_->ContextsSnapshot()) {
+    for (Context* ctx : core_->ContextsSnapshot()) {
       // Ids are reused: the one context of that id whose CommFinalize is
       // not written yet (an id is given again only after it is).
       if (ctx->comm != r.comm || ctx->finalize_written.load(std::memory_order_acquire)) continue;
@@ -127,7 +127,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
     }
   }
   bool tracked = (r.flags & kFlagTracked) != 0;
-  const bool events = prof_->events();
+  const bool events = core_->events();
   // Completions from CUDA events: the op joins its launch, which may have
   // completed already (the writer saw its event before the op's record).
   StagedRec ev_done;
@@ -169,7 +169,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
     in_flight_.Enqueued(r.id, o, tracked && !(unsure && events));
   }
   // A folded op needs no id unless raw records may name it as their parent.
-  if (done == nullptr || prof_->config().raw_kinds != 0) f.event_id = r.id;
+  if (done == nullptr || core_->config().raw_kinds != 0) f.event_id = r.id;
   f.comm = r.comm;
   f.p2p = r.etype == kEvP2p;
   f.seq = r.op.seq;
@@ -188,7 +188,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.recv_buff = r.op.recv_buff;
   f.traffic_bytes = events ? 0 : r.op.traffic_bytes;  // the same word holds the launch id
   // One word: v1's reduction op, or a later version's user tag.
-  if (prof_->api_version() == 1) {
+  if (core_->api_version() == 1) {
     f.op = r.op.op;
   } else {
     f.user_tag = r.op.user_tag;
@@ -239,7 +239,7 @@ void Writer::NoteLaunch(const StagedRec& r) {
 void Writer::PollLaunches(uint64_t now) {
   std::lock_guard<std::mutex> lock(CudaCallMutex());
   if (!CudaCallsAllowed()) return;  // the process is exiting
-  const CudaDriver& cuda = prof_->cuda();
+  const CudaDriver& cuda = core_->cuda();
   if (!capture_mode_set_) {
     // A CUDA graph captured in the global mode by another thread would be
     // invalidated by this thread's event queries: ours are relaxed (what
@@ -274,7 +274,7 @@ void Writer::PollLaunches(uint64_t now) {
   launches_gone_ += gone;
   if (gone > 0 && !warned_context_gone_) {
     warned_context_gone_ = true;
-    prof_->Log(nccl::kLogWarn,
+    core_->Log(nccl::kLogWarn,
                "a CUDA context was destroyed with kernel launches pending: the completion of %llu operations is "
                "unknown; they are no longer watched",
                static_cast<unsigned long long>(gone));
@@ -282,9 +282,9 @@ void Writer::PollLaunches(uint64_t now) {
 }
 
 HeartbeatFields Writer::HeartbeatOf(uint64_t now) const {
-  uint64_t recorded = 0, dropped = prof_->no_thread_slot();
-  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
-    const ThreadCounters& c = prof_->thread_buf(i)->counters;
+  uint64_t recorded = 0, dropped = core_->no_thread_slot();
+  for (uint32_t i = 0; i < core_->thread_count(); ++i) {
+    const ThreadCounters& c = core_->thread_buf(i)->counters;
     recorded += c.recorded.load(std::memory_order_relaxed);
     dropped += c.ring_full.load(std::memory_order_relaxed) + c.pool_exhausted.load(std::memory_order_relaxed);
   }

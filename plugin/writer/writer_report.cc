@@ -24,20 +24,20 @@ constexpr size_t kMaxStuckProxies = 32;
 
 void Writer::DropCounts(uint64_t* ring_full, uint64_t* pool, uint64_t* no_slot, uint64_t* foreign, uint64_t* bad) const {
   *ring_full = *pool = *foreign = *bad = 0;
-  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
-    const ThreadCounters& c = prof_->thread_buf(i)->counters;
+  for (uint32_t i = 0; i < core_->thread_count(); ++i) {
+    const ThreadCounters& c = core_->thread_buf(i)->counters;
     *ring_full += c.ring_full.load(std::memory_order_relaxed);
     *pool += c.pool_exhausted.load(std::memory_order_relaxed);
     *foreign += c.foreign_parent.load(std::memory_order_relaxed);
     *bad += c.bad_parent.load(std::memory_order_relaxed);
   }
-  *no_slot = prof_->no_thread_slot();
+  *no_slot = core_->no_thread_slot();
 }
 
 uint64_t Writer::UntrackedOps() const {
   uint64_t n = 0;
-  for (uint32_t i = 0; i < prof_->thread_count(); ++i)
-    n += prof_->thread_buf(i)->counters.untracked_ops.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < core_->thread_count(); ++i)
+    n += core_->thread_buf(i)->counters.untracked_ops.load(std::memory_order_relaxed);
   return n;
 }
 
@@ -72,8 +72,8 @@ void Writer::MaybeEncodeDrops(uint64_t now, bool force) {
     char hint[96] = "";
     if (ring_full + no_slot > 0)
       snprintf(hint, sizeof(hint), "; a larger NCCLWATCH_BUFFER_MB (now %llu) makes room",
-               static_cast<unsigned long long>(prof_->config().buffer_mb));
-    prof_->Log(nccl::kLogWarn,
+               static_cast<unsigned long long>(core_->config().buffer_mb));
+    core_->Log(nccl::kLogWarn,
                "events are being dropped (%llu: per-thread buffer full %llu, event handles exhausted %llu, "
                "threads without a buffer %llu); the file counts them%s",
                static_cast<unsigned long long>(ring_full + pool + no_slot), static_cast<unsigned long long>(ring_full),
@@ -90,15 +90,15 @@ void Writer::LogHandleExhaustion(uint64_t now) {
   // from operations that will never complete (channels missing).
   uint32_t worst = 0;
   uint64_t worst_count = 0;
-  for (uint32_t i = 0; i < prof_->thread_count(); ++i) {
-    const ThreadCounters& tc = prof_->thread_buf(i)->counters;
+  for (uint32_t i = 0; i < core_->thread_count(); ++i) {
+    const ThreadCounters& tc = core_->thread_buf(i)->counters;
     uint64_t c = tc.pool_exhausted.load(std::memory_order_relaxed) + tc.untracked_ops.load(std::memory_order_relaxed);
     if (c > worst_count) {
       worst_count = c;
       worst = i;
     }
   }
-  ThreadBuf* tb = prof_->thread_buf(worst);
+  ThreadBuf* tb = core_->thread_buf(worst);
   uint32_t live = 0, live_ops = 0, waiting_channels = 0;
   const Slot* oldest = nullptr;
   for (uint32_t k = 0; k < tb->nslots; ++k) {
@@ -134,7 +134,7 @@ void Writer::LogHandleExhaustion(uint64_t now) {
              oldest->proxy_started.load(std::memory_order_relaxed),
              oldest->proxy_stopped.load(std::memory_order_relaxed), oldest->enqueued.load(std::memory_order_relaxed));
   }
-  prof_->Log(nccl::kLogWarn,
+  core_->Log(nccl::kLogWarn,
              "event handles exhausted on thread %u: %u of %u handles in use, %u by operations in flight (%u waiting "
              "for kernel channels); %zu operations in flight in all; the oldest: %s. Operations go on being recorded, "
              "without completion tracking, until handles are free",
@@ -146,7 +146,7 @@ void Writer::LogSummary() {
   uint64_t ring_full, pool, no_slot, foreign, bad;
   DropCounts(&ring_full, &pool, &no_slot, &foreign, &bad);
   const uint64_t dropped = ring_full + pool + no_slot + RecordsLost();
-  prof_->Log(dropped > 0 ? nccl::kLogWarn : nccl::kLogInfo,
+  core_->Log(dropped > 0 ? nccl::kLogWarn : nccl::kLogInfo,
              "closed %s: %llu records, %llu bytes; dropped %llu events (buffer full %llu, handles exhausted %llu, "
              "no buffer %llu, write failed %llu); %llu operations without completion tracking (handles exhausted); "
              "%llu completions implied by a later one; %llu operations let go without a completion source (mask "
@@ -161,8 +161,8 @@ void Writer::LogSummary() {
 
 Slot* Writer::SlotOf(uint64_t id) {
   const uint32_t ti = ThreadOfId(id);
-  if (ti < 1 || ti > prof_->thread_count()) return nullptr;
-  ThreadBuf* tb = prof_->thread_buf(ti - 1);
+  if (ti < 1 || ti > core_->thread_count()) return nullptr;
+  ThreadBuf* tb = core_->thread_buf(ti - 1);
   for (uint32_t k = 0; k < tb->nslots; ++k)
     if (tb->slots[k].id.load(std::memory_order_relaxed) == id) return &tb->slots[k];
   return nullptr;
@@ -184,7 +184,7 @@ void Writer::ReclaimLost(uint64_t now) {
   const uint64_t before = in_flight_.lost_completions();
   const uint64_t found = in_flight_.ReclaimLost(now, [this](uint64_t id) { ReleaseHandle(id); });
   if (found > 0 && before == 0)
-    prof_->Log(nccl::kLogInfo,
+    core_->Log(nccl::kLogInfo,
                "an operation's kernel-channel events did not all arrive from NCCL; a later operation on its "
                "communicator completed, so it did too: no longer watched (counted in the closing line)");
 }
@@ -196,7 +196,7 @@ void Writer::CheckMask(uint64_t now) {
   // every read: it unloads the plugin (2.23 to 2.26, 2.30) or itself only
   // after that finalize has returned. The lock finalize takes (the global
   // mutex) would not do: Release holds it while it joins this thread.
-  int* addr = prof_->nccl_mask_address();
+  int* addr = core_->nccl_mask_address();
   if (addr == nullptr) return;
   const uint64_t mask = static_cast<uint32_t>(__atomic_load_n(addr, __ATOMIC_RELAXED));
   MaskWatch::Change c;
@@ -209,7 +209,7 @@ void Writer::CheckMask(uint64_t now) {
   f.completion_source = mask_watch_.source();
   enc_.MaskChange(f);
   if (c.source_lost) {
-    if (prof_->events()) {
+    if (core_->events()) {
       // Their completions would be an earlier launch's (see ForgetFrom).
       unsure_released_ += in_flight_.ForgetFrom(c.since_ns);
     } else {
@@ -219,14 +219,14 @@ void Writer::CheckMask(uint64_t now) {
   std::string what;
   const auto lost = [&](uint64_t bits) { return (c.old_mask & bits) != 0 && (c.new_mask & bits) == 0; };
   if (c.source_lost)
-    what += prof_->events() ? "; completions (CUDA events at kernel launches, which need KernelLaunch) stop"
+    what += core_->events() ? "; completions (CUDA events at kernel launches, which need KernelLaunch) stop"
                             : "; completions (kernel channels, KernelCh) stop";
   if (lost(nccl::kColl)) what += "; collectives are no longer reported";
   if (lost(nccl::kP2p)) what += "; point-to-point operations are no longer reported";
   if (what.empty()) what = "; nothing ncclwatch needs was taken away";
   if (c.source_lost)
     what += ": operations enqueued from now on are recorded without completion and never reported as stuck";
-  prof_->Log(warned_mask_ ? nccl::kLogInfo : nccl::kLogWarn,
+  core_->Log(warned_mask_ ? nccl::kLogInfo : nccl::kLogWarn,
              "NCCL's profiler event mask changed from 0x%llx to 0x%llx after init (NCCL 2.31 lets RAS set it for "
              "the whole job)%s; %s records it",
              static_cast<unsigned long long>(c.old_mask), static_cast<unsigned long long>(c.new_mask), what.c_str(),
@@ -239,7 +239,7 @@ void Writer::ReleaseUnsure(uint64_t now) {
 }
 
 void Writer::MaybeStuckReport(uint64_t now) {
-  const double stuck_sec = prof_->config().stuck_sec;
+  const double stuck_sec = core_->config().stuck_sec;
   if (stuck_sec <= 0 || in_flight_.empty()) return;
   const uint64_t threshold = static_cast<uint64_t>(stuck_sec * 1e9);
   const uint64_t trigger = in_flight_.StuckTrigger(now, threshold);
@@ -247,7 +247,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
 
   // Live progress of every proxy operation serving an op in flight.
   std::unordered_map<uint64_t, std::vector<const Slot*>> proxies;
-  for (const Slot* s = prof_->slots_begin(); s < prof_->slots_end(); ++s) {
+  for (const Slot* s = core_->slots_begin(); s < core_->slots_end(); ++s) {
     if (s->state.load(std::memory_order_acquire) == kSlotFree) continue;
     if (s->kind.load(std::memory_order_relaxed) != kEvProxyOp) continue;
     uint64_t op = s->op_id.load(std::memory_order_relaxed);
@@ -274,7 +274,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
     o.age_ns = now - f.start_ns;
     o.enqueued = true;  // the table holds only enqueued ops (Op records)
     o.nchannels = f.nchannels;
-    if (prof_->events()) {
+    if (core_->events()) {
       // Its slot was freed at its stop: what the GPU did comes from its
       // launch's events.
       o.gpu = static_cast<uint32_t>(launches_.ProgressOf(id));
@@ -308,7 +308,7 @@ void Writer::MaybeStuckReport(uint64_t now) {
   }
   enc_.Stuck(report);
   WriteOut();
-  prof_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
+  core_->Log(nccl::kLogWarn, "operation in flight for over %.1f s: wrote a stuck report of %zu operations to %s",
              stuck_sec, ops.size(), file_.path().c_str());
   if (on_stuck_.prepared() && !ops.empty()) StartOnStuck(ops[0].second->comm);
 }
@@ -318,10 +318,10 @@ void Writer::StartOnStuck(uint16_t comm) {
   // communicator of the oldest stuck operation.
   int64_t rank = info_.launcher_rank;
   if (rank < 0) {
-    for (Context* c : prof_->ContextsSnapshot())
+    for (Context* c : core_->ContextsSnapshot())
       if (c->comm == comm) rank = c->rank;
   }
-  const Config& cfg = prof_->config();
+  const Config& cfg = core_->config();
   LogOnStuck(on_stuck_.Start(info_.pid, rank, file_.path(), cfg.on_stuck_timeout_sec, cfg.on_stuck_max_bytes));
 }
 
@@ -332,10 +332,10 @@ void Writer::LogOnStuck(const OnStuckRunner::Event& e) {
     case OnStuckRunner::Event::kFailed:
     case OnStuckRunner::Event::kKilled:
     case OnStuckRunner::Event::kCut:
-      prof_->Log(nccl::kLogWarn, "%s", e.text.c_str());
+      core_->Log(nccl::kLogWarn, "%s", e.text.c_str());
       return;
     default:
-      prof_->Log(nccl::kLogInfo, "%s", e.text.c_str());
+      core_->Log(nccl::kLogInfo, "%s", e.text.c_str());
   }
 }
 
