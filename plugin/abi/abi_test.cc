@@ -1159,6 +1159,7 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
+  bool stuck_done = false;  // the stuck worker's 20,000 live operations are recorded
   const int kExtra = 6;
   auto barrier_wait = [&](int n) {
     std::unique_lock<std::mutex> l(mu);
@@ -1188,6 +1189,11 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
       void* h = hung.Start(o);
       hung.Stop(h);
     }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      stuck_done = true;
+    }
+    cv.notify_all();
     // Then operations started and never stopped: once the spare handles
     // (256) hold them too, the rest are lost.
     for (int i = 0; i < 300; ++i) {
@@ -1202,6 +1208,21 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
   std::thread burst_worker([&] {
     one_op(next_seq++);
     barrier_wait(2 + kExtra + 1);
+    // The burst starts once the stuck worker holds every handle and the
+    // writer has said so: the warning, given once, names the thread with
+    // the most operations past its handles, and a burst running beside it
+    // (whose completions wait in their slots when the ring is full) could
+    // be that thread on a loaded machine (seen once under TSan).
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return stuck_done; });
+    }
+    auto exhausted_said = [] {
+      for (const std::string& line : Warnings())
+        if (line.find("event handles exhausted on thread") != std::string::npos) return true;
+      return false;
+    };
+    while (!exhausted_said()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     for (int i = 0; i < 50000; ++i) one_op(next_seq++);
   });
   // Give the workers their buffers first.
