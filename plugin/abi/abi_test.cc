@@ -659,6 +659,74 @@ TEST(DefaultCapture, OpsWithCompletionOnly) {
   EXPECT_EQ(view.done.proxy_bytes(), r.proxy_bytes);
 }
 
+// v4+: Coll and P2p go from NCCL's descriptor to the Op record without an
+// EventDesc (exports.cc CopyOpV4). At the default capture every field the
+// full capture writes (EveryFieldArrives) is there, buffers and parent aside.
+class DefaultCaptureOps : public ::testing::TestWithParam<int> {};
+
+TEST_P(DefaultCaptureOps, EveryOpFieldArrives) {
+  const int v = GetParam();
+  const std::string dir = MakeTempDir("default-ops-v" + std::to_string(v));
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}});
+  FakeComm c(PluginLib::Shared(), v);
+  const CommPlan& p = kPlans[0];
+  ASSERT_EQ(c.Init(p.hash, p.name, p.nnodes, p.nranks, p.rank), 0);
+  std::vector<OpSpec> specs = OpsFor(0);
+  if (v >= 7) specs[1].kernel_variant = "AGxLL_R";
+  for (const OpSpec& s : specs) c.RunOp(s);
+  ASSERT_EQ(c.Finalize(), 0);
+  auto t = ReadSingleTrace(dir);
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->starts.empty());
+  EXPECT_TRUE(t->drops.empty());
+  ASSERT_EQ(t->ops.size(), specs.size());
+  int sends = 0;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    SCOPED_TRACE("op " + std::to_string(k));
+    const OpView& view = t->ops[k];
+    const trace::Op& op = *view.op;
+    const OpSpec& s = specs[k];
+    EXPECT_EQ(op.kind(), s.p2p ? trace::OP_KIND_P2P : trace::OP_KIND_COLL);
+    EXPECT_EQ(op.seq(), s.seq);
+    EXPECT_EQ(t->Str(op.func()), s.func);
+    EXPECT_EQ(t->Str(op.datatype()), s.datatype);
+    EXPECT_EQ(op.count(), s.count);
+    EXPECT_EQ(op.user_tag(), v >= 7 ? s.user_tag : 0u);
+    EXPECT_EQ(op.is_sym_coll(), v >= 7 && s.kernel_variant != nullptr);
+    EXPECT_EQ(op.nchannels(), s.nchannels);
+    EXPECT_EQ(op.nwarps(), s.p2p ? 0u : s.nwarps);
+    EXPECT_EQ(op.send_buff(), 0u);  // buffers only with full capture
+    EXPECT_EQ(op.recv_buff(), 0u);
+    EXPECT_EQ(op.parent_id(), 0u);  // the parent was not captured
+    EXPECT_EQ(op.traffic_bytes(), 0u);
+    EXPECT_EQ(op.op(), 0u);
+    EXPECT_FALSE(op.is_collnet());
+    EXPECT_FALSE(op.is_nvls());
+    EXPECT_TRUE(op.completion_tracked() || view.folded);
+    EXPECT_EQ(view.done_count, 1);
+    if (s.p2p) {
+      EXPECT_EQ(op.peer(), s.peer);
+      EXPECT_EQ(op.algo(), 0u);
+      EXPECT_EQ(op.proto(), 0u);
+      const uint64_t expect_seq = std::string(s.func) == "Send" ? ++sends : 1;
+      EXPECT_EQ(op.p2p_seq(), expect_seq);
+    } else {
+      EXPECT_EQ(op.root(), s.root);
+      if (v >= 7 && s.kernel_variant != nullptr) {
+        EXPECT_EQ(t->Str(op.kernel_variant()), s.kernel_variant);
+        EXPECT_EQ(op.proto(), 0u);
+      } else {
+        EXPECT_EQ(op.kernel_variant(), 0u);
+        EXPECT_EQ(t->Str(op.algo()), s.algo);
+        EXPECT_EQ(t->Str(op.proto()), s.proto);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(V4ToV7, DefaultCaptureOps, ::testing::Range(4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return "v" + std::to_string(i.param); });
+
 // NCCL 2.31 (v7): the call's tag and a symmetric kernel reach the Op record
 // at the default capture. KernelPhase is not asked for, but NCCL may report
 // it all the same (RAS can set the mask of a whole job, profiler.cc

@@ -382,31 +382,43 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
 }
 
 // ---------------------------------------------------------------- v4..v7
-// The members shared by v4 to v7 (same names, same meaning).
+// A Coll or P2p: no EventDesc, its OpDesc filled from the members v4 to v7
+// share, and v7's tag and symmetric kernel (Profiler::StartOp).
+template <typename D>
+void CopyOpV4(const D& e, OpDesc* o) {
+  constexpr bool kV7 = std::is_same<D, nccl::DescrV7>::value;
+  if (o->kind == kEvColl) {
+    o->seq = e.coll.seqNumber;
+    o->func = e.coll.func;
+    o->send_buff = e.coll.sendBuff;
+    o->recv_buff = e.coll.recvBuff;
+    o->count = e.coll.count;
+    o->root = e.coll.root;
+    o->datatype = e.coll.datatype;
+    o->nchannels = e.coll.nChannels;
+    o->nwarps = e.coll.nWarps;
+    o->algo = e.coll.algo;
+    o->proto = e.coll.proto;
+    if constexpr (kV7) {
+      o->kernel_variant = e.coll.kernelVariant;
+      o->is_sym_coll = e.coll.isSymColl;
+      o->user_tag = e.coll.userTag;
+    }
+  } else {
+    o->func = e.p2p.func;
+    o->recv_buff = e.p2p.buff;
+    o->datatype = e.p2p.datatype;
+    o->count = e.p2p.count;
+    o->peer = e.p2p.peer;
+    o->nchannels = e.p2p.nChannels;
+    if constexpr (kV7) o->user_tag = e.p2p.userTag;
+  }
+}
+
+// The other members shared by v4 to v7 (same names, same meaning).
 template <typename D>
 bool CopyCommonV4(const D& e, EventDesc* d) {
   switch (d->kind) {
-    case kEvColl:
-      d->seq = e.coll.seqNumber;
-      d->func = e.coll.func;
-      d->send_buff = e.coll.sendBuff;
-      d->recv_buff = e.coll.recvBuff;
-      d->count = e.coll.count;
-      d->root = e.coll.root;
-      d->datatype = e.coll.datatype;
-      d->nchannels = e.coll.nChannels;
-      d->nwarps = e.coll.nWarps;
-      d->algo = e.coll.algo;
-      d->proto = e.coll.proto;
-      return true;
-    case kEvP2p:
-      d->func = e.p2p.func;
-      d->recv_buff = e.p2p.buff;
-      d->datatype = e.p2p.datatype;
-      d->count = e.p2p.count;
-      d->peer = e.p2p.peer;
-      d->nchannels = e.p2p.nChannels;
-      return true;
     case kEvProxyOp:
       CopyProxy(e, d);
       return true;
@@ -492,21 +504,11 @@ bool CopyCeV6(const nccl::DescrV6& e, EventDesc* d) {
   }
 }
 
-// v7: v6's events, each copied from v7's own members, plus the caller's tag,
-// the symmetric kernel's variant and the kernel phases. Not through CopyCeV6:
+// v7: v6's events, each copied from v7's own members, plus the caller's tag
+// and the kernel phases (Coll and P2p: CopyOpV4). Not through CopyCeV6:
 // that reads a DescrV6.
 bool CopyV7(const nccl::DescrV7& e, EventDesc* d) {
   switch (d->kind) {
-    case kEvColl:
-      CopyCommonV4(e, d);
-      d->kernel_variant = e.coll.kernelVariant;
-      d->is_sym_coll = e.coll.isSymColl;
-      d->user_tag = e.coll.userTag;
-      return true;
-    case kEvP2p:
-      CopyCommonV4(e, d);
-      d->user_tag = e.p2p.userTag;
-      return true;
     case kEvCollApi:
       CopyApiV5(e, d);
       d->user_tag = e.collApi.userTag;
@@ -566,6 +568,16 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
   if constexpr (kApi >= 5) {
     if (KernelLaunchFast(context, handle, kind, *e)) return nccl::kSuccess;
+  }
+  if (kind == kEvColl || kind == kEvP2p) {
+    OpDesc o;
+    o.kind = kind;
+    o.parent = e->parentObj;
+    CopyOpV4(*e, &o);
+    // Wanted: the context is ours and not null.
+    void* h = static_cast<Context*>(context)->prof->StartOp(static_cast<Context*>(context), o);
+    if (handle != nullptr) *handle = h;
+    return nccl::kSuccess;
   }
   EventDesc d;
   d.kind = kind;

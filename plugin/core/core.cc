@@ -234,7 +234,7 @@ Rec* Profiler::ReserveRawRecord(ThreadBuf* tb) {
 
 // ------------------------------------------------------------------ hot path
 
-void Profiler::StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
+void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now) {
   Context* ctx = s->ctx;
   Rec& r = s->rec;
   r.kind = kRecOp;
@@ -544,6 +544,36 @@ void Profiler::KernelChStopped(Slot* op, uint64_t now) {
   MaybeComplete(op, now);
 }
 
+void* Profiler::StartOp(Context* ctx, const OpDesc& d) {
+  if (ctx == nullptr || !IsOp(d.kind)) return nullptr;
+  if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
+  ThreadBuf* tb = CurrentThread();
+  if (tb == nullptr) {
+    NoBuffer();
+    return nullptr;
+  }
+  return StartOpIn(tb, ctx, d);
+}
+
+void* Profiler::StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d) {
+  const uint64_t now = Ticks();
+  Slot* s = AllocSlot(tb);
+  const bool spare = s == nullptr;
+  if (spare && (s = SpareSlot(tb)) == nullptr) {
+    OwnerIncrement(tb->counters.pool_exhausted);
+    return nullptr;
+  }
+  s->kind.store(d.kind, std::memory_order_relaxed);
+  s->ctx = ctx;
+  s->start_ns = now;
+  FillOp(tb, s, d, now);
+  if (spare) {
+    s->tracked.store(0, std::memory_order_relaxed);
+    OwnerIncrement(tb->counters.untracked_ops);
+  }
+  return s;
+}
+
 void* Profiler::Start(Context* ctx, const EventDesc& d) {
   if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
@@ -564,24 +594,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
   if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d.stream, raw ? &d : nullptr);
-  if (IsOp(d.kind)) {
-    const uint64_t now = Ticks();
-    Slot* s = AllocSlot(tb);
-    const bool spare = s == nullptr;
-    if (spare && (s = SpareSlot(tb)) == nullptr) {
-      OwnerIncrement(tb->counters.pool_exhausted);
-      return nullptr;
-    }
-    s->kind.store(d.kind, std::memory_order_relaxed);
-    s->ctx = ctx;
-    s->start_ns = now;
-    StartOp(tb, s, d, now);
-    if (spare) {
-      s->tracked.store(0, std::memory_order_relaxed);
-      OwnerIncrement(tb->counters.untracked_ops);
-    }
-    return s;
-  }
+  if (IsOp(d.kind)) return StartOpIn(tb, ctx, OpOf(d));
 
   // Children of an operation feed its completion.
   Slot* parent = nullptr;

@@ -120,6 +120,9 @@ class Profiler {
   // when LaunchFast()). Thread safety: as Start.
   bool LaunchFast() const { return events_ && !((config_.raw_kinds >> kEvKernelLaunch) & 1); }
   void* StartKernelLaunch(Context* ctx, const void* stream);
+  // A Coll or P2p: what Start does for one, from its OpDesc (the v4+
+  // adapters call it without building an EventDesc). Thread safety: as Start.
+  void* StartOp(Context* ctx, const OpDesc& d);
   // Hot path. Start returns a handle or null (event dropped or not tracked).
   void* Start(Context* ctx, const EventDesc& d);
   void Stop(void* handle);
@@ -219,7 +222,8 @@ class Profiler {
   // The completion built in op->rec goes to the writer through its buffer's
   // done_in_slot; the writer frees the slot once it has read it.
   void CompleteInSlot(Slot* op);
-  void StartOp(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
+  void* StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d);
+  void FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now);
   // KernelLaunch with completions from CUDA events: an event recorded on
   // the launch stream at start (before the kernel) and at stop (after it).
   // `raw`: the descriptor when the launch is captured raw, else null.

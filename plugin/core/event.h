@@ -78,6 +78,63 @@ struct EventDesc {
   bool use_intra_sync = false;
 };
 
+// An operation (Coll, P2p): only what the core reads of one (Profiler::StartOp).
+// The v4+ adapters fill it straight from NCCL's descriptor, so NCCL's
+// launching thread neither zeroes nor copies a whole EventDesc per operation
+// (BENCHMARKS.md, "The launching thread's cost"); v1..v3 go through
+// EventDesc (OpOf). Fields mean what EventDesc's of the same name do.
+struct OpDesc {
+  EventKind kind = kEvNone;  // kEvColl or kEvP2p
+  void* parent = nullptr;
+  uint64_t seq = 0;
+  const char* func = nullptr;
+  const void* send_buff = nullptr;
+  const void* recv_buff = nullptr;
+  uint64_t count = 0;
+  int32_t root = 0;
+  int32_t peer = 0;
+  const char* datatype = nullptr;
+  const char* algo = nullptr;
+  const char* proto = nullptr;
+  uint64_t user_tag = 0;
+  const char* kernel_variant = nullptr;
+  uint64_t comm_hash = 0;
+  uint64_t traffic_bytes = 0;
+  uint32_t op = 0;
+  uint8_t nchannels = 0;
+  uint8_t nwarps = 0;
+  bool is_sym_coll = false;
+  bool is_collnet = false;
+  bool is_nvls = false;
+};
+
+inline OpDesc OpOf(const EventDesc& d) {
+  OpDesc o;
+  o.kind = d.kind;
+  o.parent = d.parent;
+  o.seq = d.seq;
+  o.func = d.func;
+  o.send_buff = d.send_buff;
+  o.recv_buff = d.recv_buff;
+  o.count = d.count;
+  o.root = d.root;
+  o.peer = d.peer;
+  o.datatype = d.datatype;
+  o.algo = d.algo;
+  o.proto = d.proto;
+  o.user_tag = d.user_tag;
+  o.kernel_variant = d.kernel_variant;
+  o.comm_hash = d.comm_hash;
+  o.traffic_bytes = d.traffic_bytes;
+  o.op = d.op;
+  o.nchannels = d.nchannels;
+  o.nwarps = d.nwarps;
+  o.is_sym_coll = d.is_sym_coll;
+  o.is_collnet = d.is_collnet;
+  o.is_nvls = d.is_nvls;
+  return o;
+}
+
 struct StateArgs {
   uint64_t trans_size = 0;
   int32_t steps = 0;
