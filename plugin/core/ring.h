@@ -44,11 +44,13 @@ class Ring {
   void Commit() {
     const uint64_t h = head_.load(std::memory_order_relaxed) + 1;
     head_.store(h, std::memory_order_release);
-    // The next record was last read by the consumer, a ring ago: ask for its
-    // lines now, so the next Reserve's copy does not wait for them.
-    const char* next = reinterpret_cast<const char*>(&recs_[h & mask_]);
-    __builtin_prefetch(next, 1, 3);
-    __builtin_prefetch(next + 64, 1, 3);
+    // A record kPrefetchAhead on was last read by the consumer, a ring ago:
+    // ask for its lines now, so that its Reserve's copy does not wait for
+    // them. Not the next one: in a burst one record's lead is shorter than a
+    // miss to memory (BENCHMARKS.md, "The launching thread's cost").
+    const char* ahead = reinterpret_cast<const char*>(&recs_[(h + kPrefetchAhead) & mask_]);
+    __builtin_prefetch(ahead, 1, 3);
+    __builtin_prefetch(ahead + 64, 1, 3);
   }
 
   // Consumer side: calls fn(const Rec&) for every published record, at most `max`.
@@ -72,6 +74,7 @@ class Ring {
   Rec* storage() const { return recs_; }
 
  private:
+  static constexpr uint64_t kPrefetchAhead = 8;  // records: 1 KiB (tried 1, 4, 8, 16)
   Rec* recs_ = nullptr;
   uint64_t mask_ = 0;
   alignas(64) std::atomic<uint64_t> head_{0};
