@@ -19,6 +19,7 @@ namespace ncclwatch::tools {
 // The open file's maps and counts (ModelLoader::BeginFile to EndFile).
 struct ModelLoader::FileState {
   bool have_header = false;
+  bool window = false;  // BeginWindow: not a whole file
   std::unordered_map<uint32_t, uint16_t> strings;          // file id -> model id
   std::unordered_map<uint32_t, uint32_t> comms;            // file comm -> model comm
   // file comm -> index in Comm::members of the model comm it maps to now (a
@@ -646,12 +647,17 @@ void ModelLoader::BeginFile(const std::string& path) {
   fs_ = std::make_unique<FileState>();
 }
 
+void ModelLoader::BeginWindow(const std::string& path) {
+  BeginFile(path);
+  fs_->window = true;
+}
+
 void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
   Model* m = &model_;
   FileState& fs = *fs_;
   const uint32_t pi = pi_;
   Proc* p = &m->procs[pi];
-  const bool whole = !opts_.windows;
+  const bool whole = !opts_.windows && !fs.window;
   bool& have_header = fs.have_header;
   const uint64_t records_before = fs.records++;
   if (!have_header && !rec.has_header() && !rec.has_batch()) return;  // reported by the reader
@@ -1021,7 +1027,7 @@ bool ModelLoader::EndFile(bool cut_tail, const std::vector<ReadIssue>& issues) {
   for (const std::string& line : IssueLines(path, issues)) p->issues.push_back(line);
   const bool have_header = fs_->have_header;
   if (have_header) {
-    CheckFileEnd(m, pi, fs_.get(), !opts_.windows);
+    CheckFileEnd(m, pi, fs_.get(), !opts_.windows && !fs_->window);
   } else {
     m->errors.push_back(path + ": no process header; not an ncclwatch trace file" +
                         (issues.empty() ? std::string() : " (" + IssueLines(path, issues)[0] + ")"));

@@ -76,6 +76,10 @@ class ModelLoader {
 
   // Starts a file: its records follow, in file order.
   void BeginFile(const std::string& path);
+  // The same for a window of a file (a per-node summary's, beside whole
+  // files): the checks of a whole file are not made on it, as with
+  // LoadOptions::windows.
+  void BeginWindow(const std::string& path);
   void Add(const trace::Record& record, uint64_t offset);
   // Ends the file with what its reader knew: whether its tail was cut, and
   // the issues it met (ReadIssue: damage where the framing or a record

@@ -370,6 +370,12 @@ bool FileWindow::Feed(ModelLoader* loader, uint64_t until) const {
   return loader->EndFile(false, read_issues_);
 }
 
+void FileWindow::Records(std::vector<std::pair<uint64_t, std::string>>* out) const {
+  for (const Entry& e : entries_)
+    if (!e.dead && e.kind != Kind::kEarlyDone) out->emplace_back(e.offset, e.record);
+  if (!latest_batch_.empty()) out->emplace_back(latest_batch_offset_, latest_batch_);
+}
+
 uint64_t FileWindow::bytes() const {
   uint64_t n = latest_batch_.size();
   for (const Entry& e : entries_)

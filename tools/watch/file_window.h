@@ -49,6 +49,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "proto/trace.pb.h"
@@ -88,6 +89,9 @@ class FileWindow {
   // (the operation was in flight then), and a heartbeat at `until` when
   // the process wrote later (it was alive then). What EndFile returns.
   bool Feed(ModelLoader* loader, uint64_t until = UINT64_MAX) const;
+  // The records Feed() gives, serialized, each with its offset in the file,
+  // in the same order (a per-node summary keeps them: tools/summary/).
+  void Records(std::vector<std::pair<uint64_t, std::string>>* out) const;
   // What the model of Feed() cannot know: where the real file is damaged
   // (its offsets, as LoadModel would set them), the operations let go, and,
   // `at_end`, that it ends in a cut record.
