@@ -109,9 +109,11 @@ class Lister {
 }  // namespace
 
 bool IsTraceFileName(const std::string& name) { return EndsWith(name, ".ncclwatch"); }
+bool IsSummaryFileName(const std::string& name) { return EndsWith(name, ".ncclsummary"); }
+bool IsInputFileName(const std::string& name) { return IsTraceFileName(name) || IsSummaryFileName(name); }
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths) {
-  return Lister(&IsTraceFileName, "*.ncclwatch file").Run(paths);
+  return Lister(&IsInputFileName, "*.ncclwatch or *.ncclsummary file").Run(paths);
 }
 
 TraceInputs ListFiles(const std::vector<std::string>& paths, bool (*accept)(const std::string& name)) {

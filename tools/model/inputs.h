@@ -1,6 +1,6 @@
 // The paths a user named, turned into the trace files to read, each checked
 // before a byte of it is read: folders are searched recursively for
-// *.ncclwatch files, only regular files are taken (a FIFO would block, a
+// *.ncclwatch files (and *.ncclsummary ones), only regular files are taken (a FIFO would block, a
 // device never end), and a file named twice (the same folder given twice, a
 // link to a file already listed) is read once.
 //
@@ -31,8 +31,12 @@ inline constexpr int kMaxFolderDepth = 32;
 
 TraceInputs ListTraceInputs(const std::vector<std::string>& paths);
 
-// Whether a folder's search takes a file of this name: "*.ncclwatch".
+// Whether a folder's search takes a file of this name: a trace file,
+// "*.ncclwatch", or a per-node summary, "*.ncclsummary" (tools/summary/;
+// told from a trace by its bytes, whatever its name).
 bool IsTraceFileName(const std::string& name);
+bool IsSummaryFileName(const std::string& name);
+bool IsInputFileName(const std::string& name);
 
 // The same search for other files: those whose name `accept` takes (files
 // named directly are taken whatever their name), without the error for a

@@ -91,7 +91,7 @@ TEST(InputsTest, MissingPathsAndEmptyFoldersSaySo) {
   const std::string dir = TempDir("empty");
   TraceInputs in = ListTraceInputs({dir, dir + "/nope"});
   EXPECT_TRUE(in.files.empty());
-  EXPECT_TRUE(Has(in.errors, dir + ": folder holds no *.ncclwatch file"));
+  EXPECT_TRUE(Has(in.errors, dir + ": folder holds no *.ncclwatch or *.ncclsummary file"));
   EXPECT_TRUE(Has(in.errors, "cannot open " + dir + "/nope: No such file or directory"));
 }
 
