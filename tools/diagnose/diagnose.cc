@@ -80,6 +80,7 @@ std::vector<std::string> Incomplete(const Ctx& c) {
     if (p.cut_ops > 0)
       why.push_back("watch let go of " + Plural(p.cut_ops, "operation", "operations") + " of " + c.Name(pi) +
                     " before every rank had finished them");
+    if (!p.window_gap.empty()) why.push_back(p.window_gap);
   }
   // NCCL's mask lost what a verdict needs (MaskChangeLoss): the same loss on
   // several processes (RAS sets the mask for the whole job) is one reason.
@@ -254,6 +255,18 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
 
   CaveatLostRecords(c, &found);
 
+  // Summaries that let operations go keep no arrival times of them: a
+  // straggler among the windows is not the job's, and no error found means
+  // no OK either (tools/summary/job.h).
+  bool error_found = false;
+  for (const Ranked& r : found) error_found |= r.f.severity() == report::SEVERITY_ERROR;
+  bool gap = false;
+  for (const Proc& p : model.procs) gap |= !p.window_gap.empty();
+  if (model.summary_let_go > 0 && !error_found)
+    found.erase(std::remove_if(found.begin(), found.end(),
+                               [](const Ranked& r) { return r.f.kind() == report::STRAGGLER; }),
+                found.end());
+
   Diagnosis d;
   // Operations of one step are issued within microseconds of each other;
   // 10 ms, or four times the clock alignment's error, is generous.
@@ -338,9 +351,20 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
     d.set_verdict(v);
   }
   // A verdict on incomplete or damaged evidence says so first, and is never OK.
-  const std::vector<std::string> why = Incomplete(c);
+  std::vector<std::string> why = Incomplete(c);
+  if (model.summary_let_go > 0 && !error_found)
+    why.push_back("the summaries let go " + Plural(model.summary_let_go, "operation", "operations") +
+                  ", whose arrival times (stragglers, late ranks) are not judged");
   for (const std::string& w : why) d.add_incomplete(w);
-  if (!why.empty()) {
+  if (gap) {
+    // What the summaries could not settle may be where the fault is: no
+    // finding of the windows names a culprit.
+    for (Finding& f : *d.mutable_findings()) {
+      f.clear_culprits();
+      f.clear_fates();
+    }
+    d.set_verdict("INCOMPLETE: the summaries cannot tell what went wrong: " + Reasons(why));
+  } else if (!why.empty()) {
     if (d.findings_size() > 0) {
       d.set_verdict("INCOMPLETE EVIDENCE (" + Reasons(why) + "): " + d.verdict());
     } else {

@@ -224,6 +224,10 @@ struct Proc {
   // completion tracking), and `cut_ops` before that, for want of room: the
   // evidence before the window is then partial. Counted in the job's totals.
   uint64_t settled_ops = 0, settled_completed = 0, cut_ops = 0;
+  // Read from a per-node summary (tools/summary/) whose window cannot settle
+  // what another rank let go: why, and how to get a summary that can ("" when
+  // none). The verdict then says its evidence is incomplete.
+  std::string window_gap;
   std::vector<StuckReport> stucks;
   std::vector<MaskChange> mask_changes;  // in file order
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
@@ -304,6 +308,10 @@ struct Model {
   std::string alignment_method;          // e.g. "header clock pairs, refined by 1234 collective completions"
   double alignment_error_ns = 0;         // median residual of collective end times after alignment
   std::vector<std::string> hosts;        // distinct host names
+  // Operations per-node summaries let go (tools/summary/; also counted in
+  // their Proc::settled_ops): completed, but their times are gone, so no
+  // straggler or late rank among them can be judged.
+  uint64_t summary_let_go = 0;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);

@@ -1,0 +1,385 @@
+#include "tools/summary/job.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "tools/model/inputs.h"
+#include "tools/model/loader.h"
+#include "tools/model/semantics.h"
+#include "tools/reader/reader.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using CollCut = std::pair<uint64_t, std::string>;            // hash, function
+using P2pCut = std::tuple<uint64_t, int32_t, int32_t>;       // hash, sender, receiver
+
+// One member's collectives on a communicator, for the chain comparison.
+struct ChainMember {
+  size_t proc = 0;  // index in the processes fed
+  int32_t rank = -1;
+  uint64_t let_go = 0;                  // CommPrefix.collectives
+  std::map<uint64_t, uint64_t> stored;  // position -> chain
+  std::vector<uint64_t> window;         // the chain after each window collective
+  uint64_t dropped = 0;                 // collectives of the window settled at the merge
+  uint64_t total() const { return let_go + window.size(); }
+  bool At(uint64_t pos, uint64_t* h) const {
+    if (pos == 0) return *h = 0, true;
+    if (pos <= let_go) {
+      auto it = stored.find(pos);
+      if (it == stored.end()) return false;
+      *h = it->second;
+      return true;
+    }
+    if (pos > total()) return false;
+    *h = window[pos - let_go - 1];
+    return true;
+  }
+};
+
+std::string RankList(const std::vector<int32_t>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) s += ",...";
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
+  trace::Record r;
+  for (const summary::WindowRecord& w : sp.records())
+    if (r.ParseFromString(w.record()) && r.has_header()) return HeaderFactsOf(r.header(), sp.size());
+  return TraceHeaderFacts{};
+}
+
+}  // namespace
+
+bool IsSummaryFile(const std::string& path) {
+  std::string head;
+  RegularFile f;
+  return ReadFileHead(path, 4096, &head, &f) && LooksLikeSummary(head);
+}
+
+bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::vector<std::string> errors,
+                             std::vector<std::string> notes, const LoadOptions& opts, Model* m,
+                             std::string* error) {
+  // One process per file, one job: as LoadModel screens files.
+  std::vector<TraceHeaderFacts> facts;
+  std::vector<std::string> names;
+  for (const summary::SummaryProcess& sp : procs) {
+    facts.push_back(FactsOf(sp));
+    names.push_back(sp.path());
+  }
+  std::vector<bool> keep;
+  if (!ScreenTraceHeaders(opts.job, facts, names, &keep, &notes, error)) {
+    m->errors.insert(m->errors.end(), errors.begin(), errors.end());
+    return false;
+  }
+
+  // What any member let go, per communicator and function (collectives) or
+  // sender, receiver and function (p2p).
+  std::map<CollCut, uint64_t> coll_cut;
+  std::map<std::pair<P2pCut, bool>, uint64_t> p2p_cut;  // (.., is_recv)
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!keep[i]) continue;
+    for (const summary::CommPrefix& p : procs[i].prefixes()) {
+      if (p.comm_hash() == 0) continue;
+      for (const summary::LastSeq& l : p.colls()) {
+        auto [it, fresh] = coll_cut.try_emplace({p.comm_hash(), l.func()}, l.seq());
+        if (!fresh) it->second = std::max(it->second, l.seq());
+      }
+      for (const summary::LastSeq& l : p.p2p()) {
+        const bool recv = IsRecv(FuncFromName(l.func()));
+        const P2pCut k = recv ? P2pCut{p.comm_hash(), l.peer(), p.rank()} : P2pCut{p.comm_hash(), p.rank(), l.peer()};
+        // A send and its receive settle together: the cut is the pair's.
+        for (bool side : {false, true}) {
+          auto [it, fresh] = p2p_cut.try_emplace({k, side}, l.seq());
+          if (!fresh) it->second = std::max(it->second, l.seq());
+        }
+      }
+    }
+  }
+
+  LoadOptions lo = opts;
+  lo.windows = false;
+  ModelLoader loader(lo);
+  for (std::string& e : errors) loader.AddError(std::move(e));
+  for (std::string& n : notes) loader.AddNote(std::move(n));
+  uint64_t nops = 0;
+  for (const summary::SummaryProcess& sp : procs) nops += static_cast<uint64_t>(sp.records_size());
+  loader.ReserveOps(nops);
+
+  struct Settled {
+    uint64_t ops = 0, completed = 0, conflicts = 0;
+    std::string first_conflict;
+  };
+  std::vector<Settled> settled(procs.size());
+  std::map<uint64_t, std::vector<ChainMember>> chains;  // by communicator hash
+  trace::Record r;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!keep[i]) continue;
+    const summary::SummaryProcess& sp = procs[i];
+    std::unordered_map<uint64_t, ChainMember*> mine;
+    for (const summary::CommPrefix& p : sp.prefixes()) {
+      if (p.comm_hash() == 0) continue;
+      std::vector<ChainMember>& v = chains[p.comm_hash()];
+      v.emplace_back();
+      ChainMember& c = v.back();
+      c.proc = i;
+      c.rank = p.rank();
+      c.let_go = p.collectives();
+      for (const summary::Checkpoint& k : p.checkpoints()) c.stored[k.position()] = k.hash();
+    }
+    for (auto& [hash, v] : chains)
+      if (!v.empty() && v.back().proc == i) mine[hash] = &v.back();
+
+    // The first operation still unfinished and the last one issued: what
+    // the merge must not let go (see summary.cc: cross-communicator order,
+    // and what a rank did last).
+    uint64_t first_open = UINT64_MAX, last_start = 0;
+    for (const summary::WindowRecord& w : sp.records()) {
+      if (!r.ParseFromString(w.record()) || !r.has_op()) continue;
+      if (!r.op().has_completion()) first_open = std::min<uint64_t>(first_open, r.op().start_ns());
+      last_start = std::max<uint64_t>(last_start, r.op().start_ns());
+    }
+    std::unordered_map<uint32_t, std::string> strings;
+    std::unordered_map<uint32_t, std::pair<uint64_t, int32_t>> comm;
+    loader.BeginWindow(sp.path());
+    for (const summary::WindowRecord& w : sp.records()) {
+      if (!r.ParseFromString(w.record())) {
+        // Summarize wrote it from a parsed record: the summary is damaged.
+        loader.AddError(sp.path() + ": a window record at offset " + std::to_string(w.offset()) +
+                        " of its summary does not parse");
+        continue;
+      }
+      if (r.has_string_def()) strings[r.string_def().id()] = r.string_def().text();
+      if (r.has_comm_init()) comm[r.comm_init().comm()] = {r.comm_init().comm_hash(), r.comm_init().rank()};
+      if (r.has_op()) {
+        const trace::Op& o = r.op();
+        auto c = comm.find(o.comm());
+        auto f = strings.find(o.func());
+        if (c != comm.end() && f != strings.end() && c->second.first != 0) {
+          const uint64_t hash = c->second.first;
+          const bool p2p = o.kind() == trace::OP_KIND_P2P;
+          bool cut = false;
+          if (!p2p) {
+            auto it = coll_cut.find({hash, f->second});
+            cut = it != coll_cut.end() && o.seq() <= it->second;
+            auto d = strings.find(o.datatype());
+            auto cm = mine.find(hash);
+            if (cm == mine.end()) {
+              std::vector<ChainMember>& v = chains[hash];
+              v.emplace_back();
+              v.back().proc = i;
+              v.back().rank = c->second.second;
+              cm = mine.emplace(hash, &v.back()).first;
+            }
+            ChainMember* ch = cm->second;
+            const uint64_t prev = ch->window.empty() ? (ch->let_go == 0 ? 0 : ch->stored[ch->let_go]) : ch->window.back();
+            ch->window.push_back(ChainStep(prev, f->second, o.count(), d == strings.end() ? std::string() : d->second,
+                                           IsRooted(FuncFromName(f->second)) ? o.root() : 0));
+            if (cut && o.has_completion()) ++ch->dropped;
+          } else {
+            const bool recv = IsRecv(FuncFromName(f->second));
+            const int32_t me = c->second.second;
+            const P2pCut k = recv ? P2pCut{hash, o.peer(), me} : P2pCut{hash, me, o.peer()};
+            auto it = p2p_cut.find({k, recv});
+            cut = it != p2p_cut.end() && o.p2p_seq() <= it->second;
+          }
+          if (cut) {
+            Settled& s = settled[i];
+            const bool keep_it = o.start_ns() >= first_open || o.start_ns() >= last_start;
+            if (o.has_completion() && (keep_it || o.completion().done_after_start_ns() >= static_cast<uint64_t>(kLateWaitNs))) {
+              // Completed, but after a wait that may be a late rank's
+              // evidence, which the other side let go.
+              ++s.ops;
+              ++s.completed;
+              if (s.conflicts++ == 0)
+                s.first_conflict = f->second + " #" + std::to_string(p2p ? o.p2p_seq() : o.seq()) +
+                                   (keep_it ? std::string(" (issued last, or after an unfinished operation)")
+                                            : " (a wait of " +
+                                                  std::to_string(o.completion().done_after_start_ns() / 1000000000) + " s)");
+            } else if (o.has_completion()) {
+              ++s.ops;
+              ++s.completed;
+            } else if (s.conflicts++ == 0) {
+              s.first_conflict = f->second + (p2p ? " #" + std::to_string(o.p2p_seq()) + (IsRecv(FuncFromName(f->second)) ? " from rank " : " to rank ") + std::to_string(o.peer())
+                                                  : " #" + std::to_string(o.seq()));
+            }
+            continue;  // never fed: its peers' side is gone
+          }
+        }
+      }
+      loader.Add(r, w.offset());
+    }
+    loader.EndFile(false, {});
+  }
+
+  if (!loader.Finish(m, error)) return false;
+
+  std::unordered_map<std::string, uint32_t> proc_of;
+  for (uint32_t pi = 0; pi < m->procs.size(); ++pi) proc_of.emplace(m->procs[pi].path, pi);
+  auto name = [&](size_t i) {
+    auto it = proc_of.find(procs[i].path());
+    return it == proc_of.end() ? procs[i].path() : ProcName(*m, it->second);
+  };
+  auto gap = [&](size_t i, const std::string& why) {
+    auto it = proc_of.find(procs[i].path());
+    if (it == proc_of.end()) return;
+    std::string& g = m->procs[it->second].window_gap;
+    g += (g.empty() ? "" : "; ") + why;
+  };
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!keep[i]) continue;
+    const summary::SummaryProcess& sp = procs[i];
+    auto it = proc_of.find(sp.path());
+    if (it == proc_of.end()) continue;
+    Proc& p = m->procs[it->second];
+    p.settled_ops = sp.let_go_ops() + settled[i].ops;
+    m->summary_let_go += p.settled_ops;
+    p.settled_completed = sp.let_go_completed() + settled[i].completed;
+    p.cut_ops = sp.cut_ops();
+    // What reading the whole file found (FileWindow::Annotate's facts).
+    if (sp.damaged()) {
+      if (!p.damaged || sp.damaged_at() < p.damaged_at) p.damaged_at = sp.damaged_at();
+      p.damaged = true;
+      p.damaged_end |= sp.damaged_end();
+    }
+    p.cut_tail = sp.cut_tail();
+    if (p.damaged && p.cut_tail) p.damaged_end = true;
+    std::set<std::string> have(p.issues.begin(), p.issues.end());
+    for (const std::string& is : sp.issues())
+      if (have.insert(is).second) p.issues.push_back(is);
+    if (settled[i].conflicts > 0)
+      gap(i, "the summaries cannot settle " + settled[i].first_conflict + " of " + name(i) +
+                 (settled[i].conflicts > 1 ? " (and " + std::to_string(settled[i].conflicts - 1) + " more)" : "") +
+                 ": not completed in its window, or kept there as evidence, while another rank's summary "
+                 "let it go as completed; summarize with a larger --window");
+  }
+
+  // The signature chains, per communicator.
+  for (auto& [hash, members] : chains) {
+    if (members.size() < 2) continue;
+    std::set<uint64_t> positions;
+    uint64_t most = 0, settled_max = 0;
+    for (const ChainMember& c : members) {
+      most = std::max(most, c.total());
+      settled_max = std::max(settled_max, c.let_go + c.dropped);
+      if (c.let_go > 0) positions.insert(c.let_go);
+      for (const auto& [pos, h] : c.stored) positions.insert(pos);
+    }
+    if (settled_max == 0) continue;  // every window holds every collective
+    const uint64_t every = 64;
+    for (uint64_t p = every; p <= most; p += every) positions.insert(p);
+    std::vector<uint64_t> verified(members.size(), 0);
+    uint64_t last_ok = 0;
+    bool diverged = false;
+    for (uint64_t pos : positions) {
+      std::map<uint64_t, std::vector<size_t>> by_hash;
+      for (size_t k = 0; k < members.size(); ++k) {
+        uint64_t h;
+        if (members[k].At(pos, &h)) by_hash[h].push_back(k);
+      }
+      size_t n = 0;
+      for (auto& [h, v] : by_hash) n += v.size();
+      if (n < 2) continue;
+      if (by_hash.size() == 1) {
+        last_ok = pos;
+        for (size_t k : by_hash.begin()->second) verified[k] = pos;
+        continue;
+      }
+      diverged = true;
+      if (last_ok >= settled_max) break;  // the windows hold it: diagnose's finders see it
+      size_t best = 0, best_n = 0, ties = 0;
+      for (auto& [h, v] : by_hash) {
+        if (v.size() > best_n) best_n = v.size(), best = v.front(), ties = 0;
+        else if (v.size() == best_n) ++ties;
+      }
+      std::vector<int32_t> odd, rest;
+      uint64_t major = 0;
+      members[best].At(pos, &major);
+      for (auto& [h, v] : by_hash)
+        for (size_t k : v) (ties == 0 && h == major ? rest : odd).push_back(members[k].rank);
+      std::sort(odd.begin(), odd.end());
+      std::sort(rest.begin(), rest.end());
+      const std::string label = m->comms.empty() ? std::string() : [&] {
+        for (const Comm& c : m->comms)
+          if (c.hash == hash) return c.Label();
+        return std::string();
+      }();
+      gap(members[best].proc,
+          "the summaries' signature chains of comm " + label + " differ: " + RankList(odd) +
+              (ties == 0 ? " issued collectives that differ from " + RankList(rest) + "'s"
+                         : " disagree, with no majority") +
+              " (function, count, datatype or root) " +
+              (last_ok + 1 == pos ? "at collective #" + std::to_string(pos)
+                                  : "between collective #" + std::to_string(last_ok + 1) + " and #" + std::to_string(pos)) +
+              " of the communicator (counted over its functions), which the summaries let go: a MISMATCH; "
+              "summarize with a larger --window to name the operation");
+      break;
+    }
+    if (diverged) continue;
+    for (size_t k = 0; k < members.size(); ++k) {
+      const uint64_t e = members[k].let_go + members[k].dropped;
+      if (e > 0 && verified[k] < e) {
+        gap(members[k].proc, "the summaries cannot compare the signatures of " + name(members[k].proc) +
+                                 "'s first " + std::to_string(e) + " collectives on a communicator with another rank's; "
+                                 "summarize with a larger --window");
+        break;
+      }
+    }
+  }
+  for (Comm& c : m->comms) {
+    auto it = chains.find(c.hash);
+    if (it == chains.end() || c.hash == 0) continue;
+    uint64_t n = 0;
+    for (const ChainMember& cm : it->second) n = std::max(n, cm.let_go + cm.dropped);
+    c.settled_colls = n;
+  }
+  return true;
+}
+
+bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opts, Model* m, std::string* error) {
+  TraceInputs in = ListTraceInputs(paths);
+  std::vector<std::string> summaries, traces;
+  for (const std::string& f : in.files) (IsSummaryFile(f) ? summaries : traces).push_back(f);
+  if (summaries.empty()) {
+    if (!LoadModel(paths, opts, m, error)) return false;
+  } else {
+    std::vector<summary::SummaryProcess> procs;
+    std::vector<std::string> errors = in.errors, notes = in.notes;
+    for (const std::string& f : summaries) {
+      SummaryResult s;
+      std::string e;
+      if (!ReadSummaryFile(f, &s, &e)) errors.push_back(e + (s.procs.empty() ? "" : " (the processes before it are read)"));
+      for (summary::SummaryProcess& p : s.procs) procs.push_back(std::move(p));
+    }
+    if (!traces.empty()) {
+      SummarizeOptions so;
+      so.window = UINT64_MAX;
+      so.job = opts.job;
+      SummaryResult s;
+      std::string e;
+      if (!Summarize(traces, so, &s, &e)) {
+        errors.push_back(e);
+      }
+      errors.insert(errors.end(), s.errors.begin(), s.errors.end());
+      notes.insert(notes.end(), s.notes.begin(), s.notes.end());
+      for (summary::SummaryProcess& p : s.procs) procs.push_back(std::move(p));
+    }
+    if (procs.empty()) {
+      *error = errors.empty() ? "no usable summary or trace file" : errors[0];
+      m->errors = errors;
+      return false;
+    }
+    if (!BuildModelFromSummaries(std::move(procs), std::move(errors), std::move(notes), opts, m, error)) return false;
+  }
+  MatchOps(m);
+  AlignClocks(m);
+  return true;
+}
+
+}  // namespace ncclwatch::tools

@@ -1,0 +1,375 @@
+#include "tools/summary/summary.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "tools/model/inputs.h"
+#include "tools/model/loader.h"
+#include "tools/model/op_key.h"
+#include "tools/reader/reader.h"
+#include "tools/watch/file_window.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+// Bytes read from a trace file at a time.
+constexpr uint64_t kChunk = 16ull << 20;
+// The longest record of a summary: a process's window (kept bounded by
+// FileWindow; a GiB is no summary we write).
+constexpr uint64_t kMaxSummaryRecord = 1ull << 30;
+
+uint64_t Fnv(uint64_t h, const void* p, size_t n) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// False when the bytes at `*pos` are no whole varint.
+bool GetVarint(const std::string& b, size_t* pos, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *pos < b.size(); shift += 7) {
+    const uint8_t c = static_cast<uint8_t>(b[(*pos)++]);
+    *v |= uint64_t{c & 0x7fu} << shift;
+    if (!(c & 0x80)) return true;
+  }
+  return false;
+}
+
+void Frame(const summary::SummaryRecord& r, std::string* out) {
+  const std::string b = r.SerializeAsString();
+  PutVarint(b.size(), out);
+  out->append(b);
+}
+
+// One operation of a window, as the let-go rule reads it.
+struct WinOp {
+  size_t record = 0;  // index in the window's records
+  uint64_t hash = 0;
+  int32_t rank = -1;
+  std::string func, datatype;
+  bool p2p = false;
+  uint64_t seq = 0;  // collectives: seq; p2p: p2p_seq
+  int32_t peer_or_root = 0;
+  uint64_t count = 0;
+  bool completed = false;
+  uint64_t start = 0, done = 0;  // file times
+};
+
+struct CommFacts {
+  int32_t rank = -1;
+  uint64_t finalize = UINT64_MAX;
+  std::vector<size_t> ops;  // WinOp indices in file order
+};
+
+}  // namespace
+
+uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root) {
+  uint64_t h = Fnv(0xcbf29ce484222325ull ^ chain, func.data(), func.size());
+  h = Fnv(h, "\0", 1);
+  h = Fnv(h, &count, sizeof(count));
+  h = Fnv(h, datatype.data(), datatype.size());
+  h = Fnv(h, "\0", 1);
+  return Fnv(h, &root, sizeof(root));
+}
+
+bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
+                   summary::SummaryProcess* out, std::string* error) {
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  do {
+    w.Follow(kChunk, &notes);
+  } while (w.backlog() && !w.stopped());
+  if (!w.has_records()) {
+    *error = path + ": no record" + (notes.empty() ? std::string() : " (" + notes[0] + ")");
+    return false;
+  }
+  std::vector<std::pair<uint64_t, std::string>> records;
+  w.Records(&records);
+
+  // What each operation is, in the file's terms at its time.
+  std::unordered_map<uint32_t, std::string> strings;
+  std::unordered_map<uint32_t, std::pair<uint64_t, int32_t>> comm;  // file comm -> hash, rank
+  std::map<uint64_t, CommFacts> comms;                              // by hash
+  std::vector<WinOp> ops;
+  uint64_t last = 0;
+  trace::Record r;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!r.ParseFromString(records[i].second)) continue;
+    switch (r.body_case()) {
+      case trace::Record::kStringDef: strings[r.string_def().id()] = r.string_def().text(); break;
+      case trace::Record::kCommInit:
+        comm[r.comm_init().comm()] = {r.comm_init().comm_hash(), r.comm_init().rank()};
+        comms[r.comm_init().comm_hash()].rank = r.comm_init().rank();
+        break;
+      case trace::Record::kCommFinalize: {
+        auto it = comm.find(r.comm_finalize().comm());
+        if (it != comm.end()) {
+          uint64_t& f = comms[it->second.first].finalize;
+          f = std::min(f, r.comm_finalize().time_ns());
+        }
+        last = std::max<uint64_t>(last, r.comm_finalize().time_ns());
+        break;
+      }
+      case trace::Record::kBatch: last = std::max<uint64_t>(last, r.batch().time_ns()); break;
+      case trace::Record::kHeartbeat: last = std::max<uint64_t>(last, r.heartbeat().time_ns()); break;
+      case trace::Record::kFinalize: last = std::max<uint64_t>(last, r.finalize().time_ns()); break;
+      case trace::Record::kOp: {
+        const trace::Op& o = r.op();
+        auto c = comm.find(o.comm());
+        if (c == comm.end()) break;  // the loader says what is wrong with it; kept
+        WinOp op;
+        op.record = i;
+        op.hash = c->second.first;
+        op.rank = c->second.second;
+        auto f = strings.find(o.func());
+        op.func = f == strings.end() ? std::string() : f->second;
+        auto d = strings.find(o.datatype());
+        op.datatype = d == strings.end() ? std::string() : d->second;
+        op.p2p = o.kind() == trace::OP_KIND_P2P;
+        op.seq = op.p2p ? o.p2p_seq() : o.seq();
+        op.peer_or_root = op.p2p ? o.peer() : o.root();
+        op.count = o.count();
+        op.completed = o.has_completion();
+        op.start = o.start_ns();
+        op.done = op.completed ? o.start_ns() + o.completion().done_after_start_ns() : 0;
+        last = std::max(last, std::max(op.start, op.done));
+        comms[op.hash].ops.push_back(ops.size());
+        ops.push_back(std::move(op));
+        break;
+      }
+      default: break;
+    }
+  }
+
+  // Per communicator: let go the longest prefix of completed operations
+  // before the last `window`, none whose completion may be an abort's.
+  // Nothing issued at or after the first operation still unfinished goes,
+  // on any communicator: the order of issue across communicators is what
+  // an order cycle (a deadlock) is found by.
+  uint64_t first_open = UINT64_MAX;
+  for (const WinOp& op : ops)
+    if (!op.completed) first_open = std::min(first_open, op.start);
+  std::vector<bool> gone(records.size(), false);
+  uint64_t let_go = 0;
+  const int64_t abort_window = static_cast<int64_t>(kAbortWindowSec * 1e9);
+  for (auto& [hash, cf] : comms) {
+    if (cf.ops.empty()) continue;
+    const uint64_t n = cf.ops.size();
+    const uint64_t limit = opts.window == UINT64_MAX || hash == 0 || n <= opts.window ? 0 : n - opts.window;
+    const uint64_t end = std::min(last, cf.finalize);
+    uint64_t k = 0;
+    for (; k < limit; ++k) {
+      const WinOp& op = ops[cf.ops[k]];
+      const uint64_t wait = op.done - op.start;
+      const bool safe = op.completed && op.start < first_open && (wait < static_cast<uint64_t>(kSafeWaitNs) ||
+                                         (wait < static_cast<uint64_t>(kLateWaitNs) &&
+                                          static_cast<int64_t>(op.done) + abort_window < static_cast<int64_t>(end)));
+      if (!safe) break;
+    }
+    summary::CommPrefix* p = out->add_prefixes();
+    p->set_comm_hash(hash);
+    p->set_rank(cf.rank);
+    p->set_ops(k);
+    std::map<std::string, uint64_t> colls;
+    std::map<std::pair<std::string, int32_t>, uint64_t> p2p;
+    uint64_t chain = 0, position = 0;
+    for (uint64_t j = 0; j < k; ++j) {
+      const WinOp& op = ops[cf.ops[j]];
+      gone[op.record] = true;
+      if (op.p2p) {
+        uint64_t& s = p2p[{op.func, op.peer_or_root}];
+        s = std::max(s, op.seq);
+        continue;
+      }
+      uint64_t& s = colls[op.func];
+      s = std::max(s, op.seq + 1);  // stored as seq + 1: 0 means none
+      chain = ChainStep(chain, op.func, op.count, op.datatype,
+                        IsRooted(FuncFromName(op.func)) ? op.peer_or_root : 0);
+      ++position;
+      const bool at_end = j + 1 == k || std::all_of(cf.ops.begin() + static_cast<ptrdiff_t>(j) + 1,
+                                                     cf.ops.begin() + static_cast<ptrdiff_t>(k),
+                                                     [&](size_t x) { return ops[x].p2p; });
+      if (position % opts.checkpoint_every == 0 || at_end) {
+        summary::Checkpoint* c = p->add_checkpoints();
+        c->set_position(position);
+        c->set_hash(chain);
+        c->set_seq(op.seq);
+        c->set_func(op.func);
+      }
+    }
+    p->set_collectives(position);
+    for (const auto& [f, s] : colls) {
+      summary::LastSeq* l = p->add_colls();
+      l->set_func(f);
+      l->set_seq(s - 1);
+    }
+    for (const auto& [fp, s] : p2p) {
+      summary::LastSeq* l = p->add_p2p();
+      l->set_func(fp.first);
+      l->set_peer(fp.second);
+      l->set_seq(s);
+    }
+    let_go += k;
+  }
+
+  out->set_path(path);
+  out->set_size(w.header().size);
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (gone[i]) continue;
+    summary::WindowRecord* wr = out->add_records();
+    wr->set_offset(records[i].first);
+    wr->set_record(std::move(records[i].second));
+  }
+  out->set_let_go_ops(let_go);
+  out->set_let_go_completed(let_go);
+  // What reading the whole file found: the node's model of it, else what
+  // the window's reading saw.
+  Proc seen;
+  w.Annotate(&seen, true);
+  const Proc& p = facts != nullptr ? *facts : seen;
+  out->set_cut_tail(p.cut_tail);
+  out->set_damaged(p.damaged);
+  out->set_damaged_end(p.damaged_end);
+  out->set_damaged_at(p.damaged_at);
+  for (const std::string& i : p.issues) out->add_issues(i);
+  return true;
+}
+
+bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
+               std::string* error) {
+  TraceInputs in = ListFiles(paths, &IsTraceFileName);
+  out->errors = in.errors;
+  if (!ScreenTraceInputs(opts.job, &in, error)) return false;
+  out->notes = in.notes;
+  if (in.files.empty()) {
+    *error = "no trace file (*.ncclwatch) among " + ListFew(paths);
+    return false;
+  }
+  // The whole files' checks (each write's records and times, sequence
+  // numbers without a gap): the node's model of them.
+  Model node;
+  std::string load_error;
+  LoadOptions lo;
+  lo.job = opts.job;
+  LoadModel(in.files, lo, &node, &load_error);
+  std::unordered_map<std::string, const Proc*> by_path;
+  for (const Proc& p : node.procs) by_path[p.path] = &p;
+  out->header.set_format(kSummaryFormat);
+  out->header.set_version(kSummaryVersion);
+  out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
+  out->header.set_checkpoint_every(opts.checkpoint_every);
+  for (const std::string& f : in.files) {
+    auto it = by_path.find(f);
+    summary::SummaryProcess sp;
+    std::string e;
+    if (SummarizeFile(f, opts, it == by_path.end() ? nullptr : it->second, &sp, &e))
+      out->procs.push_back(std::move(sp));
+    else
+      out->errors.push_back(e);
+  }
+  if (out->procs.empty()) {
+    *error = "no usable trace file: " + (out->errors.empty() ? std::string("none") : out->errors[0]);
+    return false;
+  }
+  return true;
+}
+
+std::string EncodeSummary(const SummaryResult& s) {
+  std::string out;
+  summary::SummaryRecord r;
+  *r.mutable_header() = s.header;
+  Frame(r, &out);
+  for (const summary::SummaryProcess& p : s.procs) {
+    r.Clear();
+    *r.mutable_process() = p;
+    Frame(r, &out);
+  }
+  return out;
+}
+
+bool LooksLikeSummary(const std::string& head) {
+  size_t pos = 0;
+  uint64_t len = 0;
+  if (!GetVarint(head, &pos, &len) || len > head.size() - pos || len > 4096) return false;
+  summary::SummaryRecord r;
+  return r.ParseFromArray(head.data() + pos, static_cast<int>(len)) && r.has_header() &&
+         r.header().format() == kSummaryFormat;
+}
+
+bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error) {
+  size_t pos = 0;
+  bool first = true;
+  summary::SummaryRecord r;
+  while (pos < bytes.size()) {
+    const size_t at = pos;
+    uint64_t len = 0;
+    const std::string where = name + ": offset " + std::to_string(at) + ": ";
+    if (!GetVarint(bytes, &pos, &len)) {
+      *error = where + "the file ends inside a record's length (cut short?)";
+      return false;
+    }
+    if (len > bytes.size() - pos || len > kMaxSummaryRecord) {
+      *error = where + "a record of " + std::to_string(len) + " bytes, past the end of the file (" +
+               std::to_string(bytes.size() - pos) + " left): cut short or damaged";
+      return false;
+    }
+    if (!r.ParseFromArray(bytes.data() + pos, static_cast<int>(len))) {
+      *error = where + (first ? "not an ncclwatch summary (its first record is no summary header)"
+                              : "a record that does not parse: damaged");
+      return false;
+    }
+    pos += len;
+    if (first) {
+      if (!r.has_header() || r.header().format() != kSummaryFormat) {
+        *error = where + "not an ncclwatch summary (its first record is no summary header)";
+        return false;
+      }
+      if (r.header().version() > kSummaryVersion) {
+        *error = where + "summary format version " + std::to_string(r.header().version()) +
+                 ", newer than this ncclwatch reads (" + std::to_string(kSummaryVersion) +
+                 "): read it with a newer ncclwatch";
+        return false;
+      }
+      out->header = r.header();
+      first = false;
+      continue;
+    }
+    if (!r.has_process()) {
+      *error = where + "a record that is no process summary: damaged";
+      return false;
+    }
+    out->procs.push_back(std::move(*r.mutable_process()));
+  }
+  if (first) {
+    *error = name + ": empty: not an ncclwatch summary";
+    return false;
+  }
+  return true;
+}
+
+bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* error) {
+  std::string bytes;
+  RegularFile f;
+  if (!ReadFileHead(path, kMaxSummaryBytes + 1, &bytes, &f)) {
+    *error = "cannot read " + path + ": " + f.why;
+    return false;
+  }
+  if (bytes.size() > kMaxSummaryBytes) {
+    *error = path + ": more than " + std::to_string(kMaxSummaryBytes >> 30) + " GiB, more than a summary holds";
+    return false;
+  }
+  return ParseSummary(path, bytes, out, error);
+}
+
+}  // namespace ncclwatch::tools

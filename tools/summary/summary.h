@@ -1,0 +1,92 @@
+// Per-node summaries (issue 32): the trace files of one node, or any set of
+// ranks, reduced to what diagnose needs, so that one merge reads a small
+// file per node instead of every rank's full trace.
+//
+// A summary keeps, per process, its FileWindow (tools/watch/file_window.h:
+// definitions, operations with completions folded in, the latest heartbeat,
+// drops and stuck reports) with, per (rank, communicator), every operation
+// not safely completed plus the last `window` ones; it lets go the older
+// completed ones (a prefix of the rank's program order on the communicator)
+// and keeps of them what the merge needs to settle them across ranks: per
+// collective function the last seq let go, per p2p function and peer the
+// last p2p_seq, and a chain of the collectives' signatures with
+// checkpoints, so that a mismatch among them is still seen. What reading
+// the whole file found (damage, a cut tail, the whole-file checks) is kept
+// as the model's Proc facts. The merge is in job.h.
+//
+// Contract: reads each file once in chunks (FileWindow::Follow); memory is
+// one file's window and the node's model at a time (the per-node model
+// gives the whole-file checks). Thread safety: one thread.
+
+#ifndef TOOLS_SUMMARY_SUMMARY_H_
+#define TOOLS_SUMMARY_SUMMARY_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "proto/summary.pb.h"
+#include "proto/trace.pb.h"
+#include "tools/model/model.h"
+
+namespace ncclwatch::tools {
+
+inline constexpr char kSummaryFormat[] = "ncclwatch-summary";
+inline constexpr uint32_t kSummaryVersion = 1;
+inline constexpr char kSummaryExtension[] = ".ncclsummary";
+
+struct SummarizeOptions {
+  // Operations kept per (rank, communicator) beyond those not finished;
+  // UINT64_MAX keeps every one (a trace file read beside summaries).
+  uint64_t window = 64;
+  // Collectives between the signature chain's checkpoints.
+  uint32_t checkpoint_every = 64;
+  // Read only this job's files (LoadOptions::job).
+  std::string job;
+};
+
+// A completion this far after its operation's start, and this close to the
+// end of its file or its communicator's finalize, may be an abort's
+// (model.h): such an operation is never let go.
+inline constexpr int64_t kSafeWaitNs = 1000000000;
+// An operation that waited this long may be the evidence of a late rank
+// (diagnose's find_late.cc: an enqueue 10 s late): never let go; the merge
+// says the evidence is incomplete where it must drop one.
+inline constexpr int64_t kLateWaitNs = 10000000000;
+
+// The chain's step over one collective's signature.
+uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root);
+
+struct SummaryResult {
+  summary::SummaryHeader header;
+  std::vector<summary::SummaryProcess> procs;
+  std::vector<std::string> errors;  // paths not summarized, with why
+  std::vector<std::string> notes;
+};
+
+// The trace files among `paths` (files, folders) summarized. False with
+// `error` when none can be (no trace file, several jobs without --job).
+bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
+               std::string* error);
+// One trace file; `facts`: the node model's Proc of it (null: none).
+bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
+                   summary::SummaryProcess* out, std::string* error);
+
+// The summary file's bytes: the header, then each process, length-delimited.
+std::string EncodeSummary(const SummaryResult& s);
+
+// Whether `head` (a file's first bytes) starts like a summary file.
+bool LooksLikeSummary(const std::string& head);
+// A summary file's bytes to its header and processes. On damage (a length
+// past the end, a record that does not parse, a foreign or newer file) the
+// processes before it are kept and `error` names the file, the offset and
+// the problem (false).
+bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error);
+// The same on a file (a regular file of at most kMaxSummaryBytes).
+inline constexpr uint64_t kMaxSummaryBytes = 4ull << 30;
+bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* error);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_SUMMARY_SUMMARY_H_
