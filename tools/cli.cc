@@ -38,6 +38,7 @@ ABSL_FLAG(double, interval, 2.0, "watch: seconds between polls");
 ABSL_FLAG(int32_t, settle, 2, "watch: polls a problem must hold before it is printed");
 ABSL_FLAG(double, timeout, 0.0, "watch: seconds until the verdict on what was read (0: none)");
 ABSL_FLAG(uint64_t, window_ops, 200000, "watch: operations kept per file, at most");
+ABSL_FLAG(uint64_t, window, 64, "summarize: operations kept per rank and communicator beyond those unfinished");
 ABSL_FLAG(double, from, 0.0, "export: the window's start, seconds on the job's timeline");
 ABSL_FLAG(double, to, 0.0, "export: the window's end, seconds on the job's timeline");
 ABSL_FLAG(bool, around_finding, false, "export: the window around the first finding's operation");
@@ -63,6 +64,7 @@ constexpr char kUsage[] =
     "  check    the CI gate: stats against a baseline, and no diagnose error\n"
     "  dump     print every record of trace files, then a summary per file\n"
     "  watch    follow a running job's files; diagnose's verdict as soon as it holds\n"
+    "  summarize  one node's trace files as one small summary, for diagnose and merge\n"
     "\n"
     "Each takes the trace files of all ranks: files, or folders searched\n"
     "recursively for *.ncclwatch. The files must hold one job: --job ID picks\n"
@@ -223,6 +225,22 @@ constexpr char kWatchUsage[] =
     "Exit status: diagnose's: 0 healthy, 1 a problem found, 2 unusable input,\n"
     "3 the evidence is incomplete or damaged.\n";
 
+constexpr char kSummarizeUsage[] =
+    "usage: ncclwatch summarize -o OUT [--window N] FILE|DIR...\n"
+    "\n"
+    "Reduces the trace files of one node (or any set of ranks) to one summary\n"
+    "file, a few KB per rank whatever the job's length, for a job too large to\n"
+    "gather every trace on one machine. diagnose and merge read summaries and\n"
+    "trace files, mixed (folders: *.ncclwatch and *.ncclsummary); stats, check\n"
+    "and export need the traces. Where the summaries cannot tell what the\n"
+    "traces would, the verdict says INCOMPLETE and why (exit 3), never a guess.\n"
+    "  --out FILE, -o FILE  the summary to write (name it NODE.ncclsummary)\n"
+    "  --window N   operations kept per rank and communicator besides those not\n"
+    "               finished (default 64); older completed ones are let go\n"
+    "  --job ID     only the files of job ID\n"
+    "Exit status: 0 written, 2 no usable trace file or not written, 3 written\n"
+    "without some files (named on standard error).\n";
+
 struct Command {
   const char* name;
   const char* usage;
@@ -237,6 +255,7 @@ const Command kCommands[] = {
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
     {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "format", "job", "out"}, {"tolerance", "baseline"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
+    {"summarize", kSummarizeUsage, {"out", "window", "job"}, {}},
     {"watch",
      kWatchUsage,
      {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
@@ -333,7 +352,8 @@ int RunTo(const Command& cmd, const std::vector<std::string>& paths, const std::
           std::ostream& out, std::ostream& err) {
   const std::string name = cmd.name;
   const std::string path = absl::GetFlag(FLAGS_out);
-  if (path.empty() || name == "merge" || name == "export") return Run(cmd, paths, given, out, err);
+  if (path.empty() || name == "merge" || name == "export" || name == "summarize")
+    return Run(cmd, paths, given, out, err);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
     err << "ncclwatch " << name << ": cannot write " << path << "\n";
@@ -363,6 +383,14 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
   inputs.load.job = absl::GetFlag(FLAGS_job);
   // watch draws its own progress, one line per change, on any stream.
   if (name != "watch") inputs.progress = ProgressStream(err);
+  if (name == "summarize") {
+    const uint64_t window = absl::GetFlag(FLAGS_window);
+    if (window == 0 || window > (1u << 20)) {
+      err << who << "bad --window " << window << ": 1 to 1,048,576 operations\n" << cmd.usage;
+      return 2;
+    }
+    return SummarizeCommand(inputs, window, absl::GetFlag(FLAGS_out), out, err);
+  }
   if (name == "diagnose" || name == "watch") {
     inputs.fr_paths = absl::GetFlag(FLAGS_fr);
     if (absl::GetFlag(FLAGS_json)) format = "json";

@@ -23,6 +23,8 @@
 #include "tools/reader/reader.h"
 #include "tools/stats/openmetrics.h"
 #include "tools/stats/stats.h"
+#include "tools/summary/job.h"
+#include "tools/summary/summary.h"
 #include "tools/watch/watch.h"
 
 namespace ncclwatch::tools {
@@ -32,15 +34,27 @@ namespace {
 // with `say_skipped`, files that could not be used are named on `err`.
 // On a terminal, the files and bytes being read, and the time so far
 // (tools/progress.h): a job of many GB takes minutes.
+// Summaries (tools/summary/) keep each rank's last operations only: a
+// command whose numbers need every operation (`whole`) refuses them rather
+// than print numbers of a window as the job's.
 bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std::ostream& err,
-          std::string* error) {
+          std::string* error, bool whole = false) {
+  if (whole) {
+    for (const std::string& f : ListTraceInputs(inputs.paths).files)
+      if (IsSummaryFile(f)) {
+        *error = f + " is a per-node summary, which keeps only each rank's last operations: " + cmd +
+                 " needs the trace files (*.ncclwatch) themselves; diagnose and merge read summaries";
+        err << "ncclwatch " << cmd << ": " << *error << "\n";
+        return false;
+      }
+  }
   Progress progress(inputs.progress);
   if (inputs.progress != nullptr) {
     const TraceInputs listed = ListTraceInputs(inputs.paths);
     progress.Wait(std::string("ncclwatch ") + cmd + ": reading " + WithThousands(listed.files.size()) +
                   (listed.files.size() == 1 ? " file (" : " files (") + FormatBytes(listed.data_bytes) + ")");
   }
-  const bool ok = BuildModel(inputs.paths, inputs.load, m, error);
+  const bool ok = BuildJobModel(inputs.paths, inputs.load, m, error);
   progress.Done();
   if (!ok) {
     err << "ncclwatch " << cmd << ": " << *error << "\n";
@@ -252,6 +266,11 @@ int MergeCommand(const Inputs& inputs, const std::string& format, const std::str
   Model m;
   std::string error;
   if (!Load("merge", inputs, false, &m, err, &error)) return 2;
+  uint64_t let_go = 0;
+  for (const Proc& p : m.procs) let_go += p.settled_ops;
+  if (let_go > 0)
+    err << "ncclwatch merge: summaries among the inputs: the order is of each rank's window, not of the "
+        << WithThousands(let_go) << " operations they let go\n";
   report::MergeReport r = MergeReportOf(m, ComputeOrder(m));
   std::ofstream file;
   std::ostream* o = &out;
@@ -296,7 +315,7 @@ std::vector<uint32_t> OpsOfFinding(const Model& m, const report::Finding& f) {
 int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err) {
   Model m;
   std::string error;
-  if (!Load("export", inputs, true, &m, err, &error)) return 2;
+  if (!Load("export", inputs, true, &m, err, &error, true)) return 2;
   ExportOptions cut = settings.cut;
   if (settings.around_finding_margin_sec >= 0) {
     const report::Diagnosis d = Diagnose(m);
@@ -360,7 +379,7 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
                  std::ostream& err) {
   Model m;
   std::string error;
-  if (!Load("stats", inputs, true, &m, err, &error)) return 2;
+  if (!Load("stats", inputs, true, &m, err, &error, true)) return 2;
   stats::Stats s = ComputeStats(m);
   if (format == "json") out << StatsToJson(s);
   else if (format == "openmetrics") WriteOpenMetrics(s, out);
@@ -385,7 +404,7 @@ int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_
     }
   }
   Model m;
-  if (!Load("check", inputs, true, &m, err, &error)) return 2;
+  if (!Load("check", inputs, true, &m, err, &error, true)) return 2;
   CheckResult r = CompareStats(baselines, ComputeStats(m), opts);
   // The diagnosis diagnose gives on the same inputs (its Flight Recorder
   // join included), so the gate's reason reads as diagnose's verdict.
@@ -402,6 +421,51 @@ int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_
     }
   }
   return r.failed() ? 1 : 0;
+}
+
+}  // namespace ncclwatch::tools
+
+namespace ncclwatch::tools {
+
+int SummarizeCommand(const Inputs& inputs, uint64_t window, const std::string& out_path, std::ostream& out,
+                     std::ostream& err) {
+  if (out_path.empty()) {
+    err << "ncclwatch summarize: --out FILE (-o FILE) is required: where to write the summary\n";
+    return 2;
+  }
+  SummarizeOptions opts;
+  opts.window = window;
+  opts.job = inputs.load.job;
+  SummaryResult s;
+  std::string error;
+  if (!Summarize(inputs.paths, opts, &s, &error)) {
+    err << "ncclwatch summarize: " << error << "\n";
+    for (const std::string& e : s.errors) err << "ncclwatch summarize: skipped " << e << "\n";
+    return 2;
+  }
+  for (const std::string& e : s.errors) err << "ncclwatch summarize: skipped " << e << "\n";
+  const std::string bytes = EncodeSummary(s);
+  // Written whole under another name, then renamed: a merge never reads half a summary.
+  const std::string tmp = out_path + ".partial";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f || rename(tmp.c_str(), out_path.c_str()) != 0) {
+      err << "ncclwatch summarize: cannot write " << out_path << "\n";
+      remove(tmp.c_str());
+      return 2;
+    }
+  }
+  uint64_t kept = 0, let_go = 0;
+  for (const summary::SummaryProcess& p : s.procs) {
+    let_go += p.let_go_ops();
+    for (const summary::WindowRecord& r : p.records()) kept += r.record().size() > 0;
+  }
+  out << "ncclwatch summarize: " << s.procs.size() << (s.procs.size() == 1 ? " process" : " processes") << ", "
+      << WithThousands(let_go) << " operations let go, " << FormatBytes(bytes.size()) << " to " << out_path << "\n";
+  // Some files could not be summarized: their ranks are missing from it.
+  return s.errors.empty() ? 0 : 3;
 }
 
 }  // namespace ncclwatch::tools

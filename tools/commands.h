@@ -60,6 +60,12 @@ struct ExportSettings {
   // rank it was drawn on) widened by this much each side; < 0: not asked.
   double around_finding_margin_sec = -1;
 };
+// Summarizes the trace files of `inputs` into one summary file at
+// `out_path` (tools/summary/). Exit: 0 written, 2 nothing usable or not
+// written, 3 written without some files (named on `err`).
+int SummarizeCommand(const Inputs& inputs, uint64_t window, const std::string& out_path, std::ostream& out,
+                     std::ostream& err);
+
 int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err);
 // `format`: text, json or openmetrics.
 int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& out,
