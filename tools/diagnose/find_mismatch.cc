@@ -57,7 +57,36 @@ std::string SigShort(const Ctx& c, const Sig& s) {
 
 }  // namespace
 
+// Where per-node summaries let the collectives go, their signature chains
+// still tell that ranks diverged, and between which collectives
+// (Model::chain_mismatches): a MISMATCH naming the ranks out of the
+// majority, not the operation.
+void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
+  for (const ChainMismatch& cm : c.m.chain_mismatches) {
+    if (cm.comm >= c.m.comms.size() || cm.odd.empty()) continue;
+    Finding f;
+    f.set_kind(report::MISMATCH);
+    SetComm(c, cm.comm, &f);
+    for (uint32_t p : cm.odd) *f.add_culprits() = c.Ref(p, cm.comm);
+    const std::string range = cm.from == cm.to ? "at collective #" + std::to_string(cm.to)
+                                               : "between collectives #" + std::to_string(cm.from) + " and #" +
+                                                     std::to_string(cm.to);
+    const std::string who =
+        cm.rest.empty() ? c.Names(cm.odd) + " issued collectives on " + c.CommLabel(cm.comm) +
+                              " that differ, with no majority (both sides are named),"
+                        : c.Names(cm.odd) + " issued collectives on " + c.CommLabel(cm.comm) + " that differ from " +
+                              c.Names(cm.rest) + "'s";
+    f.set_summary("MISMATCH: " + who + " in function, count, datatype or root " + range +
+                  " of the communicator (counted over its functions; seen by the per-node summaries' signature "
+                  "chains: summarize with a larger --window, or diagnose the traces, to name the operation)");
+    for (uint32_t p : cm.odd)
+      AddEvidence(&f, c.Name(p), "its chain of collective signatures differs from the majority's " + range);
+    Emit(out, INT64_MIN + 1, std::move(f));
+  }
+}
+
 void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
+  FindChainMismatches(*c, out);
   const Model& m = c->m;
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const std::vector<uint32_t>& ms = c->colls_of_comm[ci];

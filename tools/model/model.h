@@ -296,6 +296,17 @@ struct LoadOptions {
   bool windows = false;
 };
 
+// Per-node summaries' signature chains of one communicator that differ
+// where no window holds the collectives any more (tools/summary/job.cc): a
+// MISMATCH among its collectives #from to #to (1-based, counted over its
+// functions). `odd` issued what `rest`, the majority, did not; without a
+// majority `rest` is empty and `odd` holds every side.
+struct ChainMismatch {
+  uint32_t comm = kNone;
+  uint64_t from = 0, to = 0;
+  std::vector<uint32_t> odd, rest;  // Model::procs
+};
+
 struct Model {
   std::vector<Proc> procs;
   std::vector<Comm> comms;
@@ -312,6 +323,7 @@ struct Model {
   // their Proc::settled_ops): completed, but their times are gone, so no
   // straggler or late rank among them can be judged.
   uint64_t summary_let_go = 0;
+  std::vector<ChainMismatch> chain_mismatches;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);

@@ -41,13 +41,6 @@ struct ChainMember {
   }
 };
 
-std::string RankList(const std::vector<int32_t>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size() && i < 8; ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
-  if (ranks.size() > 8) s += ",...";
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
-
 TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
   trace::Record r;
   for (const summary::WindowRecord& w : sp.records())
@@ -140,15 +133,18 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     // the merge must not let go (see summary.cc: cross-communicator order,
     // and what a rank did last).
     uint64_t first_open = UINT64_MAX, last_start = 0;
+    std::vector<const std::string*> serialized;
     for (const summary::WindowRecord& w : sp.records()) {
-      if (!r.ParseFromString(w.record()) || !r.has_op()) continue;
-      if (!r.op().has_completion()) first_open = std::min<uint64_t>(first_open, r.op().start_ns());
-      last_start = std::max<uint64_t>(last_start, r.op().start_ns());
+      serialized.push_back(&w.record());
+      if (r.ParseFromString(w.record()) && r.has_op()) last_start = std::max<uint64_t>(last_start, r.op().start_ns());
     }
+    const std::vector<bool> finished = FinishedOps(serialized, &first_open);
+    size_t index = 0;
     std::unordered_map<uint32_t, std::string> strings;
     std::unordered_map<uint32_t, std::pair<uint64_t, int32_t>> comm;
     loader.BeginWindow(sp.path());
     for (const summary::WindowRecord& w : sp.records()) {
+      const bool finished_here = finished[index++];
       if (!r.ParseFromString(w.record())) {
         // Summarize wrote it from a parsed record: the summary is damaged.
         loader.AddError(sp.path() + ": a window record at offset " + std::to_string(w.offset()) +
@@ -191,17 +187,16 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
           }
           if (cut) {
             Settled& s = settled[i];
-            const bool keep_it = o.start_ns() >= first_open || o.start_ns() >= last_start;
-            if (o.has_completion() && (keep_it || o.completion().done_after_start_ns() >= static_cast<uint64_t>(kLateWaitNs))) {
-              // Completed, but after a wait that may be a late rank's
-              // evidence, which the other side let go.
+            // Kept as evidence: issued last, or after an operation not
+            // finished beyond doubt (cross-communicator order), or itself
+            // not finished beyond doubt (an abort's completion, a late
+            // rank's wait), while another rank let it go.
+            const bool keep_it = o.start_ns() >= first_open || o.start_ns() >= last_start || !finished_here;
+            if (o.has_completion() && keep_it) {
               ++s.ops;
               ++s.completed;
               if (s.conflicts++ == 0)
-                s.first_conflict = f->second + " #" + std::to_string(p2p ? o.p2p_seq() : o.seq()) +
-                                   (keep_it ? std::string(" (issued last, or after an unfinished operation)")
-                                            : " (a wait of " +
-                                                  std::to_string(o.completion().done_after_start_ns() / 1000000000) + " s)");
+                s.first_conflict = f->second + " #" + std::to_string(p2p ? o.p2p_seq() : o.seq());
             } else if (o.has_completion()) {
               ++s.ops;
               ++s.completed;
@@ -256,8 +251,9 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     if (settled[i].conflicts > 0)
       gap(i, "the summaries cannot settle " + settled[i].first_conflict + " of " + name(i) +
                  (settled[i].conflicts > 1 ? " (and " + std::to_string(settled[i].conflicts - 1) + " more)" : "") +
-                 ": not completed in its window, or kept there as evidence, while another rank's summary "
-                 "let it go as completed; summarize with a larger --window");
+                 ": another rank's summary let it go as completed, while this window keeps it unfinished, or "
+                 "as evidence (issued last, after an operation not surely finished, or after a long wait); "
+                 "summarize with a larger --window");
   }
 
   // The signature chains, per communicator.
@@ -298,27 +294,22 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
         if (v.size() > best_n) best_n = v.size(), best = v.front(), ties = 0;
         else if (v.size() == best_n) ++ties;
       }
-      std::vector<int32_t> odd, rest;
       uint64_t major = 0;
       members[best].At(pos, &major);
+      ChainMismatch cm;
+      auto ci = m->comm_of_hash.find(hash);
+      if (ci == m->comm_of_hash.end()) break;
+      cm.comm = ci->second;
+      cm.from = last_ok + 1;
+      cm.to = pos;
       for (auto& [h, v] : by_hash)
-        for (size_t k : v) (ties == 0 && h == major ? rest : odd).push_back(members[k].rank);
-      std::sort(odd.begin(), odd.end());
-      std::sort(rest.begin(), rest.end());
-      const std::string label = m->comms.empty() ? std::string() : [&] {
-        for (const Comm& c : m->comms)
-          if (c.hash == hash) return c.Label();
-        return std::string();
-      }();
-      gap(members[best].proc,
-          "the summaries' signature chains of comm " + label + " differ: " + RankList(odd) +
-              (ties == 0 ? " issued collectives that differ from " + RankList(rest) + "'s"
-                         : " disagree, with no majority") +
-              " (function, count, datatype or root) " +
-              (last_ok + 1 == pos ? "at collective #" + std::to_string(pos)
-                                  : "between collective #" + std::to_string(last_ok + 1) + " and #" + std::to_string(pos)) +
-              " of the communicator (counted over its functions), which the summaries let go: a MISMATCH; "
-              "summarize with a larger --window to name the operation");
+        for (size_t k : v) {
+          auto pi = proc_of.find(procs[members[k].proc].path());
+          if (pi != proc_of.end()) (ties == 0 && h == major ? cm.rest : cm.odd).push_back(pi->second);
+        }
+      std::sort(cm.odd.begin(), cm.odd.end());
+      std::sort(cm.rest.begin(), cm.rest.end());
+      m->chain_mismatches.push_back(std::move(cm));
       break;
     }
     if (diverged) continue;

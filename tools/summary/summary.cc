@@ -73,6 +73,59 @@ struct CommFacts {
 
 }  // namespace
 
+std::vector<bool> FinishedOps(const std::vector<const std::string*>& records, uint64_t* first_open) {
+  std::vector<bool> finished(records.size(), false);
+  std::unordered_map<uint32_t, uint64_t> comm;  // file comm -> hash
+  std::unordered_map<uint64_t, uint64_t> finalize;  // hash -> time
+  uint64_t last = 0;
+  trace::Record r;
+  std::vector<std::pair<size_t, uint64_t>> ops;  // record, hash
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!r.ParseFromString(*records[i])) continue;
+    switch (r.body_case()) {
+      case trace::Record::kCommInit: comm[r.comm_init().comm()] = r.comm_init().comm_hash(); break;
+      case trace::Record::kCommFinalize: {
+        auto it = comm.find(r.comm_finalize().comm());
+        if (it != comm.end()) {
+          auto [f, fresh] = finalize.try_emplace(it->second, r.comm_finalize().time_ns());
+          if (!fresh) f->second = std::min<uint64_t>(f->second, r.comm_finalize().time_ns());
+        }
+        last = std::max<uint64_t>(last, r.comm_finalize().time_ns());
+        break;
+      }
+      case trace::Record::kBatch: last = std::max<uint64_t>(last, r.batch().time_ns()); break;
+      case trace::Record::kHeartbeat: last = std::max<uint64_t>(last, r.heartbeat().time_ns()); break;
+      case trace::Record::kFinalize: last = std::max<uint64_t>(last, r.finalize().time_ns()); break;
+      case trace::Record::kOp: {
+        const trace::Op& o = r.op();
+        auto it = comm.find(o.comm());
+        ops.emplace_back(i, it == comm.end() ? 0 : it->second);
+        last = std::max<uint64_t>(last, o.start_ns() + (o.has_completion() ? o.completion().done_after_start_ns() : 0));
+        break;
+      }
+      default: break;
+    }
+  }
+  *first_open = UINT64_MAX;
+  const uint64_t abort_window = static_cast<uint64_t>(kAbortWindowSec * 1e9);
+  for (const auto& [i, hash] : ops) {
+    if (!r.ParseFromString(*records[i])) continue;
+    const trace::Op& o = r.op();
+    bool ok = false;
+    if (o.has_completion()) {
+      const uint64_t wait = o.completion().done_after_start_ns();
+      auto f = finalize.find(hash);
+      const uint64_t end = f == finalize.end() ? last : std::min(last, f->second);
+      const uint64_t done = o.start_ns() + wait;
+      ok = wait < static_cast<uint64_t>(kSafeWaitNs) ||
+           (wait < static_cast<uint64_t>(kLateWaitNs) && done + abort_window < end);
+    }
+    finished[i] = ok;
+    if (!ok) *first_open = std::min<uint64_t>(*first_open, o.start_ns());
+  }
+  return finished;
+}
+
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root) {
   uint64_t h = Fnv(0xcbf29ce484222325ull ^ chain, func.data(), func.size());
   h = Fnv(h, "\0", 1);
@@ -158,23 +211,19 @@ bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const 
   // on any communicator: the order of issue across communicators is what
   // an order cycle (a deadlock) is found by.
   uint64_t first_open = UINT64_MAX;
-  for (const WinOp& op : ops)
-    if (!op.completed) first_open = std::min(first_open, op.start);
+  std::vector<const std::string*> serialized;
+  for (const auto& rec : records) serialized.push_back(&rec.second);
+  const std::vector<bool> finished = FinishedOps(serialized, &first_open);
   std::vector<bool> gone(records.size(), false);
   uint64_t let_go = 0;
-  const int64_t abort_window = static_cast<int64_t>(kAbortWindowSec * 1e9);
   for (auto& [hash, cf] : comms) {
     if (cf.ops.empty()) continue;
     const uint64_t n = cf.ops.size();
     const uint64_t limit = opts.window == UINT64_MAX || hash == 0 || n <= opts.window ? 0 : n - opts.window;
-    const uint64_t end = std::min(last, cf.finalize);
     uint64_t k = 0;
     for (; k < limit; ++k) {
       const WinOp& op = ops[cf.ops[k]];
-      const uint64_t wait = op.done - op.start;
-      const bool safe = op.completed && op.start < first_open && (wait < static_cast<uint64_t>(kSafeWaitNs) ||
-                                         (wait < static_cast<uint64_t>(kLateWaitNs) &&
-                                          static_cast<int64_t>(op.done) + abort_window < static_cast<int64_t>(end)));
+      const bool safe = finished[op.record] && op.start < first_open;
       if (!safe) break;
     }
     summary::CommPrefix* p = out->add_prefixes();

@@ -55,6 +55,14 @@ inline constexpr int64_t kSafeWaitNs = 1000000000;
 // says the evidence is incomplete where it must drop one.
 inline constexpr int64_t kLateWaitNs = 10000000000;
 
+// Which operations of a window (serialized trace.Records in file order)
+// finished beyond doubt: completed after a wait under kSafeWaitNs, or under
+// kLateWaitNs and more than kAbortWindowSec before the end of the file and
+// of its communicator (where an abort's "completion" falls). Per record:
+// false for other records. `first_open`: the earliest start of an
+// operation not finished beyond doubt (UINT64_MAX: none).
+std::vector<bool> FinishedOps(const std::vector<const std::string*>& records, uint64_t* first_open);
+
 // The chain's step over one collective's signature.
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root);
 

@@ -1,0 +1,135 @@
+// Summaries of synthetic long jobs (tools/testing/trace_builder.h): what a
+// merge of per-node summaries says against diagnose on the traces.
+
+#include "tools/summary/job.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model/model.h"
+#include "tools/summary/summary.h"
+#include "tools/testing/trace_builder.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using testing::BuildJob;
+using testing::JobSpec;
+using testing::OpPlan;
+
+struct Outcome {
+  std::string traces_line, summaries_line;
+  int traces_exit = -1, summaries_exit = -1;
+  uint64_t summary_bytes = 0;
+};
+
+// The job's files, each host's summary, and both verdicts.
+Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  mkdir(dir.c_str(), 0755);
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  Outcome r;
+  Model m;
+  std::string error;
+  EXPECT_TRUE(BuildJobModel({dir}, LoadOptions(), &m, &error)) << error;
+  const report::Diagnosis full = Diagnose(m);
+  r.traces_line = full.verdict();
+  r.traces_exit = ExitStatus(full);
+  std::vector<std::string> summaries;
+  for (size_t first = 0; first < files.size(); first += spec.ranks_per_host) {
+    std::vector<std::string> node(files.begin() + first,
+                                  files.begin() + std::min(files.size(), first + spec.ranks_per_host));
+    SummarizeOptions opts;
+    opts.window = window;
+    SummaryResult s;
+    EXPECT_TRUE(Summarize(node, opts, &s, &error)) << error;
+    const std::string bytes = EncodeSummary(s);
+    r.summary_bytes += bytes.size();
+    summaries.push_back(dir + "/node" + std::to_string(first) + ".ncclsummary");
+    std::ofstream(summaries.back(), std::ios::binary) << bytes;
+  }
+  Model sm;
+  EXPECT_TRUE(BuildJobModel(summaries, LoadOptions(), &sm, &error)) << error;
+  const report::Diagnosis d = Diagnose(sm);
+  r.summaries_line = d.verdict();
+  r.summaries_exit = ExitStatus(d);
+  return r;
+}
+
+JobSpec LongJob() {
+  JobSpec spec;
+  spec.nranks = 8;
+  spec.ranks_per_host = 4;
+  spec.ncolls = 2000;
+  spec.funcs = {"AllReduce", "Broadcast"};
+  spec.step_ns = 2 * testing::kMs;
+  return spec;
+}
+
+TEST(SummaryJobTest, AHangAtTheEndGivesTheTracesVerdict) {
+  JobSpec spec = LongJob();
+  spec.funcs = {"AllReduce"};
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 3 && op == 1990) p.skip = true;
+  };
+  const Outcome r = Judge(spec, "hang");
+  EXPECT_EQ(r.traces_line.rfind("HANG: rank 3 never joined", 0), 0u) << r.traces_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.summaries_exit, r.traces_exit);
+  // Bounded: each rank's summary is a window, not its 2,000 operations.
+  EXPECT_LT(r.summary_bytes / 8, 64u << 10);
+}
+
+TEST(SummaryJobTest, AnEarlyMismatchIsFoundThroughTheChains) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.count = 4096;
+  };
+  const Outcome r = Judge(spec, "mismatch");
+  EXPECT_EQ(r.traces_line.rfind("MISMATCH: AllReduce #10", 0), 0u) << r.traces_line;
+  // The same culprit, and where: the operation itself went with the window.
+  EXPECT_EQ(r.summaries_exit, 1) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.rfind("MISMATCH: rank 5 issued collectives on comm 'world' (8 ranks) that differ from "
+                                   "ranks 0-4,6,7's in function, count, datatype or root between collectives #1 "
+                                   "and #64 of the communicator",
+                                   0),
+            0u)
+      << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("signature chains"), std::string::npos) << r.summaries_line;
+}
+
+TEST(SummaryJobTest, AnOperationOneRankLetGoAndAnotherNeverFinishedIsIncomplete) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 2 && op == 200) p.never_completes = true;
+  };
+  const Outcome r = Judge(spec, "conflict");
+  EXPECT_NE(r.traces_exit, 0) << r.traces_line;
+  EXPECT_EQ(r.summaries_exit, 3) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.rfind("INCOMPLETE: the summaries cannot tell what went wrong: ", 0), 0u)
+      << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("AllReduce #100 of rank 2"), std::string::npos) << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("larger --window"), std::string::npos) << r.summaries_line;
+}
+
+TEST(SummaryJobTest, AHealthyLongJobIsNeverOkFromSummariesThatLetGo) {
+  const Outcome r = Judge(LongJob(), "healthy");
+  EXPECT_EQ(r.traces_line.rfind("OK: ", 0), 0u) << r.traces_line;
+  EXPECT_EQ(r.summaries_exit, 3);
+  EXPECT_NE(r.summaries_line.find("arrival times (stragglers, late ranks) are not judged"), std::string::npos)
+      << r.summaries_line;
+}
+
+TEST(SummaryJobTest, AWindowLongerThanTheJobGivesTheTracesVerdict) {
+  const Outcome r = Judge(LongJob(), "whole", 5000);
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.summaries_exit, 0);
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
