@@ -1,0 +1,75 @@
+// Benchmark input for per-node summaries (issue 32): a synthetic job with a
+// mismatch near the start, a straggler and a hang at the end, one file per
+// rank, 8 ranks per host. Not a timed test: run it by hand (BENCHMARKS.md,
+// "Per-node summaries"), timing `ncclwatch summarize` per node and
+// `ncclwatch diagnose` on the summaries and on the traces.
+//
+//   bazel build -c opt //tools/summary:summary_benchmark //tools:ncclwatch
+//   bazel-bin/tools/summary/summary_benchmark DIR [RANKS] [COLLS]
+//
+// Files go to DIR/nodeN/ (one folder per host), so that a node's files are
+// what `summarize DIR/nodeN` reads. Rank 5's 11th collective (an
+// AllReduce on world, #2) has another count; rank 7 arrives 100 us after
+// the others at every collective; the last rank's last collective never
+// completes.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <string>
+
+#include "tools/testing/trace_builder.h"
+
+namespace t = ncclwatch::tools::testing;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: summary_benchmark DIR [RANKS] [COLLS]\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const int ranks = argc > 2 ? atoi(argv[2]) : 1024;
+  const int colls = argc > 3 ? atoi(argv[3]) : 10000;
+  mkdir(dir.c_str(), 0755);
+  const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
+  const uint64_t step = 200 * t::kUs;
+  for (int r = 0; r < ranks; ++r) {
+    t::ProcSpec spec;
+    spec.host = "node" + std::to_string(r / 8);
+    spec.pid = 10000 + r;
+    spec.launcher_rank = r;
+    spec.launcher_world_size = ranks;
+    spec.realtime_base_ns += static_cast<uint64_t>((r / 8) % 7) * 700 * t::kUs;
+    t::TraceBuilder b(spec);
+    const int world = b.AddComm(0x5000, "world", ranks, r, 1 * t::kMs);
+    const int tp = b.AddComm(0x7000 + static_cast<uint64_t>(r / 2), "tp", 2, r % 2, 2 * t::kMs);
+    uint64_t seq_world[4] = {0, 0, 0, 0}, seq_tp[4] = {0, 0, 0, 0};
+    const uint64_t t0 = 10 * t::kMs;
+    for (int k = 0; k < colls; ++k) {
+      const int f = k % 4;
+      const bool on_tp = k % 5 == 4;
+      const uint64_t late = r == 7 ? 100 * t::kUs : 0;
+      const uint64_t start =
+          t0 + static_cast<uint64_t>(k) * step + static_cast<uint64_t>((r * 37 + k * 11) % 50) * t::kUs + late;
+      int64_t done = static_cast<int64_t>(t0 + static_cast<uint64_t>(k) * step + 160 * t::kUs);
+      if (r == ranks - 1 && k == colls - 1) done = t::kNever;
+      t::OpOpts o;
+      o.nchannels = 8;
+      o.completion = t::Completion::kFolded;
+      uint64_t count = uint64_t{1} << (10 + k % 12);
+      if (r == 5 && k == 10) count *= 2;
+      if (on_tp) b.Coll(tp, funcs[f], seq_tp[f]++, count, start, done, o);
+      else b.Coll(world, funcs[f], seq_world[f]++, count, start, done, o);
+    }
+    const uint64_t end = t0 + static_cast<uint64_t>(colls) * step + 2 * t::kSec;
+    b.Heartbeats(0, end);
+    const std::string node = dir + "/node" + std::to_string(r / 8);
+    mkdir(node.c_str(), 0755);
+    if (!b.WriteTo(node + "/" + b.FileName())) {
+      fprintf(stderr, "cannot write %s\n", b.FileName().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+// The summary file: what summarize writes and what a reader refuses (a
+// trace file, a newer format, a cut or damaged summary), naming the file,
+// the offset and the problem.
+
+#include "tools/summary/summary.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/summary/job.h"
+#include "tools/testing/trace_builder.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using testing::BuildJob;
+using testing::JobSpec;
+
+std::string Dir(const std::string& name) {
+  const std::string d = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  mkdir(d.c_str(), 0755);
+  return d;
+}
+
+// A healthy 4-rank job's files and its summary's bytes.
+std::string JobSummary(const std::string& dir, std::vector<std::string>* files = nullptr) {
+  JobSpec spec;
+  spec.ncolls = 200;
+  const std::vector<std::string> f = testing::WriteJob(BuildJob(spec), dir);
+  if (files != nullptr) *files = f;
+  SummarizeOptions opts;
+  SummaryResult s;
+  std::string error;
+  EXPECT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+  return EncodeSummary(s);
+}
+
+TEST(SummaryFileTest, ReadsBackWhatItWrote) {
+  std::vector<std::string> files;
+  const std::string bytes = JobSummary(Dir("back"), &files);
+  EXPECT_TRUE(LooksLikeSummary(bytes.substr(0, 4096)));
+  SummaryResult s;
+  std::string error;
+  ASSERT_TRUE(ParseSummary("node.ncclsummary", bytes, &s, &error)) << error;
+  EXPECT_EQ(s.header.format(), kSummaryFormat);
+  EXPECT_EQ(s.header.version(), kSummaryVersion);
+  EXPECT_EQ(s.header.window(), 64u);
+  ASSERT_EQ(s.procs.size(), 4u);
+  for (const summary::SummaryProcess& p : s.procs) {
+    EXPECT_EQ(p.let_go_ops(), 200u - 64u) << p.path();
+    ASSERT_EQ(p.prefixes_size(), 1);
+    EXPECT_EQ(p.prefixes(0).collectives(), 136u);
+    EXPECT_EQ(p.prefixes(0).colls(0).func(), "AllReduce");
+    EXPECT_EQ(p.prefixes(0).colls(0).seq(), 135u);
+  }
+}
+
+TEST(SummaryFileTest, ATraceFileIsNoSummary) {
+  std::vector<std::string> files;
+  JobSummary(Dir("trace"), &files);
+  std::string bytes;
+  std::ifstream in(files[0], std::ios::binary);
+  bytes.assign(std::istreambuf_iterator<char>(in), {});
+  EXPECT_FALSE(LooksLikeSummary(bytes.substr(0, 4096)));
+  SummaryResult s;
+  std::string error;
+  EXPECT_FALSE(ParseSummary("x.ncclsummary", bytes, &s, &error));
+  EXPECT_EQ(error, "x.ncclsummary: offset 0: not an ncclwatch summary (its first record is no summary header)");
+}
+
+TEST(SummaryFileTest, ANewerVersionIsRefusedClearly) {
+  SummaryResult s;
+  s.header.set_format(kSummaryFormat);
+  s.header.set_version(kSummaryVersion + 1);
+  SummaryResult back;
+  std::string error;
+  EXPECT_FALSE(ParseSummary("n.ncclsummary", EncodeSummary(s), &back, &error));
+  EXPECT_NE(error.find("n.ncclsummary: offset 0: summary format version 2, newer than this ncclwatch reads (1)"),
+            std::string::npos)
+      << error;
+}
+
+TEST(SummaryFileTest, ACutSummaryKeepsTheProcessesBeforeTheCut) {
+  const std::string bytes = JobSummary(Dir("cut"));
+  SummaryResult whole;
+  std::string error;
+  ASSERT_TRUE(ParseSummary("n", bytes, &whole, &error));
+  for (size_t cut : {bytes.size() - 1, bytes.size() / 2, size_t{5}}) {
+    SummaryResult s;
+    EXPECT_FALSE(ParseSummary("n.ncclsummary", bytes.substr(0, cut), &s, &error));
+    EXPECT_EQ(error.rfind("n.ncclsummary: offset ", 0), 0u) << error;
+    EXPECT_NE(error.find("past the end of the file"), std::string::npos) << error;
+    EXPECT_LT(s.procs.size(), whole.procs.size());
+  }
+}
+
+TEST(SummaryFileTest, DamageIsNamedWithItsOffset) {
+  std::string bytes = JobSummary(Dir("damage"));
+  SummaryResult whole;
+  std::string error;
+  ASSERT_TRUE(ParseSummary("n", bytes, &whole, &error));
+  // The second record's first byte after its length: field 2 made an
+  // invalid wire type.
+  size_t pos = 0;
+  uint64_t len = static_cast<uint8_t>(bytes[0]);
+  pos = 1 + len;  // the header is short: a one-byte length
+  size_t at = pos;
+  while (static_cast<uint8_t>(bytes[at]) & 0x80) ++at;
+  bytes[at + 1] = static_cast<char>(0x17);  // field 2, wire type 7: no such type
+  SummaryResult s;
+  EXPECT_FALSE(ParseSummary("n.ncclsummary", bytes, &s, &error));
+  EXPECT_EQ(error, "n.ncclsummary: offset " + std::to_string(pos) + ": a record that does not parse: damaged");
+  EXPECT_EQ(s.procs.size(), 0u);
+}
+
+TEST(SummaryFileTest, ACutSummaryMakesTheVerdictIncomplete) {
+  const std::string dir = Dir("cutjob");
+  std::vector<std::string> files;
+  const std::string bytes = JobSummary(dir, &files);
+  const std::string sums = Dir("cutjob-summaries");
+  std::ofstream(sums + "/a.ncclsummary", std::ios::binary) << bytes.substr(0, bytes.size() - 10);
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel({sums}, LoadOptions(), &m, &error)) << error;
+  const report::Diagnosis d = Diagnose(m);
+  EXPECT_EQ(ExitStatus(d), 3);
+  EXPECT_EQ(d.verdict().rfind("INCOMPLETE", 0), 0u) << d.verdict();
+  ASSERT_FALSE(m.errors.empty());
+  EXPECT_NE(m.errors[0].find("a.ncclsummary: offset "), std::string::npos) << m.errors[0];
+}
+
+TEST(SummaryFileTest, AForeignFileNamedAsASummaryIsNoTrace) {
+  const std::string d = Dir("foreign");
+  std::ofstream(d + "/x.ncclsummary") << "hello, not a summary\n";
+  Model m;
+  std::string error;
+  EXPECT_FALSE(BuildJobModel({d}, LoadOptions(), &m, &error));
+  EXPECT_NE(error.find("x.ncclsummary"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
