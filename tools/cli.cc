@@ -81,6 +81,8 @@ constexpr char kDumpUsage[] =
     "Prints each record of each ncclwatch trace file (one line per record,\n"
     "with its byte offset), then a summary: operations enqueued, completed,\n"
     "with GPU timing, never completed; drops; read issues such as a cut tail.\n"
+    "A per-node summary (ncclwatch summarize): per process what it keeps and\n"
+    "let go, and with records its window's records.\n"
     "  --summary   print only the summary lines\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 every file read (a cut tail included), 1 a file damaged,\n"

@@ -9,6 +9,7 @@
 #include "tools/model/inputs.h"
 #include "tools/model/semantics.h"
 #include "tools/reader/reader.h"
+#include "tools/summary/summary.h"
 
 namespace ncclwatch::tools {
 
@@ -34,6 +35,38 @@ std::string MaskChangeLine(const trace::MaskChange& c) {
   return s;
 }
 
+// A per-node summary (tools/summary/): its header, then per process what
+// it keeps and what it let go; with opts.records, each window record.
+bool DumpSummary(const std::string& path, const DumpOptions& opts, std::ostream& out, std::ostream& err) {
+  SummaryResult s;
+  std::string error;
+  const bool ok = ReadSummaryFile(path, &s, &error);
+  out << "== " << path << ": per-node summary, format " << s.header.format() << " v" << s.header.version()
+      << ", window " << s.header.window() << ", " << s.procs.size() << " processes\n";
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetSingleLineMode(true);
+  for (const summary::SummaryProcess& p : s.procs) {
+    out << "  " << p.path() << ": " << p.records_size() << " window records, " << p.let_go_ops()
+        << " operations let go" << (p.damaged() ? ", damaged at offset " + std::to_string(p.damaged_at()) : "")
+        << (p.cut_tail() ? ", cut tail" : "") << "\n";
+    for (const summary::CommPrefix& c : p.prefixes()) {
+      char hash[32];
+      snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(c.comm_hash()));
+      out << "    comm " << hash << " rank " << c.rank() << ": " << c.ops() << " let go, " << c.collectives()
+          << " collectives chained, " << c.checkpoints_size() << " checkpoints\n";
+    }
+    if (!opts.records) continue;
+    trace::Record rec;
+    for (const summary::WindowRecord& w : p.records()) {
+      std::string line;
+      if (rec.ParseFromString(w.record())) printer.PrintToString(rec, &line);
+      out << "    @" << w.offset() << " " << (line.empty() ? "(does not parse)" : line) << "\n";
+    }
+  }
+  if (!ok) err << "ncclwatch dump: " << error << "\n";
+  return ok;
+}
+
 }  // namespace
 
 int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::ostream& out, std::ostream& err) {
@@ -44,6 +77,12 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
     status = 2;
   }
   for (const std::string& f : in.files) {
+    std::string head;
+    RegularFile file;
+    if (ReadFileHead(f, 4096, &head, &file) && LooksLikeSummary(head)) {
+      if (!DumpSummary(f, opts, out, err)) status = std::max(status, 1);
+      continue;
+    }
     TraceReader reader;
     std::string error;
     if (!reader.Open(f, &error)) {
