@@ -457,11 +457,8 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, const std::string& o
       return 2;
     }
   }
-  uint64_t kept = 0, let_go = 0;
-  for (const summary::SummaryProcess& p : s.procs) {
-    let_go += p.let_go_ops();
-    for (const summary::WindowRecord& r : p.records()) kept += r.record().size() > 0;
-  }
+  uint64_t let_go = 0;
+  for (const summary::SummaryProcess& p : s.procs) let_go += p.let_go_ops();
   out << "ncclwatch summarize: " << s.procs.size() << (s.procs.size() == 1 ? " process" : " processes") << ", "
       << WithThousands(let_go) << " operations let go, " << FormatBytes(bytes.size()) << " to " << out_path << "\n";
   // Some files could not be summarized: their ranks are missing from it.
