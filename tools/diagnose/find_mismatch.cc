@@ -81,7 +81,12 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
                   "chains: summarize with a larger --window, or diagnose the traces, to name the operation)");
     for (uint32_t p : cm.odd)
       AddEvidence(&f, c.Name(p), "its chain of collective signatures differs from the majority's " + range);
-    Emit(out, INT64_MIN + 1, std::move(f));
+    // Before every operation the windows hold: the collectives it names
+    // came earlier.
+    int64_t when = INT64_MAX;
+    for (const Op& op : c.m.ops)
+      if (op.comm == cm.comm && op.start_ns != kNoTime) when = std::min(when, op.start_ns);
+    Emit(out, when == INT64_MAX ? 0 : when, std::move(f));
   }
 }
 

@@ -26,7 +26,6 @@ struct ChainMember {
   std::map<uint64_t, uint64_t> stored;  // position -> chain
   std::vector<uint64_t> window;         // the chain after each window collective
   uint64_t dropped = 0;                 // collectives of the window settled at the merge
-  uint64_t total() const { return let_go + window.size(); }
   bool At(uint64_t pos, uint64_t* h) const {
     if (pos == 0) return *h = 0, true;
     if (pos <= let_go) {
@@ -35,7 +34,7 @@ struct ChainMember {
       *h = it->second;
       return true;
     }
-    if (pos > total()) return false;
+    if (pos - let_go > window.size()) return false;  // no overflow: a summary's counts are anyone's
     *h = window[pos - let_go - 1];
     return true;
   }
@@ -259,17 +258,20 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
   // The signature chains, per communicator.
   for (auto& [hash, members] : chains) {
     if (members.size() < 2) continue;
+    // Where to compare: each member's checkpoints and prefix end, and in
+    // each window every multiple of the checkpoint interval (a member that
+    // let go less computes there what another stored).
     std::set<uint64_t> positions;
-    uint64_t most = 0, settled_max = 0;
+    uint64_t settled_max = 0;
+    const uint64_t every = 64;
     for (const ChainMember& c : members) {
-      most = std::max(most, c.total());
       settled_max = std::max(settled_max, c.let_go + c.dropped);
       if (c.let_go > 0) positions.insert(c.let_go);
       for (const auto& [pos, h] : c.stored) positions.insert(pos);
+      for (uint64_t p = (c.let_go / every + 1) * every; p - c.let_go <= c.window.size() && p > c.let_go; p += every)
+        positions.insert(p);
     }
     if (settled_max == 0) continue;  // every window holds every collective
-    const uint64_t every = 64;
-    for (uint64_t p = every; p <= most; p += every) positions.insert(p);
     std::vector<uint64_t> verified(members.size(), 0);
     uint64_t last_ok = 0;
     bool diverged = false;
