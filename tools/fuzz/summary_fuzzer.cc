@@ -1,0 +1,38 @@
+// libFuzzer target: per-node summaries (tools/summary/) as the merge reads
+// them. The input is one summary file: ParseSummary (the processes before
+// any damage kept), then the job's model from them (BuildModelFromSummaries:
+// settling what was let go, comparing signature chains), MatchOps,
+// AlignClocks and diagnose with its text view. Nothing may crash, hang or
+// allocate unbounded memory, whatever the summary claims (counts, seqs,
+// checkpoint positions).
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <utility>
+
+#include <google/protobuf/stubs/logging.h>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model/model.h"
+#include "tools/summary/job.h"
+#include "tools/summary/summary.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
+  using namespace ncclwatch::tools;
+  SummaryResult s;
+  std::string error;
+  const bool whole = ParseSummary("fuzz.ncclsummary", std::string(reinterpret_cast<const char*>(data), size), &s, &error);
+  if (s.procs.empty()) return 0;
+  std::vector<std::string> errors;
+  if (!whole) errors.push_back(error);
+  Model model;
+  if (!BuildModelFromSummaries(std::move(s.procs), std::move(errors), {}, LoadOptions{}, &model, &error)) return 0;
+  MatchOps(&model);
+  AlignClocks(&model);
+  const ncclwatch::report::Diagnosis d = Diagnose(model);
+  const std::string text = FormatText(d);
+  return text.empty() ? 0 : ExitStatus(d) > 3;
+}

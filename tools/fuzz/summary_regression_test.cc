@@ -1,0 +1,59 @@
+// Short deterministic runs of the summary fuzz target (no libFuzzer, any
+// config): the summaries of recordings under testdata/gpu, each cut at many
+// offsets and with bytes changed at a fixed seed. Each run must return; the
+// process's peak RSS must stay small (no allocation for a claimed count).
+
+#include <stdint.h>
+#include <sys/resource.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tools/summary/summary.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+
+namespace ncclwatch::tools {
+namespace {
+
+long PeakKb() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+void RunTarget(const std::string& bytes) {
+  LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+TEST(SummaryFuzzRegressionTest, CutAndChangedSummariesOfRecordings) {
+  int runs = 0;
+  for (const char* dir : {"testdata/gpu/skip", "testdata/gpu/count", "testdata/gpu-events4/swap",
+                          "testdata/gpu-events/kill"}) {
+    for (uint64_t window : {uint64_t{64}, uint64_t{2}}) {
+      SummarizeOptions opts;
+      opts.window = window;
+      SummaryResult s;
+      std::string error;
+      ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+      const std::string bytes = EncodeSummary(s);
+      RunTarget(bytes);
+      ++runs;
+      for (size_t cut = 1; cut < bytes.size(); cut += 1 + bytes.size() / 97, ++runs) RunTarget(bytes.substr(0, cut));
+      std::mt19937_64 rng(window * 1000 + bytes.size());
+      for (int i = 0; i < 200; ++i, ++runs) {
+        std::string b = bytes;
+        for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) b[rng() % b.size()] = static_cast<char>(rng());
+        RunTarget(b);
+      }
+    }
+  }
+  printf("%d runs, peak RSS %ld KB\n", runs, PeakKb());
+  EXPECT_LT(PeakKb(), 512 * 1024);
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
