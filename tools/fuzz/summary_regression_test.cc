@@ -52,7 +52,9 @@ TEST(SummaryFuzzRegressionTest, CutAndChangedSummariesOfRecordings) {
     }
   }
   printf("%d runs, peak RSS %ld KB\n", runs, PeakKb());
-  EXPECT_LT(PeakKb(), 512 * 1024);
+  // ASan keeps up to 256 MB of freed memory in quarantine: the bound is
+  // for an allocation the size of a claimed count (gigabytes), not a tight one.
+  EXPECT_LT(PeakKb(), 1024 * 1024);
 }
 
 }  // namespace
