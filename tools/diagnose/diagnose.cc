@@ -266,6 +266,11 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
     found.erase(std::remove_if(found.begin(), found.end(),
                                [](const Ranked& r) { return r.f.kind() == report::STRAGGLER; }),
                 found.end());
+  // Behind an error, a straggler of the windows is told for what it is.
+  if (model.summary_let_go > 0)
+    for (Ranked& r : found)
+      if (r.f.kind() == report::STRAGGLER)
+        r.f.set_summary(r.f.summary() + " (over the summaries' windows only: the last operations of each rank)");
 
   Diagnosis d;
   // Operations of one step are issued within microseconds of each other;

@@ -8,10 +8,10 @@
 //   bazel-bin/tools/summary/summary_benchmark DIR [RANKS] [COLLS]
 //
 // Files go to DIR/nodeN/ (one folder per host), so that a node's files are
-// what `summarize DIR/nodeN` reads. Rank 5's 11th collective (an
-// AllReduce on world, #2) has another count; rank 7 arrives 100 us after
-// the others at every collective; the last rank's last collective never
-// completes.
+// what `summarize DIR/nodeN` reads. Rank 5's 11th collective (a
+// ReduceScatter on world, #2) has another count; rank 7 arrives 2 ms after
+// the others at every collective; the last rank never issues the last
+// collective, in which every other rank waits for the last 10 s.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   const int colls = argc > 3 ? atoi(argv[3]) : 10000;
   mkdir(dir.c_str(), 0755);
   const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
-  const uint64_t step = 200 * t::kUs;
+  const uint64_t step = 3 * t::kMs;
   for (int r = 0; r < ranks; ++r) {
     t::ProcSpec spec;
     spec.host = "node" + std::to_string(r / 8);
@@ -49,11 +49,16 @@ int main(int argc, char** argv) {
     for (int k = 0; k < colls; ++k) {
       const int f = k % 4;
       const bool on_tp = k % 5 == 4;
-      const uint64_t late = r == 7 ? 100 * t::kUs : 0;
+      const uint64_t late = r == 7 ? 2 * t::kMs : 0;
       const uint64_t start =
           t0 + static_cast<uint64_t>(k) * step + static_cast<uint64_t>((r * 37 + k * 11) % 50) * t::kUs + late;
-      int64_t done = static_cast<int64_t>(t0 + static_cast<uint64_t>(k) * step + 160 * t::kUs);
-      if (r == ranks - 1 && k == colls - 1) done = t::kNever;
+      int64_t done = static_cast<int64_t>(t0 + static_cast<uint64_t>(k) * step + 2500 * t::kUs);
+      // The hang: the last rank never issues the last collective, which
+      // every other rank waits in until the end.
+      if (k == colls - 1) {
+        if (r == ranks - 1) continue;
+        done = t::kNever;
+      }
       t::OpOpts o;
       o.nchannels = 8;
       o.completion = t::Completion::kFolded;
@@ -62,7 +67,7 @@ int main(int argc, char** argv) {
       if (on_tp) b.Coll(tp, funcs[f], seq_tp[f]++, count, start, done, o);
       else b.Coll(world, funcs[f], seq_world[f]++, count, start, done, o);
     }
-    const uint64_t end = t0 + static_cast<uint64_t>(colls) * step + 2 * t::kSec;
+    const uint64_t end = t0 + static_cast<uint64_t>(colls) * step + 10 * t::kSec;
     b.Heartbeats(0, end);
     const std::string node = dir + "/node" + std::to_string(r / 8);
     mkdir(node.c_str(), 0755);
