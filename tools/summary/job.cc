@@ -125,8 +125,10 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
       c.let_go = p.collectives();
       for (const summary::Checkpoint& k : p.checkpoints()) c.stored[k.position()] = k.hash();
     }
-    for (auto& [hash, v] : chains)
-      if (!v.empty() && v.back().proc == i) mine[hash] = &v.back();
+    // Pointers once every prefix is in (a summary may name a hash twice):
+    // one lookup per prefix, not a scan of every communicator.
+    for (const summary::CommPrefix& p : sp.prefixes())
+      if (p.comm_hash() != 0) mine[p.comm_hash()] = &chains[p.comm_hash()].back();
 
     // The first operation still unfinished and the last one issued: what
     // the merge must not let go (see summary.cc: cross-communicator order,
