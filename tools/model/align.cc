@@ -116,21 +116,25 @@ void AlignClocks(Model* m) {
     std::vector<bool> placed(nh, false);
     placed[ref] = true;
     std::vector<int64_t> correction(nh, 0);
+    // Samples of each host against the hosts placed so far, kept as hosts
+    // are placed: recounting them for every host at every step was cubic in
+    // the hosts (16 s of a 16,384-rank merge of 2,048 hosts).
+    std::vector<size_t> against(nh, 0);
+    auto count_against = [&](uint32_t g) {
+      for (uint32_t h = 0; h < nh; ++h) {
+        if (placed[h] || h == g) continue;
+        auto it = diffs.find({std::min(g, h), std::max(g, h)});
+        if (it != diffs.end()) against[h] += it->second.size();
+      }
+    };
+    count_against(ref);
     for (bool progress = true; progress;) {
       progress = false;
       // Place the unplaced host with the most samples against placed hosts.
       size_t best_n = 0;
       uint32_t best = 0;
-      for (uint32_t h = 0; h < nh; ++h) {
-        if (placed[h]) continue;
-        size_t n = 0;
-        for (uint32_t g = 0; g < nh; ++g)
-          if (placed[g]) {
-            auto it = diffs.find({std::min(g, h), std::max(g, h)});
-            if (it != diffs.end()) n += it->second.size();
-          }
-        if (n > best_n) best_n = n, best = h;
-      }
+      for (uint32_t h = 0; h < nh; ++h)
+        if (!placed[h] && against[h] > best_n) best_n = against[h], best = h;
       if (best_n == 0) break;
       std::vector<int64_t> d;  // end(placed) - end(best), corrected
       for (uint32_t g = 0; g < nh; ++g) {
@@ -142,6 +146,7 @@ void AlignClocks(Model* m) {
       correction[best] = Median(&d);
       samples_used += d.size();
       placed[best] = true;
+      count_against(best);
       progress = true;
     }
     for (uint32_t pi = 0; pi < m->procs.size(); ++pi)
