@@ -67,6 +67,28 @@ TEST(Cli, DashOIsOutForEveryCommandThatWrites) {
   EXPECT_EQ(ReadFile(exported).rfind("{\"traceEvents\":[", 0), 0u);
 }
 
+TEST(Cli, SummarizeThenDiagnoseTheSummary) {
+  const std::string sum = TempPath("node0.ncclsummary");
+  const Result s = Nw({"summarize", "--window", "2", "-o", sum, kSkip});
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out.rfind("ncclwatch summarize: 4 processes, ", 0), 0u) << s.out;
+  const Result full = Nw({"diagnose", kSkip}), from_summary = Nw({"diagnose", sum});
+  EXPECT_EQ(from_summary.status, full.status);
+  EXPECT_EQ(from_summary.out.substr(0, from_summary.out.find('\n')), full.out.substr(0, full.out.find('\n')));
+  // Commands whose numbers need every operation refuse a summary.
+  const std::string base = TempPath("base.json");
+  ASSERT_EQ(Nw({"stats", "--format=json", "-o", base, kSkip}).status, 0);
+  for (const char* cmd : {"stats", "export", "check"}) {
+    const Result r = cmd == std::string("check") ? Nw({cmd, "--baseline", base, sum}) : Nw({cmd, sum});
+    EXPECT_EQ(r.status, 2) << cmd;
+    EXPECT_NE(r.err.find("is a per-node summary"), std::string::npos) << cmd << ": " << r.err;
+  }
+  // Where to write is required; a window of 0 is a usage error.
+  EXPECT_EQ(Nw({"summarize", kSkip}).status, 2);
+  EXPECT_NE(Nw({"summarize", kSkip}).err.find("--out FILE (-o FILE) is required"), std::string::npos);
+  EXPECT_EQ(Nw({"summarize", "--window", "0", "-o", sum, kSkip}).status, 2);
+}
+
 TEST(Cli, BadValuesAndOtherCommandsFlagsAreUsageErrors) {
   const Result bad = Nw({"diagnose", "--min-wait=abc", kSkip});
   EXPECT_EQ(bad.status, 2);
