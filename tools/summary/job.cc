@@ -57,13 +57,14 @@ bool IsSummaryFile(const std::string& path) {
 
 bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::vector<std::string> errors,
                              std::vector<std::string> notes, const LoadOptions& opts, Model* m,
-                             std::string* error) {
+                             std::string* error, const std::vector<std::string>* sources) {
   // One process per file, one job: as LoadModel screens files.
   std::vector<TraceHeaderFacts> facts;
   std::vector<std::string> names;
-  for (const summary::SummaryProcess& sp : procs) {
-    facts.push_back(FactsOf(sp));
-    names.push_back(sp.path());
+  for (size_t i = 0; i < procs.size(); ++i) {
+    facts.push_back(FactsOf(procs[i]));
+    const bool in_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
+    names.push_back(in_summary ? "the copy of " + procs[i].path() + " in " + (*sources)[i] : procs[i].path());
   }
   std::vector<bool> keep;
   if (!ScreenTraceHeaders(opts.job, facts, names, &keep, &notes, error)) {
@@ -345,13 +346,11 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
     if (!LoadModel(paths, opts, m, error)) return false;
   } else {
     std::vector<summary::SummaryProcess> procs;
+    std::vector<std::string> sources;  // per process: its summary file, "" for a trace read whole
     std::vector<std::string> errors = in.errors, notes = in.notes;
-    for (const std::string& f : summaries) {
-      SummaryResult s;
-      std::string e;
-      if (!ReadSummaryFile(f, &s, &e)) errors.push_back(e + (s.procs.empty() ? "" : " (the processes before it are read)"));
-      for (summary::SummaryProcess& p : s.procs) procs.push_back(std::move(p));
-    }
+    // Trace files first: where a summary holds the same process (a summary
+    // written into the traces' folder), the screening keeps the first of
+    // two equal copies, and the whole file is the better evidence.
     if (!traces.empty()) {
       SummarizeOptions so;
       so.window = UINT64_MAX;
@@ -364,13 +363,24 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
       errors.insert(errors.end(), s.errors.begin(), s.errors.end());
       notes.insert(notes.end(), s.notes.begin(), s.notes.end());
       for (summary::SummaryProcess& p : s.procs) procs.push_back(std::move(p));
+      sources.resize(procs.size());
+    }
+    for (const std::string& f : summaries) {
+      SummaryResult s;
+      std::string e;
+      if (!ReadSummaryFile(f, &s, &e)) errors.push_back(e + (s.procs.empty() ? "" : " (the processes before it are read)"));
+      for (summary::SummaryProcess& p : s.procs) {
+        procs.push_back(std::move(p));
+        sources.push_back(f);
+      }
     }
     if (procs.empty()) {
       *error = errors.empty() ? "no usable summary or trace file" : errors[0];
       m->errors = errors;
       return false;
     }
-    if (!BuildModelFromSummaries(std::move(procs), std::move(errors), std::move(notes), opts, m, error)) return false;
+    if (!BuildModelFromSummaries(std::move(procs), std::move(errors), std::move(notes), opts, m, error, &sources))
+      return false;
   }
   MatchOps(m);
   AlignClocks(m);

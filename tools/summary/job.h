@@ -40,9 +40,12 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
 
 // The same over processes already read (tests): summaries' and trace
 // files' (SummarizeFile with window UINT64_MAX), and errors met reading them.
+// `sources`, when given, names per process the summary file it came from
+// ("" for a trace file read whole): where one process is given twice, the
+// note says which copy was read.
 bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::vector<std::string> errors,
                              std::vector<std::string> notes, const LoadOptions& opts, Model* model,
-                             std::string* error);
+                             std::string* error, const std::vector<std::string>* sources = nullptr);
 
 }  // namespace ncclwatch::tools
 

@@ -131,5 +131,39 @@ TEST(SummaryJobTest, AWindowLongerThanTheJobGivesTheTracesVerdict) {
   EXPECT_EQ(r.summaries_exit, 0);
 }
 
+// A summary written into the traces' own folder holds the same processes
+// as the trace files beside it: each is read once, from the whole file, and
+// the note names the summary's copy.
+TEST(SummaryJobTest, ASummaryBesideItsTracesYieldsToThem) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 3 && op == 1990) p.skip = true;
+  };
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/beside";
+  mkdir(dir.c_str(), 0755);
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  Model whole;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel({dir}, LoadOptions(), &whole, &error)) << error;
+  SummarizeOptions opts;
+  opts.window = 2;
+  SummaryResult s;
+  ASSERT_TRUE(Summarize(files, opts, &s, &error)) << error;
+  const std::string summary = dir + "/node.ncclsummary";
+  std::ofstream(summary, std::ios::binary) << EncodeSummary(s);
+
+  Model m;
+  ASSERT_TRUE(BuildJobModel({dir}, LoadOptions(), &m, &error)) << error;
+  ASSERT_EQ(m.procs.size(), files.size());
+  EXPECT_EQ(m.ops.size(), whole.ops.size());
+  for (const Proc& p : m.procs) EXPECT_EQ(p.settled_ops, 0u) << p.path;
+  int copies = 0;
+  for (const std::string& n : m.notes)
+    if (n.rfind("the copy of ", 0) == 0 && n.find(" in " + summary + " holds the same process as ") != std::string::npos)
+      ++copies;
+  EXPECT_EQ(copies, static_cast<int>(files.size())) << ::testing::PrintToString(m.notes);
+  EXPECT_EQ(Diagnose(m).verdict(), Diagnose(whole).verdict());
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools
