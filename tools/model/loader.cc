@@ -82,10 +82,17 @@ void Seen(Proc* p, int64_t t) {
   if (p->last_ns == kNoTime || t > p->last_ns) p->last_ns = t;
 }
 
-void ApplyDone(const trace::OpDone& d, int64_t done_abs, Op* op) {
+// `base` is the file's time base, which OpDone.started_ns is relative to.
+void ApplyDone(const trace::OpDone& d, int64_t done_abs, int64_t base, Op* op) {
   op->state = OpState::kCompleted;
   op->done_ns = done_abs;
   op->polled = d.from_event();
+  op->polled_held_ns = 0;
+  if (d.from_event() && d.started_ns() != 0) {
+    const int64_t started = base + Rel(d.started_ns());
+    if (started <= done_abs)
+      op->polled_held_ns = static_cast<uint32_t>(std::min<int64_t>(done_abs - started, UINT32_MAX));
+  }
   if (d.gpu_duration_ns() > 0 || d.gpu_timing()) {
     op->has_gpu = true;
     // gpu (CPU clock) = reference + delta, the reference being the completion time.
@@ -840,7 +847,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       op.state = o.completion_tracked() ? OpState::kInFlight : OpState::kUntracked;
       op.mask_unseen = o.no_completion() == trace::NO_COMPLETION_MASK;
       if (o.has_completion()) {
-        ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), &op);
+        ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), base, &op);
       }
       if (o.completion_tracked() || o.has_completion()) {
         fs.any_tracked = true;
@@ -858,7 +865,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       if (o.event_id() != 0) {
         auto early = fs.early_done.find(o.event_id());
         if (early != fs.early_done.end()) {
-          ApplyDone(early->second, base + Rel(early->second.done_ns()), &op);
+          ApplyDone(early->second, base + Rel(early->second.done_ns()), base, &op);
           fs.early_done.erase(early);
         }
         fs.op_by_event[o.event_id()] = oi;
@@ -876,7 +883,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       auto it = fs.op_by_event.find(d.event_id());
       const bool in_line = check_time(d.done_ns(), "a completion");
       if (it != fs.op_by_event.end()) {
-        ApplyDone(d, t, &m->ops[it->second]);
+        ApplyDone(d, t, base, &m->ops[it->second]);
         if (!in_line) m->ops[it->second].suspect = true;
       } else {
         fs.early_done[d.event_id()] = d;

@@ -96,6 +96,12 @@ struct Op {
   uint16_t algo = 0;
   uint16_t proto = 0;
   int32_t peer_or_root = 0;  // collectives: root; p2p: the peer's rank in `comm`
+  // Polled completions (`polled`): how long before done_ns the writer had
+  // seen the stream reach the kernel (the event before it complete); 0 when
+  // it saw both at one look. done_ns - polled_held_ns is when the GPU got to
+  // the operation, within one polling interval: a rank whose GPU gets there
+  // last, while its host enqueued in time, was held by earlier GPU work.
+  uint32_t polled_held_ns = 0;  // in the padding before `seq`
   // Collectives: NCCL's seqNumber, which NCCL counts per communicator AND
   // function (AllReduce #0, #1, ... and Broadcast #0, ... on one comm).
   // P2p: order of this rank's sends to (or receives from) that peer, 1-based.

@@ -389,5 +389,30 @@ TEST(ModelTest, AMaskChangeVoidsCudaEventCompletionsInItsWindowOnly) {
   EXPECT_EQ(lv.of_op[1], OpLiveness::kUnknown);
 }
 
+// A completion from a CUDA event carries when the writer saw the stream
+// reach the kernel; the model keeps how long before the completion that
+// was, which tells a kernel that waited on its GPU from one that ran late.
+TEST(ModelTest, PolledCompletionsKeepWhenTheGpuGotToTheKernel) {
+  testing::ProcSpec ps;
+  ps.stuck_sec = 0;
+  testing::TraceBuilder b(ps);
+  const int w = b.AddComm(0x3B5, "world", 1, 0, testing::kSec);
+  testing::OpOpts seen;
+  seen.from_event = true;
+  seen.event_started_ns = static_cast<int64_t>(2 * testing::kSec + 5 * testing::kMs);
+  testing::OpOpts unseen;
+  unseen.from_event = true;
+  b.Coll(w, "AllReduce", 0, 8, 2 * testing::kSec, static_cast<int64_t>(2 * testing::kSec + 65 * testing::kMs), seen);
+  b.Coll(w, "AllReduce", 1, 8, 3 * testing::kSec, static_cast<int64_t>(3 * testing::kSec + 9 * testing::kMs), unseen);
+  b.Finalize(5 * testing::kSec);
+  Model m;
+  std::string err;
+  ASSERT_TRUE(LoadModelFromBytes({{"m.ncclwatch", b.Bytes()}}, LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.ops.size(), 2u);
+  EXPECT_TRUE(m.ops[0].polled);
+  EXPECT_EQ(m.ops[0].polled_held_ns, 60 * testing::kMs);
+  EXPECT_EQ(m.ops[1].polled_held_ns, 0u);
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

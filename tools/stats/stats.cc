@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "absl/strings/str_join.h"
 #include "tools/stats/compare.h"
 #include "tools/stats/text.h"
 
@@ -41,13 +42,42 @@ struct RankKey {
 
 struct RankAcc {
   std::vector<int64_t> lateness;
+  std::vector<int64_t> gpu_lateness;
   std::vector<std::string> procs;
 };
+
+// How long a polled operation's kernel waited on its GPU for work that was
+// not NCCL's: from when it was both enqueued and past every earlier
+// operation of its process, to when the GPU got to it (Op::polled_held_ns),
+// or kNoTime. Counting earlier operations on other streams too can only
+// make it shorter: a rank is never named for waiting on its own previous
+// collective, which the others were in as well.
+std::vector<int64_t> GpuHeld(const Model& m) {
+  std::vector<int64_t> held(m.ops.size(), kNoTime);
+  for (const Proc& p : m.procs) {
+    int64_t earlier_done = kNoTime;
+    bool earlier_known = true;
+    for (uint32_t oi : p.ops) {
+      const Op& o = m.ops[oi];
+      const bool done = o.state == OpState::kCompleted && o.done_ns != kNoTime;
+      if (earlier_known && done && o.polled && o.start_ns != kNoTime) {
+        const int64_t arrival = o.done_ns - static_cast<int64_t>(o.polled_held_ns);
+        held[oi] = std::max<int64_t>(0, arrival - std::max(o.start_ns, earlier_done));
+      }
+      if (!done) earlier_known = false;
+      else earlier_done = std::max(earlier_done, o.done_ns);
+    }
+  }
+  return held;
+}
 
 // Each rank's lateness at each collective (RankRow): its enqueue start
 // minus the lower median start of the collective's ranks. Each
 // communicator's first collective (the lowest seq of each function) is
-// warm-up.
+// warm-up. With completions from CUDA events, the same on the GPU: how
+// long each rank's kernel was held by other GPU work (GpuHeld) minus the
+// lower median of its ranks'. A host that enqueues in time but whose GPU
+// is busy with other work is late there only.
 std::map<RankKey, RankAcc> Lateness(const Model& m) {
   std::map<RankKey, RankAcc> out;
   std::map<std::pair<uint32_t, uint16_t>, uint64_t> first_seq;  // (comm, func) -> lowest seq
@@ -61,25 +91,31 @@ std::map<RankKey, RankAcc> Lateness(const Model& m) {
       break;
     }
   }
-  std::vector<int64_t> starts;
+  const std::vector<int64_t> held = GpuHeld(m);
+  std::vector<int64_t> starts, arrivals;
   for (const Match& match : m.matches) {
     if (match.kind != OpKind::kColl || match.comm >= m.comms.size()) continue;
     starts.clear();
+    arrivals.clear();
     uint16_t func = 0;
     for (uint32_t oi : match.ops)
       if (oi != kNone && m.ops[oi].start_ns != kNoTime) {
         starts.push_back(m.ops[oi].start_ns);
         func = m.ops[oi].func;
+        if (held[oi] != kNoTime) arrivals.push_back(held[oi]);
       }
     if (starts.size() < 2 || first_seq[std::make_pair(match.comm, func)] == match.seq) continue;
     std::sort(starts.begin(), starts.end());
     const int64_t median = starts[(starts.size() - 1) / 2];
+    std::sort(arrivals.begin(), arrivals.end());
+    const int64_t gpu_median = arrivals.size() >= 2 ? arrivals[(arrivals.size() - 1) / 2] : kNoTime;
     const Comm& c = m.comms[match.comm];
     for (uint32_t oi : match.ops) {
       if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
       const Op& o = m.ops[oi];
       RankAcc& a = out[RankKey{CommKey(c), c.nranks, o.rank}];
       a.lateness.push_back(o.start_ns - median);
+      if (gpu_median != kNoTime && held[oi] != kNoTime) a.gpu_lateness.push_back(held[oi] - gpu_median);
       const std::string name = ProcName(m, o.proc);
       if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) a.procs.push_back(name);
     }
@@ -280,6 +316,11 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     r->set_lateness_p50_us(Us(Percentile(&a.lateness, 50)));
     r->set_lateness_p99_us(Us(Percentile(&a.lateness, 99)));
     for (double v : SamplesUs(a.lateness)) r->add_lateness_us(v);
+    if (!a.gpu_lateness.empty()) {
+      r->set_gpu_samples(static_cast<uint32_t>(a.gpu_lateness.size()));
+      r->set_gpu_lateness_p50_us(Us(Percentile(&a.gpu_lateness, 50)));
+      r->set_gpu_lateness_p99_us(Us(Percentile(&a.gpu_lateness, 99)));
+    }
   }
   return out;
 }
@@ -322,6 +363,32 @@ class Table {
 };
 
 }  // namespace
+
+// Ranks whose kernels wait on their GPU behind other work (RankRow's
+// gpu_lateness), at the median: the ranks the others wait for in a job that
+// is slow but not hung, though every host enqueues in time, which no
+// host-side view shows. The GPU's side is only known to a polling interval
+// (~10 ms), so less than kGpuLateUs is not named. Ranks late on the host are
+// diagnose's STRAGGLER, which weighs them against the clocks' error.
+constexpr double kGpuLateUs = 20000;
+
+void PrintLateRanks(const stats::Stats& s, std::ostream& out) {
+  std::vector<const stats::RankRow*> late;
+  for (const stats::RankRow& r : s.ranks())
+    if (r.has_gpu_lateness_p50_us() && r.gpu_lateness_p50_us() >= kGpuLateUs) late.push_back(&r);
+  std::stable_sort(late.begin(), late.end(), [](const stats::RankRow* a, const stats::RankRow* b) {
+    return a->gpu_lateness_p50_us() > b->gpu_lateness_p50_us();
+  });
+  for (const stats::RankRow* r : late) {
+    out << "held on its GPU: rank " << r->rank() << " of '" << Printable(r->comm()) << "' (" << r->nranks()
+        << " ranks)";
+    if (r->procs_size() > 0) out << " [" << Printable(absl::StrJoin(r->procs(), ", ")) << "]";
+    out << ": its kernels waited " << Num(r->gpu_lateness_p50_us() / 1000, 1)
+        << " ms longer than the median rank's behind other work on its GPU (p50 of " << r->gpu_samples()
+        << " collectives; CUDA events polled every ~10 ms); its host enqueued them "
+        << Num(r->lateness_p50_us() / 1000, 1) << " ms after the median rank\n";
+  }
+}
 
 void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
   out << s.processes() << " process(es); clocks: " << (s.alignment_method().empty() ? "not aligned" : s.alignment_method())
@@ -368,6 +435,7 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
   if (any_polled)
     out << "timing 'polled': completions from CUDA events, seen by the plugin's writer every ~10 ms: latency is an"
            " upper bound and no bandwidth is given (NCCLWATCH_COMPLETIONS=channels times the GPU)\n";
+  PrintLateRanks(s, out);
 }
 
 std::string StatsToJson(const stats::Stats& s) {

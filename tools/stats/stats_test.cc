@@ -235,6 +235,69 @@ TEST(StatsTest, PolledCompletionsGiveNoBandwidth) {
   EXPECT_NE(table.str().find("timing 'polled'"), std::string::npos) << table.str();
 }
 
+// The slow-not-hung job users compare with nccl-tests: every host enqueues
+// the all-reduce in time, but rank 2's GPU is busy with other work first
+// (its default stream), so its kernel starts 60 ms late and the others'
+// kernels wait for it. Only the CUDA events' "started" times show it.
+TEST(StatsTest, NamesTheRankHeldByOtherWorkOnItsGpu) {
+  Job j(4, "world");
+  for (int seq = 0; seq < 6; ++seq) {
+    const int64_t t = seq * 200'000'000;  // a step every 200 ms
+    for (int r = 0; r < 4; ++r) {
+      const int64_t done = t + 70'000'000;  // all end together, after rank 2's GPU joined
+      const uint32_t oi = j.AddOp(0, r, "AllReduce", seq, 16384, "ncclFloat32", t + r * 100'000, done);
+      Op& o = j.m.ops[oi];
+      o.polled = true;
+      // The writer saw ranks 0, 1 and 3 reach the kernel at the first look
+      // after the enqueue; rank 2's start and end at one look (0: unseen).
+      o.polled_held_ns = r == 2 ? 0 : 60'000'000;
+    }
+  }
+  j.Match();
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
+  ASSERT_EQ(s.ranks_size(), 4);
+  EXPECT_EQ(s.ranks(2).gpu_samples(), 5u);  // #0 is warm-up
+  EXPECT_NEAR(s.ranks(2).gpu_lateness_p50_us(), 60'000, 1000);
+  EXPECT_NEAR(s.ranks(0).gpu_lateness_p50_us(), 0, 1000);
+  EXPECT_LT(s.ranks(2).lateness_p50_us(), 1000);  // the host was in time
+  std::ostringstream table;
+  PrintStatsTable(s, table);
+  EXPECT_NE(table.str().find("held on its GPU: rank 2 of 'world' (4 ranks)"), std::string::npos) << table.str();
+  EXPECT_EQ(table.str().find("held on its GPU: rank 0"), std::string::npos) << table.str();
+  EXPECT_EQ(table.str().find("held on its GPU: rank 3"), std::string::npos) << table.str();
+}
+
+// A rank whose kernel waits for its own previous collective, which every
+// rank was in, is not held by other work: a host straggler's collectives
+// make the others' next kernels start late too, and none is named.
+TEST(StatsTest, WaitingForItsOwnPreviousCollectiveIsNotHeld) {
+  Job j(3, "world");
+  for (int seq = 0; seq < 6; ++seq) {
+    const int64_t t = seq * 100'000'000;
+    for (int r = 0; r < 3; ++r) {
+      // Rank 1 enqueues #seq 40 ms after the others, who wait for it; the
+      // next collective's kernels start when this one ends, everywhere.
+      const int64_t start = t + (r == 1 ? 40'000'000 : 0);
+      const uint32_t oi = j.AddOp(0, r, "AllReduce", seq, 16384, "ncclFloat32", start, t + 45'000'000);
+      Op& o = j.m.ops[oi];
+      o.polled = true;
+      o.polled_held_ns = r == 1 ? 0 : 45'000'000;
+      if (r == 2 && seq > 0) {
+        // Rank 2 enqueued it during the previous one, so its kernel started
+        // when the previous ended, 55 ms before this step.
+        o.start_ns -= 90'000'000;
+        o.polled_held_ns = 100'000'000;
+      }
+    }
+  }
+  j.Match();
+  stats::Stats s = ComputeStats(j.m, kNoWarmup);
+  std::ostringstream table;
+  PrintStatsTable(s, table);
+  EXPECT_EQ(table.str().find("held on its GPU"), std::string::npos) << table.str();
+  for (const stats::RankRow& r : s.ranks()) EXPECT_LT(r.gpu_lateness_p50_us(), 20'000) << r.DebugString();
+}
+
 TEST(StatsTest, GpuSamplesWinOverCpuOnes) {
   Job j(2, "world");
   j.AddOp(0, 0, "AllReduce", 0, 256, "ncclFloat32", 0, 900'000, 1000, 10'000);

@@ -185,6 +185,7 @@ plugin::DoneFields Player::DoneOf(const TraceBuilder::OpRec& o) const {
   d.event_id = o.event_id;
   d.done_ns = DoneAt(o);
   d.from_event = o.opts.from_event;
+  if (o.opts.from_event && o.opts.event_started_ns >= 0) d.started_ns = static_cast<uint64_t>(o.opts.event_started_ns);
   if (o.opts.gpu_timing && !o.opts.from_event) {
     uint64_t g0 = o.opts.gpu_start_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_start_ns) : EnqueuedAt(o) + kGpuLaunchNs;
     uint64_t g1 = o.opts.gpu_stop_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_stop_ns)

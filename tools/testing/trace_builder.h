@@ -125,6 +125,7 @@ struct OpOpts {
   std::optional<bool> completion_tracked;  // unset: api >= 4; false: no completion ever written
   uint32_t no_completion = 0;          // trace::NoCompletion written with an untracked op
   bool from_event = false;             // completed from a CUDA event (no GPU timing then)
+  int64_t event_started_ns = -1;       // from_event: the stream seen at the kernel (-1: not seen)
   Completion completion = Completion::kAuto;
   // GPU timing of a completed operation (CPU times, relative like done_ns).
   bool gpu_timing = true;
