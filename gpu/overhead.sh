@@ -10,7 +10,10 @@
 # seed), into OUTDIR/results.csv:
 #
 #   none      no profiler plugin (NCCL_PROFILER_PLUGIN=none)
-#   noop      the do-nothing plugin asking for ncclwatch's default events (0x46)
+#   noop      the do-nothing plugin asking for ncclwatch's default events
+#             (0x806: Coll, P2p and KernelLaunch, for completions from CUDA
+#             events, the default from profiler API v5)
+#   noop_channels  the do-nothing plugin asking for kernel channels' events (0x46)
 #   default   ncclwatch, default capture
 #   noop_all  the do-nothing plugin asking for every event type (0x7fff)
 #   all       ncclwatch, NCCLWATCH_EVENTS=all
@@ -22,6 +25,10 @@
 #             events at each kernel launch instead of kernel channels
 #   noop_events  the do-nothing plugin asking for what events mode asks
 #             for (Coll|P2p|KernelLaunch, 0x806)
+#   channels     ncclwatch, NCCLWATCH_COMPLETIONS=channels (the default before
+#                issue 29 made CUDA events the default from API v5)
+#   default_x    ncclwatch ($PLUGIN_B when set) at the default capture with
+#                the settings in $EXTRA_ENV ("NAME=VALUE ...")
 #   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
 #   default_c    a third build ($PLUGIN_C), default capture
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
@@ -193,7 +200,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local want="libnccl-profiler-ncclwatch.so" env=()
   rm -rf "$TRACES/run" && mkdir -p "$TRACES/run"
   case "$cfg" in
-    none | noop | noop_all | noop_ops | noop_events | default | all | ops | events | default_tsc | default_mono | default_b | default_c) ;;
+    none | noop | noop_channels | noop_all | noop_ops | noop_events | default | all | ops | events | channels | default_tsc | default_mono | default_b | default_c | default_x) ;;
     timed_noop | timed_default | timed_default_b | timed_default_c) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
@@ -201,7 +208,10 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local base="${cfg#timed_}" plugin ours="NCCLWATCH_DIR=$TRACES/run"
   case "$base" in
     none)         plugin=none; want="-" ;;
-    noop)         plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
+    # What ncclwatch's default asks NCCL for: from API v5, Coll|P2p|KernelLaunch
+    # (completions from CUDA events); 0x46 with kernel channels (noop_channels).
+    noop)         plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x806); want="libnccl-profiler-noop.so" ;;
+    noop_channels) plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x46); want="libnccl-profiler-noop.so" ;;
     noop_all)     plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x7fff); want="libnccl-profiler-noop.so" ;;
     noop_ops)     plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x06); want="libnccl-profiler-noop.so" ;;
     default)      plugin="$PLUGIN"; env=("$ours") ;;
@@ -217,6 +227,11 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     # of a change ($PLUGIN_B, $PLUGIN_C).
     default_b)    plugin="$PLUGIN_B"; env=("$ours"); want="$(basename "$PLUGIN_B")" ;;
     default_c)    plugin="$PLUGIN_C"; env=("$ours"); want="$(basename "$PLUGIN_C")" ;;
+    # Completions from kernel channels, the default before issue 29 (API v5+).
+    channels)     plugin="$PLUGIN"; env=("$ours" NCCLWATCH_COMPLETIONS=channels) ;;
+    # The default capture with the settings in $EXTRA_ENV (space-separated
+    # NAME=VALUE, e.g. a sampling interval), of $PLUGIN_B when set.
+    default_x)    plugin="${PLUGIN_B:-$PLUGIN}"; read -r -a env <<<"$ours ${EXTRA_ENV:-}"; want="$(basename "$plugin")" ;;
   esac
   if [[ "$cfg" == timed_* ]]; then
     # Under gpu/timing_shim.cc, which times every callback on the
