@@ -248,19 +248,33 @@ int Bench(const char* so, const std::string& out) {
   Plugin chan = LoadCopy(so, out + "/bench_channels", "channels");
   Plugin evp = LoadCopy(so, out + "/bench_events", "events");
   Plugin evn = LoadCopy(so, out + "/bench_events_nostart", "events", false);
+  // BENCH_EXTRA_ENV="NAME=VALUE": one more configuration, events with that
+  // variable set at its init (e.g. a sampling interval), as "events+extra".
+  const char* extra_env = getenv("BENCH_EXTRA_ENV");
+  std::string extra_name, extra_value;
+  if (extra_env != nullptr && strchr(extra_env, '=') != nullptr) {
+    extra_name.assign(extra_env, strchr(extra_env, '='));
+    extra_value = strchr(extra_env, '=') + 1;
+    setenv(extra_name.c_str(), extra_value.c_str(), 1);
+  }
+  Plugin evx = extra_name.empty() ? Plugin{} : LoadCopy(so, out + "/bench_events_extra", "events");
+  if (!extra_name.empty()) {
+    unsetenv(extra_name.c_str());
+    printf("events+extra: %s=%s\n", extra_name.c_str(), extra_value.c_str());
+  }
   // events/launch: only the launch's events (its ops untracked); events/ops:
   // only the plan's ops (no launch before them: untracked too).
   // events-nostart: NCCLWATCH_START_EVENTS=0, one event per launch.
-  constexpr int kModes = 7;
-  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn};
-  const int parts[kModes] = {3, 3, 3, 1, 2, 3, 1};
-  const char* names[kModes] = {"none", "channels", "events", "events/launch", "events/ops", "events-nostart",
-                               "events-nostart/launch"};
+  const int kModes = extra_name.empty() ? 7 : 8;
+  Plugin* modes[8] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn, &evx};
+  const int parts[8] = {3, 3, 3, 1, 2, 3, 1, 3};
+  const char* names[8] = {"none", "channels", "events", "events/launch", "events/ops", "events-nostart",
+                          "events-nostart/launch", "events+extra"};
   constexpr int kBlock = 500, kRounds = 60;
   for (int m = 0; m < kModes; ++m)
     for (int i = 0; i < 2000; ++i) Plan(modes[m], s, buf, parts[m]);  // warm-up: pools, pages, caches
   CK(cuStreamSynchronize(s));
-  std::vector<double> per[kModes];
+  std::vector<double> per[8];
   for (int round = 0; round < kRounds; ++round) {
     for (int k = 0; k < kModes; ++k) {
       const int m = (round + k) % kModes;  // each mode in each position as often
@@ -271,7 +285,7 @@ int Bench(const char* so, const std::string& out) {
       usleep(2000);                // the writers drain between blocks
     }
   }
-  double med[kModes];
+  double med[8];
   for (int m = 0; m < kModes; ++m) {
     std::sort(per[m].begin(), per[m].end());
     med[m] = per[m][per[m].size() / 2];
@@ -283,9 +297,11 @@ int Bench(const char* so, const std::string& out) {
   printf("events-nostart - none: %.1f ns per launch; launch events alone: %.1f ns (both), %.1f ns (after only); "
          "the ops alone: %.1f ns\n",
          med[5] - med[0], med[3] - med[0], med[6] - med[0], med[4] - med[0]);
+  if (kModes == 8) printf("events+extra - none: %.1f ns per launch\n", med[7] - med[0]);
   chan.t->finalize(chan.ctx);
   evp.t->finalize(evp.ctx);
   evn.t->finalize(evn.ctx);
+  if (kModes == 8) evx.t->finalize(evx.ctx);
   return 0;
 }
 
