@@ -25,6 +25,10 @@ then synchronizes the GPU. At step K (default 4) rank R (default 1) does the fau
   idle            sleeps 3 x T before the step's all_reduce (a data loader, the GIL, a store)
   gpu-busy        launches a GPU kernel that spins for 3 x T before the step's all_reduce
   straggler       sleeps 250 ms before every all_reduce (nothing hangs)
+  gpu-slow        launches a GPU kernel that spins about 100 ms on its default stream before every
+                  all_reduce: its host enqueues in time, but the all_reduce waits behind the kernel
+                  (PyTorch orders its NCCL stream after the default stream), and so do the others'
+                  (slow, nothing hangs: what users see when PyTorch is slower than nccl-tests)
   threads         two process groups over all ranks, each driven by its own thread, 10
                   all_reduces each per step (healthy)
 
@@ -49,7 +53,7 @@ import time
 from datetime import timedelta
 
 FAULTS = ("healthy", "kill", "exception", "os-exit", "swap-completes", "swap-hangs", "count", "dtype",
-          "ag-mismatch", "rs-mismatch", "subgroup-skip", "idle", "gpu-busy", "straggler", "threads")
+          "ag-mismatch", "rs-mismatch", "subgroup-skip", "idle", "gpu-busy", "straggler", "gpu-slow", "threads")
 
 
 def parse_args():
@@ -133,6 +137,8 @@ def main():
             torch.cuda._sleep(int(3 * args.timeout_sec * 2e9))  # cycles, about 2 GHz
         if me and args.fault == "straggler":
             time.sleep(0.25)
+        if me and args.fault == "gpu-slow":
+            torch.cuda._sleep(int(0.1 * 2e9))  # cycles, about 100 ms at 2 GHz
 
         swap = fault and args.fault in ("swap-completes", "swap-hangs")
         # swap-completes: the all_gather moves as many bytes as the all_reduce.
