@@ -42,7 +42,10 @@ struct RankKey {
 
 struct RankAcc {
   std::vector<int64_t> lateness;
-  std::vector<int64_t> gpu_lateness;
+  // Per function (Op::func): a rank held before one function of a step
+  // (its all-reduce waits behind a kernel) is held at a minority of the
+  // communicator's collectives, so the median over all of them hides it.
+  std::map<uint16_t, std::vector<int64_t>> gpu_lateness;
   std::vector<std::string> procs;
 };
 
@@ -115,7 +118,7 @@ std::map<RankKey, RankAcc> Lateness(const Model& m) {
       const Op& o = m.ops[oi];
       RankAcc& a = out[RankKey{CommKey(c), c.nranks, o.rank}];
       a.lateness.push_back(o.start_ns - median);
-      if (gpu_median != kNoTime && held[oi] != kNoTime) a.gpu_lateness.push_back(held[oi] - gpu_median);
+      if (gpu_median != kNoTime && held[oi] != kNoTime) a.gpu_lateness[o.func].push_back(held[oi] - gpu_median);
       const std::string name = ProcName(m, o.proc);
       if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) a.procs.push_back(name);
     }
@@ -316,10 +319,16 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     r->set_lateness_p50_us(Us(Percentile(&a.lateness, 50)));
     r->set_lateness_p99_us(Us(Percentile(&a.lateness, 99)));
     for (double v : SamplesUs(a.lateness)) r->add_lateness_us(v);
-    if (!a.gpu_lateness.empty()) {
-      r->set_gpu_samples(static_cast<uint32_t>(a.gpu_lateness.size()));
-      r->set_gpu_lateness_p50_us(Us(Percentile(&a.gpu_lateness, 50)));
-      r->set_gpu_lateness_p99_us(Us(Percentile(&a.gpu_lateness, 99)));
+    // The function at which the rank is the most held, at the median.
+    int64_t best_p50 = 0;
+    for (auto& [func, v] : a.gpu_lateness) {
+      const int64_t p50 = Percentile(&v, 50);
+      if (r->has_gpu_lateness_p50_us() && p50 <= best_p50) continue;
+      best_p50 = p50;
+      r->set_gpu_func(SanitizeUtf8(m.Str(func)));
+      r->set_gpu_samples(static_cast<uint32_t>(v.size()));
+      r->set_gpu_lateness_p50_us(Us(p50));
+      r->set_gpu_lateness_p99_us(Us(Percentile(&v, 99)));
     }
   }
   return out;
@@ -383,9 +392,9 @@ void PrintLateRanks(const stats::Stats& s, std::ostream& out) {
     out << "held on its GPU: rank " << r->rank() << " of '" << Printable(r->comm()) << "' (" << r->nranks()
         << " ranks)";
     if (r->procs_size() > 0) out << " [" << Printable(absl::StrJoin(r->procs(), ", ")) << "]";
-    out << ": its kernels waited " << Num(r->gpu_lateness_p50_us() / 1000, 1)
+    out << ": its " << Printable(r->gpu_func()) << " kernels waited " << Num(r->gpu_lateness_p50_us() / 1000, 1)
         << " ms longer than the median rank's behind other work on its GPU (p50 of " << r->gpu_samples()
-        << " collectives; CUDA events polled every ~10 ms); its host enqueued them "
+        << "; CUDA events polled every ~10 ms); its host enqueued its collectives "
         << Num(r->lateness_p50_us() / 1000, 1) << " ms after the median rank\n";
   }
 }

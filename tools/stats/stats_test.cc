@@ -251,18 +251,28 @@ TEST(StatsTest, NamesTheRankHeldByOtherWorkOnItsGpu) {
       // The writer saw ranks 0, 1 and 3 reach the kernel at the first look
       // after the enqueue; rank 2's start and end at one look (0: unseen).
       o.polled_held_ns = r == 2 ? 0 : 60'000'000;
+      // Then an all-gather, queued behind the all-reduce on every rank:
+      // nobody is held there (Job::Match keys by seq alone: #100 on), so
+      // rank 2 is held at half of the
+      // communicator's collectives, and named all the same.
+      const uint32_t ag = j.AddOp(0, r, "AllGather", 100 + seq, 16384, "ncclFloat32", t + 1'000'000 + r * 100'000,
+                                  done + 2'000'000);
+      j.m.ops[ag].polled = true;
     }
   }
   j.Match();
   stats::Stats s = ComputeStats(j.m, kNoWarmup);
   ASSERT_EQ(s.ranks_size(), 4);
+  EXPECT_EQ(s.ranks(2).gpu_func(), "AllReduce");
   EXPECT_EQ(s.ranks(2).gpu_samples(), 5u);  // #0 is warm-up
   EXPECT_NEAR(s.ranks(2).gpu_lateness_p50_us(), 60'000, 1000);
   EXPECT_NEAR(s.ranks(0).gpu_lateness_p50_us(), 0, 1000);
   EXPECT_LT(s.ranks(2).lateness_p50_us(), 1000);  // the host was in time
   std::ostringstream table;
   PrintStatsTable(s, table);
-  EXPECT_NE(table.str().find("held on its GPU: rank 2 of 'world' (4 ranks)"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("held on its GPU: rank 2 of 'world' (4 ranks) [rank 2]: its AllReduce kernels waited 59.9 ms"),
+            std::string::npos)
+      << table.str();
   EXPECT_EQ(table.str().find("held on its GPU: rank 0"), std::string::npos) << table.str();
   EXPECT_EQ(table.str().find("held on its GPU: rank 3"), std::string::npos) << table.str();
 }
