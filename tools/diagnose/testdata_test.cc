@@ -104,6 +104,36 @@ const Case kCases[] = {
     {"healthy", 0, {"OK: no problem found in 2 processes (4 communicators, 64 operations, 64 completed)"}, "testdata/versions/2.30.7/", 2},
     {"skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited"}, "testdata/versions/2.30.7/", 2},
     {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' (2 ranks)", "rank 1 died"}, "testdata/versions/2.30.7/", 2},
+    // testdata/versions4: the same at 4 ranks, on 4 GPUs. In 2.27.7's skip,
+    // rank 2's AllReduce #4 "completed" once ranks 0 and 1 had aborted, and
+    // rank 2 went on to AllReduce #5 (match.cc, AbortedWithoutAMember).
+    {"healthy", 0, {"OK: no problem found in 4 processes (5 communicators, 192 operations, 192 completed)"},
+     "testdata/versions4/2.27.7/"},
+    {"skip", 1,
+     {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks); ranks 0,1,2 waited",
+      "rank 3 waits in AllGather #4 on comm 'tp' {2,3}"},
+     "testdata/versions4/2.27.7/"},
+    {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' {0,1} (2 ranks)", "rank 1 died"},
+     "testdata/versions4/2.27.7/"},
+    {"healthy", 0, {"OK: no problem found in 4 processes (5 communicators, 160 operations, 160 completed)"},
+     "testdata/versions4/2.29.7/"},
+    {"skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks); ranks 0,1,2 waited"},
+     "testdata/versions4/2.29.7/"},
+    {"kill", 1, {"HANG: rank 1 never joined ReduceScatter #4 on comm 'dp' {1,3} (2 ranks)", "rank 1 died"},
+     "testdata/versions4/2.29.7/"},
+    {"healthy", 0, {"OK: no problem found in 4 processes (5 communicators, 160 operations, 160 completed)"},
+     "testdata/versions4/2.30.7/"},
+    {"skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks); ranks 0,1,2 waited"},
+     "testdata/versions4/2.30.7/"},
+    {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' {0,1} (2 ranks)", "rank 1 died"},
+     "testdata/versions4/2.30.7/"},
+    // testdata/gpu-events4, recorded on 4 GPUs: the default capture.
+    {"gpu-blocked", 1,
+     {"STUCK: AllReduce #4 on comm 'world' (4 ranks) was issued by every rank",
+      "rank 3's GPU never started it; ranks 0,1,2 started it and wait"},
+     "testdata/gpu-events4/"},
+    {"net-stall", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks)", "rank 3 died"},
+     "testdata/gpu-events4/"},
 };
 
 class TestdataTest : public ::testing::TestWithParam<Case> {};
@@ -145,6 +175,8 @@ TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
       {"testdata/gpu-events/skip", {"rank 0", "rank 1"}}, {"testdata/gpu-events/extra", {"rank 0", "rank 1"}},
       {"testdata/gpu-events/kill", {"rank 1"}},
       {"testdata/gpu-events/gpu-blocked", {"rank 1"}},
+      {"testdata/versions4/2.27.7/skip", {"rank 3"}},
+      {"testdata/gpu-events4/gpu-blocked", {"rank 3"}},
   };
   for (const auto& [dir, ranks] : expected) {
     Model m;
@@ -197,12 +229,13 @@ INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                            if (std::string(i.param.dir) == "testdata/gpu-ops/") n = "ops_" + n;
                            if (std::string(i.param.dir) == "testdata/gpu-events/") n = "events_" + n;
                            if (std::string(i.param.dir) == "testdata/gpu-events4/") n = "events4_" + n;
-                           if (std::string(i.param.dir).rfind("testdata/versions/", 0) == 0) {
-                             std::string v = std::string(i.param.dir).substr(18);
+                           for (const std::string prefix : {"testdata/versions/", "testdata/versions4/"}) {
+                             if (std::string(i.param.dir).rfind(prefix, 0) != 0) continue;
+                             std::string v = std::string(i.param.dir).substr(prefix.size());
                              v.pop_back();
                              for (char& ch : v)
                                if (ch == '.') ch = '_';
-                             n = "nccl" + v + "_" + n;
+                             n = "nccl" + v + (prefix.size() == 19 ? "_4r_" : "_") + n;
                            }
                            for (char& ch : n)
                              if (ch == '-') ch = '_';

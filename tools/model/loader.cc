@@ -337,6 +337,26 @@ bool InAbortWindowOf(const Model& m, const Op& op) {
   return op.done_ns != kNoTime && InAbortWindow(AbortEnds(m, op.proc, op.comm), op.done_ns);
 }
 
+bool AfterAPeerEnded(const Model& m, const Op& op) {
+  if (op.done_ns == kNoTime || op.comm >= m.comms.size() || op.proc >= m.procs.size()) return false;
+  // Before AlignClocks each process's times are its CLOCK_MONOTONIC; its
+  // header's clock pair puts them on CLOCK_REALTIME, to the hosts' clock
+  // error (ms with NTP; the same clocks on one host), far inside the window.
+  auto realtime = [&](uint32_t pi, int64_t t) {
+    const Proc& p = m.procs[pi];
+    return t - static_cast<int64_t>(p.mono_base_ns) + static_cast<int64_t>(p.realtime_base_ns);
+  };
+  const int64_t done = realtime(op.proc, op.done_ns);
+  for (const CommMember& mem : m.comms[op.comm].members) {
+    if (mem.proc == op.proc || mem.proc >= m.procs.size()) continue;
+    for (int64_t end : AbortEnds(m, mem.proc, op.comm)) {
+      if (end == kNoTime) continue;
+      if (static_cast<double>(realtime(mem.proc, end) - done) / 1e9 < kAbortWindowSec) return true;
+    }
+  }
+  return false;
+}
+
 
 namespace {
 

@@ -70,22 +70,33 @@ void ImplyFromPeers(Model* m) {
 // H100, 4 ranks over sockets, CUDA-event completions: rank 1 was SIGKILLed
 // and the others, on NCCL's remote error 0.5 s later, aborted, their
 // in-flight collectives "completed", and every file read as healthy.
+// Or after a peer's abort (AfterAPeerEnded). Seen on 4 H200s, NCCL 2.27.7,
+// kernel channels: rank 3 skipped AllReduce #4; ranks 0 and 1 timed out and
+// aborted, and rank 2's AllReduce #4 then "completed" after 8 s; its host
+// went on to AllReduce #5, which read as the hang, with rank 2 the odd one.
 void AbortedWithoutAMember(Model* m) {
   for (const Match& mt : m->matches) {
     if (mt.kind != OpKind::kColl || mt.comm >= m->comms.size()) continue;
     const Comm& c = m->comms[mt.comm];
     if (c.size_guessed || c.nranks < 2 || static_cast<int32_t>(c.proc_of_rank.size()) < c.nranks) continue;
     bool absent = false;  // a member with a whole file never issued it
-    for (int32_t r = 0; r < c.nranks && !absent; ++r) {
+    // ... and that member finalized: its last records are not lost, as a
+    // killed process's last flush interval is, so it truly never issued it.
+    bool absent_finalized = false;
+    for (int32_t r = 0; r < c.nranks; ++r) {
       const uint32_t pr = c.proc_of_rank[static_cast<size_t>(r)];
       const bool has_op = static_cast<size_t>(r) < mt.ops.size() && mt.ops[static_cast<size_t>(r)] != kNone;
-      absent = !has_op && pr != kNone && !m->procs[pr].damaged && !m->procs[pr].cut_tail;
+      if (has_op || pr == kNone || m->procs[pr].damaged || m->procs[pr].cut_tail) continue;
+      absent = true;
+      absent_finalized = absent_finalized || m->procs[pr].finalized;
     }
     if (!absent) continue;
     for (uint32_t oi : mt.ops) {
       if (oi == kNone) continue;
       Op& o = m->ops[oi];
-      if (o.state != OpState::kCompleted || o.completion_lost || !InAbortWindowOf(*m, o)) continue;
+      if (o.state != OpState::kCompleted || o.completion_lost ||
+          !(InAbortWindowOf(*m, o) || (absent_finalized && AfterAPeerEnded(*m, o))))
+        continue;
       o.state = OpState::kInFlight;
       o.ended_by_abort = true;
       o.has_gpu = false;

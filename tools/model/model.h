@@ -401,6 +401,12 @@ bool BuildModel(const std::vector<std::string>& inputs, const LoadOptions& opts,
 // abort's "completions" fall (see LoadModel).
 bool InAbortWindowOf(const Model& m, const Op& op);
 
+// Whether `op`'s completion came after, or less than kAbortWindowSec
+// before, another member of its communicator ended there (its finalize or
+// the end of its file): a peer's abort tears the connections down, and a
+// kernel waiting on them may then exit as if done.
+bool AfterAPeerEnded(const Model& m, const Op& op);
+
 // "rank 3" (launcher rank) or "pid 1234@host" when the launcher said nothing.
 std::string ProcName(const Model& m, uint32_t proc);
 
