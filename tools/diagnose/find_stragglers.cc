@@ -1,6 +1,7 @@
 // STRAGGLER: a rank that repeatedly joins collectives late.
 
 #include "tools/diagnose/finders.h"
+#include "tools/model/gpu_held.h"
 
 #include <algorithm>
 #include <map>
@@ -21,6 +22,84 @@ double MedianOf(std::vector<double> v) {
   if (n % 2) return hi;
   const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2));
   return (lo + hi) / 2;
+}
+
+// A rank whose kernels wait on its GPU behind other work (GpuHeldNs) while
+// its host enqueues in time: the others wait for it on their GPUs, and no
+// host arrival shows it. Judged per (communicator, function) with the
+// stricter per-function bar of the host-side finder (five collectives at
+// least, late at three in four), late meaning held more than the median
+// rank by more than the threshold and two polling intervals. `host_named`:
+// processes the host-side finder already named.
+void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  const std::vector<int64_t> held = GpuHeldNs(m);
+  struct Row {
+    uint32_t total = 0, late = 0;
+    std::vector<double> lags, host_lags;
+  };
+  std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows(m.procs.size());
+  const double bar = std::max(thr, 2.0 * static_cast<double>(kGpuHeldResolutionNs) / 1e9);
+  std::vector<double> helds, starts;
+  for (const Match& mt : m.matches) {
+    if (mt.kind != OpKind::kColl) continue;
+    auto present = Present(mt);
+    if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
+    helds.clear();
+    starts.clear();
+    for (auto& [r, oi] : present) {
+      if (held[oi] == kNoTime) break;
+      helds.push_back(static_cast<double>(held[oi]) / 1e9);
+      starts.push_back(static_cast<double>(m.ops[oi].start_ns) / 1e9);
+    }
+    if (helds.size() != present.size()) continue;
+    const double med = MedianOf(helds), med_start = MedianOf(starts);
+    size_t last = 0;
+    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
+    for (size_t i = 0; i < present.size(); ++i) {
+      Row& row = rows[m.ops[present[i].second].proc][key];
+      ++row.total;
+      row.lags.push_back(helds[i] - med);
+      row.host_lags.push_back(starts[i] - med_start);
+      if (helds[i] > helds[last]) last = i;
+    }
+    if (helds[last] - med > bar) ++rows[m.ops[present[last].second].proc][key].late;
+  }
+  const uint32_t min_n = std::max<uint32_t>(5, static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives)));
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    if (host_named[pi]) continue;
+    const std::pair<const std::pair<uint32_t, uint16_t>, Row>* worst = nullptr;
+    for (const auto& kv : rows[pi]) {
+      const Row& r = kv.second;
+      if (r.total < min_n || 4 * r.late < 3 * r.total) continue;
+      if (worst == nullptr || r.late * worst->second.total > worst->second.late * r.total) worst = &kv;
+    }
+    if (worst == nullptr) continue;
+    const Row& r = worst->second;
+    const double rf = static_cast<double>(r.late) / r.total;
+    const double med = MedianOf(r.lags), mx = *std::max_element(r.lags.begin(), r.lags.end());
+    const double host = MedianOf(r.host_lags);
+    Finding f;
+    f.set_kind(report::STRAGGLER);
+    *f.add_culprits() = c->Ref(pi);
+    SetComm(*c, worst->first.first, &f);
+    f.set_func(c->Str(worst->first.second));
+    report::StragglerStats* st = f.mutable_straggler();
+    st->set_collectives(r.total);
+    st->set_late(r.late);
+    st->set_late_fraction(rf);
+    st->set_median_lag_ms(med * 1e3);
+    st->set_max_lag_ms(mx * 1e3);
+    f.set_summary("STRAGGLER: " + c->Name(pi) + "'s GPU got to " + c->Str(worst->first.second) + " on " +
+                  c->CommLabel(worst->first.first) + " last at " + Thousands(r.late) + " of " + Thousands(r.total) +
+                  Printf(" (%.0f%%)", rf * 100) + ", a median " + Dur(med) + " after the median rank's (max " + Dur(mx) +
+                  "), behind other work on its GPU; its host enqueued them " +
+                  (host < bar ? std::string("in time") : "a median " + Dur(host) + " late"));
+    AddEvidence(&f, c->Name(pi),
+                "its kernels waited behind other work on its GPU (the stream reached them late, as the plugin's "
+                "CUDA events saw it, every ~10 ms); threshold " + Dur(bar));
+    Emit(out, 0, std::move(f));
+  }
 }
 
 }  // namespace
@@ -85,6 +164,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     }
   }
   const uint32_t min_n = static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives));
+  std::vector<bool> named(np, false);
   for (uint32_t pi = 0; pi < np; ++pi) {
     if (total[pi] < min_n) continue;
     const double frac = static_cast<double>(late[pi]) / total[pi];
@@ -120,6 +200,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of all its " + Thousands(total[pi]) +
                                        " collectives; threshold " + Dur(thr));
       Emit(out, 0, std::move(f));
+      named[pi] = true;
       continue;
     }
     Finding f;
@@ -142,7 +223,9 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     AddEvidence(&f, c->Name(pi), "late at: " + comms + "; threshold " + Dur(thr) + " and " +
                                      Printf("%.0f%%", c->o.straggler_duration_fraction * 100) + " of the collective's duration");
     Emit(out, 0, std::move(f));
+    named[pi] = true;
   }
+  FindGpuHeld(c, thr, named, out);
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "absl/strings/str_join.h"
+#include "tools/model/gpu_held.h"
 #include "tools/stats/compare.h"
 #include "tools/stats/text.h"
 
@@ -49,36 +50,12 @@ struct RankAcc {
   std::vector<std::string> procs;
 };
 
-// How long a polled operation's kernel waited on its GPU for work that was
-// not NCCL's: from when it was both enqueued and past every earlier
-// operation of its process, to when the GPU got to it (Op::polled_held_ns),
-// or kNoTime. Counting earlier operations on other streams too can only
-// make it shorter: a rank is never named for waiting on its own previous
-// collective, which the others were in as well.
-std::vector<int64_t> GpuHeld(const Model& m) {
-  std::vector<int64_t> held(m.ops.size(), kNoTime);
-  for (const Proc& p : m.procs) {
-    int64_t earlier_done = kNoTime;
-    bool earlier_known = true;
-    for (uint32_t oi : p.ops) {
-      const Op& o = m.ops[oi];
-      const bool done = o.state == OpState::kCompleted && o.done_ns != kNoTime;
-      if (earlier_known && done && o.polled && o.start_ns != kNoTime) {
-        const int64_t arrival = o.done_ns - static_cast<int64_t>(o.polled_held_ns);
-        held[oi] = std::max<int64_t>(0, arrival - std::max(o.start_ns, earlier_done));
-      }
-      if (!done) earlier_known = false;
-      else earlier_done = std::max(earlier_done, o.done_ns);
-    }
-  }
-  return held;
-}
 
 // Each rank's lateness at each collective (RankRow): its enqueue start
 // minus the lower median start of the collective's ranks. Each
 // communicator's first collective (the lowest seq of each function) is
 // warm-up. With completions from CUDA events, the same on the GPU: how
-// long each rank's kernel was held by other GPU work (GpuHeld) minus the
+// long each rank's kernel was held by other GPU work (GpuHeldNs) minus the
 // lower median of its ranks'. A host that enqueues in time but whose GPU
 // is busy with other work is late there only.
 std::map<RankKey, RankAcc> Lateness(const Model& m) {
@@ -94,7 +71,7 @@ std::map<RankKey, RankAcc> Lateness(const Model& m) {
       break;
     }
   }
-  const std::vector<int64_t> held = GpuHeld(m);
+  const std::vector<int64_t> held = GpuHeldNs(m);
   std::vector<int64_t> starts, arrivals;
   for (const Match& match : m.matches) {
     if (match.kind != OpKind::kColl || match.comm >= m.comms.size()) continue;

@@ -111,7 +111,7 @@ TEST(SummaryTestdataTest, EveryRecordingFolderIsCompared) {
 }
 
 TEST(SummaryTestdataTest, DefaultWindowGivesTheTracesVerdict) {
-  int compared = 0, multi_host = 0;
+  int compared = 0, multi_host = 0, stragglers_unjudged = 0;
   for (const std::string& folder : Folders()) {
     const Verdict full = Judge({folder});
     for (bool per_host : {true, false}) {
@@ -123,13 +123,25 @@ TEST(SummaryTestdataTest, DefaultWindowGivesTheTracesVerdict) {
         continue;
       }
       const Verdict s = Judge(sums);
+      ++compared;
+      // A straggler of a job longer than the window: the summaries keep no
+      // arrival times of what they let go, and say so (never OK).
+      if (full.line.rfind("STRAGGLER: ", 0) == 0 &&
+          s.line.find("whose arrival times (stragglers, late ranks) are not judged") != std::string::npos) {
+        EXPECT_EQ(s.line.rfind("INCOMPLETE: ", 0), 0u) << folder << ": " << s.line;
+        EXPECT_EQ(s.exit, 3) << folder;
+        ++stragglers_unjudged;
+        continue;
+      }
       EXPECT_EQ(s.line, full.line) << folder << (per_host ? " (per host)" : " (one summary)");
       EXPECT_EQ(s.exit, full.exit) << folder;
-      ++compared;
     }
   }
   EXPECT_GE(compared, 200);
-  printf("compared %d summary sets; %d folders with several hosts\n", compared, multi_host);
+  // testdata/torch/gpu-slow-events-4r and -4gpu: 80 operations per rank.
+  EXPECT_LE(stragglers_unjudged, 4);
+  printf("compared %d summary sets; %d folders with several hosts; %d stragglers unjudged\n", compared, multi_host,
+         stragglers_unjudged);
 }
 
 TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
