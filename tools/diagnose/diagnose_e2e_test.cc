@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <map>
+#include <utility>
+#include <vector>
 #include <sstream>
 
 #include "tools/cli.h"
@@ -106,6 +109,42 @@ TEST(DiagnoseE2E, SkipIsFoundWithoutCommunicatorSizes) {
   EXPECT_EQ(ExitStatus(d), 3) << d.verdict();  // the sizes stay unknown
   EXPECT_NE(d.verdict().find("HANG: rank 1 never joined AllReduce #4"), std::string::npos) << d.verdict();
   EXPECT_EQ(d.verdict().rfind("INCOMPLETE EVIDENCE (", 0), 0u) << d.verdict();
+}
+
+// Profiler API v1 to v3 number no point-to-point operation (the plugin
+// writes 0: it does not know the communicator's size). Seen on NCCL 2.24.3
+// and 2.26.6 at 4 ranks: every file read as damaged at its first Send. The
+// loader numbers them in call order per peer and direction, as the plugin
+// does from v4, so a ring of sends and receives matches and damages nothing.
+TEST(DiagnoseE2E, PointToPointOfApiV3IsNumberedNotDamaged) {
+  const std::string dir = TempDir();
+  for (int rank = 0; rank < 2; ++rank) {
+    testing::ProcSpec ps;
+    ps.pid = 710 + rank;
+    ps.launcher_rank = rank;
+    ps.launcher_world_size = 2;
+    ps.api = 3;
+    ps.event_mask = 0x6;
+    ps.stuck_sec = 0;
+    testing::TraceBuilder b(ps);
+    const int w = b.AddCommFromEvent(0xabd, kSec);
+    for (uint64_t k = 0; k < 3; ++k) {
+      b.Send(w, 1 - rank, 1024, 2 * kSec + k * 100 * kMs, testing::kNever);
+      b.Recv(w, 1 - rank, 1024, 2 * kSec + k * 100 * kMs + kMs, testing::kNever);
+    }
+    b.Heartbeats(kSec, 3 * kSec);
+    b.Finalize(3 * kSec, true);
+    ASSERT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  for (const Proc& p : m.procs) EXPECT_FALSE(p.damaged) << p.path;
+  std::map<std::pair<uint32_t, bool>, std::vector<uint64_t>> seqs;  // (proc, recv) -> seqs
+  for (const Op& o : m.ops) seqs[{o.proc, o.fn == Func::kRecv}].push_back(o.seq);
+  for (const auto& [k, v] : seqs) EXPECT_EQ(v, (std::vector<uint64_t>{1, 2, 3}));
+  report::Diagnosis d = Diagnose(m);
+  EXPECT_EQ(d.verdict().find("damaged"), std::string::npos) << d.verdict();
 }
 
 TEST(DiagnoseE2E, HealthyJobOnTwoHostsWithClockErrors) {

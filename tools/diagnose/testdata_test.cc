@@ -127,6 +127,19 @@ const Case kCases[] = {
      "testdata/versions4/2.30.7/"},
     {"kill", 1, {"HANG: rank 1 never joined AllGather #4 on comm 'tp' {0,1} (2 ranks)", "rank 1 died"},
      "testdata/versions4/2.30.7/"},
+    // Profiler API v2 and v3 (NCCL 2.24.3, 2.26.6): no sizes, no completions,
+    // so never OK; the culprit is right all the same (rank 3: pid 1513 and
+    // 1910; rank 1: pid 1636 and 2048, scenario.json).
+    {"healthy", 3, {"INCOMPLETE: no problem found in the 4 processes given", "communicators of unknown size"},
+     "testdata/versions4/2.24.3/"},
+    {"skip", 3, {"INCOMPLETE EVIDENCE (", "HANG: pid 1513@vm never joined AllReduce #4", "pid 1513@vm is still in Broadcast #4"},
+     "testdata/versions4/2.24.3/"},
+    {"kill", 3, {"INCOMPLETE EVIDENCE (", "DEAD: pid 1636@vm stopped without finalizing"}, "testdata/versions4/2.24.3/"},
+    {"healthy", 3, {"INCOMPLETE: no problem found in the 4 processes given", "communicators of unknown size"},
+     "testdata/versions4/2.26.6/"},
+    {"skip", 3, {"INCOMPLETE EVIDENCE (", "HANG: pid 1910@vm never joined AllReduce #4", "pid 1910@vm is still in Broadcast #4"},
+     "testdata/versions4/2.26.6/"},
+    {"kill", 3, {"INCOMPLETE EVIDENCE (", "DEAD: pid 2048@vm stopped without finalizing"}, "testdata/versions4/2.26.6/"},
     // testdata/gpu-events4, recorded on 4 GPUs: the default capture.
     {"gpu-blocked", 1,
      {"STUCK: AllReduce #4 on comm 'world' (4 ranks) was issued by every rank",
@@ -195,6 +208,20 @@ TEST(TestdataCulprits, OnlyTheInjectedRanksAreCulprits) {
 // One story per rank: a rank whose file lost its last records (net-stall:
 // SIGSTOPed, then killed) is said to have died after what the others prove
 // it did, in every finding, never after the last record its file kept.
+// Every release's files are whole: NCCL 2.24.3 and 2.26.6 (API v2, v3) once
+// read as damaged at their first Send, numbered 0 by the plugin, which
+// cannot number them without the communicator's size.
+TEST(TestdataVersions, NoFileOfTheMatrixReadsAsDamaged) {
+  for (const char* v : {"2.24.3", "2.26.6", "2.27.7", "2.29.7", "2.30.7"})
+    for (const char* s : {"healthy", "skip", "kill"}) {
+      const std::string dir = std::string("testdata/versions4/") + v + "/" + s;
+      Model m;
+      std::string err;
+      ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+      for (const Proc& p : m.procs) EXPECT_FALSE(p.damaged) << dir << ": " << p.path;
+    }
+}
+
 TEST(TestdataStory, ADeadRankIsDescribedOneWay) {
   Model m;
   std::string err;

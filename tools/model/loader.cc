@@ -49,6 +49,11 @@ struct ModelLoader::FileState {
   // and the first one's offset; whether any op had it.
   uint64_t untracked = 0, untracked_offset = 0;
   bool any_tracked = false;
+  // Profiler API v1 to v3 give no communicator size, so the plugin numbers
+  // no point-to-point operation (Op.p2p_seq 0): the loader numbers them in
+  // call order per (file comm, peer, direction), as the plugin does from v4.
+  bool numbers_p2p = false;
+  std::unordered_map<uint64_t, uint64_t> p2p_count;
 };
 
 namespace {
@@ -714,6 +719,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       if (p->launcher_world_size > 0 && p->launcher_rank >= p->launcher_world_size)
         Damaged(p, &fs.damage_issues, off, "a process header whose launcher rank is beyond its world size");
       p->api_version = h.profiler_api_version();
+      fs.numbers_p2p = h.profiler_api_version() >= 1 && h.profiler_api_version() <= 3;
       p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
       p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
       p->heartbeat_ms = h.heartbeat_ms();
@@ -859,6 +865,11 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       op.datatype = str(o.datatype());
       op.algo = str(o.algo());
       op.proto = str(o.proto());
+      if (op.kind == OpKind::kP2p && op.seq == 0 && fs.numbers_p2p) {
+        const uint64_t key = uint64_t{o.comm()} << 33 | uint64_t{static_cast<uint32_t>(o.peer())} << 1 |
+                             (op.fn == Func::kRecv ? 1 : 0);
+        op.seq = ++fs.p2p_count[key];
+      }
       op.count = o.count();
       op.peer_or_root = op.kind == OpKind::kP2p ? o.peer() : o.root();
       op.nchannels = static_cast<uint8_t>(std::min<uint32_t>(o.nchannels(), 255));

@@ -590,7 +590,9 @@ uint64_t TraceBuilder::AddOp(int comm, bool p2p, const std::string& func, uint64
     const size_t slot = 2 * static_cast<size_t>(std::max(peer, 0)) + (IsRecv(FuncFromName(func)) ? 1 : 0);
     if (slot >= counters.size()) counters.resize(slot + 2, 0);
     if (o.p2p_seq == 0) {
-      o.p2p_seq = ++counters[slot];
+      // Profiler API v1 to v3 give no communicator size, so the plugin
+      // numbers no point-to-point operation there: it writes 0.
+      o.p2p_seq = spec_.api <= 3 ? 0 : ++counters[slot];
     } else {
       counters[slot] = std::max(counters[slot], o.p2p_seq);
     }

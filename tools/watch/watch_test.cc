@@ -506,7 +506,24 @@ TEST(Watch, AReplacedFileIsReadAgainWithANote) {
 // NCCL 2.23.4's files (profiler API v1 to v3) number point-to-point
 // operations 0, which the loader takes for damage in each of those records.
 TEST(Watch, DamageIsNamedAtTheFilesOffsetsAsDiagnoseNamesIt) {
-  const std::string dir = "testdata/versions/2.23.4/healthy";
+  // Two ranks; rank 1's file holds a collective of count 0, which NCCL
+  // never enqueues: damage at that record's offset.
+  const std::string dir = TempDir();
+  for (int rank = 0; rank < 2; ++rank) {
+    testing::ProcSpec ps;
+    ps.pid = 800 + rank;
+    ps.launcher_rank = rank;
+    ps.launcher_world_size = 2;
+    testing::TraceBuilder b(ps);
+    const int c = b.AddComm(0xdead1, "world", 2, rank, kMs);
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t start = 10 * kMs + static_cast<uint64_t>(k) * kMs;
+      b.Coll(c, "AllReduce", static_cast<uint64_t>(k), rank == 1 && k == 3 ? 0 : 1024, start,
+             static_cast<int64_t>(start + 100 * testing::kUs));
+    }
+    b.Finalize(20 * kMs);
+    ASSERT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
   Watcher w({dir}, {});
   WatchState s = w.Poll(0);
   ASSERT_EQ(s.end, WatchState::kFinalized) << s.waiting;
@@ -515,7 +532,8 @@ TEST(Watch, DamageIsNamedAtTheFilesOffsetsAsDiagnoseNamesIt) {
   ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &error)) << error;
   const report::Diagnosis d = Diagnose(m, DiagnoseOptions());
   EXPECT_EQ(s.diagnosis.verdict(), d.verdict());
-  ASSERT_EQ(s.diagnosis.input_issues_size(), d.input_issues_size());
+  ASSERT_EQ(s.diagnosis.input_issues_size(), d.input_issues_size())
+      << "watch:\n" << s.diagnosis.DebugString() << "diagnose:\n" << d.DebugString();
   int offsets = 0;
   for (int i = 0; i < d.input_issues_size(); ++i) {
     EXPECT_EQ(s.diagnosis.input_issues(i).text(), d.input_issues(i).text());
