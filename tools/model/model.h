@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tools/model/semantics.h"
+#include "tools/model/sketch.h"
 
 namespace ncclwatch::tools {
 
@@ -182,6 +183,33 @@ struct MaskChange {
   bool TakesAwayEvidence() const { return LostSource() || LostColl() || LostP2p(); }
 };
 
+// One process's operations of one `stats` row (tools/stats/stats.h: a
+// communicator key, function and size bucket), every one of the file, as a
+// per-node summary carries them (issue 32): what stats and check read where
+// the operations themselves are gone. Made by DigestProcess (stats.h).
+struct RowDigest {
+  std::string comm;  // CommKey
+  int32_t nranks = 0;
+  std::string func;
+  int32_t bucket = -2;
+  double bytes_sum = 0;
+  uint64_t bytes_n = 0;
+  uint64_t ops = 0, incomplete = 0, warmup = 0;
+  Sketch gpu, cpu, polled, delay;  // ns, as stats samples them
+  // Arrival skew of the row's collectives whose every rank is on this node,
+  // held by the digest of the lowest rank (so each is counted once).
+  Sketch skew;
+};
+
+// One rank's lateness (stats RankRow) on a communicator whose every rank
+// was on the summarized node.
+struct RankDigest {
+  std::string comm;  // CommKey
+  int32_t nranks = 0;
+  int32_t rank = -1;
+  Sketch lateness;   // ns
+};
+
 struct Proc {
   std::string path;
   std::string host;
@@ -228,6 +256,14 @@ struct Proc {
   // what another rank let go: why, and how to get a summary that can ("" when
   // none). The verdict then says its evidence is incomplete.
   std::string window_gap;
+  // Read from a per-node summary: every operation of the file as `stats`
+  // rows (`ops` holds only the window). `whole_comms`: the communicators
+  // (CommKey) whose every rank the summary held, whose skew and lateness
+  // are in the digests.
+  bool digested = false;
+  std::vector<RowDigest> row_digests;
+  std::vector<RankDigest> rank_digests;
+  std::vector<std::string> whole_comms;
   std::vector<StuckReport> stucks;
   std::vector<MaskChange> mask_changes;  // in file order
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
