@@ -195,6 +195,10 @@ struct RowDigest {
   double bytes_sum = 0;
   uint64_t bytes_n = 0;
   uint64_t ops = 0, incomplete = 0, warmup = 0;
+  // Distinct calls, where every rank of the communicator was on the node:
+  // matches whose first op of the row is this process's, and its unmatched
+  // ops (else stats takes the busiest rank's `ops`).
+  uint64_t calls = 0;
   Sketch gpu, cpu, polled, delay;  // ns, as stats samples them
   // Arrival skew of the row's collectives whose every rank is on this node,
   // held by the digest of the lowest rank (so each is counted once).
@@ -359,6 +363,9 @@ struct Model {
   // their Proc::settled_ops): completed, but their times are gone, so no
   // straggler or late rank among them can be judged.
   uint64_t summary_let_go = 0;
+  // Processes read from summaries without their operations' stats rows
+  // (Proc::digested): what and why. stats and check refuse them.
+  std::vector<std::string> undigested;
   std::vector<ChainMismatch> chain_mismatches;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }

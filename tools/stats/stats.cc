@@ -124,7 +124,8 @@ struct Acc {
   // From per-node summaries (Proc::row_digests): every operation of those
   // processes; their window ops are not counted again.
   bool sketched = false;
-  uint64_t digest_ops_max = 0, digest_ops_sum = 0;
+  uint64_t digest_calls = 0;                   // of communicators whole in summaries
+  uint64_t digest_ops_max = 0, digest_ops_sum = 0;  // of the others
   Sketch sgpu, scpu, spolled, sdelay, sskew;
 };
 
@@ -283,8 +284,12 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
         a.sketched = true;
         a.bytes_sum += d.bytes_sum;
         a.bytes_n += d.bytes_n;
-        a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
-        a.digest_ops_sum += d.ops;
+        if (whole_keys.count(d.comm)) {
+          a.digest_calls += d.calls;
+        } else {
+          a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
+          a.digest_ops_sum += d.ops;
+        }
         a.incomplete += static_cast<uint32_t>(d.incomplete);
         a.warmup += static_cast<uint32_t>(d.warmup);
         a.sgpu.Merge(d.gpu);
@@ -347,7 +352,10 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     uint64_t calls = a.matches.size() + a.unmatched;
     // A summary keeps each rank's count: a collective is one call on every
     // rank, a send or receive one call of its own.
-    if (a.sketched) calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
+    if (a.sketched) {
+      calls += a.digest_calls;
+      calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
+    }
     r->set_calls(static_cast<uint32_t>(calls));
     r->set_incomplete(a.incomplete);
     r->set_warmup(a.warmup);
@@ -485,6 +493,24 @@ std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts
         ++d.bytes_n;
       }
       ++d.ops;
+      if (o.match == kNone) {
+        ++d.calls;
+      } else if (whole[o.comm]) {
+        // Counted once per row: by the first of the match's ops in it.
+        uint32_t first = kNone;
+        for (uint32_t oj : m.matches[o.match].ops) {
+          if (oj == kNone) continue;
+          if (oj == oi) {
+            first = oi;
+            break;
+          }
+          double b2;
+          bool k2;
+          const Op& q = m.ops[oj];
+          if (q.comm == o.comm && q.func == o.func && BucketOf(m, q, &b2, &k2) == d.bucket) break;
+        }
+        if (first == oi) ++d.calls;
+      }
       const OpSample smp = Sample(o, &warmed[RowKey{d.comm, FuncName(m, o.func), d.bucket}], opts);
       d.incomplete += smp.incomplete;
       d.warmup += smp.warmup;
