@@ -330,6 +330,7 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
                          const CheckOptions& opts) {
   CheckResult res;
   res.baseline_runs = static_cast<uint32_t>(baselines.size());
+  res.run_notes.assign(run.notes().begin(), run.notes().end());
   std::map<Key, const stats::StatRow*> current;
   for (const stats::StatRow& r : run.rows()) current.emplace(KeyOf(r), &r);
   // Each key's row in each baseline run (nullptr: that run lacks it).
@@ -541,6 +542,7 @@ void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& ou
   }
   out << "tolerances: " << (tols.empty() ? "none" : tols)
       << "; a metric regresses when its 98% interval excludes no change and the change passes the tolerance\n";
+  for (const std::string& n : r.run_notes) out << "run: " << n << "\n";
 
   auto table_of = [&](const std::vector<std::string>& statuses) {
     Table t;
