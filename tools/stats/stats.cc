@@ -467,27 +467,41 @@ std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts
     whole[ci] = c.nranks > 0 && static_cast<int32_t>(ranks.size()) >= c.nranks;
     not_whole[ci] = !whole[ci];
   }
-  std::vector<std::map<RowKey, RowDigest>> rows(m.procs.size());
-  auto row_of = [&](const Op& o, double* bytes, bool* known) -> RowDigest& {
-    const Comm& c = m.comms[o.comm];
-    RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
-    RowDigest& d = rows[o.proc][k];
-    if (d.ops == 0 && d.nranks == 0) {
-      d.comm = k.comm;
-      d.func = m.Str(o.func);
-      d.bucket = k.bucket;
-    }
-    d.nranks = std::max(d.nranks, c.nranks);
-    return d;
+  struct Slot {
+    RowDigest d;
+    uint32_t warmed = 0;  // StatsOptions::warmup_per_rank
   };
+  std::vector<std::map<RowKey, Slot>> rows(m.procs.size());
+  // The row of (communicator, function, bucket) ids, without building its
+  // key's strings per operation (a node's summarize digests millions).
+  using IdKey = std::tuple<uint32_t, uint16_t, int32_t>;
+  std::vector<std::map<IdKey, Slot*>> by_id(m.procs.size());
+  auto slot_of = [&](const Op& o, double* bytes, bool* known) -> Slot& {
+    const Comm& c = m.comms[o.comm];
+    const int32_t bucket = BucketOf(m, o, bytes, known);
+    Slot*& fast = by_id[o.proc][IdKey{o.comm, o.func, bucket}];
+    if (fast == nullptr) {
+      RowKey k{CommKey(c), FuncName(m, o.func), bucket};
+      Slot& sl = rows[o.proc][k];
+      if (sl.d.ops == 0 && sl.d.nranks == 0) {
+        sl.d.comm = k.comm;
+        sl.d.func = m.Str(o.func);
+        sl.d.bucket = k.bucket;
+      }
+      fast = &sl;
+    }
+    fast->d.nranks = std::max(fast->d.nranks, c.nranks);
+    return *fast;
+  };
+  auto row_of = [&](const Op& o, double* bytes, bool* known) -> RowDigest& { return slot_of(o, bytes, known).d; };
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
-    std::map<RowKey, uint32_t> warmed;
     for (uint32_t oi : m.procs[pi].ops) {
       const Op& o = m.ops[oi];
       if (o.comm >= m.comms.size()) continue;
       double bytes = 0;
       bool known = false;
-      RowDigest& d = row_of(o, &bytes, &known);
+      Slot& sl = slot_of(o, &bytes, &known);
+      RowDigest& d = sl.d;
       if (known) {
         d.bytes_sum += bytes;
         ++d.bytes_n;
@@ -511,7 +525,7 @@ std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts
         }
         if (first == oi) ++d.calls;
       }
-      const OpSample smp = Sample(o, &warmed[RowKey{d.comm, FuncName(m, o.func), d.bucket}], opts);
+      const OpSample smp = Sample(o, &sl.warmed, opts);
       d.incomplete += smp.incomplete;
       d.warmup += smp.warmup;
       if (smp.gpu) d.gpu.Add(smp.gpu_ns);
@@ -529,7 +543,7 @@ std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts
     row_of(m.ops[first], &bytes, &known).skew.Add(skew);
   }
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-    for (auto& [k, d] : rows[pi]) out[pi].rows.push_back(std::move(d));
+    for (auto& [k, sl] : rows[pi]) out[pi].rows.push_back(std::move(sl.d));
   for (auto& [key, a] : Lateness(m, not_whole)) {
     // The rank's samples with its first process; each process of it named.
     for (size_t i = 0; i < a.proc_ids.size(); ++i) {
