@@ -214,6 +214,26 @@ struct RankDigest {
   Sketch lateness;   // ns
 };
 
+// One process's arrivals at every collective of its communicators, as the
+// straggler finder (diagnose's find_stragglers.cc) counts them, where the
+// summarized node held every rank of each of its communicators: exact
+// counts and lags, judged with `threshold_s` and `fraction` (the finder
+// reads them only when it would judge with the same). Made by
+// DigestArrivals (diagnose.h).
+struct ArrivalRow {
+  uint64_t comm_hash = 0;
+  std::string func;
+  uint32_t total = 0, late = 0;
+  double median_lag_s = 0, max_lag_s = 0;
+};
+struct ArrivalDigest {
+  bool valid = false;
+  double threshold_s = 0, fraction = 0;
+  uint32_t total = 0, late = 0;
+  double median_lag_s = 0, max_lag_s = 0;
+  std::vector<ArrivalRow> rows;  // per communicator and function
+};
+
 struct Proc {
   std::string path;
   std::string host;
@@ -268,6 +288,7 @@ struct Proc {
   std::vector<RowDigest> row_digests;
   std::vector<RankDigest> rank_digests;
   std::vector<std::string> whole_comms;
+  ArrivalDigest arrivals;
   std::vector<StuckReport> stucks;
   std::vector<MaskChange> mask_changes;  // in file order
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)

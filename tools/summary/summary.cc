@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
 #include "tools/model/op_key.h"
@@ -322,10 +323,12 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
   // Every operation as stats rows; not for a file read whole beside
   // summaries (window UINT64_MAX), whose operations are all in the model.
   std::vector<ProcDigest> digests;
+  std::vector<ArrivalDigest> arrivals;
   if (opts.window != UINT64_MAX) {
     MatchOps(&node);
     AlignClocks(&node);
     digests = DigestProcesses(node);
+    arrivals = DigestArrivals(node);
   }
   out->header.set_format(kSummaryFormat);
   out->header.set_version(kSummaryVersion);
@@ -340,6 +343,25 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
       if (di != index_of.end() && di->second < digests.size()) {
         const ProcDigest& d = digests[di->second];
         SetDigests(d.rows, d.ranks, d.whole_comms, &sp);
+        if (di->second < arrivals.size() && arrivals[di->second].valid) {
+          const ArrivalDigest& a = arrivals[di->second];
+          summary::ArrivalDigest* pa = sp.mutable_arrivals();
+          pa->set_threshold_s(a.threshold_s);
+          pa->set_fraction(a.fraction);
+          pa->set_total(a.total);
+          pa->set_late(a.late);
+          pa->set_median_lag_s(a.median_lag_s);
+          pa->set_max_lag_s(a.max_lag_s);
+          for (const ArrivalRow& r : a.rows) {
+            summary::ArrivalRow* pr = pa->add_rows();
+            pr->set_comm_hash(r.comm_hash);
+            pr->set_func(r.func);
+            pr->set_total(r.total);
+            pr->set_late(r.late);
+            pr->set_median_lag_s(r.median_lag_s);
+            pr->set_max_lag_s(r.max_lag_s);
+          }
+        }
       }
       out->procs.push_back(std::move(sp));
     }
@@ -454,6 +476,19 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
   out->row_digests = std::move(rows);
   out->rank_digests = std::move(ranks);
   out->whole_comms.assign(sp.whole_comms().begin(), sp.whole_comms().end());
+  if (sp.has_arrivals()) {
+    const summary::ArrivalDigest& pa = sp.arrivals();
+    ArrivalDigest& a = out->arrivals;
+    a.valid = true;
+    a.threshold_s = pa.threshold_s();
+    a.fraction = pa.fraction();
+    a.total = pa.total();
+    a.late = pa.late();
+    a.median_lag_s = pa.median_lag_s();
+    a.max_lag_s = pa.max_lag_s();
+    for (const summary::ArrivalRow& pr : pa.rows())
+      a.rows.push_back(ArrivalRow{pr.comm_hash(), pr.func(), pr.total(), pr.late(), pr.median_lag_s(), pr.max_lag_s()});
+  }
   return true;
 }
 
