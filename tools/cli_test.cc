@@ -95,6 +95,8 @@ TEST(Cli, SummarizeThenDiagnoseTheSummary) {
   EXPECT_NE(c.out.find("run: quantiles and bandwidths marked '~' come from per-node summaries' sketches"),
             std::string::npos)
       << c.out;
+  const Result cj = Nw({"check", "--format=json", "--baseline", base, sum});
+  EXPECT_NE(cj.out.find("\"runNotes\": ["), std::string::npos) << cj.out;
   // Where to write is required; a window of 0 is a usage error.
   EXPECT_EQ(Nw({"summarize", kSkip}).status, 2);
   EXPECT_NE(Nw({"summarize", kSkip}).err.find("--out FILE (-o FILE) is required"), std::string::npos);

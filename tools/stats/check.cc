@@ -588,6 +588,7 @@ stats::CheckReport CheckReportOf(const CheckResult& r) {
   rep.set_missing(r.missing);
   rep.set_added(r.added);
   rep.set_baseline_runs(r.baseline_runs);
+  for (const std::string& n : r.run_notes) rep.add_run_notes(SanitizeUtf8(n));
   for (const std::string& e : GateErrors(r)) rep.add_errors(SanitizeUtf8(e));
   for (const report::Finding& f : r.findings)
     (f.severity() == report::SEVERITY_ERROR ? rep.add_diagnose_errors() : rep.add_diagnose_warnings())
