@@ -92,8 +92,11 @@ int64_t Sketch::AtRank(uint64_t r) const {
     seen += it->second;
     if (seen >= r) v = Value(it->first), found = true;
   }
-  const int64_t rounded = static_cast<int64_t>(std::llround(v));
-  return std::min(std::max(rounded, min_), max_);
+  // Clamped before rounding: a bucket index read from a damaged file may
+  // stand for a value past int64.
+  if (v >= static_cast<double>(max_)) return max_;
+  if (v <= static_cast<double>(min_)) return min_;
+  return std::min(std::max(static_cast<int64_t>(std::llround(v)), min_), max_);
 }
 
 int64_t Sketch::Quantile(double p) const {
@@ -124,6 +127,10 @@ bool Sketch::FromParts(std::map<int32_t, uint64_t> pos, std::map<int32_t, uint64
   const uint64_t n = Total(pos) + Total(neg) + zeros;
   if (n > 0 && min > max) return false;
   if (pos.size() > kMaxBuckets || neg.size() > kMaxBuckets) return false;
+  // Indexes of |v| >= 1 lie in [0, Index(2^64)]: any other is damage.
+  const int32_t top = Index(UINT64_MAX);
+  for (const auto* b : {&pos, &neg})
+    if (!b->empty() && (b->begin()->first < 0 || b->rbegin()->first > top)) return false;
   for (const auto& [i, c] : pos)
     if (c == 0) return false;
   for (const auto& [i, c] : neg)

@@ -120,6 +120,13 @@ TEST(SketchTest, FromPartsRoundTripsAndRefusesDamage) {
   EXPECT_TRUE(back == s);
   EXPECT_FALSE(Sketch::FromParts(s.positive(), s.negative(), s.zeros(), s.sum(), s.max(), s.min(), &back));
   EXPECT_FALSE(Sketch::FromParts({{3, 0}}, {}, 0, 0, 0, 0, &back));
+  // A bucket no int64 value falls in.
+  EXPECT_FALSE(Sketch::FromParts({{-1, 1}}, {}, 0, 0, 0, 0, &back));
+  EXPECT_FALSE(Sketch::FromParts({{Sketch::Index(UINT64_MAX) + 1, 1}}, {}, 0, 0, 0, 0, &back));
+  // The highest one with a value past its max: answered within [min, max].
+  Sketch top;
+  ASSERT_TRUE(Sketch::FromParts({{1, 1}, {Sketch::Index(UINT64_MAX), 2}}, {}, 0, 0, 1, INT64_MAX, &top));
+  EXPECT_EQ(top.Quantile(60), INT64_MAX);
 }
 
 TEST(SketchTest, BucketsStayBounded) {

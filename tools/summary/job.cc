@@ -241,7 +241,7 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     p.cut_ops = sp.cut_ops();
     const bool from_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
     if (!ReadDigests(sp, &p) || (from_summary && !p.digested))
-      m->undigested.push_back(sp.path() + " (in " + (*sources)[i] + "): " +
+      m->undigested.push_back(sp.path() + (from_summary ? " (in " + (*sources)[i] + ")" : std::string()) + ": " +
                               (sp.digested() ? "its stats rows are damaged"
                                              : "the summary holds no stats rows (an older ncclwatch wrote it)"));
     // What reading the whole file found (FileWindow::Annotate's facts).

@@ -400,7 +400,9 @@ void SketchToProto(const Sketch& s, summary::Sketch* out) {
 bool SketchFromProto(const summary::Sketch& p, Sketch* out) {
   auto sparse = [](int32_t offset, const google::protobuf::RepeatedField<google::protobuf::uint64>& v,
                    std::map<int32_t, uint64_t>* b) {
-    if (v.size() > static_cast<int>(Sketch::kMaxBuckets) * 4) return false;  // far past any bound: damaged
+    // Far past any bound, or an offset no value has: damaged (and no
+    // overflow in offset + i below).
+    if (v.size() > static_cast<int>(Sketch::kMaxBuckets) * 4 || offset < 0 || offset > (1 << 16)) return false;
     for (int i = 0; i < v.size(); ++i)
       if (v[i] != 0) (*b)[offset + i] = v[i];
     return true;
@@ -447,6 +449,8 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
   std::vector<RowDigest> rows;
   std::vector<RankDigest> ranks;
   for (const summary::RowDigest& r : sp.rows()) {
+    // -2 unknown, -1 zero bytes, else log2 of a 64-bit size (stats.h BucketLabel).
+    if (r.bucket() < -2 || r.bucket() > 63) return false;
     RowDigest d;
     d.comm = r.comm();
     d.nranks = r.nranks();

@@ -171,11 +171,21 @@ TEST(SummaryFileTest, StatsRowsRoundTripAndAnOlderSummaryIsNamed) {
   // And one whose sketch is damaged (counts past any bound).
   summary::Sketch* bad = s.procs[2].mutable_rows(0)->mutable_gpu();
   for (int i = 0; i < 10000; ++i) bad->add_pos(1);
+  // And a size bucket no size has.
+  s.procs[3].mutable_rows(0)->set_bucket(99);
   Model old;
   ASSERT_TRUE(BuildModelFromSummaries(s.procs, {}, {}, LoadOptions(), &old, &error, &sources)) << error;
-  ASSERT_EQ(old.undigested.size(), 2u);
+  ASSERT_EQ(old.undigested.size(), 3u);
   EXPECT_NE(old.undigested[0].find("an older ncclwatch wrote it"), std::string::npos) << old.undigested[0];
   EXPECT_NE(old.undigested[1].find("damaged"), std::string::npos) << old.undigested[1];
+  EXPECT_NE(old.undigested[2].find("damaged"), std::string::npos) << old.undigested[2];
+  // Without sources (a fuzzer's call) the damage is still named.
+  Model nameless;
+  ASSERT_TRUE(BuildModelFromSummaries(s.procs, {}, {}, LoadOptions(), &nameless, &error)) << error;
+  EXPECT_EQ(nameless.undigested.size(), 2u);
+  for (const Proc& p : nameless.procs) EXPECT_EQ(p.digested, p.path != s.procs[1].path() &&
+                                                               p.path != s.procs[2].path() &&
+                                                               p.path != s.procs[3].path()) << p.path;
 }
 
 TEST(SummaryFileTest, SketchesRoundTripThroughTheirMessage) {
@@ -186,6 +196,9 @@ TEST(SummaryFileTest, SketchesRoundTripThroughTheirMessage) {
   Sketch back;
   ASSERT_TRUE(SketchFromProto(p, &back));
   EXPECT_TRUE(back == s);
+  summary::Sketch far = p;
+  far.set_pos_offset(INT32_MAX);  // no offset + i overflow: refused
+  EXPECT_FALSE(SketchFromProto(far, &back));
   Sketch empty;
   ASSERT_TRUE(SketchFromProto(summary::Sketch(), &empty));
   EXPECT_TRUE(empty.empty());
