@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -75,14 +76,27 @@ TEST(Cli, SummarizeThenDiagnoseTheSummary) {
   const Result full = Nw({"diagnose", kSkip}), from_summary = Nw({"diagnose", sum});
   EXPECT_EQ(from_summary.status, full.status);
   EXPECT_EQ(from_summary.out.substr(0, from_summary.out.find('\n')), full.out.substr(0, full.out.find('\n')));
-  // Commands whose numbers need every operation refuse a summary.
+  // export draws every operation: it refuses a summary.
+  const Result e = Nw({"export", sum});
+  EXPECT_EQ(e.status, 2);
+  EXPECT_NE(e.err.find("is a per-node summary"), std::string::npos) << e.err;
+  // stats reads its stats rows: the traces' rows, its quantiles marked.
+  const Result st = Nw({"stats", sum}), st_full = Nw({"stats", kSkip});
+  ASSERT_EQ(st.status, 0) << st.err;
+  EXPECT_EQ(std::count(st.out.begin(), st.out.end(), '\n'), std::count(st_full.out.begin(), st_full.out.end(), '\n') + 1);
+  EXPECT_NE(st.out.find("come from per-node summaries' sketches"), std::string::npos) << st.out;
+  // check judges the rows as from the traces; its gate also takes
+  // diagnose's verdict, which from a window of 2 is INCOMPLETE.
   const std::string base = TempPath("base.json");
   ASSERT_EQ(Nw({"stats", "--format=json", "-o", base, kSkip}).status, 0);
-  for (const char* cmd : {"stats", "export", "check"}) {
-    const Result r = cmd == std::string("check") ? Nw({cmd, "--baseline", base, sum}) : Nw({cmd, sum});
-    EXPECT_EQ(r.status, 2) << cmd;
-    EXPECT_NE(r.err.find("is a per-node summary"), std::string::npos) << cmd << ": " << r.err;
-  }
+  const Result c = Nw({"check", "--baseline", base, sum}), c_full = Nw({"check", "--baseline", base, kSkip});
+  EXPECT_EQ(c.status, c_full.status) << c.err;
+  EXPECT_EQ(c.out.substr(0, c.out.find('\n')), c_full.out.substr(0, c_full.out.find('\n')));
+  EXPECT_NE(c.out.find("run: quantiles and bandwidths marked '~' come from per-node summaries' sketches"),
+            std::string::npos)
+      << c.out;
+  const Result cj = Nw({"check", "--format=json", "--baseline", base, sum});
+  EXPECT_NE(cj.out.find("\"runNotes\": ["), std::string::npos) << cj.out;
   // Where to write is required; a window of 0 is a usage error.
   EXPECT_EQ(Nw({"summarize", kSkip}).status, 2);
   EXPECT_NE(Nw({"summarize", kSkip}).err.find("--out FILE (-o FILE) is required"), std::string::npos);

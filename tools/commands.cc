@@ -35,15 +35,17 @@ namespace {
 // On a terminal, the files and bytes being read, and the time so far
 // (tools/progress.h): a job of many GB takes minutes.
 // Summaries (tools/summary/) keep each rank's last operations only: a
-// command whose numbers need every operation (`whole`) refuses them rather
-// than print numbers of a window as the job's.
+// command that draws every operation (`whole`) refuses them rather than
+// draw a window as the job; one that needs every operation's timing
+// (`digests`: stats, check) reads their stats rows, and refuses a summary
+// without them.
 bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std::ostream& err,
-          std::string* error, bool whole = false) {
+          std::string* error, bool whole = false, bool digests = false) {
   if (whole) {
     for (const std::string& f : ListTraceInputs(inputs.paths).files)
       if (IsSummaryFile(f)) {
         *error = f + " is a per-node summary, which keeps only each rank's last operations: " + cmd +
-                 " needs the trace files (*.ncclwatch) themselves; diagnose and merge read summaries";
+                 " needs the trace files (*.ncclwatch) themselves; diagnose, merge, stats and check read summaries";
         err << "ncclwatch " << cmd << ": " << *error << "\n";
         return false;
       }
@@ -62,6 +64,13 @@ bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std
   }
   if (say_skipped)
     for (const std::string& e : m->errors) err << "ncclwatch " << cmd << ": skipped " << e << "\n";
+  if (digests && !m->undigested.empty()) {
+    *error = m->undigested[0] + (m->undigested.size() > 1 ? " (and " + std::to_string(m->undigested.size() - 1) +
+                                                                 " more)" : "") +
+             ": " + cmd + " needs every operation's timing; summarize the trace files again with this ncclwatch";
+    err << "ncclwatch " << cmd << ": " << *error << "\n";
+    return false;
+  }
   return true;
 }
 
@@ -379,7 +388,7 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
                  std::ostream& err) {
   Model m;
   std::string error;
-  if (!Load("stats", inputs, true, &m, err, &error, true)) return 2;
+  if (!Load("stats", inputs, true, &m, err, &error, false, true)) return 2;
   stats::Stats s = ComputeStats(m);
   if (format == "json") out << StatsToJson(s);
   else if (format == "openmetrics") WriteOpenMetrics(s, out);
@@ -404,7 +413,7 @@ int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_
     }
   }
   Model m;
-  if (!Load("check", inputs, true, &m, err, &error, true)) return 2;
+  if (!Load("check", inputs, true, &m, err, &error, false, true)) return 2;
   CheckResult r = CompareStats(baselines, ComputeStats(m), opts);
   // The diagnosis diagnose gives on the same inputs (its Flight Recorder
   // join included), so the gate's reason reads as diagnose's verdict.

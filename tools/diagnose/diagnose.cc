@@ -262,12 +262,19 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   for (const Ranked& r : found) error_found |= r.f.severity() == report::SEVERITY_ERROR;
   bool gap = false;
   for (const Proc& p : model.procs) gap |= !p.window_gap.empty();
-  if (model.summary_let_go > 0 && !error_found)
+  // Unless every process's arrivals are whole (summaries' arrival digests,
+  // ArrivalsWhole) and no stuck report could name a late rank's victim the
+  // summaries let go (a LATE_RANK without one needs a 10 s wait, which a
+  // summary never lets go: summary.h kLateWaitNs).
+  bool no_stuck = true;
+  for (const Proc& p : model.procs) no_stuck = no_stuck && p.stucks.empty();
+  const bool arrivals_unjudged = model.summary_let_go > 0 && !(ArrivalsWhole(model, opts) && no_stuck);
+  if (arrivals_unjudged && !error_found)
     found.erase(std::remove_if(found.begin(), found.end(),
                                [](const Ranked& r) { return r.f.kind() == report::STRAGGLER; }),
                 found.end());
   // Behind an error, a straggler of the windows is told for what it is.
-  if (model.summary_let_go > 0)
+  if (arrivals_unjudged)
     for (Ranked& r : found)
       if (r.f.kind() == report::STRAGGLER)
         r.f.set_summary(r.f.summary() + " (over the summaries' windows only: the last operations of each rank)");
@@ -357,7 +364,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   }
   // A verdict on incomplete or damaged evidence says so first, and is never OK.
   std::vector<std::string> why = Incomplete(c);
-  if (model.summary_let_go > 0 && !error_found)
+  if (arrivals_unjudged && !error_found)
     why.push_back("the summaries let go " + Plural(model.summary_let_go, "operation", "operations") +
                   ", whose arrival times (stragglers, late ranks) are not judged");
   for (const std::string& w : why) d.add_incomplete(w);

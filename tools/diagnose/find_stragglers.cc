@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,88 @@ double MedianOf(std::vector<double> v) {
   return (lo + hi) / 2;
 }
 
+// Each process's arrivals at the collectives of `m` seen complete on every
+// rank: how many, how often last and late, and its lags behind the median
+// rank, in all and per (communicator, function).
+struct Row {
+  uint32_t total = 0, late = 0;
+  std::vector<double> lags;
+};
+struct Tally {
+  std::vector<uint32_t> total, late;
+  std::vector<std::vector<double>> lags;
+  std::vector<std::map<uint32_t, uint32_t>> late_comm;
+  // Per process and (communicator, function): a rank late at only one of
+  // the step's functions (it sleeps before each all_reduce) is late at a
+  // minority of all its collectives, and a straggler all the same.
+  std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows;
+};
+
+// Across hosts, arrivals are known to the clock alignment's error. On one
+// host the processes share one clock, and that "error" is only how far
+// apart the ranks saw one collective end (57 ms with 4 ranks sharing a
+// GPU over sockets), which says nothing about when they arrived.
+double Threshold(const Model& m, const DiagnoseOptions& o) {
+  const double clock_error = m.hosts.size() > 1 ? 2 * m.alignment_error_ns / 1e9 : 0.0;
+  return std::max(o.straggler_threshold_ms * 1e-3, clock_error);
+}
+
+Tally Count(const Model& m, double thr, double fraction) {
+  const size_t np = m.procs.size();
+  Tally t;
+  t.total.assign(np, 0);
+  t.late.assign(np, 0);
+  t.lags.resize(np);
+  t.late_comm.resize(np);
+  t.rows.resize(np);
+  for (const Match& mt : m.matches) {
+    if (mt.kind != OpKind::kColl) continue;
+    auto present = Present(mt);
+    if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
+    bool all_done = true;
+    std::vector<double> starts, durs;
+    for (auto& [r, oi] : present) {
+      const Op& op = m.ops[oi];
+      if (op.state != OpState::kCompleted || op.start_ns == kNoTime || op.done_ns == kNoTime) {
+        all_done = false;
+        break;
+      }
+      starts.push_back(static_cast<double>(op.start_ns) / 1e9);
+      durs.push_back(static_cast<double>(op.done_ns - op.start_ns) / 1e9);
+    }
+    if (!all_done) continue;
+    const double med = MedianOf(starts);
+    size_t last = 0;
+    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
+    for (size_t i = 0; i < present.size(); ++i) {
+      const uint32_t pr = m.ops[present[i].second].proc;
+      ++t.total[pr];
+      t.lags[pr].push_back(starts[i] - med);
+      Row& row = t.rows[pr][key];
+      ++row.total;
+      row.lags.push_back(starts[i] - med);
+      if (starts[i] > starts[last]) last = i;
+    }
+    // The collective's own length is the last arriver's: the others'
+    // include their wait for it (the straggler's own delay).
+    const double dur = durs[last];
+    const double lag = starts[last] - med;
+    if (lag > thr && lag > fraction * dur) {
+      const uint32_t pr = m.ops[present[last].second].proc;
+      ++t.late[pr];
+      ++t.late_comm[pr][mt.comm];
+      ++t.rows[pr][key].late;
+    }
+  }
+  return t;
+}
+
+// A summary's process judged from its digest (all its collectives), not
+// from its window, when the digest was made with the thresholds used now.
+bool UsesDigest(const Proc& p, double thr, double fraction) {
+  return p.digested && p.arrivals.valid && p.arrivals.threshold_s == thr && p.arrivals.fraction == fraction;
+}
+
 // A rank whose kernels wait on its GPU behind other work (GpuHeldNs) while
 // its host enqueues in time: the others wait for it on their GPUs, and no
 // host arrival shows it. Judged per (communicator, function) with the
@@ -34,11 +117,11 @@ double MedianOf(std::vector<double> v) {
 void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::vector<Ranked>* out) {
   const Model& m = c->m;
   const std::vector<int64_t> held = GpuHeldNs(m);
-  struct Row {
+  struct HeldRow {
     uint32_t total = 0, late = 0;
     std::vector<double> lags, host_lags;
   };
-  std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows(m.procs.size());
+  std::vector<std::map<std::pair<uint32_t, uint16_t>, HeldRow>> rows(m.procs.size());
   const double bar = std::max(thr, 2.0 * static_cast<double>(kGpuHeldResolutionNs) / 1e9);
   std::vector<double> helds, starts;
   for (const Match& mt : m.matches) {
@@ -57,7 +140,7 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
     size_t last = 0;
     const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
     for (size_t i = 0; i < present.size(); ++i) {
-      Row& row = rows[m.ops[present[i].second].proc][key];
+      HeldRow& row = rows[m.ops[present[i].second].proc][key];
       ++row.total;
       row.lags.push_back(helds[i] - med);
       row.host_lags.push_back(starts[i] - med_start);
@@ -68,14 +151,14 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
   const uint32_t min_n = std::max<uint32_t>(5, static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives)));
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (host_named[pi]) continue;
-    const std::pair<const std::pair<uint32_t, uint16_t>, Row>* worst = nullptr;
+    const std::pair<const std::pair<uint32_t, uint16_t>, HeldRow>* worst = nullptr;
     for (const auto& kv : rows[pi]) {
-      const Row& r = kv.second;
+      const HeldRow& r = kv.second;
       if (r.total < min_n || 4 * r.late < 3 * r.total) continue;
       if (worst == nullptr || r.late * worst->second.total > worst->second.late * r.total) worst = &kv;
     }
     if (worst == nullptr) continue;
-    const Row& r = worst->second;
+    const HeldRow& r = worst->second;
     const double rf = static_cast<double>(r.late) / r.total;
     const double med = MedianOf(r.lags), mx = *std::max_element(r.lags.begin(), r.lags.end());
     const double host = MedianOf(r.host_lags);
@@ -107,61 +190,44 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
 void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   const Model& m = c->m;
   const size_t np = m.procs.size();
-  std::vector<uint32_t> total(np, 0), late(np, 0);
-  std::vector<std::vector<double>> lags(np);
-  std::vector<std::map<uint32_t, uint32_t>> late_comm(np);
-  // Per process and (communicator, function): a rank late at only one of
-  // the step's functions (it sleeps before each all_reduce) is late at a
-  // minority of all its collectives, and a straggler all the same.
-  struct Row {
-    uint32_t total = 0, late = 0;
-    std::vector<double> lags;
-  };
-  std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows(np);
-  // Across hosts, arrivals are known to the clock alignment's error. On one
-  // host the processes share one clock, and that "error" is only how far
-  // apart the ranks saw one collective end (57 ms with 4 ranks sharing a
-  // GPU over sockets), which says nothing about when they arrived.
-  const double clock_error = m.hosts.size() > 1 ? 2 * m.alignment_error_ns / 1e9 : 0.0;
-  const double thr = std::max(c->o.straggler_threshold_ms * 1e-3, clock_error);
-  for (const Match& mt : m.matches) {
-    if (mt.kind != OpKind::kColl) continue;
-    auto present = Present(mt);
-    if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
-    bool all_done = true;
-    std::vector<double> starts, durs;
-    for (auto& [r, oi] : present) {
-      const Op& op = m.ops[oi];
-      if (op.state != OpState::kCompleted || op.start_ns == kNoTime || op.done_ns == kNoTime) {
-        all_done = false;
-        break;
+  const double thr = Threshold(m, c->o);
+  Tally t = Count(m, thr, c->o.straggler_duration_fraction);
+  std::vector<uint32_t>& total = t.total;
+  std::vector<uint32_t>& late = t.late;
+  std::vector<std::map<uint32_t, uint32_t>>& late_comm = t.late_comm;
+  std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>>& rows = t.rows;
+  // Medians and maxima of the lags: of the window's, or a summary's whole.
+  std::vector<double> med_all(np, 0), max_all(np, 0);
+  std::vector<std::map<std::pair<uint32_t, uint16_t>, std::pair<double, double>>> row_lag(np);
+  for (uint32_t pi = 0; pi < np; ++pi) {
+    const Proc& p = m.procs[pi];
+    if (UsesDigest(p, thr, c->o.straggler_duration_fraction)) {
+      total[pi] = p.arrivals.total;
+      late[pi] = p.arrivals.late;
+      med_all[pi] = p.arrivals.median_lag_s;
+      max_all[pi] = p.arrivals.max_lag_s;
+      rows[pi].clear();
+      late_comm[pi].clear();
+      for (const ArrivalRow& r : p.arrivals.rows) {
+        auto ci = m.comm_of_hash.find(r.comm_hash);
+        auto fi = m.string_ids.find(r.func);
+        if (ci == m.comm_of_hash.end() || fi == m.string_ids.end()) continue;
+        const std::pair<uint32_t, uint16_t> key{ci->second, fi->second};
+        Row& row = rows[pi][key];
+        row.total = r.total;
+        row.late = r.late;
+        row_lag[pi][key] = {r.median_lag_s, r.max_lag_s};
+        if (r.late > 0) late_comm[pi][ci->second] += r.late;
       }
-      starts.push_back(static_cast<double>(op.start_ns) / 1e9);
-      durs.push_back(static_cast<double>(op.done_ns - op.start_ns) / 1e9);
+      continue;
     }
-    if (!all_done) continue;
-    const double med = MedianOf(starts);
-    size_t last = 0;
-    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
-    for (size_t i = 0; i < present.size(); ++i) {
-      const uint32_t pr = m.ops[present[i].second].proc;
-      ++total[pr];
-      lags[pr].push_back(starts[i] - med);
-      Row& row = rows[pr][key];
-      ++row.total;
-      row.lags.push_back(starts[i] - med);
-      if (starts[i] > starts[last]) last = i;
+    if (!t.lags[pi].empty()) {
+      med_all[pi] = MedianOf(t.lags[pi]);
+      max_all[pi] = *std::max_element(t.lags[pi].begin(), t.lags[pi].end());
     }
-    // The collective's own length is the last arriver's: the others'
-    // include their wait for it (the straggler's own delay).
-    const double dur = durs[last];
-    const double lag = starts[last] - med;
-    if (lag > thr && lag > c->o.straggler_duration_fraction * dur) {
-      const uint32_t pr = m.ops[present[last].second].proc;
-      ++late[pr];
-      ++late_comm[pr][mt.comm];
-      ++rows[pr][key].late;
-    }
+    for (const auto& [key, row] : rows[pi])
+      if (!row.lags.empty())
+        row_lag[pi][key] = {MedianOf(row.lags), *std::max_element(row.lags.begin(), row.lags.end())};
   }
   const uint32_t min_n = static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives));
   std::vector<bool> named(np, false);
@@ -189,8 +255,8 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       st->set_collectives(r.total);
       st->set_late(r.late);
       st->set_late_fraction(rf);
-      const double med = MedianOf(r.lags);
-      const double mx = *std::max_element(r.lags.begin(), r.lags.end());
+      const double med = row_lag[pi][worst->first].first;
+      const double mx = row_lag[pi][worst->first].second;
       st->set_median_lag_ms(med * 1e3);
       st->set_max_lag_ms(mx * 1e3);
       f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " + Thousands(r.total) +
@@ -210,8 +276,8 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     st->set_collectives(total[pi]);
     st->set_late(late[pi]);
     st->set_late_fraction(frac);
-    const double med = MedianOf(lags[pi]);
-    const double mx = *std::max_element(lags[pi].begin(), lags[pi].end());
+    const double med = med_all[pi];
+    const double mx = max_all[pi];
     st->set_median_lag_ms(med * 1e3);
     st->set_max_lag_ms(mx * 1e3);
     if (late_comm[pi].size() == 1) SetComm(*c, late_comm[pi].begin()->first, &f);
@@ -229,3 +295,68 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal
+
+namespace ncclwatch::tools {
+
+std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions& opts) {
+  using namespace diagnose_internal;
+  std::vector<ArrivalDigest> out(m.procs.size());
+  std::vector<bool> whole(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size(); ++ci) {
+    std::set<int32_t> ranks;
+    for (const CommMember& mem : m.comms[ci].members)
+      if (mem.proc != kNone && mem.rank >= 0) ranks.insert(mem.rank);
+    whole[ci] = m.comms[ci].nranks > 0 && static_cast<int32_t>(ranks.size()) >= m.comms[ci].nranks;
+  }
+  const double thr = Threshold(m, opts);
+  const Tally t = Count(m, thr, opts.straggler_duration_fraction);
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    ArrivalDigest& d = out[pi];
+    d.valid = true;
+    for (size_t ci = 0; ci < m.comms.size(); ++ci)
+      for (const CommMember& mem : m.comms[ci].members)
+        if (mem.proc == pi && !whole[ci]) d.valid = false;
+    // Completions from CUDA events may show a rank held on its GPU
+    // (FindGpuHeld), which the digest does not count: judged from the
+    // window only, and a summary that let operations go says so.
+    for (uint32_t oi : m.procs[pi].ops)
+      if (m.ops[oi].polled) d.valid = false;
+    if (!d.valid) continue;
+    d.threshold_s = thr;
+    d.fraction = opts.straggler_duration_fraction;
+    d.total = t.total[pi];
+    d.late = t.late[pi];
+    if (!t.lags[pi].empty()) {
+      d.median_lag_s = MedianOf(t.lags[pi]);
+      d.max_lag_s = *std::max_element(t.lags[pi].begin(), t.lags[pi].end());
+    }
+    for (const auto& [key, row] : t.rows[pi]) {
+      ArrivalRow r;
+      r.comm_hash = m.comms[key.first].hash;
+      r.func = m.Str(key.second);
+      r.total = row.total;
+      r.late = row.late;
+      if (!row.lags.empty()) {
+        r.median_lag_s = MedianOf(row.lags);
+        r.max_lag_s = *std::max_element(row.lags.begin(), row.lags.end());
+      }
+      // Rows are keyed by hash in the job: an unhashed communicator (API
+      // v1 to v3 without a hash) cannot be placed.
+      if (r.comm_hash == 0) d.valid = false;
+      d.rows.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
+  using namespace diagnose_internal;
+  const double thr = Threshold(m, opts);
+  for (const Proc& p : m.procs) {
+    if (UsesDigest(p, thr, opts.straggler_duration_fraction)) continue;
+    if (p.settled_ops > 0 || p.cut_ops > 0) return false;  // its window lacks some
+  }
+  return true;
+}
+
+}  // namespace ncclwatch::tools

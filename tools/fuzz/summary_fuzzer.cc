@@ -2,7 +2,7 @@
 // them. The input is one summary file: ParseSummary (the processes before
 // any damage kept), then the job's model from them (BuildModelFromSummaries:
 // settling what was let go, comparing signature chains), MatchOps,
-// AlignClocks and diagnose with its text view. Nothing may crash, hang or
+// AlignClocks, stats (the summaries' sketches) and diagnose with its text view. Nothing may crash, hang or
 // allocate unbounded memory, whatever the summary claims (counts, seqs,
 // checkpoint positions).
 #include <stddef.h>
@@ -15,6 +15,7 @@
 
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
+#include "tools/stats/stats.h"
 #include "tools/summary/job.h"
 #include "tools/summary/summary.h"
 
@@ -32,6 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!BuildModelFromSummaries(std::move(s.procs), std::move(errors), {}, LoadOptions{}, &model, &error)) return 0;
   MatchOps(&model);
   AlignClocks(&model);
+  // Its stats rows too: sketches and counts as the file claims them.
+  const ncclwatch::stats::Stats st = ComputeStats(model);
+  if (st.rows_size() < 0) return 1;
   const ncclwatch::report::Diagnosis d = Diagnose(model);
   const std::string text = FormatText(d);
   return text.empty() ? 0 : ExitStatus(d) > 3;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tools/model/semantics.h"
+#include "tools/model/sketch.h"
 
 namespace ncclwatch::tools {
 
@@ -188,6 +189,57 @@ struct MaskChange {
   bool TakesAwayEvidence() const { return LostSource() || LostColl() || LostP2p(); }
 };
 
+// One process's operations of one `stats` row (tools/stats/stats.h: a
+// communicator key, function and size bucket), every one of the file, as a
+// per-node summary carries them (issue 32): what stats and check read where
+// the operations themselves are gone. Made by DigestProcess (stats.h).
+struct RowDigest {
+  std::string comm;  // CommKey
+  int32_t nranks = 0;
+  std::string func;
+  int32_t bucket = -2;
+  double bytes_sum = 0;
+  uint64_t bytes_n = 0;
+  uint64_t ops = 0, incomplete = 0, warmup = 0;
+  // Distinct calls, where every rank of the communicator was on the node:
+  // matches whose first op of the row is this process's, and its unmatched
+  // ops (else stats takes the busiest rank's `ops`).
+  uint64_t calls = 0;
+  Sketch gpu, cpu, polled, delay;  // ns, as stats samples them
+  // Arrival skew of the row's collectives whose every rank is on this node,
+  // held by the digest of the lowest rank (so each is counted once).
+  Sketch skew;
+};
+
+// One rank's lateness (stats RankRow) on a communicator whose every rank
+// was on the summarized node.
+struct RankDigest {
+  std::string comm;  // CommKey
+  int32_t nranks = 0;
+  int32_t rank = -1;
+  Sketch lateness;   // ns
+};
+
+// One process's arrivals at every collective of its communicators, as the
+// straggler finder (diagnose's find_stragglers.cc) counts them, where the
+// summarized node held every rank of each of its communicators: exact
+// counts and lags, judged with `threshold_s` and `fraction` (the finder
+// reads them only when it would judge with the same). Made by
+// DigestArrivals (diagnose.h).
+struct ArrivalRow {
+  uint64_t comm_hash = 0;
+  std::string func;
+  uint32_t total = 0, late = 0;
+  double median_lag_s = 0, max_lag_s = 0;
+};
+struct ArrivalDigest {
+  bool valid = false;
+  double threshold_s = 0, fraction = 0;
+  uint32_t total = 0, late = 0;
+  double median_lag_s = 0, max_lag_s = 0;
+  std::vector<ArrivalRow> rows;  // per communicator and function
+};
+
 struct Proc {
   std::string path;
   std::string host;
@@ -234,6 +286,15 @@ struct Proc {
   // what another rank let go: why, and how to get a summary that can ("" when
   // none). The verdict then says its evidence is incomplete.
   std::string window_gap;
+  // Read from a per-node summary: every operation of the file as `stats`
+  // rows (`ops` holds only the window). `whole_comms`: the communicators
+  // (CommKey) whose every rank the summary held, whose skew and lateness
+  // are in the digests.
+  bool digested = false;
+  std::vector<RowDigest> row_digests;
+  std::vector<RankDigest> rank_digests;
+  std::vector<std::string> whole_comms;
+  ArrivalDigest arrivals;
   std::vector<StuckReport> stucks;
   std::vector<MaskChange> mask_changes;  // in file order
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
@@ -329,6 +390,9 @@ struct Model {
   // their Proc::settled_ops): completed, but their times are gone, so no
   // straggler or late rank among them can be judged.
   uint64_t summary_let_go = 0;
+  // Processes read from summaries without their operations' stats rows
+  // (Proc::digested): what and why. stats and check refuse them.
+  std::vector<std::string> undigested;
   std::vector<ChainMismatch> chain_mismatches;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }

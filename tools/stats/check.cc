@@ -330,6 +330,7 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
                          const CheckOptions& opts) {
   CheckResult res;
   res.baseline_runs = static_cast<uint32_t>(baselines.size());
+  res.run_notes.assign(run.notes().begin(), run.notes().end());
   std::map<Key, const stats::StatRow*> current;
   for (const stats::StatRow& r : run.rows()) current.emplace(KeyOf(r), &r);
   // Each key's row in each baseline run (nullptr: that run lacks it).
@@ -541,6 +542,7 @@ void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& ou
   }
   out << "tolerances: " << (tols.empty() ? "none" : tols)
       << "; a metric regresses when its 98% interval excludes no change and the change passes the tolerance\n";
+  for (const std::string& n : r.run_notes) out << "run: " << n << "\n";
 
   auto table_of = [&](const std::vector<std::string>& statuses) {
     Table t;
@@ -586,6 +588,7 @@ stats::CheckReport CheckReportOf(const CheckResult& r) {
   rep.set_missing(r.missing);
   rep.set_added(r.added);
   rep.set_baseline_runs(r.baseline_runs);
+  for (const std::string& n : r.run_notes) rep.add_run_notes(SanitizeUtf8(n));
   for (const std::string& e : GateErrors(r)) rep.add_errors(SanitizeUtf8(e));
   for (const report::Finding& f : r.findings)
     (f.severity() == report::SEVERITY_ERROR ? rep.add_diagnose_errors() : rep.add_diagnose_warnings())

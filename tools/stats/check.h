@@ -66,6 +66,8 @@ struct CheckResult {
   std::vector<report::Finding> findings;        // diagnose's, all severities
   int regressed = 0, missing = 0, added = 0, skipped = 0, improved = 0, ok = 0, noisy = 0;
   uint32_t baseline_runs = 1;
+  // What the run's numbers rest on (stats::Stats.notes): summaries' sketches.
+  std::vector<std::string> run_notes;
   int error_findings = 0;
   std::string diagnose_verdict;                 // diagnose's first line, said again when it fails the gate
   bool strict = false;                          // CheckOptions::strict: missing and noisy fail

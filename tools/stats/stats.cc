@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/str_join.h"
@@ -48,8 +49,8 @@ struct RankAcc {
   // communicator's collectives, so the median over all of them hides it.
   std::map<uint16_t, std::vector<int64_t>> gpu_lateness;
   std::vector<std::string> procs;
+  std::vector<uint32_t> proc_ids;  // Model::procs, as `procs`
 };
-
 
 // Each rank's lateness at each collective (RankRow): its enqueue start
 // minus the lower median start of the collective's ranks. Each
@@ -58,7 +59,7 @@ struct RankAcc {
 // long each rank's kernel was held by other GPU work (GpuHeldNs) minus the
 // lower median of its ranks'. A host that enqueues in time but whose GPU
 // is busy with other work is late there only.
-std::map<RankKey, RankAcc> Lateness(const Model& m) {
+std::map<RankKey, RankAcc> Lateness(const Model& m, const std::vector<bool>& skip_comm) {
   std::map<RankKey, RankAcc> out;
   std::map<std::pair<uint32_t, uint16_t>, uint64_t> first_seq;  // (comm, func) -> lowest seq
   for (const Match& match : m.matches) {
@@ -74,7 +75,7 @@ std::map<RankKey, RankAcc> Lateness(const Model& m) {
   const std::vector<int64_t> held = GpuHeldNs(m);
   std::vector<int64_t> starts, arrivals;
   for (const Match& match : m.matches) {
-    if (match.kind != OpKind::kColl || match.comm >= m.comms.size()) continue;
+    if (match.kind != OpKind::kColl || match.comm >= m.comms.size() || skip_comm[match.comm]) continue;
     starts.clear();
     arrivals.clear();
     uint16_t func = 0;
@@ -97,7 +98,10 @@ std::map<RankKey, RankAcc> Lateness(const Model& m) {
       a.lateness.push_back(o.start_ns - median);
       if (gpu_median != kNoTime && held[oi] != kNoTime) a.gpu_lateness[o.func].push_back(held[oi] - gpu_median);
       const std::string name = ProcName(m, o.proc);
-      if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) a.procs.push_back(name);
+      if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) {
+        a.procs.push_back(name);
+        a.proc_ids.push_back(o.proc);
+      }
     }
   }
   return out;
@@ -132,7 +136,90 @@ struct Acc {
   uint32_t warmup = 0;
   std::vector<uint32_t> warmed;  // per process: its timed ops of the row left out so far
   std::vector<int64_t> gpu, cpu, polled, delay, skew;
+  // From per-node summaries (Proc::row_digests): every operation of those
+  // processes; their window ops are not counted again.
+  bool sketched = false;
+  uint64_t digest_calls = 0;                   // of communicators whole in summaries
+  uint64_t digest_ops_max = 0, digest_ops_sum = 0;  // of the others
+  Sketch sgpu, scpu, spolled, sdelay, sskew;
 };
+
+bool IsP2p(Func f) { return f == Func::kSend || f == Func::kRecv || f == Func::kSendRecv; }
+
+// A row's samples: exact (reordered by a quantile), or where the row has
+// summaries' digests, their merged sketch.
+class Dist {
+ public:
+  Dist(std::vector<int64_t>* exact, const Sketch* sketch) : exact_(exact), sketch_(sketch) {}
+  size_t size() const { return sketch_ != nullptr ? sketch_->count() : exact_->size(); }
+  bool empty() const { return size() == 0; }
+  int64_t Quantile(double p) const { return sketch_ != nullptr ? sketch_->Quantile(p) : Percentile(exact_, p); }
+  std::vector<double> SamplesUs() const {
+    if (sketch_ == nullptr) return ncclwatch::tools::SamplesUs(*exact_);
+    std::vector<double> us;
+    for (int64_t v : sketch_->Representatives(kMaxRowSamples)) us.push_back(static_cast<double>(v) / 1000.0);
+    return us;
+  }
+
+ private:
+  std::vector<int64_t>* exact_;
+  const Sketch* sketch_;
+};
+
+// What one operation gives its row: one rank's sample.
+struct OpSample {
+  bool known = false;  // bytes known
+  double bytes = 0;
+  bool incomplete = false, warmup = false;
+  bool gpu = false, delay = false, cpu = false, polled = false;
+  int64_t gpu_ns = 0, delay_ns = 0, cpu_ns = 0;
+};
+
+// One operation as its row samples it; `warmed`: its process's timed
+// operations of the row left out so far (StatsOptions::warmup_per_rank).
+OpSample Sample(const Op& o, uint32_t* warmed, const StatsOptions& opts) {
+  OpSample s;
+  if (o.state != OpState::kCompleted) {
+    s.incomplete = true;
+    return s;
+  }
+  if (o.has_gpu || (o.start_ns != kNoTime && o.done_ns != kNoTime)) {
+    if (*warmed < opts.warmup_per_rank) {
+      ++*warmed;
+      s.warmup = true;
+      return s;
+    }
+  }
+  if (o.has_gpu) {
+    s.gpu = true;
+    s.gpu_ns = o.gpu_duration_ns;
+    if (o.start_ns != kNoTime && o.gpu_start_ns != kNoTime) s.delay = true, s.delay_ns = o.gpu_start_ns - o.start_ns;
+  }
+  if (o.start_ns != kNoTime && o.done_ns != kNoTime) {
+    (o.polled ? s.polled : s.cpu) = true;
+    s.cpu_ns = o.done_ns - o.start_ns;
+  }
+  return s;
+}
+
+// A collective's arrival skew: its latest start minus its earliest, over
+// the ranks that have one (two at least); `first` the first such op.
+bool Skew(const Model& m, const Match& match, uint32_t* first, int64_t* skew) {
+  if (match.kind != OpKind::kColl) return false;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  int n = 0;
+  *first = kNone;
+  for (uint32_t oi : match.ops) {
+    if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
+    if (*first == kNone) *first = oi;
+    lo = std::min(lo, m.ops[oi].start_ns);
+    hi = std::max(hi, m.ops[oi].start_ns);
+    ++n;
+  }
+  if (n < 2) return false;
+  *skew = hi - lo;
+  return true;
+}
 
 double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -181,56 +268,85 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     a.fn = o.fn;
     return a;
   };
-  // Each process's ops in program order: its first timed ops of a row are
-  // warm-up (StatsOptions), left out of the timings.
-  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-  for (uint32_t oi : m.procs[pi].ops) {
-    const Op& o = m.ops[oi];
-    if (o.comm >= m.comms.size()) continue;
-    double bytes = 0;
-    bool known = false;
-    Acc& a = row_of(o, &bytes, &known);
-    if (known) {
-      a.bytes_sum += bytes;
-      ++a.bytes_n;
+  // Communicators whose skew and lateness come whole from summaries: each
+  // member's summary held every rank of it (a process read from its trace
+  // file instead brings its own samples, which the digests lack).
+  bool any_digest = false;
+  for (const Proc& p : m.procs) any_digest |= p.digested;
+  std::vector<bool> whole(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size() && any_digest; ++ci) {
+    const std::string key = CommKey(m.comms[ci]);
+    bool all = !m.comms[ci].members.empty();
+    for (const CommMember& mem : m.comms[ci].members) {
+      const Proc* p = mem.proc < m.procs.size() ? &m.procs[mem.proc] : nullptr;
+      all = all && p != nullptr && p->digested &&
+            std::find(p->whole_comms.begin(), p->whole_comms.end(), key) != p->whole_comms.end();
     }
-    if (o.match != kNone) a.matches.push_back(o.match);
-    else ++a.unmatched;
-    if (o.state != OpState::kCompleted) {
-      ++a.incomplete;
+    whole[ci] = all;
+  }
+  std::set<std::string> whole_keys;
+  for (size_t ci = 0; ci < m.comms.size(); ++ci)
+    if (whole[ci]) whole_keys.insert(CommKey(m.comms[ci]));
+  // Each process's ops in program order: its first timed ops of a row are
+  // warm-up (StatsOptions), left out of the timings. A summary's process
+  // brings every op as its digests instead.
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    if (m.procs[pi].digested) {
+      for (const RowDigest& d : m.procs[pi].row_digests) {
+        Acc& a = rows[RowKey{d.comm, d.func.empty() ? std::string("(unknown)") : d.func, d.bucket}];
+        a.nranks = std::max(a.nranks, d.nranks);
+        a.fn = FuncFromName(d.func);
+        a.sketched = true;
+        a.bytes_sum += d.bytes_sum;
+        a.bytes_n += d.bytes_n;
+        if (whole_keys.count(d.comm)) {
+          a.digest_calls += d.calls;
+        } else {
+          a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
+          a.digest_ops_sum += d.ops;
+        }
+        a.incomplete += static_cast<uint32_t>(d.incomplete);
+        a.warmup += static_cast<uint32_t>(d.warmup);
+        a.sgpu.Merge(d.gpu);
+        a.scpu.Merge(d.cpu);
+        a.spolled.Merge(d.polled);
+        a.sdelay.Merge(d.delay);
+        // Else the model's collectives give the skew.
+        if (whole_keys.count(d.comm)) a.sskew.Merge(d.skew);
+      }
       continue;
     }
-    if (o.has_gpu || (o.start_ns != kNoTime && o.done_ns != kNoTime)) {
-      if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
-      if (a.warmed[pi] < opts.warmup_per_rank) {
-        ++a.warmed[pi];
-        ++a.warmup;
-        continue;
+    for (uint32_t oi : m.procs[pi].ops) {
+      const Op& o = m.ops[oi];
+      if (o.comm >= m.comms.size()) continue;
+      double bytes = 0;
+      bool known = false;
+      Acc& a = row_of(o, &bytes, &known);
+      if (known) {
+        a.bytes_sum += bytes;
+        ++a.bytes_n;
       }
+      if (o.match != kNone) a.matches.push_back(o.match);
+      else ++a.unmatched;
+      if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
+      const OpSample smp = Sample(o, &a.warmed[pi], opts);
+      a.incomplete += smp.incomplete;
+      a.warmup += smp.warmup;
+      if (smp.gpu) a.gpu.push_back(smp.gpu_ns);
+      if (smp.delay) a.delay.push_back(smp.delay_ns);
+      if (smp.cpu) a.cpu.push_back(smp.cpu_ns);
+      if (smp.polled) a.polled.push_back(smp.cpu_ns);
     }
-    if (o.has_gpu) {
-      a.gpu.push_back(o.gpu_duration_ns);
-      if (o.start_ns != kNoTime && o.gpu_start_ns != kNoTime) a.delay.push_back(o.gpu_start_ns - o.start_ns);
-    }
-    if (o.start_ns != kNoTime && o.done_ns != kNoTime) (o.polled ? a.polled : a.cpu).push_back(o.done_ns - o.start_ns);
   }
   // Arrival skew, per collective seen on two ranks or more.
   for (const Match& match : m.matches) {
-    if (match.kind != OpKind::kColl) continue;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    int n = 0;
-    uint32_t first = kNone;
-    for (uint32_t oi : match.ops) {
-      if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
-      if (first == kNone) first = oi;
-      lo = std::min(lo, m.ops[oi].start_ns);
-      hi = std::max(hi, m.ops[oi].start_ns);
-      ++n;
-    }
-    if (n < 2) continue;
+    uint32_t first;
+    int64_t skew;
+    if (match.comm < whole.size() && whole[match.comm]) continue;  // in the digests
+    if (!Skew(m, match, &first, &skew)) continue;
     double bytes;
     bool known;
-    row_of(m.ops[first], &bytes, &known).skew.push_back(hi - lo);
+    row_of(m.ops[first], &bytes, &known).skew.push_back(skew);
   }
 
   stats::Stats out;
@@ -248,20 +364,39 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     r->set_bucket_log2(key.bucket);
     r->set_bucket(BucketLabel(key.bucket));
     if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
-    r->set_calls(static_cast<uint32_t>(a.matches.size()) + a.unmatched);
+    uint64_t calls = a.matches.size() + a.unmatched;
+    // A summary keeps each rank's count: a collective is one call on every
+    // rank, a send or receive one call of its own.
+    if (a.sketched) {
+      calls += a.digest_calls;
+      calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
+    }
+    r->set_calls(static_cast<uint32_t>(calls));
     r->set_incomplete(a.incomplete);
     r->set_warmup(a.warmup);
+    if (a.sketched) {
+      // The exact samples of the other processes join the sketches.
+      r->set_sketched(true);
+      for (int64_t v : a.gpu) a.sgpu.Add(v);
+      for (int64_t v : a.cpu) a.scpu.Add(v);
+      for (int64_t v : a.polled) a.spolled.Add(v);
+      for (int64_t v : a.delay) a.sdelay.Add(v);
+      for (int64_t v : a.skew) a.sskew.Add(v);
+    }
+    auto dist = [&](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, a.sketched ? &sk : nullptr); };
+    const Dist gpu = dist(&a.gpu, a.sgpu), cpu = dist(&a.cpu, a.scpu), polled_d = dist(&a.polled, a.spolled);
+    const Dist delay = dist(&a.delay, a.sdelay), skew = dist(&a.skew, a.sskew);
     // Completions seen by polling a CUDA event time the writer's look, not
     // the kernel: a latency bound, no bandwidth (0.08 GB/s of polling delay
     // was printed as a bus bandwidth before).
-    std::vector<int64_t>* lat = !a.gpu.empty() ? &a.gpu : !a.cpu.empty() ? &a.cpu : !a.polled.empty() ? &a.polled : nullptr;
-    const bool polled = lat == &a.polled;
-    r->set_timing(!a.gpu.empty() ? "gpu" : !a.cpu.empty() ? "cpu" : polled ? "polled" : "none");
+    const Dist* lat = !gpu.empty() ? &gpu : !cpu.empty() ? &cpu : !polled_d.empty() ? &polled_d : nullptr;
+    const bool polled = lat == &polled_d;
+    r->set_timing(!gpu.empty() ? "gpu" : !cpu.empty() ? "cpu" : polled ? "polled" : "none");
     if (lat != nullptr) {
       r->set_samples(static_cast<uint32_t>(lat->size()));
-      const int64_t p50 = Percentile(lat, 50);
+      const int64_t p50 = lat->Quantile(50);
       r->set_latency_p50_us(Us(p50));
-      r->set_latency_p99_us(Us(Percentile(lat, 99)));
+      r->set_latency_p99_us(Us(lat->Quantile(99)));
       double factor;
       const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
       if (has_factor) r->set_busbw_factor(factor);
@@ -271,32 +406,56 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
         if (has_factor) r->set_busbw_gbps(algbw * factor);
       }
     }
-    if (!a.delay.empty()) {
-      r->set_delay_p50_us(Us(Percentile(&a.delay, 50)));
-      r->set_delay_p99_us(Us(Percentile(&a.delay, 99)));
+    if (!delay.empty()) {
+      r->set_delay_p50_us(Us(delay.Quantile(50)));
+      r->set_delay_p99_us(Us(delay.Quantile(99)));
     }
-    r->set_skew_samples(static_cast<uint32_t>(a.skew.size()));
-    if (!a.skew.empty()) {
-      r->set_skew_p50_us(Us(Percentile(&a.skew, 50)));
-      r->set_skew_p99_us(Us(Percentile(&a.skew, 99)));
+    r->set_skew_samples(static_cast<uint32_t>(skew.size()));
+    if (!skew.empty()) {
+      r->set_skew_p50_us(Us(skew.Quantile(50)));
+      r->set_skew_p99_us(Us(skew.Quantile(99)));
     }
     if (lat != nullptr)
-      for (double v : SamplesUs(*lat)) r->add_latency_us(v);
-    for (double v : SamplesUs(a.delay)) r->add_delay_us(v);
-    for (double v : SamplesUs(a.skew)) r->add_skew_us(v);
+      for (double v : lat->SamplesUs()) r->add_latency_us(v);
+    for (double v : delay.SamplesUs()) r->add_delay_us(v);
+    for (double v : skew.SamplesUs()) r->add_skew_us(v);
   }
-  for (auto& [key, a] : Lateness(m)) {
+  // Lateness: of the communicators whole in a summary from its digests,
+  // of the others from the collectives in the model (windows, for a
+  // summary's ranks).
+  std::map<RankKey, RankAcc> late = Lateness(m, whole);
+  std::map<RankKey, Sketch> late_sketch;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    if (!m.procs[pi].digested) continue;
+    for (const RankDigest& d : m.procs[pi].rank_digests) {
+      if (!whole_keys.count(d.comm)) continue;  // the model's collectives give it
+      const RankKey k{d.comm, d.nranks, d.rank};
+      late_sketch[k].Merge(d.lateness);
+      std::vector<std::string>& procs = late[k].procs;
+      const std::string name = ProcName(m, pi);
+      if (std::find(procs.begin(), procs.end(), name) == procs.end()) procs.push_back(name);
+    }
+  }
+  for (auto& [key, a] : late) {
+    auto sk = late_sketch.find(key);
+    const bool sketched = sk != late_sketch.end();
+    if (sketched)
+      for (int64_t v : a.lateness) sk->second.Add(v);
+    const Dist d(&a.lateness, sketched ? &sk->second : nullptr);
+    if (d.empty()) continue;
     stats::RankRow* r = out.add_ranks();
     r->set_comm(SanitizeUtf8(key.comm));
     r->set_nranks(key.nranks);
     r->set_rank(key.rank);
     std::sort(a.procs.begin(), a.procs.end());
     for (const std::string& p : a.procs) r->add_procs(SanitizeUtf8(p));
-    r->set_samples(static_cast<uint32_t>(a.lateness.size()));
-    r->set_lateness_p50_us(Us(Percentile(&a.lateness, 50)));
-    r->set_lateness_p99_us(Us(Percentile(&a.lateness, 99)));
-    for (double v : SamplesUs(a.lateness)) r->add_lateness_us(v);
-    // The function at which the rank is the most held, at the median.
+    r->set_samples(static_cast<uint32_t>(d.size()));
+    r->set_lateness_p50_us(Us(d.Quantile(50)));
+    r->set_lateness_p99_us(Us(d.Quantile(99)));
+    for (double v : d.SamplesUs()) r->add_lateness_us(v);
+    if (sketched) r->set_sketched(true);
+    // The function at which the rank is the most held on its GPU, at the
+    // median (of the model's collectives: summaries' windows).
     int64_t best_p50 = 0;
     for (auto& [func, v] : a.gpu_lateness) {
       const int64_t p50 = Percentile(&v, 50);
@@ -307,6 +466,127 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       r->set_gpu_lateness_p50_us(Us(p50));
       r->set_gpu_lateness_p99_us(Us(Percentile(&v, 99)));
     }
+  }
+  if (any_digest) {
+    out.add_notes("quantiles and bandwidths marked '~' come from per-node summaries' sketches: each within 1% of the exact"
+                  " value; counts are exact");
+    bool partial = false;
+    for (size_t ci = 0; ci < m.comms.size(); ++ci)
+      if (!whole[ci])
+        for (const CommMember& mem : m.comms[ci].members)
+          partial |= mem.proc < m.procs.size() && m.procs[mem.proc].digested;
+    if (partial)
+      out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the summaries'"
+                    " windows only (each rank's last operations)");
+  }
+  return out;
+}
+
+std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts) {
+  std::vector<ProcDigest> out(m.procs.size());
+  // The communicators whose every rank is in `m`.
+  std::vector<bool> whole(m.comms.size(), false), not_whole(m.comms.size(), true);
+  for (size_t ci = 0; ci < m.comms.size(); ++ci) {
+    const Comm& c = m.comms[ci];
+    std::set<int32_t> ranks;
+    for (const CommMember& mem : c.members)
+      if (mem.proc != kNone && mem.rank >= 0) ranks.insert(mem.rank);
+    whole[ci] = c.nranks > 0 && static_cast<int32_t>(ranks.size()) >= c.nranks;
+    not_whole[ci] = !whole[ci];
+  }
+  struct Slot {
+    RowDigest d;
+    uint32_t warmed = 0;  // StatsOptions::warmup_per_rank
+  };
+  std::vector<std::map<RowKey, Slot>> rows(m.procs.size());
+  // The row of (communicator, function, bucket) ids, without building its
+  // key's strings per operation (a node's summarize digests millions).
+  using IdKey = std::tuple<uint32_t, uint16_t, int32_t>;
+  std::vector<std::map<IdKey, Slot*>> by_id(m.procs.size());
+  auto slot_of = [&](const Op& o, double* bytes, bool* known) -> Slot& {
+    const Comm& c = m.comms[o.comm];
+    const int32_t bucket = BucketOf(m, o, bytes, known);
+    Slot*& fast = by_id[o.proc][IdKey{o.comm, o.func, bucket}];
+    if (fast == nullptr) {
+      RowKey k{CommKey(c), FuncName(m, o.func), bucket};
+      Slot& sl = rows[o.proc][k];
+      if (sl.d.ops == 0 && sl.d.nranks == 0) {
+        sl.d.comm = k.comm;
+        sl.d.func = m.Str(o.func);
+        sl.d.bucket = k.bucket;
+      }
+      fast = &sl;
+    }
+    fast->d.nranks = std::max(fast->d.nranks, c.nranks);
+    return *fast;
+  };
+  auto row_of = [&](const Op& o, double* bytes, bool* known) -> RowDigest& { return slot_of(o, bytes, known).d; };
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    for (uint32_t oi : m.procs[pi].ops) {
+      const Op& o = m.ops[oi];
+      if (o.comm >= m.comms.size()) continue;
+      double bytes = 0;
+      bool known = false;
+      Slot& sl = slot_of(o, &bytes, &known);
+      RowDigest& d = sl.d;
+      if (known) {
+        d.bytes_sum += bytes;
+        ++d.bytes_n;
+      }
+      ++d.ops;
+      if (o.match == kNone) {
+        ++d.calls;
+      } else if (whole[o.comm]) {
+        // Counted once per row: by the first of the match's ops in it.
+        uint32_t first = kNone;
+        for (uint32_t oj : m.matches[o.match].ops) {
+          if (oj == kNone) continue;
+          if (oj == oi) {
+            first = oi;
+            break;
+          }
+          double b2;
+          bool k2;
+          const Op& q = m.ops[oj];
+          if (q.comm == o.comm && q.func == o.func && BucketOf(m, q, &b2, &k2) == d.bucket) break;
+        }
+        if (first == oi) ++d.calls;
+      }
+      const OpSample smp = Sample(o, &sl.warmed, opts);
+      d.incomplete += smp.incomplete;
+      d.warmup += smp.warmup;
+      if (smp.gpu) d.gpu.Add(smp.gpu_ns);
+      if (smp.delay) d.delay.Add(smp.delay_ns);
+      if (smp.cpu) d.cpu.Add(smp.cpu_ns);
+      if (smp.polled) d.polled.Add(smp.cpu_ns);
+    }
+  }
+  for (const Match& match : m.matches) {
+    uint32_t first;
+    int64_t skew;
+    if (match.comm >= whole.size() || !whole[match.comm] || !Skew(m, match, &first, &skew)) continue;
+    double bytes;
+    bool known;
+    row_of(m.ops[first], &bytes, &known).skew.Add(skew);
+  }
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+    for (auto& [k, sl] : rows[pi]) out[pi].rows.push_back(std::move(sl.d));
+  for (auto& [key, a] : Lateness(m, not_whole)) {
+    // The rank's samples with its first process; each process of it named.
+    for (size_t i = 0; i < a.proc_ids.size(); ++i) {
+      RankDigest d;
+      d.comm = key.comm;
+      d.nranks = key.nranks;
+      d.rank = key.rank;
+      if (i == 0)
+        for (int64_t v : a.lateness) d.lateness.Add(v);
+      out[a.proc_ids[i]].ranks.push_back(std::move(d));
+    }
+  }
+  for (size_t ci = 0; ci < m.comms.size(); ++ci) {
+    if (!whole[ci]) continue;
+    for (const CommMember& mem : m.comms[ci].members)
+      if (mem.proc < out.size()) out[mem.proc].whole_comms.push_back(CommKey(m.comms[ci]));
   }
   return out;
 }
@@ -400,15 +680,17 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
            {"incomplete", true}});
   bool any_cpu = false, any_polled = false;
   for (const stats::StatRow& r : s.rows()) {
-    auto opt = [](bool has, double v, int decimals) { return has ? Num(v, decimals) : std::string("-"); };
     any_cpu |= r.timing() == "cpu";
     any_polled |= r.timing() == "polled";
+    // '~': quantiles from sketches (within 1%).
+    const std::string q = r.sketched() ? "~" : "";
+    auto qopt = [&](bool has, double v, int decimals) { return has ? q + Num(v, decimals) : std::string("-"); };
     t.Add({Printable(r.comm()), Printable(r.func()), r.bucket(), std::to_string(r.calls()), std::to_string(r.samples()),
-           r.timing(), opt(r.has_latency_p50_us(), r.latency_p50_us(), 1),
-           opt(r.has_latency_p99_us(), r.latency_p99_us(), 1), opt(r.has_algbw_gbps(), r.algbw_gbps(), 2),
-           opt(r.has_busbw_gbps(), r.busbw_gbps(), 2), opt(r.has_delay_p50_us(), r.delay_p50_us(), 1),
-           opt(r.has_delay_p99_us(), r.delay_p99_us(), 1), opt(r.has_skew_p50_us(), r.skew_p50_us(), 1),
-           opt(r.has_skew_p99_us(), r.skew_p99_us(), 1), std::to_string(r.incomplete())});
+           r.timing(), qopt(r.has_latency_p50_us(), r.latency_p50_us(), 1),
+           qopt(r.has_latency_p99_us(), r.latency_p99_us(), 1), qopt(r.has_algbw_gbps(), r.algbw_gbps(), 2),
+           qopt(r.has_busbw_gbps(), r.busbw_gbps(), 2), qopt(r.has_delay_p50_us(), r.delay_p50_us(), 1),
+           qopt(r.has_delay_p99_us(), r.delay_p99_us(), 1), qopt(r.has_skew_p50_us(), r.skew_p50_us(), 1),
+           qopt(r.has_skew_p99_us(), r.skew_p99_us(), 1), std::to_string(r.incomplete())});
   }
   t.Print(out);
   out << "size: bytes as nccl-tests counts them (AllGather, ReduceScatter: the whole array), bucket [size, 2 x size);"
@@ -418,6 +700,7 @@ void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
   if (any_cpu)
     out << "timing 'cpu': no GPU kernel timestamps for that row; latency is enqueue start to completion as the"
            " plugin saw it (includes queueing behind earlier work)\n";
+  for (const std::string& n : s.notes()) out << Printable(n) << "\n";
   if (any_polled)
     out << "timing 'polled': completions from CUDA events, seen by the plugin's writer every ~10 ms: latency is an"
            " upper bound and no bandwidth is given (NCCLWATCH_COMPLETIONS=channels times the GPU)\n";

@@ -48,6 +48,18 @@ struct StatsOptions {
 // The rows, sorted by communicator, function and bucket.
 stats::Stats ComputeStats(const Model& m, const StatsOptions& opts = {});
 
+// What a per-node summary keeps of each process of `m` (a node's model,
+// matched) for stats (model.h RowDigest): its operations per row, with
+// the skew and lateness of the communicators whose every rank is in `m`.
+// ComputeStats over a model of summaries' processes (Proc::digested)
+// reads these instead of the processes' windows.
+struct ProcDigest {
+  std::vector<RowDigest> rows;
+  std::vector<RankDigest> ranks;
+  std::vector<std::string> whole_comms;
+};
+std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts = {});
+
 // An aligned table, one line per row.
 void PrintStatsTable(const stats::Stats& s, std::ostream& out);
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -458,6 +459,126 @@ TEST(StatsTest, TableColumnsAlign) {
   ASSERT_NE(lines[3].find("400.0"), std::string::npos) << out.str();
   EXPECT_EQ(col_end(lines[2], lines[2].find("5.0") + 3), want) << out.str();
   EXPECT_EQ(col_end(lines[3], lines[3].find("400.0") + 5), want) << out.str();
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
+
+namespace ncclwatch::tools {
+namespace {
+
+// A job of 4 ranks whose latencies and arrivals spread over decades.
+Job SpreadJob() {
+  Job j(4, "world");
+  for (int seq = 0; seq < 300; ++seq)
+    for (int r = 0; r < 4; ++r) {
+      const int64_t start = seq * 10'000'000 + (r == 3 && seq % 3 == 0 ? 40'000 + seq * 100 : r * 700);
+      const uint32_t gpu = static_cast<uint32_t>(20'000 + (seq * 7919 + r * 104729) % 900'000);
+      const bool big = seq % 5 == 0;
+      j.AddOp(0, r, big ? "AllGather" : "AllReduce", seq, big ? 1 << 20 : 4096, "ncclFloat32", start,
+              start + gpu + 3'000, start + 2'000 + r * 10, gpu);
+    }
+  // One in flight on rank 1.
+  j.AddOp(0, 1, "AllReduce", 300, 4096, "ncclFloat32", 3'000'000'000, -1);
+  j.Match();
+  return j;
+}
+
+void ExpectSameWithinSketchError(const stats::Stats& exact, const stats::Stats& got) {
+  auto near = [](double want, double have) {
+    EXPECT_LE(std::fabs(want - have), Sketch::kRelativeError * std::fabs(want) * 1.000001 + 0.001) << want << " vs "
+                                                                                                   << have;
+  };
+  ASSERT_EQ(exact.rows_size(), got.rows_size());
+  for (int i = 0; i < exact.rows_size(); ++i) {
+    const stats::StatRow& a = exact.rows(i);
+    const stats::StatRow& b = got.rows(i);
+    EXPECT_EQ(a.func(), b.func());
+    EXPECT_EQ(a.bucket_log2(), b.bucket_log2());
+    EXPECT_EQ(a.calls(), b.calls());
+    EXPECT_EQ(a.samples(), b.samples());
+    EXPECT_EQ(a.incomplete(), b.incomplete());
+    EXPECT_EQ(a.warmup(), b.warmup());
+    EXPECT_EQ(a.skew_samples(), b.skew_samples());
+    EXPECT_EQ(a.timing(), b.timing());
+    EXPECT_DOUBLE_EQ(a.bytes(), b.bytes());
+    EXPECT_TRUE(b.sketched());
+    near(a.latency_p50_us(), b.latency_p50_us());
+    near(a.latency_p99_us(), b.latency_p99_us());
+    near(a.delay_p50_us(), b.delay_p50_us());
+    near(a.delay_p99_us(), b.delay_p99_us());
+    near(a.skew_p50_us(), b.skew_p50_us());
+    near(a.skew_p99_us(), b.skew_p99_us());
+    // A bandwidth is bytes over the p50: within the same bound, near enough.
+    near(a.busbw_gbps(), b.busbw_gbps());
+    EXPECT_EQ(a.latency_us_size(), b.latency_us_size());
+  }
+  ASSERT_EQ(exact.ranks_size(), got.ranks_size());
+  for (int i = 0; i < exact.ranks_size(); ++i) {
+    EXPECT_EQ(exact.ranks(i).rank(), got.ranks(i).rank());
+    EXPECT_EQ(exact.ranks(i).samples(), got.ranks(i).samples());
+    EXPECT_EQ(exact.ranks(i).procs_size(), got.ranks(i).procs_size());
+    near(exact.ranks(i).lateness_p50_us(), got.ranks(i).lateness_p50_us());
+    near(exact.ranks(i).lateness_p99_us(), got.ranks(i).lateness_p99_us());
+  }
+}
+
+// What a summary does: digests of the whole file, and a window of its last ops.
+void Digest(Model* m, const std::vector<ProcDigest>& d, uint32_t pi, size_t window) {
+  Proc& p = m->procs[pi];
+  p.digested = true;
+  p.row_digests = d[pi].rows;
+  p.rank_digests = d[pi].ranks;
+  p.whole_comms = d[pi].whole_comms;
+  if (p.ops.size() > window) p.ops.erase(p.ops.begin(), p.ops.end() - static_cast<std::ptrdiff_t>(window));
+}
+
+TEST(StatsDigestTest, EveryProcessDigestedGivesTheRowsWithinTheSketchError) {
+  Job j = SpreadJob();
+  const stats::Stats exact = ComputeStats(j.m);
+  const std::vector<ProcDigest> d = DigestProcesses(j.m);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].whole_comms, std::vector<std::string>{"world"});
+  for (uint32_t pi = 0; pi < 4; ++pi) Digest(&j.m, d, pi, 2);
+  const stats::Stats got = ComputeStats(j.m);
+  ExpectSameWithinSketchError(exact, got);
+  for (const stats::RankRow& r : got.ranks()) EXPECT_TRUE(r.sketched());
+  ASSERT_EQ(got.notes_size(), 1);
+  std::ostringstream table;
+  PrintStatsTable(got, table);
+  EXPECT_NE(table.str().find("sketches"), std::string::npos);
+  EXPECT_NE(table.str().find("~"), std::string::npos);
+}
+
+TEST(StatsDigestTest, SomeProcessesDigestedMixWithExactSamples) {
+  Job j = SpreadJob();
+  const stats::Stats exact = ComputeStats(j.m);
+  const std::vector<ProcDigest> d = DigestProcesses(j.m);
+  // Ranks 0 and 1 from a summary, 2 and 3 from their traces: the
+  // communicator is not whole in summaries, so skew and lateness come from
+  // the model's collectives (here every one; a real summary's window would
+  // hold the last few, which a note says).
+  Digest(&j.m, d, 0, SIZE_MAX);
+  Digest(&j.m, d, 1, SIZE_MAX);
+  const stats::Stats got = ComputeStats(j.m);
+  ExpectSameWithinSketchError(exact, got);
+  ASSERT_EQ(got.notes_size(), 2);
+  EXPECT_NE(got.notes(1).find("windows only"), std::string::npos);
+  for (const stats::RankRow& r : got.ranks()) EXPECT_FALSE(r.sketched());
+}
+
+TEST(StatsDigestTest, TheStragglersLatenessSurvivesTheWindow) {
+  Job j = SpreadJob();
+  const stats::Stats exact = ComputeStats(j.m);
+  const std::vector<ProcDigest> d = DigestProcesses(j.m);
+  for (uint32_t pi = 0; pi < 4; ++pi) Digest(&j.m, d, pi, 2);
+  const stats::Stats got = ComputeStats(j.m);
+  // Rank 3 is late at one collective in three: its p99 lateness says so,
+  // though the last two operations of each rank were on time.
+  ASSERT_EQ(got.ranks_size(), 4);
+  EXPECT_GT(got.ranks(3).lateness_p99_us(), 40.0);
+  EXPECT_NEAR(got.ranks(3).lateness_p99_us(), exact.ranks(3).lateness_p99_us(),
+              0.01 * exact.ranks(3).lateness_p99_us());
 }
 
 }  // namespace

@@ -239,6 +239,11 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     m->summary_let_go += p.settled_ops;
     p.settled_completed = sp.let_go_completed() + settled[i].completed;
     p.cut_ops = sp.cut_ops();
+    const bool from_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
+    if (!ReadDigests(sp, &p) || (from_summary && !p.digested))
+      m->undigested.push_back(sp.path() + (from_summary ? " (in " + (*sources)[i] + ")" : std::string()) + ": " +
+                              (sp.digested() ? "its stats rows are damaged"
+                                             : "the summary holds no stats rows (an older ncclwatch wrote it)"));
     // What reading the whole file found (FileWindow::Annotate's facts).
     if (sp.damaged()) {
       if (!p.damaged || sp.damaged_at() < p.damaged_at) p.damaged_at = sp.damaged_at();

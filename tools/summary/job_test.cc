@@ -117,12 +117,48 @@ TEST(SummaryJobTest, AnOperationOneRankLetGoAndAnotherNeverFinishedIsIncomplete)
   EXPECT_NE(r.summaries_line.find("larger --window"), std::string::npos) << r.summaries_line;
 }
 
-TEST(SummaryJobTest, AHealthyLongJobIsNeverOkFromSummariesThatLetGo) {
+// 'world' spans the two nodes: no summary holds every rank's arrivals, so
+// the straggler finder cannot judge what they let go.
+TEST(SummaryJobTest, AHealthyLongJobAcrossNodesIsNeverOkFromSummariesThatLetGo) {
   const Outcome r = Judge(LongJob(), "healthy");
   EXPECT_EQ(r.traces_line.rfind("OK: ", 0), 0u) << r.traces_line;
   EXPECT_EQ(r.summaries_exit, 3);
   EXPECT_NE(r.summaries_line.find("arrival times (stragglers, late ranks) are not judged"), std::string::npos)
       << r.summaries_line;
+}
+
+// Every rank on one node: its summary holds every collective's arrivals
+// (ArrivalDigest), so what it let go is judged, and a healthy job is OK.
+TEST(SummaryJobTest, AHealthyLongJobWithinANodeIsOkFromItsSummary) {
+  JobSpec spec = LongJob();
+  spec.ranks_per_host = 8;
+  const Outcome r = Judge(spec, "healthy-node");
+  EXPECT_EQ(r.traces_line.rfind("OK: ", 0), 0u) << r.traces_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.summaries_exit, 0);
+}
+
+// Rank 3 late at the first 1,500 of 2,000 collectives, all let go: the
+// traces' STRAGGLER, word for word, from the summary.
+TEST(SummaryJobTest, AStragglerBeforeTheWindowIsFound) {
+  JobSpec spec = LongJob();
+  spec.ranks_per_host = 8;
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 3 && op < 1500) p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "straggler-node");
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 3 arrived last at 1,500 of 2,000 collectives", 0), 0u)
+      << r.traces_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.summaries_exit, r.traces_exit);
+  // Across nodes the windows' arrivals (the last 64, all on time) are all
+  // the summaries hold: never a verdict of them, INCOMPLETE.
+  spec.ranks_per_host = 4;
+  const Outcome across = Judge(spec, "straggler-across");
+  EXPECT_EQ(across.summaries_exit, 3) << across.summaries_line;
+  EXPECT_NE(across.summaries_line.find("arrival times (stragglers, late ranks) are not judged"), std::string::npos)
+      << across.summaries_line;
 }
 
 TEST(SummaryJobTest, AWindowLongerThanTheJobGivesTheTracesVerdict) {

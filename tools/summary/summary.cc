@@ -5,10 +5,12 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
 #include "tools/model/op_key.h"
 #include "tools/reader/reader.h"
+#include "tools/stats/stats.h"
 #include "tools/watch/file_window.h"
 
 namespace ncclwatch::tools {
@@ -313,7 +315,21 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
   lo.job = opts.job;
   LoadModel(in.files, lo, &node, &load_error);
   std::unordered_map<std::string, const Proc*> by_path;
-  for (const Proc& p : node.procs) by_path[p.path] = &p;
+  std::unordered_map<std::string, uint32_t> index_of;
+  for (uint32_t pi = 0; pi < node.procs.size(); ++pi) {
+    by_path[node.procs[pi].path] = &node.procs[pi];
+    index_of[node.procs[pi].path] = pi;
+  }
+  // Every operation as stats rows; not for a file read whole beside
+  // summaries (window UINT64_MAX), whose operations are all in the model.
+  std::vector<ProcDigest> digests;
+  std::vector<ArrivalDigest> arrivals;
+  if (opts.window != UINT64_MAX) {
+    MatchOps(&node);
+    AlignClocks(&node);
+    digests = DigestProcesses(node);
+    arrivals = DigestArrivals(node);
+  }
   out->header.set_format(kSummaryFormat);
   out->header.set_version(kSummaryVersion);
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
@@ -322,14 +338,160 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
     auto it = by_path.find(f);
     summary::SummaryProcess sp;
     std::string e;
-    if (SummarizeFile(f, opts, it == by_path.end() ? nullptr : it->second, &sp, &e))
+    if (SummarizeFile(f, opts, it == by_path.end() ? nullptr : it->second, &sp, &e)) {
+      auto di = index_of.find(f);
+      if (di != index_of.end() && di->second < digests.size()) {
+        const ProcDigest& d = digests[di->second];
+        SetDigests(d.rows, d.ranks, d.whole_comms, &sp);
+        if (di->second < arrivals.size() && arrivals[di->second].valid) {
+          const ArrivalDigest& a = arrivals[di->second];
+          summary::ArrivalDigest* pa = sp.mutable_arrivals();
+          pa->set_threshold_s(a.threshold_s);
+          pa->set_fraction(a.fraction);
+          pa->set_total(a.total);
+          pa->set_late(a.late);
+          pa->set_median_lag_s(a.median_lag_s);
+          pa->set_max_lag_s(a.max_lag_s);
+          for (const ArrivalRow& r : a.rows) {
+            summary::ArrivalRow* pr = pa->add_rows();
+            pr->set_comm_hash(r.comm_hash);
+            pr->set_func(r.func);
+            pr->set_total(r.total);
+            pr->set_late(r.late);
+            pr->set_median_lag_s(r.median_lag_s);
+            pr->set_max_lag_s(r.max_lag_s);
+          }
+        }
+      }
       out->procs.push_back(std::move(sp));
+    }
     else
       out->errors.push_back(e);
   }
   if (out->procs.empty()) {
     *error = "no usable trace file: " + (out->errors.empty() ? std::string("none") : out->errors[0]);
     return false;
+  }
+  return true;
+}
+
+void SketchToProto(const Sketch& s, summary::Sketch* out) {
+  out->set_zeros(s.zeros());
+  out->set_sum(s.sum());
+  out->set_min(s.min());
+  out->set_max(s.max());
+  auto dense = [](const std::map<int32_t, uint64_t>& b, int32_t* offset,
+                  google::protobuf::RepeatedField<google::protobuf::uint64>* v) {
+    if (b.empty()) return;
+    *offset = b.begin()->first;
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      while (v->size() < it->first - *offset) v->Add(0);
+      v->Add(it->second);
+    }
+  };
+  int32_t off = 0;
+  dense(s.positive(), &off, out->mutable_pos());
+  out->set_pos_offset(off);
+  off = 0;
+  dense(s.negative(), &off, out->mutable_neg());
+  out->set_neg_offset(off);
+}
+
+bool SketchFromProto(const summary::Sketch& p, Sketch* out) {
+  auto sparse = [](int32_t offset, const google::protobuf::RepeatedField<google::protobuf::uint64>& v,
+                   std::map<int32_t, uint64_t>* b) {
+    // Far past any bound, or an offset no value has: damaged (and no
+    // overflow in offset + i below).
+    if (v.size() > static_cast<int>(Sketch::kMaxBuckets) * 4 || offset < 0 || offset > (1 << 16)) return false;
+    for (int i = 0; i < v.size(); ++i)
+      if (v[i] != 0) (*b)[offset + i] = v[i];
+    return true;
+  };
+  std::map<int32_t, uint64_t> pos, neg;
+  if (!sparse(p.pos_offset(), p.pos(), &pos) || !sparse(p.neg_offset(), p.neg(), &neg)) return false;
+  return Sketch::FromParts(std::move(pos), std::move(neg), p.zeros(), p.sum(), p.min(), p.max(), out);
+}
+
+void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest>& ranks,
+                const std::vector<std::string>& whole_comms, summary::SummaryProcess* out) {
+  out->set_digested(true);
+  for (const RowDigest& d : rows) {
+    summary::RowDigest* r = out->add_rows();
+    r->set_comm(d.comm);
+    r->set_nranks(d.nranks);
+    r->set_func(d.func);
+    r->set_bucket(d.bucket);
+    r->set_bytes_sum(d.bytes_sum);
+    r->set_bytes_n(d.bytes_n);
+    r->set_ops(d.ops);
+    r->set_incomplete(d.incomplete);
+    r->set_warmup(d.warmup);
+    r->set_calls(d.calls);
+    // Empty sketches are left out: most rows have GPU or CPU timing, not both.
+    if (!d.gpu.empty()) SketchToProto(d.gpu, r->mutable_gpu());
+    if (!d.cpu.empty()) SketchToProto(d.cpu, r->mutable_cpu());
+    if (!d.polled.empty()) SketchToProto(d.polled, r->mutable_polled());
+    if (!d.delay.empty()) SketchToProto(d.delay, r->mutable_delay());
+    if (!d.skew.empty()) SketchToProto(d.skew, r->mutable_skew());
+  }
+  for (const RankDigest& d : ranks) {
+    summary::RankDigest* r = out->add_ranks();
+    r->set_comm(d.comm);
+    r->set_nranks(d.nranks);
+    r->set_rank(d.rank);
+    if (!d.lateness.empty()) SketchToProto(d.lateness, r->mutable_lateness());
+  }
+  for (const std::string& c : whole_comms) out->add_whole_comms(c);
+}
+
+bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
+  if (!sp.digested()) return true;
+  std::vector<RowDigest> rows;
+  std::vector<RankDigest> ranks;
+  for (const summary::RowDigest& r : sp.rows()) {
+    // -2 unknown, -1 zero bytes, else log2 of a 64-bit size (stats.h BucketLabel).
+    if (r.bucket() < -2 || r.bucket() > 63) return false;
+    RowDigest d;
+    d.comm = r.comm();
+    d.nranks = r.nranks();
+    d.func = r.func();
+    d.bucket = r.bucket();
+    d.bytes_sum = r.bytes_sum();
+    d.bytes_n = r.bytes_n();
+    d.ops = r.ops();
+    d.incomplete = r.incomplete();
+    d.warmup = r.warmup();
+    d.calls = r.calls();
+    if (!SketchFromProto(r.gpu(), &d.gpu) || !SketchFromProto(r.cpu(), &d.cpu) ||
+        !SketchFromProto(r.polled(), &d.polled) || !SketchFromProto(r.delay(), &d.delay) ||
+        !SketchFromProto(r.skew(), &d.skew))
+      return false;
+    rows.push_back(std::move(d));
+  }
+  for (const summary::RankDigest& r : sp.ranks()) {
+    RankDigest d;
+    d.comm = r.comm();
+    d.nranks = r.nranks();
+    d.rank = r.rank();
+    if (!SketchFromProto(r.lateness(), &d.lateness)) return false;
+    ranks.push_back(std::move(d));
+  }
+  out->digested = true;
+  out->row_digests = std::move(rows);
+  out->rank_digests = std::move(ranks);
+  out->whole_comms.assign(sp.whole_comms().begin(), sp.whole_comms().end());
+  if (sp.has_arrivals()) {
+    const summary::ArrivalDigest& pa = sp.arrivals();
+    ArrivalDigest& a = out->arrivals;
+    a.valid = true;
+    a.threshold_s = pa.threshold_s();
+    a.fraction = pa.fraction();
+    a.total = pa.total();
+    a.late = pa.late();
+    a.median_lag_s = pa.median_lag_s();
+    a.max_lag_s = pa.max_lag_s();
+    for (const summary::ArrivalRow& pr : pa.rows())
+      a.rows.push_back(ArrivalRow{pr.comm_hash(), pr.func(), pr.total(), pr.late(), pr.median_lag_s(), pr.max_lag_s()});
   }
   return true;
 }

@@ -33,7 +33,8 @@
 namespace ncclwatch::tools {
 
 inline constexpr char kSummaryFormat[] = "ncclwatch-summary";
-inline constexpr uint32_t kSummaryVersion = 1;
+// 2: every operation's timings as stats rows (SummaryProcess.rows).
+inline constexpr uint32_t kSummaryVersion = 2;
 inline constexpr char kSummaryExtension[] = ".ncclsummary";
 
 struct SummarizeOptions {
@@ -80,6 +81,15 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
 // One trace file; `facts`: the node model's Proc of it (null: none).
 bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
                    summary::SummaryProcess* out, std::string* error);
+
+// A Sketch to its message and back; false on a damaged one.
+void SketchToProto(const Sketch& s, summary::Sketch* out);
+bool SketchFromProto(const summary::Sketch& p, Sketch* out);
+// The digests of one process (stats.h ProcDigest) into its summary, and
+// from it into the model's Proc (false: damaged, nothing set).
+void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest>& ranks,
+                const std::vector<std::string>& whole_comms, summary::SummaryProcess* out);
+bool ReadDigests(const summary::SummaryProcess& sp, Proc* out);
 
 // The summary file's bytes: the header, then each process, length-delimited.
 std::string EncodeSummary(const SummaryResult& s);

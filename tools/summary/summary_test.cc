@@ -80,7 +80,7 @@ TEST(SummaryFileTest, ANewerVersionIsRefusedClearly) {
   SummaryResult back;
   std::string error;
   EXPECT_FALSE(ParseSummary("n.ncclsummary", EncodeSummary(s), &back, &error));
-  EXPECT_NE(error.find("n.ncclsummary: offset 0: summary format version 2, newer than this ncclwatch reads (1)"),
+  EXPECT_NE(error.find("n.ncclsummary: offset 0: summary format version 3, newer than this ncclwatch reads (2)"),
             std::string::npos)
       << error;
 }
@@ -141,6 +141,67 @@ TEST(SummaryFileTest, AForeignFileNamedAsASummaryIsNoTrace) {
   std::string error;
   EXPECT_FALSE(BuildJobModel({d}, LoadOptions(), &m, &error));
   EXPECT_NE(error.find("x.ncclsummary"), std::string::npos) << error;
+}
+
+TEST(SummaryFileTest, StatsRowsRoundTripAndAnOlderSummaryIsNamed) {
+  const std::string bytes = JobSummary(Dir("digests"));
+  SummaryResult s;
+  std::string error;
+  ASSERT_TRUE(ParseSummary("node.ncclsummary", bytes, &s, &error)) << error;
+  ASSERT_EQ(s.procs.size(), 4u);
+  // Every operation of the file as rows, the window notwithstanding.
+  uint64_t ops = 0;
+  for (const summary::RowDigest& r : s.procs[0].rows()) ops += r.ops();
+  EXPECT_TRUE(s.procs[0].digested());
+  EXPECT_EQ(ops, 200u);
+  EXPECT_EQ(s.procs[0].whole_comms_size(), 1);
+  std::vector<std::string> sources(4, "node.ncclsummary");
+  Model m;
+  ASSERT_TRUE(BuildModelFromSummaries(s.procs, {}, {}, LoadOptions(), &m, &error, &sources)) << error;
+  EXPECT_TRUE(m.undigested.empty());
+  for (const Proc& p : m.procs) EXPECT_TRUE(p.digested) << p.path;
+  ASSERT_FALSE(m.procs[0].row_digests.empty());
+  uint64_t sampled = 0;
+  for (const RowDigest& d : m.procs[0].row_digests) sampled += d.gpu.count() + d.cpu.count() + d.polled.count();
+  EXPECT_GT(sampled, 64u);  // more than the window holds
+  // A summary without them (an older ncclwatch's) is named: stats and
+  // check refuse it rather than take a window for the job.
+  s.procs[1].set_digested(false);
+  s.procs[1].clear_rows();
+  // And one whose sketch is damaged (counts past any bound).
+  summary::Sketch* bad = s.procs[2].mutable_rows(0)->mutable_gpu();
+  for (int i = 0; i < 10000; ++i) bad->add_pos(1);
+  // And a size bucket no size has.
+  s.procs[3].mutable_rows(0)->set_bucket(99);
+  Model old;
+  ASSERT_TRUE(BuildModelFromSummaries(s.procs, {}, {}, LoadOptions(), &old, &error, &sources)) << error;
+  ASSERT_EQ(old.undigested.size(), 3u);
+  EXPECT_NE(old.undigested[0].find("an older ncclwatch wrote it"), std::string::npos) << old.undigested[0];
+  EXPECT_NE(old.undigested[1].find("damaged"), std::string::npos) << old.undigested[1];
+  EXPECT_NE(old.undigested[2].find("damaged"), std::string::npos) << old.undigested[2];
+  // Without sources (a fuzzer's call) the damage is still named.
+  Model nameless;
+  ASSERT_TRUE(BuildModelFromSummaries(s.procs, {}, {}, LoadOptions(), &nameless, &error)) << error;
+  EXPECT_EQ(nameless.undigested.size(), 2u);
+  for (const Proc& p : nameless.procs) EXPECT_EQ(p.digested, p.path != s.procs[1].path() &&
+                                                               p.path != s.procs[2].path() &&
+                                                               p.path != s.procs[3].path()) << p.path;
+}
+
+TEST(SummaryFileTest, SketchesRoundTripThroughTheirMessage) {
+  Sketch s;
+  for (int64_t v : {-5000, -3, 0, 0, 1, 77, 123456789}) s.Add(v);
+  summary::Sketch p;
+  SketchToProto(s, &p);
+  Sketch back;
+  ASSERT_TRUE(SketchFromProto(p, &back));
+  EXPECT_TRUE(back == s);
+  summary::Sketch far = p;
+  far.set_pos_offset(INT32_MAX);  // no offset + i overflow: refused
+  EXPECT_FALSE(SketchFromProto(far, &back));
+  Sketch empty;
+  ASSERT_TRUE(SketchFromProto(summary::Sketch(), &empty));
+  EXPECT_TRUE(empty.empty());
 }
 
 }  // namespace

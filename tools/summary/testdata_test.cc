@@ -3,13 +3,16 @@
 // the default window (summaries per host, and one of every file); with a
 // window of 2 operations, the same line, a MISMATCH the signature chains
 // found naming the traces' culprits, or an INCOMPLETE line (exit 3): never
-// OK and never a culprit the traces would not name.
+// OK and never a culprit the traces would not name. And `stats` and
+// `check` from summaries give the traces' rows and verdicts, quantiles
+// within the sketches' 1%, at both windows.
 
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -21,6 +24,8 @@
 #include "tools/model/model.h"
 #include "tools/reader/reader.h"
 #include "tools/summary/job.h"
+#include "tools/stats/check.h"
+#include "tools/stats/stats.h"
 #include "tools/summary/summary.h"
 
 namespace ncclwatch::tools {
@@ -172,6 +177,146 @@ TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
   }
   printf("window 2: %d the same, %d MISMATCH by the chains with the traces' culprits, %d incomplete\n", same, chains,
          incomplete);
+}
+
+stats::Stats StatsOf(const std::vector<std::string>& paths, bool* ok) {
+  Model m;
+  std::string error;
+  *ok = BuildJobModel(paths, LoadOptions(), &m, &error) && m.undigested.empty();
+  return ComputeStats(m);
+}
+
+bool Near(double want, double have) {
+  return std::fabs(want - have) <= Sketch::kRelativeError * std::fabs(want) * 1.000001 + 0.001;
+}
+
+// The rows of `got` (summaries) against `want` (traces); `whole`: every
+// communicator was whole in one summary, so skew, lateness and calls are
+// the traces' too. Returns what differs, "" when nothing.
+std::string DiffStats(const stats::Stats& want, const stats::Stats& got, bool whole) {
+  std::string d;
+  if (want.rows_size() != got.rows_size()) return "rows " + std::to_string(want.rows_size()) + " vs " +
+                                                   std::to_string(got.rows_size());
+  for (int i = 0; i < want.rows_size(); ++i) {
+    const stats::StatRow& a = want.rows(i);
+    const stats::StatRow& b = got.rows(i);
+    const std::string row = a.comm() + " " + a.func() + " " + a.bucket() + ": ";
+    if (a.func() != b.func() || a.bucket_log2() != b.bucket_log2() || a.comm() != b.comm()) return row + "key";
+    if (a.samples() != b.samples() || a.incomplete() != b.incomplete() || a.warmup() != b.warmup() ||
+        a.timing() != b.timing())
+      d += row + "samples/incomplete/warmup/timing; ";
+    if (!Near(a.latency_p50_us(), b.latency_p50_us()) || !Near(a.latency_p99_us(), b.latency_p99_us()) ||
+        !Near(a.delay_p50_us(), b.delay_p50_us()) || !Near(a.delay_p99_us(), b.delay_p99_us()) ||
+        !Near(a.busbw_gbps(), b.busbw_gbps()))
+      d += row + "latency/delay/busbw " + std::to_string(a.latency_p50_us()) + " vs " +
+           std::to_string(b.latency_p50_us()) + "; ";
+    if (!b.sketched()) d += row + "not marked as sketched; ";
+    if (!whole) continue;
+    if (a.calls() != b.calls()) d += row + "calls " + std::to_string(a.calls()) + " vs " + std::to_string(b.calls()) + "; ";
+    if (a.skew_samples() != b.skew_samples() || !Near(a.skew_p50_us(), b.skew_p50_us()) ||
+        !Near(a.skew_p99_us(), b.skew_p99_us()))
+      d += row + "skew; ";
+  }
+  if (!whole) return d;
+  if (want.ranks_size() != got.ranks_size()) return d + "rank rows";
+  for (int i = 0; i < want.ranks_size(); ++i) {
+    const stats::RankRow& a = want.ranks(i);
+    const stats::RankRow& b = got.ranks(i);
+    if (a.rank() != b.rank() || a.samples() != b.samples() || !Near(a.lateness_p50_us(), b.lateness_p50_us()) ||
+        !Near(a.lateness_p99_us(), b.lateness_p99_us()) || a.procs_size() != b.procs_size())
+      d += a.comm() + " rank " + std::to_string(a.rank()) + ": lateness; ";
+  }
+  return d;
+}
+
+// A baseline the run regresses from in some rows: the traces' own stats,
+// every other row's latencies (and lateness) 30% lower.
+stats::Stats Faster(stats::Stats s) {
+  for (int i = 0; i < s.rows_size(); i += 2) {
+    stats::StatRow* r = s.mutable_rows(i);
+    for (double& v : *r->mutable_latency_us()) v *= 0.7;
+    r->set_latency_p50_us(r->latency_p50_us() * 0.7);
+    r->set_latency_p99_us(r->latency_p99_us() * 0.7);
+    if (r->has_busbw_gbps()) r->set_busbw_gbps(r->busbw_gbps() / 0.7);
+  }
+  for (int i = 0; i < s.ranks_size(); i += 2)
+    for (double& v : *s.mutable_ranks(i)->mutable_lateness_us()) v -= 20000;  // 20 ms earlier
+  return s;
+}
+
+// The run's samples scaled by `f`, as a sketch may shift them.
+stats::Stats Scaled(stats::Stats s, double f) {
+  for (stats::StatRow& r : *s.mutable_rows()) {
+    for (double& v : *r.mutable_latency_us()) v *= f;
+    for (double& v : *r.mutable_delay_us()) v *= f;
+    for (double& v : *r.mutable_skew_us()) v *= f;
+    r.set_latency_p50_us(r.latency_p50_us() * f);
+    r.set_latency_p99_us(r.latency_p99_us() * f);
+    if (r.has_busbw_gbps()) r.set_busbw_gbps(r.busbw_gbps() / f);
+    if (r.has_algbw_gbps()) r.set_algbw_gbps(r.algbw_gbps() / f);
+  }
+  for (stats::RankRow& r : *s.mutable_ranks()) {
+    for (double& v : *r.mutable_lateness_us()) v *= f;
+    r.set_lateness_p50_us(r.lateness_p50_us() * f);
+    r.set_lateness_p99_us(r.lateness_p99_us() * f);
+  }
+  return s;
+}
+
+TEST(SummaryTestdataTest, StatsAndCheckFromSummariesGiveTheTracesRowsAndVerdicts) {
+  int compared = 0, whole_compared = 0, judged = 0, regressed = 0, items = 0, borderline = 0;
+  for (const std::string& folder : Folders()) {
+    bool ok = false;
+    const stats::Stats want = StatsOf({folder}, &ok);
+    if (!ok) continue;
+    const stats::Stats base = Faster(want);
+    const CheckResult want_check = CompareStats(base, want, DefaultCheckOptions());
+    const CheckResult lo_check = CompareStats(base, Scaled(want, 1 - Sketch::kRelativeError), DefaultCheckOptions());
+    const CheckResult hi_check = CompareStats(base, Scaled(want, 1 + Sketch::kRelativeError), DefaultCheckOptions());
+    for (auto [window, per_host] : {std::pair<uint64_t, bool>{64, true}, {64, false}, {2, true}, {2, false}}) {
+      int made = 0;
+      const std::vector<std::string> sums = Summaries(folder, window, per_host, &made);
+      if (sums.empty()) continue;
+      bool sok = false;
+      const stats::Stats got = StatsOf(sums, &sok);
+      ASSERT_TRUE(sok) << folder;
+      const bool whole = made == 1;
+      const std::string where = folder + " window " + std::to_string(window) + (per_host ? " per host" : " one");
+      EXPECT_EQ(DiffStats(want, got, whole), "") << where;
+      ++compared;
+      whole_compared += whole;
+      // check's judgement of each row and metric: the same.
+      if (!whole) continue;
+      const CheckResult got_check = CompareStats(base, got, DefaultCheckOptions());
+      ASSERT_EQ(got_check.items.size(), want_check.items.size()) << where;
+      for (size_t k = 0; k < got_check.items.size(); ++k) {
+        const stats::CheckItem& g = got_check.items[k];
+        const stats::CheckItem& w = want_check.items[k];
+        ++items;
+        // On the edge of significance, the traces' own samples 1% off (the
+        // sketches' bound) judge it the other way too: either is right.
+        if (g.status() != w.status() && (lo_check.items[k].status() == g.status() ||
+                                         hi_check.items[k].status() == g.status())) {
+          ++borderline;
+          continue;
+        }
+        EXPECT_EQ(g.status(), w.status())
+            << where << ": " << w.comm() << " " << w.func() << " " << w.bucket() << " " << w.metric() << " rank "
+            << w.rank() << ": traces " << w.current() << " " << w.change_low_pct() << ".." << w.change_high_pct()
+            << " n=" << w.current_samples() << "; summaries " << g.current() << " " << g.change_low_pct() << ".."
+            << g.change_high_pct() << " n=" << g.current_samples() << " " << g.note();
+      }
+      EXPECT_EQ(got_check.failed(), want_check.failed()) << where;
+      judged += want_check.judged();
+      regressed += want_check.regressed;
+    }
+  }
+  EXPECT_GE(compared, 300);
+  EXPECT_GT(regressed, 0);  // the baseline made some rows regress: the comparison can fail
+  EXPECT_LE(borderline * 100, items);  // the edge is rare
+  printf("stats compared on %d summary sets (%d with every communicator in one summary); check: %d judged, %d "
+         "regressed; %d of %d items on the edge of significance, judged as the traces 1%% off judge them\n",
+         compared, whole_compared, judged, regressed, borderline, items);
 }
 
 }  // namespace
