@@ -292,7 +292,102 @@ bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const 
   out->set_damaged_end(p.damaged_end);
   out->set_damaged_at(p.damaged_at);
   for (const std::string& i : p.issues) out->add_issues(i);
+  if (opts.window != UINT64_MAX) CapSummaryProcess(opts.max_bytes_per_rank, opts.checkpoint_every, out);
   return true;
+}
+
+void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp) {
+  if (max_bytes == 0 || sp->ByteSizeLong() <= max_bytes) return;
+  // Checkpoints grow with the job: thin them first, which costs only how
+  // closely a chain mismatch is placed, never a verdict.
+  uint64_t every = std::max<uint32_t>(checkpoint_every, 1);
+  while (sp->ByteSizeLong() > max_bytes && every < (1ull << 62)) {
+    bool thinned = false;
+    every *= 2;
+    for (summary::CommPrefix& p : *sp->mutable_prefixes()) {
+      auto* cs = p.mutable_checkpoints();
+      int kept = 0;
+      for (int i = 0; i < cs->size(); ++i) {
+        if (i + 1 < cs->size() && cs->Get(i).position() % every != 0) continue;  // the last always stays
+        if (kept != i) cs->SwapElements(kept, i);
+        ++kept;
+      }
+      thinned |= kept < cs->size();
+      while (cs->size() > kept) cs->RemoveLast();
+    }
+    if (!thinned && std::all_of(sp->prefixes().begin(), sp->prefixes().end(),
+                                [](const summary::CommPrefix& p) { return p.checkpoints_size() <= 1; }))
+      break;
+    sp->set_checkpoint_every(static_cast<uint32_t>(std::min<uint64_t>(every, UINT32_MAX)));
+  }
+  if (sp->ByteSizeLong() <= max_bytes) return;
+  // Then the window's oldest finished operations; then what stuck reports
+  // list beyond each one's oldest operations; then the oldest unfinished
+  // operations: what a rank waits in is the evidence most verdicts rest on.
+  std::vector<const std::string*> serialized;
+  std::vector<bool> is_op;
+  trace::Record r;
+  for (const summary::WindowRecord& w : sp->records()) {
+    serialized.push_back(&w.record());
+    is_op.push_back(r.ParseFromString(w.record()) && r.has_op());
+  }
+  uint64_t first_open = UINT64_MAX;
+  std::vector<bool> finished = FinishedOps(serialized, &first_open);
+  serialized.clear();  // the records move below
+  std::vector<bool> drop(is_op.size(), false);
+  auto framed = [](uint64_t n) {
+    std::string len;
+    PutVarint(n, &len);
+    return 1 + len.size() + n;
+  };
+  uint64_t cut = 0;
+  auto drop_ops = [&](bool finished_only) {
+    const uint64_t size = sp->ByteSizeLong();
+    if (size <= max_bytes) return;
+    const uint64_t excess = size - max_bytes + 32;  // the counts grow by a few bytes
+    uint64_t freed = 0;
+    for (size_t i = 0; i < is_op.size() && freed < excess; ++i) {
+      if (!is_op[i] || drop[i] || (finished_only && !finished[i])) continue;
+      drop[i] = true;
+      freed += framed(sp->records(static_cast<int>(i)).ByteSizeLong());
+      ++cut;
+    }
+    auto* recs = sp->mutable_records();
+    int kept = 0;
+    for (int i = 0; i < recs->size(); ++i) {
+      const size_t k = static_cast<size_t>(i);
+      if (drop[k]) continue;
+      if (kept != i) recs->SwapElements(kept, i);
+      is_op[static_cast<size_t>(kept)] = is_op[k];
+      finished[static_cast<size_t>(kept)] = finished[k];
+      ++kept;
+    }
+    while (recs->size() > kept) recs->RemoveLast();
+    is_op.resize(static_cast<size_t>(kept));
+    finished.resize(static_cast<size_t>(kept));
+    drop.assign(is_op.size(), false);
+  };
+  drop_ops(true);
+  if (sp->ByteSizeLong() > max_bytes) {
+    const uint64_t excess = sp->ByteSizeLong() - max_bytes + 32;
+    uint64_t freed = 0, trimmed = 0;
+    for (summary::WindowRecord& w : *sp->mutable_records()) {
+      if (freed >= excess) break;
+      if (!r.ParseFromString(w.record()) || !r.has_stuck() || r.stuck().ops_size() <= 1) continue;
+      auto* ops = r.mutable_stuck()->mutable_ops();
+      std::sort(ops->begin(), ops->end(),
+                [](const trace::InFlightOp& a, const trace::InFlightOp& b) { return a.start_ns() < b.start_ns(); });
+      while (ops->size() > 1 && freed < excess) {
+        freed += framed(ops->Get(ops->size() - 1).ByteSizeLong());
+        ops->RemoveLast();
+        ++trimmed;
+      }
+      w.set_record(r.SerializeAsString());
+    }
+    sp->set_cut_stuck_ops(trimmed);
+  }
+  drop_ops(false);
+  sp->set_cut_ops(sp->cut_ops() + cut);
 }
 
 bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
@@ -318,6 +413,7 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
   out->header.set_version(kSummaryVersion);
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
   out->header.set_checkpoint_every(opts.checkpoint_every);
+  out->header.set_max_kb_per_rank(static_cast<uint32_t>(std::min<uint64_t>(opts.max_bytes_per_rank >> 10, UINT32_MAX)));
   for (const std::string& f : in.files) {
     auto it = by_path.find(f);
     summary::SummaryProcess sp;
