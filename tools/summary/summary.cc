@@ -14,8 +14,6 @@
 namespace ncclwatch::tools {
 namespace {
 
-// Bytes read from a trace file at a time.
-constexpr uint64_t kChunk = 16ull << 20;
 // The longest record of a summary: a process's window (kept bounded by
 // FileWindow; a GiB is no summary we write).
 constexpr uint64_t kMaxSummaryRecord = 1ull << 30;
@@ -135,14 +133,14 @@ uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, cons
   return Fnv(h, &root, sizeof(root));
 }
 
-bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
-                   summary::SummaryProcess* out, std::string* error) {
-  FuncIds names;
-  FileWindow w(path, &names);
-  std::vector<std::string> notes;
-  do {
-    w.Follow(kChunk, &notes);
-  } while (w.backlog() && !w.stopped());
+namespace {
+
+// A file's window (read whole) summarized into `out`: path, size, the
+// records kept and the prefixes let go; not yet the whole file's facts nor
+// the cap (FinishProcess). False with `error` when it holds no record.
+bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes, const SummarizeOptions& opts,
+                     summary::SummaryProcess* out, std::string* error) {
+  const std::string& path = w.path();
   if (!w.has_records()) {
     *error = path + ": no record" + (notes.empty() ? std::string() : " (" + notes[0] + ")");
     return false;
@@ -282,17 +280,34 @@ bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const 
   }
   out->set_let_go_ops(let_go);
   out->set_let_go_completed(let_go);
-  // What reading the whole file found: the node's model of it, else what
-  // the window's reading saw.
-  Proc seen;
-  w.Annotate(&seen, true);
-  const Proc& p = facts != nullptr ? *facts : seen;
+  return true;
+}
+
+// What reading the whole file found (`p`: the node's model of it, else
+// what the window's reading saw), then the cap.
+void FinishProcess(const Proc& p, const SummarizeOptions& opts, summary::SummaryProcess* out) {
   out->set_cut_tail(p.cut_tail);
   out->set_damaged(p.damaged);
   out->set_damaged_end(p.damaged_end);
   out->set_damaged_at(p.damaged_at);
   for (const std::string& i : p.issues) out->add_issues(i);
   if (opts.window != UINT64_MAX) CapSummaryProcess(opts.max_bytes_per_rank, opts.checkpoint_every, out);
+}
+
+}  // namespace
+
+bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
+                   summary::SummaryProcess* out, std::string* error) {
+  TraceReader reader;
+  if (!reader.Open(path, error)) return false;
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.ReadWhole(&reader, nullptr, &notes);
+  if (!SummarizeWindow(w, notes, opts, out, error)) return false;
+  Proc seen;
+  w.Annotate(&seen, true);
+  FinishProcess(facts != nullptr ? *facts : seen, opts, out);
   return true;
 }
 
@@ -400,13 +415,40 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
     *error = "no trace file (*.ncclwatch) among " + ListFew(paths);
     return false;
   }
-  // The whole files' checks (each write's records and times, sequence
-  // numbers without a gap): the node's model of them.
-  Model node;
-  std::string load_error;
+  // Each file is read once: its records make its window and, as they are
+  // read, the node's model, whose whole-file checks (each write's records
+  // and times, sequence numbers without a gap, across files the members
+  // and host clocks) are the facts each summary keeps.
   LoadOptions lo;
   lo.job = opts.job;
-  LoadModel(in.files, lo, &node, &load_error);
+  ModelLoader loader(lo);
+  loader.ReserveForBytes(in.data_bytes);
+  bool feeding = true;  // until the loader stops (LoadModel's rule)
+  std::vector<std::pair<summary::SummaryProcess, Proc>> read;  // with what the window saw
+  for (const std::string& f : in.files) {
+    TraceReader reader;
+    std::string e;
+    if (!reader.Open(f, &e)) {
+      if (feeding) feeding = loader.FileError(e);
+      out->errors.push_back(e);
+      continue;
+    }
+    FuncIds names;
+    FileWindow w(f, &names);
+    std::vector<std::string> notes;
+    feeding = w.ReadWhole(&reader, feeding ? &loader : nullptr, &notes) && feeding;
+    summary::SummaryProcess sp;
+    if (!SummarizeWindow(w, notes, opts, &sp, &e)) {
+      out->errors.push_back(e);
+      continue;
+    }
+    Proc seen;
+    w.Annotate(&seen, true);
+    read.emplace_back(std::move(sp), std::move(seen));
+  }
+  Model node;
+  std::string load_error;
+  loader.Finish(&node, &load_error);
   std::unordered_map<std::string, const Proc*> by_path;
   for (const Proc& p : node.procs) by_path[p.path] = &p;
   out->header.set_format(kSummaryFormat);
@@ -414,14 +456,10 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
   out->header.set_checkpoint_every(opts.checkpoint_every);
   out->header.set_max_kb_per_rank(static_cast<uint32_t>(std::min<uint64_t>(opts.max_bytes_per_rank >> 10, UINT32_MAX)));
-  for (const std::string& f : in.files) {
-    auto it = by_path.find(f);
-    summary::SummaryProcess sp;
-    std::string e;
-    if (SummarizeFile(f, opts, it == by_path.end() ? nullptr : it->second, &sp, &e))
-      out->procs.push_back(std::move(sp));
-    else
-      out->errors.push_back(e);
+  for (auto& [sp, seen] : read) {
+    auto it = by_path.find(sp.path());
+    FinishProcess(it == by_path.end() ? seen : *it->second, opts, &sp);
+    out->procs.push_back(std::move(sp));
   }
   if (out->procs.empty()) {
     *error = "no usable trace file: " + (out->errors.empty() ? std::string("none") : out->errors[0]);

@@ -14,9 +14,11 @@
 // the whole file found (damage, a cut tail, the whole-file checks) is kept
 // as the model's Proc facts. The merge is in job.h.
 //
-// Contract: reads each file once in chunks (FileWindow::Follow); memory is
-// one file's window and the node's model at a time (the per-node model
-// gives the whole-file checks). Thread safety: one thread.
+// Contract: reads each file once (FileWindow::ReadWhole), its records
+// going both to its window and to the node's model, whose whole-file
+// checks give each summary its facts; memory is one file's window, the
+// node's model and the summaries made so far (each bounded by the cap).
+// Thread safety: one thread.
 
 #ifndef TOOLS_SUMMARY_SUMMARY_H_
 #define TOOLS_SUMMARY_SUMMARY_H_
