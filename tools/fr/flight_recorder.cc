@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "tools/fr/pickle.h"
+#include "tools/model/semantics.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -79,24 +80,25 @@ bool Ranks(const PyValue* v, Budget* budget, bool* over, std::vector<int64_t>* o
 }
 
 // The NCCL collective a Flight Recorder entry is, when it is exactly one
-// (PyTorch's barrier is an all-reduce); "" when NCCL runs it otherwise
-// (point-to-point operations, several operations, or a name not known here).
-std::string NcclFunc(const std::string& profiling_name) {
+// (PyTorch's barrier is an all-reduce); Func::kOther when NCCL runs it
+// otherwise (point-to-point operations, several operations, or a name not
+// known here). Compared with Op::fn, never with a function's name.
+Func NcclFunc(const std::string& profiling_name) {
   std::string n = profiling_name;
   if (n.rfind("nccl:", 0) == 0) n = n.substr(5);
   while (!n.empty() && n[0] == '_') n = n.substr(1);
-  static const std::pair<const char*, const char*> kOne[] = {
-      {"all_reduce", "AllReduce"},         {"allreduce", "AllReduce"},
-      {"barrier", "AllReduce"},            {"broadcast", "Broadcast"},
-      {"all_gather", "AllGather"},         {"allgather_base", "AllGather"},
-      {"all_gather_base", "AllGather"},
-      {"all_gather_into_tensor", "AllGather"}, {"reduce_scatter", "ReduceScatter"},
-      {"reduce_scatter_base", "ReduceScatter"}, {"reduce_scatter_tensor", "ReduceScatter"},
-      {"reduce", "Reduce"},
+  static const std::pair<const char*, Func> kOne[] = {
+      {"all_reduce", Func::kAllReduce},         {"allreduce", Func::kAllReduce},
+      {"barrier", Func::kAllReduce},            {"broadcast", Func::kBroadcast},
+      {"all_gather", Func::kAllGather},         {"allgather_base", Func::kAllGather},
+      {"all_gather_base", Func::kAllGather},    {"all_gather_into_tensor", Func::kAllGather},
+      {"reduce_scatter", Func::kReduceScatter}, {"reduce_scatter_base", Func::kReduceScatter},
+      {"reduce_scatter_tensor", Func::kReduceScatter},
+      {"reduce", Func::kReduce},
   };
   for (const auto& [fr, nccl] : kOne)
     if (n == fr) return nccl;
-  return "";
+  return Func::kOther;
 }
 
 const FrFrame* UserFrame(const FrEntry& e) {
@@ -271,12 +273,12 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
           if (m.ops[oi].comm == ci && m.ops[oi].kind == OpKind::kColl) cand.colls.push_back(oi);
         bool ok = true;
         for (const FrEntry* e : entries) {
-          const std::string fn = NcclFunc(e->profiling_name);
-          if (fn.empty()) break;  // not one NCCL collective: the count is lost from here on
+          const Func fn = NcclFunc(e->profiling_name);
+          if (fn == Func::kOther) break;  // not one NCCL collective: the count is lost from here on
           if (e->collective_seq_id < 1) continue;
           const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
           if (k >= cand.colls.size()) continue;  // called in Python, never reached NCCL
-          if (m.strings[m.ops[cand.colls[k]].func] != fn) {
+          if (m.ops[cand.colls[k]].fn != fn) {
             ok = false;
             break;
           }
@@ -295,7 +297,7 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
       Comm& comm = m.comms[c.comm];
       if (comm.process_group.empty()) comm.process_group = label;
       for (const FrEntry* e : entries) {
-        if (NcclFunc(e->profiling_name).empty()) break;
+        if (NcclFunc(e->profiling_name) == Func::kOther) break;
         if (e->collective_seq_id < 1) continue;
         const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
         if (k < c.colls.size()) join.by_op[c.colls[k]] = FrCall{e, dump.rank};
