@@ -330,10 +330,12 @@ void AddFlightRecorderEvidence(const Model& m, const FrJoin& join, report::Diagn
   std::unordered_map<std::string, uint32_t> proc_of_file;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) proc_of_file[m.procs[pi].path] = pi;
   auto annotate = [&](report::Finding* f) {
-    uint32_t ci = kNone;
-    for (uint32_t i = 0; i < m.comms.size(); ++i)
-      if (f->comm_hash() != 0 && m.comms[i].hash == f->comm_hash() && m.comms[i].nranks == f->comm_nranks()) ci = i;
-    if (ci == kNone) return;
+    // The finding's operation, as diagnose found it (Finding.op): its
+    // communicator, and each rank's side through its match.
+    if (f->op() == 0 || f->op() > m.ops.size()) return;
+    const Op& fop = m.ops[f->op() - 1];
+    const uint32_t ci = fop.comm;
+    if (ci >= m.comms.size()) return;
     if (!m.comms[ci].process_group.empty()) f->set_process_group(m.comms[ci].process_group);
     std::vector<const report::ProcRef*> refs;
     for (const report::ProcRef& r : f->culprits()) refs.push_back(&r);
@@ -345,11 +347,9 @@ void AddFlightRecorderEvidence(const Model& m, const FrJoin& join, report::Diagn
       const uint32_t pi = p->second;
       const FrCall* call = nullptr;
       bool this_op = false;
-      if (!f->p2p()) {
-        for (uint32_t oi : m.procs[pi].ops) {
-          const Op& op = m.ops[oi];
-          if (op.comm != ci || op.kind != OpKind::kColl || op.seq != f->seq() || m.strings[op.func] != f->func())
-            continue;
+      if (fop.kind == OpKind::kColl && fop.match < m.matches.size()) {
+        for (uint32_t oi : m.matches[fop.match].ops) {
+          if (oi == kNone || m.ops[oi].proc != pi) continue;
           auto it = join.by_op.find(oi);
           if (it != join.by_op.end()) {
             call = &it->second;
