@@ -63,11 +63,45 @@ check_traces() {
     fail "diagnose --job=$job"
 }
 
+# check_summaries TRACES JOB_ID OUTPUT: after a failed job, this node's
+# summary of job JOB_ID in TRACES/summaries/JOB_ID/, and the diagnosis the
+# script wrote and printed is diagnose's of the summaries, whose first line
+# is the one the traces themselves give.
+check_summaries() {
+  local traces=$1 job=$2 out=$3
+  local summary=$traces/summaries/$job/$host.ncclsummary
+  [[ -s "$summary" ]] || fail "no summary $summary: $(ls -laR "$traces")"
+  # torchrun.sh prints summarize's line; slurm.sbatch counts the nodes.
+  grep -qE "^ncclwatch summarize \(exit 0\): (1 process, [0-9]+ operations let go, [0-9]+ KB to $summary|1 of 1 nodes summarized in $traces/summaries/$job )" <<< "$out" ||
+    fail "the script did not print the summarize step: $out"
+  local from_traces first status=0
+  from_traces=$("$NCCLWATCH_PREFIX/bin/ncclwatch" diagnose --job="$job" "$traces/$host" | head -1) || :
+  "$NCCLWATCH_PREFIX/bin/ncclwatch" diagnose "$traces/summaries/$job" > "$tmp/of-summaries.txt" || status=$?
+  first=$(head -1 "$tmp/of-summaries.txt")
+  # The demo's all_reduce on 'world' hangs; its other ranks have no file.
+  [[ "$first" == "INCOMPLETE EVIDENCE (no file for ranks "*" of comm 'world' "*"HANG: AllReduce #4 on comm 'world' (4 ranks) never completed; rank "*" waited "* ]] ||
+    fail "diagnose of the summaries: $first"
+  [[ $status -eq 3 ]] || fail "diagnose of the summaries: exit $status"
+  [[ "$first" == "$from_traces" ]] || fail "the summaries say '$first', the traces '$from_traces'"
+  [[ "$(head -1 "$traces/diagnosis.txt")" == "$first" ]] || fail "diagnosis.txt is not of the summaries: $(head -1 "$traces/diagnosis.txt")"
+  grep -qF "ncclwatch diagnose of the summaries (exit 3): $first" <<< "$out" ||
+    fail "the script did not print the diagnosis of the summaries: $out"
+}
+# A job that fails: the demo, then a non-zero exit.
+failing_job=("bash" "-c" '"$0"; exit 1' "$demo_job")
+
 # --- torchrun.sh
 out=$(cd "$tmp" && NCCLWATCH_JOB_ID=tr-1 bash "$src/examples/torchrun.sh" "$demo_job" 2>&1) ||
   fail "torchrun.sh with the demo job: exit $?: $out"
 check_traces "$tmp/ncclwatch-traces/tr-1" tr-1 "$out"
 echo "torchrun.sh printed:"
+echo "$out" | grep "^ncclwatch"
+# After a failure the node's summary is diagnosed.
+status=0
+out=$(cd "$tmp" && NCCLWATCH_JOB_ID=tr-2 bash "$src/examples/torchrun.sh" "${failing_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "torchrun.sh with a failing job: exit $status: $out"
+check_summaries "$tmp/ncclwatch-traces/tr-2" tr-2 "$out"
+echo "torchrun.sh after a failure printed:"
 echo "$out" | grep "^ncclwatch"
 # Without an id it makes one; the job's status is the script's.
 status=0
@@ -100,6 +134,21 @@ out=$(SLURM_JOB_ID=4243 SLURM_SUBMIT_DIR="$tmp/submit" NCCLWATCH_NODE_DIR="$tmp/
   bash examples/slurm.sbatch "$demo_job" 2>&1) || fail "slurm.sbatch with NCCLWATCH_NODE_DIR: exit $?: $out"
 [[ -n "$(ls "$tmp/local/4243"/*.ncclwatch)" ]] || fail "nothing written in the node-local folder"
 check_traces "$tmp/submit/ncclwatch-traces/4243" 4243 "$out" nowatch
+# After a failure each node's summary is diagnosed, from the shared folders
+# and from node-local ones.
+status=0
+out=$(cd "$tmp/submit" && SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4245 SLURM_SUBMIT_DIR="$tmp/submit" bash "$src/examples/slurm.sbatch" \
+  "${failing_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "slurm.sbatch with a failing job: exit $status: $out"
+check_summaries "$tmp/submit/ncclwatch-traces/4245" 4245 "$out"
+grep -qF "ncclwatch watch: " <<< "$out" || fail "slurm.sbatch after a failure: no watch verdict: $out"
+status=0
+out=$(SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4246 SLURM_SUBMIT_DIR="$tmp/submit" NCCLWATCH_NODE_DIR="$tmp/local" \
+  bash examples/slurm.sbatch "${failing_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "slurm.sbatch with NCCLWATCH_NODE_DIR and a failing job: exit $status: $out"
+check_summaries "$tmp/submit/ncclwatch-traces/4246" 4246 "$out"
+echo "slurm.sbatch after a failure printed:"
+echo "$out" | grep "^ncclwatch"
 # The default command runs once per task with its node's folder.
 STUB_LOG=$tmp/python.log SLURM_JOB_ID=4244 SLURM_SUBMIT_DIR="$tmp/submit" bash examples/slurm.sbatch > /dev/null 2>&1 ||
   fail "slurm.sbatch with the default command: exit $?"

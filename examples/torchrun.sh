@@ -2,7 +2,10 @@
 # A torchrun job on one node with ncclwatch: the plugin records every rank,
 # `ncclwatch watch` follows the files while the job runs (its verdict lands
 # as soon as a hang holds, before the watchdog kills the job), and
-# `ncclwatch diagnose` judges the whole run after it.
+# `ncclwatch diagnose` judges the whole run after it. After a failure (the
+# launcher exits non-zero) the node's traces are first summarized
+# (`ncclwatch summarize`), and diagnose reads the summary, as a job of many
+# nodes is diagnosed (README, "Large jobs: summarize per node").
 #
 #   examples/torchrun.sh                         # torchrun --standalone --nproc-per-node=$NPROC train.py
 #   examples/torchrun.sh python my_launcher.py   # any command that starts the ranks
@@ -16,8 +19,10 @@
 #   NCCLWATCH_TRACES  ./ncclwatch-traces/$NCCLWATCH_JOB_ID
 #   NCCLWATCH_STUCK_SEC 60        below PyTorch's NCCL watchdog (10 min by default,
 #                                 or the timeout= of init_process_group)
+#   NCCLWATCH_SUMMARIES $NCCLWATCH_TRACES/summaries/$NCCLWATCH_JOB_ID: where a
+#                                 failed job's summaries go, <host>.ncclsummary
 # Results in $NCCLWATCH_TRACES: <host>/ (the trace files), verdict.txt (watch's),
-# diagnosis.txt. Exits with the job's status.
+# diagnosis.txt (of the summaries after a failure). Exits with the job's status.
 set -uo pipefail
 
 prefix=${NCCLWATCH_PREFIX:-/usr}
@@ -50,7 +55,21 @@ status=$?
 kill -TERM "$watcher" 2> /dev/null
 wait "$watcher"
 echo "ncclwatch watch: $(head -1 "$traces/verdict.txt")"
-"$ncclwatch" diagnose "$traces" > "$traces/diagnosis.txt" 2>&1
-echo "ncclwatch diagnose (exit $?): $(head -1 "$traces/diagnosis.txt")"
+if ((status != 0)); then
+  # After a failure: the node's traces as one summary, as every node of a
+  # large job does, and diagnose reads the summaries.
+  summaries=${NCCLWATCH_SUMMARIES:-$traces/summaries/$NCCLWATCH_JOB_ID}
+  mkdir -p "$summaries" &&
+    "$ncclwatch" summarize --job="$NCCLWATCH_JOB_ID" -o "$summaries/$(hostname).ncclsummary" "$NCCLWATCH_DIR" \
+      > "$traces/summarize.log" 2>&1
+  summarized=$?
+  line=$(tail -1 "$traces/summarize.log")
+  echo "ncclwatch summarize (exit $summarized): ${line#ncclwatch summarize: }"
+  "$ncclwatch" diagnose "$summaries" > "$traces/diagnosis.txt" 2>&1
+  echo "ncclwatch diagnose of the summaries (exit $?): $(head -1 "$traces/diagnosis.txt")"
+else
+  "$ncclwatch" diagnose "$traces" > "$traces/diagnosis.txt" 2>&1
+  echo "ncclwatch diagnose (exit $?): $(head -1 "$traces/diagnosis.txt")"
+fi
 echo "ncclwatch: traces, verdict.txt and diagnosis.txt in $traces"
 exit "$status"

@@ -39,6 +39,7 @@ ABSL_FLAG(int32_t, settle, 2, "watch: polls a problem must hold before it is pri
 ABSL_FLAG(double, timeout, 0.0, "watch: seconds until the verdict on what was read (0: none)");
 ABSL_FLAG(uint64_t, window_ops, 200000, "watch: operations kept per file, at most");
 ABSL_FLAG(uint64_t, window, 64, "summarize: operations kept per rank and communicator beyond those unfinished");
+ABSL_FLAG(uint64_t, max_kb_per_rank, 64, "summarize: the most KB of one rank's summary (0: no cap)");
 ABSL_FLAG(double, from, 0.0, "export: the window's start, seconds on the job's timeline");
 ABSL_FLAG(double, to, 0.0, "export: the window's end, seconds on the job's timeline");
 ABSL_FLAG(bool, around_finding, false, "export: the window around the first finding's operation");
@@ -228,7 +229,7 @@ constexpr char kWatchUsage[] =
     "3 the evidence is incomplete or damaged.\n";
 
 constexpr char kSummarizeUsage[] =
-    "usage: ncclwatch summarize -o OUT [--window N] FILE|DIR...\n"
+    "usage: ncclwatch summarize -o OUT [--window N] [--max-kb-per-rank KB] FILE|DIR...\n"
     "\n"
     "Reduces the trace files of one node (or any set of ranks) to one summary\n"
     "file, a few KB per rank whatever the job's length, for a job too large to\n"
@@ -240,6 +241,10 @@ constexpr char kSummarizeUsage[] =
     "  --out FILE, -o FILE  the summary to write (name it NODE.ncclsummary)\n"
     "  --window N   operations kept per rank and communicator besides those not\n"
     "               finished (default 64); older completed ones are let go\n"
+    "  --max-kb-per-rank KB  the most one rank's summary holds (default 64; 0:\n"
+    "               no cap). Past it the chain's checkpoints are thinned, then\n"
+    "               the window's oldest operations go, and a verdict that needed\n"
+    "               them says INCOMPLETE\n"
     "  --job ID     only the files of job ID\n"
     "Exit status: 0 written, 2 no usable trace file or not written, 3 written\n"
     "without some files (named on standard error).\n";
@@ -258,7 +263,7 @@ const Command kCommands[] = {
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
     {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "format", "job", "out"}, {"tolerance", "baseline"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
-    {"summarize", kSummarizeUsage, {"out", "window", "job"}, {}},
+    {"summarize", kSummarizeUsage, {"out", "window", "max_kb_per_rank", "job"}, {}},
     {"watch",
      kWatchUsage,
      {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
@@ -392,7 +397,12 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
       err << who << "bad --window " << window << ": 1 to 1,048,576 operations\n" << cmd.usage;
       return 2;
     }
-    return SummarizeCommand(inputs, window, absl::GetFlag(FLAGS_out), out, err);
+    const uint64_t max_kb = absl::GetFlag(FLAGS_max_kb_per_rank);
+    if (max_kb > (1u << 22)) {
+      err << who << "bad --max-kb-per-rank " << max_kb << ": 0 (no cap) to 4,194,304 KB\n" << cmd.usage;
+      return 2;
+    }
+    return SummarizeCommand(inputs, window, max_kb, absl::GetFlag(FLAGS_out), out, err);
   }
   if (name == "diagnose" || name == "watch") {
     inputs.fr_paths = absl::GetFlag(FLAGS_fr);

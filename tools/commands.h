@@ -63,8 +63,8 @@ struct ExportSettings {
 // Summarizes the trace files of `inputs` into one summary file at
 // `out_path` (tools/summary/). Exit: 0 written, 2 nothing usable or not
 // written, 3 written without some files (named on `err`).
-int SummarizeCommand(const Inputs& inputs, uint64_t window, const std::string& out_path, std::ostream& out,
-                     std::ostream& err);
+int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank, const std::string& out_path,
+                     std::ostream& out, std::ostream& err);
 
 int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err);
 // `format`: text, json or openmetrics.

@@ -35,6 +35,14 @@ void SetComm(const Ctx& c, uint32_t comm, Finding* f) {
   f->set_comm_nranks(cm.nranks);
 }
 
+void SetOp(uint32_t op, Finding* f) { f->set_op(op == kNone ? 0 : uint64_t{op} + 1); }
+
+void SetOp(const Match& mt, Finding* f) {
+  for (uint32_t oi : mt.ops)
+    if (oi != kNone) return SetOp(oi, f);
+  f->set_op(0);
+}
+
 void AddEvidence(Finding* f, const std::string& proc, const std::string& text) {
   report::Evidence* e = f->add_evidence();
   e->set_proc(proc);

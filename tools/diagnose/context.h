@@ -107,6 +107,10 @@ struct Ctx {
 void Prepare(Ctx* c);
 
 void SetComm(const Ctx& c, uint32_t comm, Finding* f);
+// The finding's operation (Finding.op): a Model::ops index, or the first
+// side a match has.
+void SetOp(uint32_t op, Finding* f);
+void SetOp(const Match& mt, Finding* f);
 void AddEvidence(Finding* f, const std::string& proc, const std::string& text);
 
 // A finding with its place in the verdict order.

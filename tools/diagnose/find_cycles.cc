@@ -65,6 +65,7 @@ void FindCycles(Ctx* c, std::vector<Ranked>* out) {
               SetComm(*c, op.comm, &f);
               f.set_func(c->Str(op.func));
               f.set_seq(op.seq);
+              SetOp(c->oldest_inflight[a], &f);
             }
             when = std::min(when, op.start_ns);
             *f.add_culprits() = c->Ref(a);
@@ -179,6 +180,7 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     SetComm(*c, ou.comm, &f);
     f.set_func(c->Str(ou.func));
     f.set_seq(ou.seq);
+    SetOp(g.nodes[best_u][0], &f);
     f.set_waited_sec(waited);
     // Without a majority the records cannot tell which side broke the
     // order: every side is named, as a mismatch without majority names them.

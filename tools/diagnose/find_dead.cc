@@ -29,6 +29,7 @@ void FindDead(Ctx* c, std::vector<Ranked>* out) {
       SetComm(*c, b.comm, &f);
       f.set_func(c->Str(b.func));
       f.set_seq(b.seq);
+      SetOp(busy, &f);
       f.set_p2p(b.kind == OpKind::kP2p);
       std::vector<uint32_t> waiting;
       if (b.match != kNone)

@@ -114,6 +114,7 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
       SetComm(*c, ci, &f);
       f.set_func(c->Str(last.func));
       f.set_seq(mt.seq);
+      SetOp(mt, &f);
       std::vector<uint32_t> late_procs, waiting_procs;
       for (uint32_t oi : late) late_procs.push_back(m.ops[oi].proc);
       for (uint32_t oi : waited) waiting_procs.push_back(m.ops[oi].proc);

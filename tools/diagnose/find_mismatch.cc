@@ -197,6 +197,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       SetComm(*c, ci, &f);
       f.set_func(c->Str(ref.func));
       f.set_seq(mt.seq);
+      SetOp(mt, &f);
       std::vector<int32_t> culprit_ranks, agree_ranks;
       for (size_t gi = majority ? 1 : 0; gi < g.size(); ++gi)
         culprit_ranks.insert(culprit_ranks.end(), g[gi].second.begin(), g[gi].second.end());

@@ -72,6 +72,7 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
           SetComm(*c, ci, &f);
           f.set_func(func);
           f.set_seq(mt.seq);
+          SetOp(mt, &f);
           f.set_waited_sec(waited);
           for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
           for (uint32_t pr : absent) *f.add_waiting() = c->Ref(pr, ci);
@@ -96,6 +97,7 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         SetComm(*c, ci, &f);
         f.set_func(func);
         f.set_seq(mt.seq);
+        SetOp(mt, &f);
         f.set_waited_sec(waited);
         std::string fates;
         // A rank whose file is damaged before the operation is not known to
@@ -184,6 +186,7 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         SetComm(*c, ci, &f);
         f.set_func(func);
         f.set_seq(mt.seq);
+        SetOp(mt, &f);
         f.set_waited_sec(waited);
         std::vector<uint32_t> finished;
         for (auto& [r, oi] : present)

@@ -40,6 +40,7 @@ void FindP2p(Ctx* c, std::vector<Ranked>* out) {
         SetComm(*c, mt.comm, &f);
         f.set_func("Send");
         f.set_seq(mt.seq);
+        SetOp(mt, &f);
         *f.add_culprits() = c->Ref(s.proc, mt.comm);
         *f.add_culprits() = c->Ref(r.proc, mt.comm);
         auto size = [&](const Op& o) { return Thousands(o.count) + (c->Str(o.datatype).empty() ? "" : " x " + c->Str(o.datatype)); };
@@ -58,6 +59,7 @@ void FindP2p(Ctx* c, std::vector<Ranked>* out) {
         SetComm(*c, mt.comm, &f);
         f.set_func("Send");
         f.set_seq(mt.seq);
+        SetOp(mt, &f);
         double waited = 1e300;
         for (uint32_t oi : {send, recv}) {
           const Op& op = m.ops[oi];
@@ -92,6 +94,7 @@ void FindP2p(Ctx* c, std::vector<Ranked>* out) {
     SetComm(*c, mt.comm, &f);
     f.set_func(c->Str(op.func));
     f.set_seq(mt.seq);
+    SetOp(have, &f);
     f.set_waited_sec(c->WaitSec(op));
     *f.add_waiting() = c->Ref(op.proc, mt.comm);
     std::string fate;

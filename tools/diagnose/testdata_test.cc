@@ -165,6 +165,21 @@ TEST_P(TestdataTest, VerdictNamesTheOperationAndTheCulprits) {
     if (p != std::string::npos) at = p + frag.size();
   }
   EXPECT_EQ(ExitStatus(d), c.exit_status) << d.verdict();
+  // Each finding about an operation carries it (Finding.op): on the
+  // finding's communicator, with its number.
+  auto check_op = [&](const report::Finding& f) {
+    if (f.comm_hash() == 0 || f.kind() == report::STRAGGLER || f.func().empty()) return;
+    ASSERT_GT(f.op(), 0u) << f.summary();
+    ASSERT_LE(f.op(), m.ops.size());
+    const Op& op = m.ops[f.op() - 1];
+    EXPECT_EQ(m.comms[op.comm].hash, f.comm_hash()) << f.summary();
+    EXPECT_EQ(op.kind == OpKind::kP2p, f.p2p()) << f.summary();
+    if (!f.p2p()) {
+      EXPECT_EQ(op.seq, f.seq()) << f.summary();
+    }
+  };
+  for (const report::Finding& f : d.findings()) check_op(f);
+  for (const report::Finding& f : d.consequences()) check_op(f);
 }
 
 // Culprits name causes only: every finding's culprits, over the whole

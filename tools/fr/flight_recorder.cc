@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "tools/fr/pickle.h"
+#include "tools/model/semantics.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -79,24 +80,25 @@ bool Ranks(const PyValue* v, Budget* budget, bool* over, std::vector<int64_t>* o
 }
 
 // The NCCL collective a Flight Recorder entry is, when it is exactly one
-// (PyTorch's barrier is an all-reduce); "" when NCCL runs it otherwise
-// (point-to-point operations, several operations, or a name not known here).
-std::string NcclFunc(const std::string& profiling_name) {
+// (PyTorch's barrier is an all-reduce); Func::kOther when NCCL runs it
+// otherwise (point-to-point operations, several operations, or a name not
+// known here). Compared with Op::fn, never with a function's name.
+Func NcclFunc(const std::string& profiling_name) {
   std::string n = profiling_name;
   if (n.rfind("nccl:", 0) == 0) n = n.substr(5);
   while (!n.empty() && n[0] == '_') n = n.substr(1);
-  static const std::pair<const char*, const char*> kOne[] = {
-      {"all_reduce", "AllReduce"},         {"allreduce", "AllReduce"},
-      {"barrier", "AllReduce"},            {"broadcast", "Broadcast"},
-      {"all_gather", "AllGather"},         {"allgather_base", "AllGather"},
-      {"all_gather_base", "AllGather"},
-      {"all_gather_into_tensor", "AllGather"}, {"reduce_scatter", "ReduceScatter"},
-      {"reduce_scatter_base", "ReduceScatter"}, {"reduce_scatter_tensor", "ReduceScatter"},
-      {"reduce", "Reduce"},
+  static const std::pair<const char*, Func> kOne[] = {
+      {"all_reduce", Func::kAllReduce},         {"allreduce", Func::kAllReduce},
+      {"barrier", Func::kAllReduce},            {"broadcast", Func::kBroadcast},
+      {"all_gather", Func::kAllGather},         {"allgather_base", Func::kAllGather},
+      {"all_gather_base", Func::kAllGather},    {"all_gather_into_tensor", Func::kAllGather},
+      {"reduce_scatter", Func::kReduceScatter}, {"reduce_scatter_base", Func::kReduceScatter},
+      {"reduce_scatter_tensor", Func::kReduceScatter},
+      {"reduce", Func::kReduce},
   };
   for (const auto& [fr, nccl] : kOne)
     if (n == fr) return nccl;
-  return "";
+  return Func::kOther;
 }
 
 const FrFrame* UserFrame(const FrEntry& e) {
@@ -271,12 +273,12 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
           if (m.ops[oi].comm == ci && m.ops[oi].kind == OpKind::kColl) cand.colls.push_back(oi);
         bool ok = true;
         for (const FrEntry* e : entries) {
-          const std::string fn = NcclFunc(e->profiling_name);
-          if (fn.empty()) break;  // not one NCCL collective: the count is lost from here on
+          const Func fn = NcclFunc(e->profiling_name);
+          if (fn == Func::kOther) break;  // not one NCCL collective: the count is lost from here on
           if (e->collective_seq_id < 1) continue;
           const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
           if (k >= cand.colls.size()) continue;  // called in Python, never reached NCCL
-          if (m.strings[m.ops[cand.colls[k]].func] != fn) {
+          if (m.ops[cand.colls[k]].fn != fn) {
             ok = false;
             break;
           }
@@ -295,7 +297,7 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
       Comm& comm = m.comms[c.comm];
       if (comm.process_group.empty()) comm.process_group = label;
       for (const FrEntry* e : entries) {
-        if (NcclFunc(e->profiling_name).empty()) break;
+        if (NcclFunc(e->profiling_name) == Func::kOther) break;
         if (e->collective_seq_id < 1) continue;
         const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
         if (k < c.colls.size()) join.by_op[c.colls[k]] = FrCall{e, dump.rank};
@@ -328,10 +330,12 @@ void AddFlightRecorderEvidence(const Model& m, const FrJoin& join, report::Diagn
   std::unordered_map<std::string, uint32_t> proc_of_file;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) proc_of_file[m.procs[pi].path] = pi;
   auto annotate = [&](report::Finding* f) {
-    uint32_t ci = kNone;
-    for (uint32_t i = 0; i < m.comms.size(); ++i)
-      if (f->comm_hash() != 0 && m.comms[i].hash == f->comm_hash() && m.comms[i].nranks == f->comm_nranks()) ci = i;
-    if (ci == kNone) return;
+    // The finding's operation, as diagnose found it (Finding.op): its
+    // communicator, and each rank's side through its match.
+    if (f->op() == 0 || f->op() > m.ops.size()) return;
+    const Op& fop = m.ops[f->op() - 1];
+    const uint32_t ci = fop.comm;
+    if (ci >= m.comms.size()) return;
     if (!m.comms[ci].process_group.empty()) f->set_process_group(m.comms[ci].process_group);
     std::vector<const report::ProcRef*> refs;
     for (const report::ProcRef& r : f->culprits()) refs.push_back(&r);
@@ -343,11 +347,9 @@ void AddFlightRecorderEvidence(const Model& m, const FrJoin& join, report::Diagn
       const uint32_t pi = p->second;
       const FrCall* call = nullptr;
       bool this_op = false;
-      if (!f->p2p()) {
-        for (uint32_t oi : m.procs[pi].ops) {
-          const Op& op = m.ops[oi];
-          if (op.comm != ci || op.kind != OpKind::kColl || op.seq != f->seq() || m.strings[op.func] != f->func())
-            continue;
+      if (fop.kind == OpKind::kColl && fop.match < m.matches.size()) {
+        for (uint32_t oi : m.matches[fop.match].ops) {
+          if (oi == kNone || m.ops[oi].proc != pi) continue;
           auto it = join.by_op.find(oi);
           if (it != join.by_op.end()) {
             call = &it->second;

@@ -108,6 +108,45 @@ TEST(FlightRecorder, TheVerdictNamesTheGroupAndThePythonLines) {
   EXPECT_NE(FormatJson(r.d).find("\"pythonCalls\""), std::string::npos);
 }
 
+// The join reads the finding's operation from the finding (Finding.op),
+// never looks it up again by communicator, function name and number: what
+// a finding says of them in words changes nothing.
+TEST(FlightRecorder, TheFindingsOperationIsTakenFromTheFinding) {
+  Joined r;
+  Diagnosed(&r, {}, /*beside=*/true);
+  ASSERT_GE(r.d.findings_size(), 1);
+  const report::Finding want = r.d.findings(0);
+  ASSERT_GT(want.op(), 0u);
+  const Op& op = r.model.ops[want.op() - 1];
+  EXPECT_EQ(op.fn, Func::kAllReduce);
+  EXPECT_EQ(op.seq, 4u);
+  report::Diagnosis d = r.d;
+  report::Finding* f = d.mutable_findings(0);
+  f->clear_python_calls();
+  f->clear_evidence();
+  f->clear_process_group();
+  f->set_func("all_reduce");  // another spelling, another number, no hash
+  f->set_seq(13);
+  f->set_comm_hash(0);
+  d.mutable_consequences()->Clear();
+  d.mutable_input_issues()->Clear();
+  AddFlightRecorderEvidence(r.model, r.join, &d);
+  ASSERT_EQ(f->python_calls_size(), want.python_calls_size());
+  for (int i = 0; i < f->python_calls_size(); ++i) {
+    EXPECT_EQ(f->python_calls(i).proc(), want.python_calls(i).proc());
+    EXPECT_EQ(f->python_calls(i).this_operation(), want.python_calls(i).this_operation());
+    EXPECT_EQ(f->python_calls(i).call(), want.python_calls(i).call());
+  }
+  EXPECT_EQ(f->process_group(), "default_pg");
+  // Without an operation, nothing is joined to the finding.
+  d = r.d;
+  d.mutable_findings(0)->clear_python_calls();
+  d.mutable_findings(0)->set_op(0);
+  d.mutable_consequences()->Clear();
+  AddFlightRecorderEvidence(r.model, r.join, &d);
+  EXPECT_EQ(d.findings(0).python_calls_size(), 0);
+}
+
 TEST(FlightRecorder, WithoutDumpsNothingChanges) {
   Joined with_none;
   Diagnosed(&with_none, {}, /*beside=*/false);

@@ -2,7 +2,10 @@
 // them. The input is one summary file: ParseSummary (the processes before
 // any damage kept), then the job's model from them (BuildModelFromSummaries:
 // settling what was let go, comparing signature chains), MatchOps,
-// AlignClocks, stats (the summaries' sketches) and diagnose with its text view. Nothing may crash, hang or
+// AlignClocks, stats (the summaries' sketches) and diagnose with its text
+// view. When the input's last byte is even, each process is first brought
+// under a cap of 64 times it (CapSummaryProcess: thinned checkpoints, cut
+// windows and stuck reports), as summarize does. Nothing may crash, hang or
 // allocate unbounded memory, whatever the summary claims (counts, seqs,
 // checkpoint positions).
 #include <stddef.h>
@@ -27,6 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string error;
   const bool whole = ParseSummary("fuzz.ncclsummary", std::string(reinterpret_cast<const char*>(data), size), &s, &error);
   if (s.procs.empty()) return 0;
+  const uint8_t last = data[size - 1];  // size > 0: a process was parsed
+  if (last % 2 == 0)
+    for (ncclwatch::summary::SummaryProcess& p : s.procs) CapSummaryProcess(uint64_t{last} * 64, 64, &p);
   std::vector<std::string> errors;
   if (!whole) errors.push_back(error);
   Model model;

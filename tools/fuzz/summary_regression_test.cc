@@ -12,6 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include "tools/diagnose/diagnose.h"
+#include "tools/model/model.h"
+#include "tools/summary/job.h"
 #include "tools/summary/summary.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -55,6 +58,51 @@ TEST(SummaryFuzzRegressionTest, CutAndChangedSummariesOfRecordings) {
   // ASan keeps up to 256 MB of freed memory in quarantine: the bound is
   // for an allocation the size of a claimed count (gigabytes), not a tight one.
   EXPECT_LT(PeakKb(), 1024 * 1024);
+}
+
+// Summaries of recordings made under caps far below what they need
+// (--max-kb-per-rank): each process record stays within its cap unless its
+// records besides operations pass it, the target runs on them, and a
+// merge of a summary the cap cut is never OK and blames no one.
+TEST(SummaryFuzzRegressionTest, SummariesUnderTightCaps) {
+  int merged_cut = 0;
+  for (const char* dir : {"testdata/gpu/skip", "testdata/gpu/count", "testdata/gpu-events4/swap",
+                          "testdata/gpu-events/kill", "testdata/gpu/healthy"}) {
+    for (uint64_t cap : {uint64_t{256}, uint64_t{1024}, uint64_t{4096}}) {
+      SCOPED_TRACE(std::string(dir) + " cap " + std::to_string(cap));
+      SummarizeOptions opts;
+      opts.window = 2;
+      opts.checkpoint_every = 1;
+      opts.max_bytes_per_rank = cap;
+      SummaryResult s;
+      std::string error;
+      if (!Summarize({dir}, opts, &s, &error)) continue;  // a folder this checkout lacks
+      bool cut = false;
+      for (const summary::SummaryProcess& p : s.procs) {
+        cut |= p.cut_ops() > 0 || p.cut_stuck_ops() > 0;
+        int ops = 0;
+        for (const summary::WindowRecord& w : p.records()) {
+          trace::Record r;
+          ops += r.ParseFromString(w.record()) && r.has_op();
+        }
+        if (ops > 0) {
+          EXPECT_LE(p.ByteSizeLong(), cap) << p.path();
+        }
+      }
+      RunTarget(EncodeSummary(s));
+      if (!cut) continue;
+      ++merged_cut;
+      Model m;
+      ASSERT_TRUE(BuildModelFromSummaries(s.procs, {}, {}, LoadOptions(), &m, &error)) << error;
+      MatchOps(&m);
+      AlignClocks(&m);
+      const report::Diagnosis d = Diagnose(m);
+      EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
+      EXPECT_NE(d.verdict().find("--max-kb-per-rank"), std::string::npos) << d.verdict();
+      for (const report::Finding& f : d.findings()) EXPECT_EQ(f.culprits_size(), 0) << f.summary();
+    }
+  }
+  EXPECT_GE(merged_cut, 10);  // the caps bind
 }
 
 }  // namespace

@@ -176,10 +176,16 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
               cm = mine.emplace(hash, &v.back()).first;
             }
             ChainMember* ch = cm->second;
-            const uint64_t prev = ch->window.empty() ? (ch->let_go == 0 ? 0 : ch->stored[ch->let_go]) : ch->window.back();
-            ch->window.push_back(ChainStep(prev, f->second, o.count(), d == strings.end() ? std::string() : d->second,
-                                           IsRooted(FuncFromName(f->second)) ? o.root() : 0));
-            if (cut && o.has_completion()) ++ch->dropped;
+            // A window the cap cut (cut_ops) has holes: no chain runs on
+            // through it, so its let-go collectives stay uncompared.
+            if (sp.cut_ops() == 0 && sp.cut_stuck_ops() == 0) {
+              const uint64_t prev =
+                  ch->window.empty() ? (ch->let_go == 0 ? 0 : ch->stored[ch->let_go]) : ch->window.back();
+              ch->window.push_back(ChainStep(prev, f->second, o.count(),
+                                             d == strings.end() ? std::string() : d->second,
+                                             IsRooted(FuncFromName(f->second)) ? o.root() : 0));
+              if (cut && o.has_completion()) ++ch->dropped;
+            }
           } else {
             const bool recv = IsRecv(FuncFromName(f->second));
             const int32_t me = c->second.second;
@@ -235,15 +241,23 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     auto it = proc_of.find(sp.path());
     if (it == proc_of.end()) continue;
     Proc& p = m->procs[it->second];
-    p.settled_ops = sp.let_go_ops() + settled[i].ops;
+    // Operations the cap cut count in the totals like those let go; the
+    // evidence they were is gone, which the gap below says.
+    p.settled_ops = sp.let_go_ops() + settled[i].ops + sp.cut_ops();
     m->summary_let_go += p.settled_ops;
     p.settled_completed = sp.let_go_completed() + settled[i].completed;
-    p.cut_ops = sp.cut_ops();
     const bool from_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
     if (!ReadDigests(sp, &p) || (from_summary && !p.digested))
       m->undigested.push_back(sp.path() + (from_summary ? " (in " + (*sources)[i] + ")" : std::string()) + ": " +
                               (sp.digested() ? "its stats rows are damaged"
                                              : "the summary holds no stats rows (an older ncclwatch wrote it)"));
+    if (sp.cut_ops() > 0 || sp.cut_stuck_ops() > 0)
+      gap(i, "the summary of " + name(i) + " dropped " +
+                 (sp.cut_ops() > 0 ? std::to_string(sp.cut_ops()) + " of the operations its window kept" : "") +
+                 (sp.cut_ops() > 0 && sp.cut_stuck_ops() > 0 ? " and " : "") +
+                 (sp.cut_stuck_ops() > 0 ? std::to_string(sp.cut_stuck_ops()) + " operations its stuck reports listed"
+                                         : "") +
+                 ", to stay within --max-kb-per-rank; summarize with a larger --max-kb-per-rank");
     // What reading the whole file found (FileWindow::Annotate's facts).
     if (sp.damaged()) {
       if (!p.damaged || sp.damaged_at() < p.damaged_at) p.damaged_at = sp.damaged_at();
@@ -359,6 +373,7 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
     if (!traces.empty()) {
       SummarizeOptions so;
       so.window = UINT64_MAX;
+      so.max_bytes_per_rank = 0;  // read whole
       so.job = opts.job;
       SummaryResult s;
       std::string e;

@@ -26,10 +26,14 @@ struct Outcome {
   std::string traces_line, summaries_line;
   int traces_exit = -1, summaries_exit = -1;
   uint64_t summary_bytes = 0;
+  uint64_t largest_proc_bytes = 0;   // the largest SummaryProcess
+  uint64_t cut_ops = 0;              // over every process
+  uint32_t checkpoint_every = 0;     // the widest interval after thinning
+  report::Diagnosis summaries;
 };
 
 // The job's files, each host's summary, and both verdicts.
-Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64) {
+Outcome Judge(const JobSpec& spec, const std::string& name, SummarizeOptions opts) {
   const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/" + name;
   mkdir(dir.c_str(), 0755);
   const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
@@ -44,10 +48,13 @@ Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64
   for (size_t first = 0; first < files.size(); first += spec.ranks_per_host) {
     std::vector<std::string> node(files.begin() + first,
                                   files.begin() + std::min(files.size(), first + spec.ranks_per_host));
-    SummarizeOptions opts;
-    opts.window = window;
     SummaryResult s;
     EXPECT_TRUE(Summarize(node, opts, &s, &error)) << error;
+    for (const summary::SummaryProcess& p : s.procs) {
+      r.largest_proc_bytes = std::max<uint64_t>(r.largest_proc_bytes, p.ByteSizeLong());
+      r.cut_ops += p.cut_ops() + p.cut_stuck_ops();
+      r.checkpoint_every = std::max(r.checkpoint_every, p.checkpoint_every());
+    }
     const std::string bytes = EncodeSummary(s);
     r.summary_bytes += bytes.size();
     summaries.push_back(dir + "/node" + std::to_string(first) + ".ncclsummary");
@@ -58,7 +65,14 @@ Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64
   const report::Diagnosis d = Diagnose(sm);
   r.summaries_line = d.verdict();
   r.summaries_exit = ExitStatus(d);
+  r.summaries = d;
   return r;
+}
+
+Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64) {
+  SummarizeOptions opts;
+  opts.window = window;
+  return Judge(spec, name, opts);
 }
 
 JobSpec LongJob() {
@@ -108,7 +122,9 @@ TEST(SummaryJobTest, AnOperationOneRankLetGoAndAnotherNeverFinishedIsIncomplete)
   spec.op_hook = [](int rank, int op, OpPlan& p) {
     if (rank == 2 && op == 200) p.never_completes = true;
   };
-  const Outcome r = Judge(spec, "conflict");
+  SummarizeOptions opts;
+  opts.max_bytes_per_rank = 0;  // rank 2 keeps its 1,800 operations after #100: past the cap
+  const Outcome r = Judge(spec, "conflict", opts);
   EXPECT_NE(r.traces_exit, 0) << r.traces_line;
   EXPECT_EQ(r.summaries_exit, 3) << r.summaries_line;
   EXPECT_EQ(r.summaries_line.rfind("INCOMPLETE: the summaries cannot tell what went wrong: ", 0), 0u)
@@ -162,9 +178,66 @@ TEST(SummaryJobTest, AStragglerBeforeTheWindowIsFound) {
 }
 
 TEST(SummaryJobTest, AWindowLongerThanTheJobGivesTheTracesVerdict) {
-  const Outcome r = Judge(LongJob(), "whole", 5000);
+  SummarizeOptions opts;
+  opts.window = 5000;
+  opts.max_bytes_per_rank = 0;  // 2,000 operations: past the cap
+  const Outcome r = Judge(LongJob(), "whole", opts);
   EXPECT_EQ(r.summaries_line, r.traces_line);
   EXPECT_EQ(r.summaries_exit, 0);
+}
+
+// The size cap per rank (--max-kb-per-rank). A checkpoint per collective
+// over 2,000 of them passes 8 KB: thinned, they fit, and the early
+// mismatch is still found with its culprit, placed less closely.
+TEST(SummaryJobTest, CheckpointsPastTheCapAreThinnedAndTheMismatchStaysFound) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.count = 4096;
+  };
+  SummarizeOptions opts;
+  opts.checkpoint_every = 1;
+  opts.max_bytes_per_rank = 0;
+  const Outcome whole = Judge(spec, "thin-uncapped", opts);
+  EXPECT_GT(whole.largest_proc_bytes, 8u << 10);  // the cap below binds
+  EXPECT_EQ(whole.checkpoint_every, 0u);
+  opts.max_bytes_per_rank = 8 << 10;
+  const Outcome r = Judge(spec, "thin", opts);
+  EXPECT_LE(r.largest_proc_bytes, 8u << 10);
+  EXPECT_GE(r.checkpoint_every, 2u);
+  EXPECT_EQ(r.cut_ops, 0u);
+  EXPECT_EQ(r.summaries_exit, 1) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.rfind("MISMATCH: rank 5 issued collectives on comm 'world' (8 ranks) that differ from "
+                                   "ranks 0-4,6,7's",
+                                   0),
+            0u)
+      << r.summaries_line;
+}
+
+// An operation that never finishes keeps every later one in its rank's
+// window: unbounded without the cap. With it, the summary stays under the
+// cap, and the verdict says INCOMPLETE, why, and blames no one.
+TEST(SummaryJobTest, AWindowPastTheCapIsCutAndTheVerdictIsIncomplete) {
+  JobSpec spec = LongJob();
+  spec.ncolls = 1000;  // a smaller cap than the default, for a shorter test
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 2 && op == 5) p.never_completes = true;
+  };
+  SummarizeOptions opts;
+  opts.window = 5000;  // nothing let go: the uncapped summaries judge as the traces
+  opts.max_bytes_per_rank = 0;
+  const Outcome whole = Judge(spec, "cut-uncapped", opts);
+  EXPECT_GT(whole.largest_proc_bytes, 16u << 10);
+  EXPECT_EQ(whole.summaries_line, whole.traces_line);
+  EXPECT_EQ(whole.traces_exit, 1) << whole.traces_line;
+  opts.max_bytes_per_rank = 16 << 10;
+  const Outcome r = Judge(spec, "cut", opts);
+  EXPECT_LE(r.largest_proc_bytes, 16u << 10);
+  EXPECT_GT(r.cut_ops, 0u);
+  EXPECT_EQ(r.summaries_exit, 3) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.rfind("INCOMPLETE: the summaries cannot tell what went wrong: ", 0), 0u)
+      << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("to stay within --max-kb-per-rank"), std::string::npos) << r.summaries_line;
+  for (const report::Finding& f : r.summaries.findings()) EXPECT_EQ(f.culprits_size(), 0) << f.summary();
 }
 
 // A summary written into the traces' own folder holds the same processes

@@ -16,8 +16,6 @@
 namespace ncclwatch::tools {
 namespace {
 
-// Bytes read from a trace file at a time.
-constexpr uint64_t kChunk = 16ull << 20;
 // The longest record of a summary: a process's window (kept bounded by
 // FileWindow; a GiB is no summary we write).
 constexpr uint64_t kMaxSummaryRecord = 1ull << 30;
@@ -137,14 +135,14 @@ uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, cons
   return Fnv(h, &root, sizeof(root));
 }
 
-bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
-                   summary::SummaryProcess* out, std::string* error) {
-  FuncIds names;
-  FileWindow w(path, &names);
-  std::vector<std::string> notes;
-  do {
-    w.Follow(kChunk, &notes);
-  } while (w.backlog() && !w.stopped());
+namespace {
+
+// A file's window (read whole) summarized into `out`: path, size, the
+// records kept and the prefixes let go; not yet the whole file's facts nor
+// the cap (FinishProcess). False with `error` when it holds no record.
+bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes, const SummarizeOptions& opts,
+                     summary::SummaryProcess* out, std::string* error) {
+  const std::string& path = w.path();
   if (!w.has_records()) {
     *error = path + ": no record" + (notes.empty() ? std::string() : " (" + notes[0] + ")");
     return false;
@@ -284,17 +282,129 @@ bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const 
   }
   out->set_let_go_ops(let_go);
   out->set_let_go_completed(let_go);
-  // What reading the whole file found: the node's model of it, else what
-  // the window's reading saw.
-  Proc seen;
-  w.Annotate(&seen, true);
-  const Proc& p = facts != nullptr ? *facts : seen;
+  return true;
+}
+
+// What reading the whole file found (`p`: the node's model of it, else
+// what the window's reading saw), then the cap.
+void FinishProcess(const Proc& p, const SummarizeOptions& opts, summary::SummaryProcess* out) {
   out->set_cut_tail(p.cut_tail);
   out->set_damaged(p.damaged);
   out->set_damaged_end(p.damaged_end);
   out->set_damaged_at(p.damaged_at);
   for (const std::string& i : p.issues) out->add_issues(i);
+  if (opts.window != UINT64_MAX) CapSummaryProcess(opts.max_bytes_per_rank, opts.checkpoint_every, out);
+}
+
+}  // namespace
+
+bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
+                   summary::SummaryProcess* out, std::string* error) {
+  TraceReader reader;
+  if (!reader.Open(path, error)) return false;
+  FuncIds names;
+  FileWindow w(path, &names);
+  std::vector<std::string> notes;
+  w.ReadWhole(&reader, nullptr, &notes);
+  if (!SummarizeWindow(w, notes, opts, out, error)) return false;
+  Proc seen;
+  w.Annotate(&seen, true);
+  FinishProcess(facts != nullptr ? *facts : seen, opts, out);
   return true;
+}
+
+void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp) {
+  if (max_bytes == 0 || sp->ByteSizeLong() <= max_bytes) return;
+  // Checkpoints grow with the job: thin them first, which costs only how
+  // closely a chain mismatch is placed, never a verdict.
+  uint64_t every = std::max<uint32_t>(checkpoint_every, 1);
+  while (sp->ByteSizeLong() > max_bytes && every < (1ull << 62)) {
+    bool thinned = false;
+    every *= 2;
+    for (summary::CommPrefix& p : *sp->mutable_prefixes()) {
+      auto* cs = p.mutable_checkpoints();
+      int kept = 0;
+      for (int i = 0; i < cs->size(); ++i) {
+        if (i + 1 < cs->size() && cs->Get(i).position() % every != 0) continue;  // the last always stays
+        if (kept != i) cs->SwapElements(kept, i);
+        ++kept;
+      }
+      thinned |= kept < cs->size();
+      while (cs->size() > kept) cs->RemoveLast();
+    }
+    if (!thinned && std::all_of(sp->prefixes().begin(), sp->prefixes().end(),
+                                [](const summary::CommPrefix& p) { return p.checkpoints_size() <= 1; }))
+      break;
+    sp->set_checkpoint_every(static_cast<uint32_t>(std::min<uint64_t>(every, UINT32_MAX)));
+  }
+  if (sp->ByteSizeLong() <= max_bytes) return;
+  // Then the window's oldest finished operations; then what stuck reports
+  // list beyond each one's oldest operations; then the oldest unfinished
+  // operations: what a rank waits in is the evidence most verdicts rest on.
+  std::vector<const std::string*> serialized;
+  std::vector<bool> is_op;
+  trace::Record r;
+  for (const summary::WindowRecord& w : sp->records()) {
+    serialized.push_back(&w.record());
+    is_op.push_back(r.ParseFromString(w.record()) && r.has_op());
+  }
+  uint64_t first_open = UINT64_MAX;
+  std::vector<bool> finished = FinishedOps(serialized, &first_open);
+  serialized.clear();  // the records move below
+  std::vector<bool> drop(is_op.size(), false);
+  auto framed = [](uint64_t n) {
+    std::string len;
+    PutVarint(n, &len);
+    return 1 + len.size() + n;
+  };
+  uint64_t cut = 0;
+  auto drop_ops = [&](bool finished_only) {
+    const uint64_t size = sp->ByteSizeLong();
+    if (size <= max_bytes) return;
+    const uint64_t excess = size - max_bytes + 32;  // the counts grow by a few bytes
+    uint64_t freed = 0;
+    for (size_t i = 0; i < is_op.size() && freed < excess; ++i) {
+      if (!is_op[i] || drop[i] || (finished_only && !finished[i])) continue;
+      drop[i] = true;
+      freed += framed(sp->records(static_cast<int>(i)).ByteSizeLong());
+      ++cut;
+    }
+    auto* recs = sp->mutable_records();
+    int kept = 0;
+    for (int i = 0; i < recs->size(); ++i) {
+      const size_t k = static_cast<size_t>(i);
+      if (drop[k]) continue;
+      if (kept != i) recs->SwapElements(kept, i);
+      is_op[static_cast<size_t>(kept)] = is_op[k];
+      finished[static_cast<size_t>(kept)] = finished[k];
+      ++kept;
+    }
+    while (recs->size() > kept) recs->RemoveLast();
+    is_op.resize(static_cast<size_t>(kept));
+    finished.resize(static_cast<size_t>(kept));
+    drop.assign(is_op.size(), false);
+  };
+  drop_ops(true);
+  if (sp->ByteSizeLong() > max_bytes) {
+    const uint64_t excess = sp->ByteSizeLong() - max_bytes + 32;
+    uint64_t freed = 0, trimmed = 0;
+    for (summary::WindowRecord& w : *sp->mutable_records()) {
+      if (freed >= excess) break;
+      if (!r.ParseFromString(w.record()) || !r.has_stuck() || r.stuck().ops_size() <= 1) continue;
+      auto* ops = r.mutable_stuck()->mutable_ops();
+      std::sort(ops->begin(), ops->end(),
+                [](const trace::InFlightOp& a, const trace::InFlightOp& b) { return a.start_ns() < b.start_ns(); });
+      while (ops->size() > 1 && freed < excess) {
+        freed += framed(ops->Get(ops->size() - 1).ByteSizeLong());
+        ops->RemoveLast();
+        ++trimmed;
+      }
+      w.set_record(r.SerializeAsString());
+    }
+    sp->set_cut_stuck_ops(trimmed);
+  }
+  drop_ops(false);
+  sp->set_cut_ops(sp->cut_ops() + cut);
 }
 
 bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
@@ -307,13 +417,40 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
     *error = "no trace file (*.ncclwatch) among " + ListFew(paths);
     return false;
   }
-  // The whole files' checks (each write's records and times, sequence
-  // numbers without a gap): the node's model of them.
-  Model node;
-  std::string load_error;
+  // Each file is read once: its records make its window and, as they are
+  // read, the node's model, whose whole-file checks (each write's records
+  // and times, sequence numbers without a gap, across files the members
+  // and host clocks) are the facts each summary keeps.
   LoadOptions lo;
   lo.job = opts.job;
-  LoadModel(in.files, lo, &node, &load_error);
+  ModelLoader loader(lo);
+  loader.ReserveForBytes(in.data_bytes);
+  bool feeding = true;  // until the loader stops (LoadModel's rule)
+  std::vector<std::pair<summary::SummaryProcess, Proc>> read;  // with what the window saw
+  for (const std::string& f : in.files) {
+    TraceReader reader;
+    std::string e;
+    if (!reader.Open(f, &e)) {
+      if (feeding) feeding = loader.FileError(e);
+      out->errors.push_back(e);
+      continue;
+    }
+    FuncIds names;
+    FileWindow w(f, &names);
+    std::vector<std::string> notes;
+    feeding = w.ReadWhole(&reader, feeding ? &loader : nullptr, &notes) && feeding;
+    summary::SummaryProcess sp;
+    if (!SummarizeWindow(w, notes, opts, &sp, &e)) {
+      out->errors.push_back(e);
+      continue;
+    }
+    Proc seen;
+    w.Annotate(&seen, true);
+    read.emplace_back(std::move(sp), std::move(seen));
+  }
+  Model node;
+  std::string load_error;
+  loader.Finish(&node, &load_error);
   std::unordered_map<std::string, const Proc*> by_path;
   std::unordered_map<std::string, uint32_t> index_of;
   for (uint32_t pi = 0; pi < node.procs.size(); ++pi) {
@@ -334,39 +471,37 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
   out->header.set_version(kSummaryVersion);
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
   out->header.set_checkpoint_every(opts.checkpoint_every);
-  for (const std::string& f : in.files) {
-    auto it = by_path.find(f);
-    summary::SummaryProcess sp;
-    std::string e;
-    if (SummarizeFile(f, opts, it == by_path.end() ? nullptr : it->second, &sp, &e)) {
-      auto di = index_of.find(f);
-      if (di != index_of.end() && di->second < digests.size()) {
-        const ProcDigest& d = digests[di->second];
-        SetDigests(d.rows, d.ranks, d.whole_comms, &sp);
-        if (di->second < arrivals.size() && arrivals[di->second].valid) {
-          const ArrivalDigest& a = arrivals[di->second];
-          summary::ArrivalDigest* pa = sp.mutable_arrivals();
-          pa->set_threshold_s(a.threshold_s);
-          pa->set_fraction(a.fraction);
-          pa->set_total(a.total);
-          pa->set_late(a.late);
-          pa->set_median_lag_s(a.median_lag_s);
-          pa->set_max_lag_s(a.max_lag_s);
-          for (const ArrivalRow& r : a.rows) {
-            summary::ArrivalRow* pr = pa->add_rows();
-            pr->set_comm_hash(r.comm_hash);
-            pr->set_func(r.func);
-            pr->set_total(r.total);
-            pr->set_late(r.late);
-            pr->set_median_lag_s(r.median_lag_s);
-            pr->set_max_lag_s(r.max_lag_s);
-          }
+  out->header.set_max_kb_per_rank(static_cast<uint32_t>(std::min<uint64_t>(opts.max_bytes_per_rank >> 10, UINT32_MAX)));
+  for (auto& [sp, seen] : read) {
+    auto it = by_path.find(sp.path());
+    // The stats rows and arrivals before FinishProcess, so that the cap
+    // measures the whole record.
+    auto di = index_of.find(sp.path());
+    if (di != index_of.end() && di->second < digests.size()) {
+      const ProcDigest& d = digests[di->second];
+      SetDigests(d.rows, d.ranks, d.whole_comms, &sp);
+      if (di->second < arrivals.size() && arrivals[di->second].valid) {
+        const ArrivalDigest& a = arrivals[di->second];
+        summary::ArrivalDigest* pa = sp.mutable_arrivals();
+        pa->set_threshold_s(a.threshold_s);
+        pa->set_fraction(a.fraction);
+        pa->set_total(a.total);
+        pa->set_late(a.late);
+        pa->set_median_lag_s(a.median_lag_s);
+        pa->set_max_lag_s(a.max_lag_s);
+        for (const ArrivalRow& r : a.rows) {
+          summary::ArrivalRow* pr = pa->add_rows();
+          pr->set_comm_hash(r.comm_hash);
+          pr->set_func(r.func);
+          pr->set_total(r.total);
+          pr->set_late(r.late);
+          pr->set_median_lag_s(r.median_lag_s);
+          pr->set_max_lag_s(r.max_lag_s);
         }
       }
-      out->procs.push_back(std::move(sp));
     }
-    else
-      out->errors.push_back(e);
+    FinishProcess(it == by_path.end() ? seen : *it->second, opts, &sp);
+    out->procs.push_back(std::move(sp));
   }
   if (out->procs.empty()) {
     *error = "no usable trace file: " + (out->errors.empty() ? std::string("none") : out->errors[0]);

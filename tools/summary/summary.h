@@ -14,9 +14,11 @@
 // the whole file found (damage, a cut tail, the whole-file checks) is kept
 // as the model's Proc facts. The merge is in job.h.
 //
-// Contract: reads each file once in chunks (FileWindow::Follow); memory is
-// one file's window and the node's model at a time (the per-node model
-// gives the whole-file checks). Thread safety: one thread.
+// Contract: reads each file once (FileWindow::ReadWhole), its records
+// going both to its window and to the node's model, whose whole-file
+// checks give each summary its facts; memory is one file's window, the
+// node's model and the summaries made so far (each bounded by the cap).
+// Thread safety: one thread.
 
 #ifndef TOOLS_SUMMARY_SUMMARY_H_
 #define TOOLS_SUMMARY_SUMMARY_H_
@@ -45,7 +47,21 @@ struct SummarizeOptions {
   uint32_t checkpoint_every = 64;
   // Read only this job's files (LoadOptions::job).
   std::string job;
+  // The most bytes of one process's record (SummaryProcess); 0: no cap.
+  // Past it, checkpoints are thinned, then the window's oldest operations
+  // go (CapSummaryProcess).
+  uint64_t max_bytes_per_rank = 64 << 10;
 };
+
+// Brings `sp` within `max_bytes` (its serialized size): first thins every
+// prefix's checkpoints (every 2nd kept, the interval doubling from
+// `checkpoint_every`, each prefix's last kept, the interval recorded in
+// sp.checkpoint_every), then drops the window's oldest finished
+// operations, then the stuck reports' newest listed operations (each keeps
+// its oldest), then the oldest unfinished operations, counted in
+// sp.cut_ops and sp.cut_stuck_ops. Definitions and other records stay: a
+// process whose other records pass the cap stays over it.
+void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp);
 
 // A completion this far after its operation's start, and this close to the
 // end of its file or its communicator's finalize, may be an abort's

@@ -111,16 +111,7 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
     uint64_t offset = 0;
     const uint64_t before = resume_.offset;
     while (!stopped_ && r.Next(&rec, &offset)) Ingest(&rec, offset, notes);
-    for (const ReadIssue& i : r.issues()) {
-      // A cut record is the end of what was written so far. A newer schema
-      // and unknown fields are no damage: the loader says them (Feed), and
-      // a file without its header is handled by Ingest.
-      if (i.kind == ReadIssue::kCorrupt || i.kind == ReadIssue::kIoError) Damage(i.offset, i.what, true, notes);
-      else if (i.kind == ReadIssue::kUnparsable) Damage(i.offset, i.what, false, notes);
-      else if (i.kind == ReadIssue::kCutTail) tail_line_ = path_ + ": offset " + std::to_string(i.offset) + ": " + i.what;
-      else if (i.kind == ReadIssue::kNewerSchema) read_issues_.push_back(i);
-      else if (i.kind == ReadIssue::kUnknownFields && !said_unknown_) said_unknown_ = true, read_issues_.push_back(i);
-    }
+    TakeIssues(r.issues(), notes);
     resume_ = r.resume();
     if (stopped_ || resume_.offset > before || got < want) break;
     // No whole record in `want` bytes: one longer record. Read more of it,
@@ -136,6 +127,35 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
   // again at once.
   backlog_ = !stopped_ && !failed && start + read < f.size;
   tail_ = !stopped_ && !backlog_ && resume_.offset < f.size;
+}
+
+void FileWindow::TakeIssues(const std::vector<ReadIssue>& issues, std::vector<std::string>* notes) {
+  for (const ReadIssue& i : issues) {
+    // A cut record is the end of what was written so far. A newer schema
+    // and unknown fields are no damage: the loader says them (Feed), and
+    // a file without its header is handled by Ingest.
+    if (i.kind == ReadIssue::kCorrupt || i.kind == ReadIssue::kIoError) Damage(i.offset, i.what, true, notes);
+    else if (i.kind == ReadIssue::kUnparsable) Damage(i.offset, i.what, false, notes);
+    else if (i.kind == ReadIssue::kCutTail) tail_line_ = path_ + ": offset " + std::to_string(i.offset) + ": " + i.what;
+    else if (i.kind == ReadIssue::kNewerSchema) read_issues_.push_back(i);
+    else if (i.kind == ReadIssue::kUnknownFields && !said_unknown_) said_unknown_ = true, read_issues_.push_back(i);
+  }
+}
+
+bool FileWindow::ReadWhole(TraceReader* reader, ModelLoader* tee, std::vector<std::string>* notes) {
+  if (tee != nullptr) tee->BeginFile(reader->path());
+  trace::Record rec;
+  uint64_t offset = 0;
+  // The loader reads on where the window stopped (a file without its
+  // header): it judges the whole file, as LoadModel does.
+  while (reader->Next(&rec, &offset)) {
+    if (tee != nullptr) tee->Add(rec, offset);
+    if (!stopped_) Ingest(&rec, offset, notes);
+  }
+  TakeIssues(reader->issues(), notes);
+  resume_ = reader->resume();
+  tail_ = !stopped_ && reader->cut_tail();
+  return tee == nullptr || tee->EndFile(reader->cut_tail(), reader->issues());
 }
 
 void FileWindow::Damage(uint64_t offset, const std::string& what, bool ends, std::vector<std::string>* notes) {

@@ -69,6 +69,12 @@ class FileWindow {
   // record longer than that. Says what happened to the file (replaced,
   // damaged, unreadable) on `notes`, a line each, naming it.
   void Follow(uint64_t chunk, std::vector<std::string>* notes);
+  // Instead of following: the whole file at once through `reader` (opened
+  // on it), whose records also go to `tee` when given (BeginFile, each
+  // record as read, EndFile: what ModelLoader::Read does), so that one
+  // read of the file makes both the window and a whole-file model
+  // (ncclwatch summarize). What `tee`'s EndFile returns (true without one).
+  bool ReadWhole(TraceReader* reader, ModelLoader* tee, std::vector<std::string>* notes);
 
   const std::string& path() const { return path_; }
   // A record other than a Batch was read: the loader can judge the file.
@@ -130,6 +136,8 @@ class FileWindow {
   void Append(Kind kind, trace::Record* rec, uint64_t offset, size_t* latest);
   void FoldDone(Entry* op, const trace::OpDone& done);
   void Damage(uint64_t offset, const std::string& what, bool ends, std::vector<std::string>* notes);
+  // What a reader met: damage, a cut tail, what the loader is to say.
+  void TakeIssues(const std::vector<ReadIssue>& issues, std::vector<std::string>* notes);
   // Drops dead entries and re-indexes the rest.
   void Compact();
 

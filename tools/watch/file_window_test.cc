@@ -116,6 +116,53 @@ TEST(FileWindow, PiecesCutAnywhereLoadAsTheWholeFile) {
   }
 }
 
+// One read makes both the window and the whole file's model (summarize):
+// the window holds what following the file gives, the model is LoadModel's.
+TEST(FileWindow, ReadWholeGivesTheFollowedWindowAndTheWholeFileModel) {
+  const std::string bytes = RankBytes();
+  const std::string dir = TempDir();
+  const std::string path = dir + "/f.ncclwatch";
+  Write(path, bytes, false);
+  FuncIds names;
+  FileWindow followed(path, &names);
+  std::vector<std::string> notes;
+  followed.Follow(1 << 20, &notes);
+  std::vector<std::pair<uint64_t, std::string>> want;
+  followed.Records(&want);
+
+  TraceReader reader;
+  std::string err;
+  ASSERT_TRUE(reader.Open(path, &err)) << err;
+  FileWindow w(path, &names);
+  ModelLoader loader{LoadOptions()};
+  EXPECT_TRUE(w.ReadWhole(&reader, &loader, &notes));
+  EXPECT_TRUE(notes.empty()) << notes[0];
+  std::vector<std::pair<uint64_t, std::string>> got;
+  w.Records(&got);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(w.header().size, followed.header().size);
+  Model whole;
+  ASSERT_TRUE(loader.Finish(&whole, &err)) << err;
+  Model direct;
+  ASSERT_TRUE(LoadModel({path}, LoadOptions(), &direct, &err)) << err;
+  EXPECT_EQ(Facts(whole), Facts(direct));
+  EXPECT_EQ(whole.ops.size(), direct.ops.size());
+
+  // A file cut mid-record: the window says so, as the model does.
+  Write(path, bytes.substr(0, bytes.size() - 3), false);
+  TraceReader cut;
+  ASSERT_TRUE(cut.Open(path, &err)) << err;
+  FileWindow wc(path, &names);
+  ModelLoader lc{LoadOptions()};
+  EXPECT_TRUE(wc.ReadWhole(&cut, &lc, &notes));
+  Model mc;
+  ASSERT_TRUE(lc.Finish(&mc, &err)) << err;
+  Proc seen;
+  wc.Annotate(&seen, true);
+  EXPECT_TRUE(seen.cut_tail);
+  EXPECT_EQ(seen.cut_tail, mc.procs[0].cut_tail);
+}
+
 TEST(FileWindow, ACorruptLengthStopsTheFollowAndNamesTheOffset) {
   const std::string bytes = RankBytes();
   const std::string dir = TempDir();

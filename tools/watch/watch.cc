@@ -17,10 +17,17 @@ namespace ncclwatch::tools {
 namespace {
 
 // What an error verdict is about, without the durations that grow while
-// it holds: the same key poll after poll is the same verdict.
-std::string KeyOf(const report::Finding& f) {
-  std::string k = std::to_string(f.kind()) + "|" + std::to_string(f.comm_hash()) + "|" + f.func() + "|" +
-                  std::to_string(f.seq()) + "|" + (f.p2p() ? "p2p" : "coll");
+// it holds: the same key poll after poll is the same verdict. Its
+// operation is the one diagnose found (Finding.op in `m`, the model
+// judged), named as every poll names it (OpKey), never looked up again.
+std::string KeyOf(const Model& m, const FuncIds& names, const report::Finding& f) {
+  std::string k = std::to_string(f.kind());
+  OpKey op;
+  if (f.op() > 0 && f.op() <= m.ops.size() && OpKeyOf(m, m.ops[f.op() - 1], names, &op))
+    k += "|" + std::to_string(op.comm_hash) + "|" + std::to_string(op.func) + "|" + std::to_string(op.seq) + "|" +
+         std::to_string(op.peer) + (op.p2p ? "|p2p" : "|coll");
+  else
+    k += "|" + std::to_string(f.comm_hash()) + "|-";  // no operation (a straggler, a summary's chain)
   for (const report::ProcRef& p : f.culprits()) k += "|" + p.name();
   for (int fate : f.fates()) k += "|" + std::to_string(fate);
   return k;
@@ -229,7 +236,7 @@ WatchState Watcher::Poll(double now_sec) {
   const report::Diagnosis& d = s.diagnosis;
   const bool error = d.findings_size() > 0 && d.findings(0).severity() == report::SEVERITY_ERROR;
   if (error) {
-    const std::string key = KeyOf(d.findings(0));
+    const std::string key = KeyOf(*judged, names_, d.findings(0));
     same_ = key == last_key_ ? same_ + 1 : 1;
     last_key_ = key;
   } else {
