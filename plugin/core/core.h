@@ -140,6 +140,12 @@ class Profiler {
   // Completions come from CUDA events at kernel launches (launch_events.h):
   // NCCLWATCH_COMPLETIONS=events, API v5+, and the driver API found.
   bool events() const { return events_; }
+  // NCCLWATCH_EVENT_INTERVAL_US > 0 with events: a launch records its events
+  // only when its stream's interval has passed (StreamEvents::Due).
+  bool sampled() const { return sampled_; }
+  // The interval in ticks (the writer, once it knows the tick rate; 0 until
+  // then: every launch records). Thread safety: any thread.
+  void SetEventIntervalTicks(uint64_t ticks) { interval_ticks_.store(ticks, std::memory_order_relaxed); }
   StreamTable* streams() { return streams_.get(); }
   const CudaDriver& cuda() const { return cuda_; }
   // What the header says of it: "channels", "events" or "channels (why)".
@@ -243,6 +249,8 @@ class Profiler {
   bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
   uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
   bool events_ = false;
+  bool sampled_ = false;
+  std::atomic<uint64_t> interval_ticks_{0};
   CudaDriver cuda_;
   std::unique_ptr<StreamTable> streams_;
   std::string completions_ = "channels";

@@ -261,6 +261,71 @@ TEST_F(EventsTest, WithoutStartEventsProgressIsUnknown) {
   ASSERT_EQ(c.Finalize(), 0);
 }
 
+// NCCLWATCH_EVENT_INTERVAL_US: in a burst faster than the interval only the
+// first launch records events. Every op of the burst still completes, the
+// ones without events of their own when a later launch's event proves them
+// (OpDone.from_later_event); until then a stuck report puts them in a window
+// and never claims one of them started or not.
+TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_EVENT_INTERVAL_US", "200000"},
+                {"NCCLWATCH_STUCK_SEC", "0.3"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xEC, "sampled", 1, 2, 0), 0);
+  // The writer turns the interval into ticks in its first cycle; until then
+  // every launch records.
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return !x.heartbeats.empty(); });
+  EXPECT_EQ(t->header->event_interval_us(), 200000u);
+  uint64_t rec0 = 0, q = 0, cr = 0, rec1 = 0;
+  cuda_->counts(&rec0, &q, &cr);
+  for (uint64_t seq = 1; seq <= 6; ++seq) c.RunOp(Op(seq, kStreamA));
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1 - rec0, 2u) << "one launch of six recorded its pair";
+
+  t = WaitForTrace(dir_, [](const Trace& x) { return !x.stucks.empty() && x.stucks.back()->ops_size() == 6; });
+  ASSERT_FALSE(t->stucks.empty());
+  std::map<uint64_t, const trace::InFlightOp*> in_flight;
+  for (const trace::InFlightOp& o : t->stucks.back()->ops()) in_flight[o.seq()] = &o;
+  ASSERT_EQ(in_flight.size(), 6u);
+  EXPECT_EQ(in_flight[1]->gpu(), trace::GPU_NOT_STARTED) << "its own event says so";
+  const uint64_t first = OpWithSeq(*t, 2)->event_id(), last = OpWithSeq(*t, 6)->event_id();
+  for (uint64_t seq = 2; seq <= 6; ++seq) {
+    EXPECT_EQ(in_flight[seq]->gpu(), trace::GPU_IN_WINDOW) << seq;
+    EXPECT_EQ(in_flight[seq]->window_first_event_id(), first) << seq;
+    EXPECT_EQ(in_flight[seq]->window_last_event_id(), last) << seq;
+    EXPECT_TRUE(OpWithSeq(*t, seq)->launch_without_event()) << seq;
+  }
+  EXPECT_FALSE(OpWithSeq(*t, 1)->launch_without_event());
+
+  // The GPU runs everything; only op 1's event says so yet: ops 2..6 are the
+  // burst's tail, proven by the stream's next launch with events.
+  cuda_->run(kStreamA);
+  const uint64_t ran_at = MonoNs();
+  t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 1) && WriterPast(x, ran_at + 50'000'000); });
+  for (uint64_t seq = 2; seq <= 6; ++seq) EXPECT_FALSE(Done(*t, seq)) << seq;
+  usleep(250'000);  // past the interval: the next launch records
+  cuda_->counts(&rec0, &q, &cr);
+  c.RunOp(Op(7, kStreamA));
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1 - rec0, 2u);
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [](const Trace& x) {
+    for (uint64_t seq = 1; seq <= 7; ++seq)
+      if (!Done(x, seq)) return false;
+    return true;
+  });
+  for (uint64_t seq = 1; seq <= 7; ++seq) {
+    const OpView* v = nullptr;
+    OpWithSeq(*t, seq, &v);
+    EXPECT_TRUE(v->done.from_event()) << seq;
+    EXPECT_EQ(v->done.from_later_event(), seq >= 2 && seq <= 6) << seq;
+  }
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
 // Several communicators, each with its stream, launched from several
 // threads at once (a nonblocking communicator's ops come from NCCL's own
 // launch thread): each op follows its own launch.

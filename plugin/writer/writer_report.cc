@@ -278,6 +278,8 @@ void Writer::MaybeStuckReport(uint64_t now) {
       // Its slot was freed at its stop: what the GPU did comes from its
       // launch's events.
       o.gpu = static_cast<uint32_t>(launches_.ProgressOf(id));
+      if (o.gpu == static_cast<uint32_t>(GpuProgress::kInWindow))
+        launches_.WindowOf(id, &o.window_first_event_id, &o.window_last_event_id);
     } else if (const Slot* slot = SlotOf(id)) {
       // The op's slot, if it still holds this op.
       o.has_progress = true;
