@@ -584,5 +584,77 @@ TEST_F(EventsTest, DiagnoseNamesTheRankWhoseGpuNeverStartedIt) {
       << text;
 }
 
+// Sampled events (NCCLWATCH_EVENT_INTERVAL_US), three ranks: AllReduce #1
+// and #4 record events (the interval passed before each), #2 and #3 do not.
+// Rank 2's stream is held after #1 by a host function that never returns;
+// the GPUs of ranks 0 and 1 pass #2 and #3 and start #4 (the fake's kernels
+// do not wait for each other). diagnose names rank 2, whose GPU never
+// started #4, and says where its GPU is as the window #2..#3, never one of
+// them: nothing proves which.
+TEST_F(EventsTest, DiagnoseNamesTheWindowWithSampledEvents) {
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 3; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string mine = dir_ + "/rank" + std::to_string(r);
+      mkdir(mine.c_str(), 0755);
+      setenv("NCCLWATCH_DIR", mine.c_str(), 1);
+      setenv("NCCLWATCH_EVENT_INTERVAL_US", "200000", 1);
+      setenv("NCCLWATCH_STUCK_SEC", "1", 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", "3", 1);
+      cuda_->make_current(kCtx1);
+      FakeComm c(PluginLib::FreshCopy(), 5);
+      if (c.Init(0x3B3B, "world", 1, 3, r) != 0) _exit(3);
+      // The writer knows the interval in ticks after its first cycle.
+      WaitForTrace(mine, [](const Trace& x) { return !x.heartbeats.empty(); });
+      c.RunOp(Op(0, kStreamA));
+      cuda_->run(kStreamA);
+      usleep(250'000);
+      c.RunOp(Op(1, kStreamA));
+      cuda_->run(kStreamA);
+      if (r == 2) cuda_->block(kStreamA);
+      c.RunOp(Op(2, kStreamA));
+      c.RunOp(Op(3, kStreamA));
+      usleep(250'000);
+      c.RunOp(Op(4, kStreamA));
+      if (r != 2) cuda_->run_some(kStreamA, 3);  // #2's and #3's kernels, #4's event before its kernel
+      std::unique_ptr<Trace> t = WaitForTrace(mine, [](const Trace& x) {
+        if (x.stucks.empty()) return false;
+        for (const trace::InFlightOp& o : x.stucks.back()->ops())
+          if (o.seq() == 4) return true;
+        return false;
+      });
+      _exit(t->stucks.empty() ? 4 : 0);
+    }
+    ranks.push_back(pid);
+  }
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir_}, tools::LoadOptions(), &m, &err)) << err;
+  const ncclwatch::report::Diagnosis d = tools::Diagnose(m, tools::DiagnoseOptions());
+  const std::string text = tools::FormatText(d);
+  ASSERT_GT(d.findings_size(), 0) << text;
+  const auto& f = d.findings(0);
+  EXPECT_EQ(f.kind(), ncclwatch::report::STUCK_IN_PROGRESS) << text;
+  EXPECT_EQ(f.seq(), 4u) << text;
+  ASSERT_EQ(f.culprits_size(), 1) << text;
+  EXPECT_EQ(f.culprits(0).name(), "rank 2") << text;
+  EXPECT_NE(d.verdict().find("rank 2's GPU never started it; ranks 0,1 started it and wait"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("somewhere in AllReduce #2..#3, launched without CUDA events of their own"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("AllReduce #2 on comm 'world' (3 ranks) for"), std::string::npos) << text;
+  EXPECT_NE(text.find("its GPU was somewhere in AllReduce #2..#3 or past it"), std::string::npos) << text;
+  // No finding names #2 or #3 alone: rank 2's GPU may be in either.
+  for (const auto& g : d.findings()) EXPECT_TRUE(g.seq() != 2 && g.seq() != 3) << text;
+}
+
 }  // namespace
 }  // namespace ncclwatch::testing

@@ -71,6 +71,9 @@ void FillStuckReports(const Ctx& c, Diagnosis* d) {
         // kernel channels, how far it got.
         if (so.gpu == 1) line += "; its GPU had not started it";
         else if (so.gpu == 2) line += "; its GPU had started it";
+        else if (so.gpu == 3)
+          line += "; its GPU was somewhere in " + WindowName(c, so) +
+                  " or past it (launched without CUDA events of their own: not known where)";
         else
           line += "; kernel channels " + std::to_string(so.kernel_started) + " started, " +
                   std::to_string(so.kernel_stopped) + " stopped of " + std::to_string(so.nchannels);

@@ -839,6 +839,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       op.enqueue_ns = static_cast<uint32_t>(std::min<uint64_t>(o.enqueue_ns(), UINT32_MAX));
       op.state = o.completion_tracked() ? OpState::kInFlight : OpState::kUntracked;
       op.mask_unseen = o.no_completion() == trace::NO_COMPLETION_MASK;
+      op.without_event = o.launch_without_event();
       if (o.has_completion()) {
         ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), &op);
       }
@@ -928,6 +929,12 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
         so.proxy_started = f.proxy_ops_started();
         so.proxy_stopped = f.proxy_ops_stopped();
         so.gpu = static_cast<uint8_t>(f.gpu());
+        if (so.gpu == trace::GPU_IN_WINDOW) {
+          auto wf = fs.op_by_event.find(f.window_first_event_id());
+          auto wl = fs.op_by_event.find(f.window_last_event_id());
+          if (wf != fs.op_by_event.end()) so.window_first = wf->second;
+          if (wl != fs.op_by_event.end()) so.window_last = wl->second;
+        }
         for (const auto& x : f.proxy()) {
           ProxyState ps;
           ps.channel = x.channel();
