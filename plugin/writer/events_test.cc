@@ -656,5 +656,67 @@ TEST_F(EventsTest, DiagnoseNamesTheWindowWithSampledEvents) {
   for (const auto& g : d.findings()) EXPECT_TRUE(g.seq() != 2 && g.seq() != 3) << text;
 }
 
+// Sampled events: a job whose last burst's tail recorded no events and
+// whose streams then went idle ends with those operations in flight in its
+// files (nothing launched after them to prove them), long enough for stuck
+// reports to name their window. That is no hang: diagnose takes them as
+// unknown and finds nothing wrong.
+TEST_F(EventsTest, AnUnprovenTailIsNoHang) {
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string mine = dir_ + "/rank" + std::to_string(r);
+      mkdir(mine.c_str(), 0755);
+      setenv("NCCLWATCH_DIR", mine.c_str(), 1);
+      setenv("NCCLWATCH_EVENT_INTERVAL_US", "200000", 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", "2", 1);
+      cuda_->make_current(kCtx1);
+      FakeComm c(PluginLib::FreshCopy(), 5);
+      if (c.Init(0x3C3C, "world", 1, 2, r) != 0) _exit(3);
+      WaitForTrace(mine, [](const Trace& x) { return !x.heartbeats.empty(); });
+      for (uint64_t seq = 0; seq < 5; ++seq) c.RunOp(Op(seq, kStreamA));
+      cuda_->run(kStreamA);  // all done on the GPU; only #0 has an event to say so
+      std::unique_ptr<Trace> t = WaitForTrace(mine, [](const Trace& x) {
+        if (x.stucks.empty()) return false;
+        for (const trace::InFlightOp& o : x.stucks.back()->ops())
+          if (o.gpu() == trace::GPU_IN_WINDOW && o.seq() == 4) return true;
+        return false;
+      });
+      if (c.Finalize() != 0) _exit(5);
+      _exit(t->stucks.empty() ? 4 : 0);
+    }
+    ranks.push_back(pid);
+  }
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir_}, tools::LoadOptions(), &m, &err)) << err;
+  size_t without = 0;
+  for (const tools::Op& op : m.ops) {
+    if (op.seq == 0) {
+      EXPECT_EQ(op.state, tools::OpState::kCompleted);
+    } else {
+      EXPECT_TRUE(op.without_event);
+      EXPECT_EQ(op.state, tools::OpState::kInFlight);
+      ++without;
+    }
+  }
+  EXPECT_EQ(without, 8u);
+  const ncclwatch::report::Diagnosis d = tools::Diagnose(m, tools::DiagnoseOptions());
+  const std::string text = tools::FormatText(d);
+  EXPECT_LT(d.severity(), ncclwatch::report::SEVERITY_WARNING) << text;
+  EXPECT_EQ(text.find("STUCK"), std::string::npos) << text;
+  EXPECT_EQ(text.find("HANG"), std::string::npos) << text;
+  EXPECT_NE(text.find("its GPU was somewhere in AllReduce #1..#4 or past it"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0: 4 operations launched without CUDA events of their own"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace ncclwatch::testing

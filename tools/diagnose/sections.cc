@@ -156,6 +156,15 @@ void FillInput(const Ctx& c, Diagnosis* d) {
       }
       add(report::InputIssue::MASK_CHANGE, name, text);
     }
+    const size_t unproven = static_cast<size_t>(std::count_if(p.ops.begin(), p.ops.end(), [&](uint32_t oi) {
+      return m.ops[oi].state == OpState::kInFlight && m.ops[oi].without_event;
+    }));
+    if (unproven > 0)
+      add(report::InputIssue::NO_COMPLETION, name,
+          Plural(unproven, "operation", "operations") +
+              " launched without CUDA events of their own (NCCLWATCH_EVENT_INTERVAL_US) end the file in flight: "
+              "no later launch on their stream proved them complete, so whether they finished is not known, and "
+              "they are not judged hung (stuck reports name the window the GPU was in)");
     if (!p.ops.empty() && std::all_of(p.ops.begin(), p.ops.end(),
                                       [&](uint32_t oi) { return m.ops[oi].state == OpState::kUntracked; }))
       add(report::InputIssue::NO_COMPLETION, name,
