@@ -211,14 +211,21 @@ bool LaunchTable::WindowOf(uint64_t op_id, uint64_t* first_op, uint64_t* last_op
   size_t at = 0;
   while (at < q.size() && q[at] != o->second) ++at;
   if (at == q.size()) return false;
-  auto own = [&](size_t i) { return launches_.at(q[i]).own; };
-  size_t b = at, e = at;
-  while (b > 0 && !own(b - 1)) --b;
-  while (e + 1 < q.size() && !own(e + 1)) ++e;
-  const std::vector<uint64_t>& fo = launches_.at(q[b]).ops;
-  const std::vector<uint64_t>& lo = launches_.at(q[e]).ops;
-  *first_op = fo.empty() ? 0 : fo.front();
-  *last_op = lo.empty() ? 0 : lo.back();
+  // From the stream's first launch not proven done (every earlier one is)
+  // to the end of the run of launches without events that holds this one:
+  // the next launch with events was not reached (or the GPU may be past).
+  size_t e = at;
+  while (e + 1 < q.size() && !launches_.at(q[e + 1]).own) ++e;
+  *first_op = 0;
+  *last_op = 0;
+  for (size_t i = 0; i <= e && *first_op == 0; ++i) {
+    const std::vector<uint64_t>& ops = launches_.at(q[i]).ops;
+    if (!ops.empty()) *first_op = ops.front();
+  }
+  for (size_t i = e + 1; i-- > 0 && *last_op == 0;) {
+    const std::vector<uint64_t>& ops = launches_.at(q[i]).ops;
+    if (!ops.empty()) *last_op = ops.back();
+  }
   return true;
 }
 

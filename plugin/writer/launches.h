@@ -21,9 +21,10 @@
 // launch that records, and is never queried. It is done when a later
 // launch's event says so: that one's "after", or its "before" (a stream
 // reaches a launch only once every earlier one finished). Until then its
-// progress is a window: the run of such launches around it, in which the
-// GPU may be, or past which it may be (the tail of a burst waits for the
-// stream's next launch). Launches with events keep their exact progress.
+// progress is a window: from the stream's first launch not proven done to
+// the end of the run of such launches that holds it; the GPU is in it, or
+// past it when no launch with events follows (the tail of a burst waits for
+// the stream's next launch). Launches with events keep their exact progress.
 //
 // Times are the writer's: when it saw the event complete (every few ms),
 // not the kernel's end.
@@ -81,9 +82,12 @@ class LaunchTable {
   using DoneFn = std::function<void(uint64_t, uint64_t, uint64_t, bool)>;
   void Poll(const std::function<uint64_t()>& clock, const DoneFn& done, const std::function<void(uint64_t)>& gone);
   GpuProgress ProgressOf(uint64_t op_id) const;
-  // kInWindow: the first and last operation of the launches without events
-  // around op_id's, in stream order (0 where such a launch has none yet).
-  // False when op_id is not in a window.
+  // kInWindow: the window the GPU is in, as operations in stream order: from
+  // the first one of the stream not proven complete (every earlier one is)
+  // to the last one of the run of launches without events that holds
+  // op_id's (the next launch with events was not reached, or, with none
+  // after, the GPU may be past the window). 0 where no operation is bound
+  // yet. False when op_id is not in a window.
   bool WindowOf(uint64_t op_id, uint64_t* first_op, uint64_t* last_op) const;
   size_t pending() const { return pending_; }
   const Stats& stats() const { return stats_; }

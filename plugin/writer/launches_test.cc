@@ -237,13 +237,16 @@ TEST_F(LaunchTableTest, LaunchesWithoutEventsCompleteWithALaterOne) {
   uint64_t first = 0, last = 0;
   EXPECT_FALSE(table_.WindowOf(1, &first, &last));
   ASSERT_TRUE(table_.WindowOf(3, &first, &last));
-  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(first, 1u) << "s0 is not done: the window starts there";
   EXPECT_EQ(last, 3u);
 
   Run(kS1, 2);  // s0 done; the GPU is somewhere in u1, u2 (or between them and s3)
   Poll(20);
   EXPECT_EQ(done_, (std::map<uint64_t, uint64_t>{{1, 20}}));
   EXPECT_EQ(table_.ProgressOf(2), GpuProgress::kInWindow);
+  ASSERT_TRUE(table_.WindowOf(3, &first, &last));
+  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(last, 3u);
 
   Run(kS1, 3);  // s3's "before": the stream reached s3, so u1 and u2 are done
   Poll(30);
@@ -286,6 +289,33 @@ TEST_F(LaunchTableTest, TheTailOfABurstWaitsForTheNextEvent) {
   EXPECT_EQ(done_.at(4), 1000u);
   EXPECT_EQ(from_later_, (std::set<uint64_t>{2, 3}));
   EXPECT_EQ(table_.pending(), 0u);
+}
+
+// The window starts at the stream's first launch not proven done, with
+// events or not: a launch with events still running holds the GPU before
+// the launches without events after it.
+TEST_F(LaunchTableTest, AWindowStartsAtTheFirstLaunchNotProvenDone) {
+  uint64_t done_ns = 0;
+  table_.Bind(Launch(kS1, 7), 1, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 2, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 3, &done_ns);
+  table_.Bind(Launch(kS1, 7), 4, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 5, &done_ns);
+  Run(kS1, 1);  // launch 1 started, not done
+  Poll(10);
+  EXPECT_EQ(table_.ProgressOf(1), GpuProgress::kStarted);
+  uint64_t first = 0, last = 0;
+  ASSERT_TRUE(table_.WindowOf(3, &first, &last));
+  EXPECT_EQ(first, 1u) << "the GPU is in launch 1: the window starts there";
+  EXPECT_EQ(last, 3u) << "launch 4 was not reached";
+  ASSERT_TRUE(table_.WindowOf(5, &first, &last));
+  EXPECT_EQ(first, 1u);
+  EXPECT_EQ(last, 5u);
+  Run(kS1, 2);  // launch 1 done: the window starts at 2
+  Poll(20);
+  ASSERT_TRUE(table_.WindowOf(2, &first, &last));
+  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(last, 3u);
 }
 
 // A launch without events that another thread drains late is still placed
