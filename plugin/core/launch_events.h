@@ -102,7 +102,6 @@ class StreamEvents {
     last_recorded_.store(now, std::memory_order_relaxed);
     return true;
   }
-
   void* cu_ctx() const { return cu_ctx_; }
   void* stream() const { return stream_; }
   // The context was destroyed (a query failed): nothing in it is called again.
