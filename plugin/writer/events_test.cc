@@ -326,6 +326,11 @@ TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
     EXPECT_EQ(v->done.from_later_event(), seq >= 2 && seq <= 6) << seq;
   }
   ASSERT_EQ(c.Finalize(), 0);
+  bool said = false;
+  for (const LogLine& l : Logs())
+    said |= l.text.find("NCCLWATCH_EVENT_INTERVAL_US=200000: 5 of 7 kernel launches recorded no CUDA events") !=
+            std::string::npos;
+  EXPECT_TRUE(said) << "the closing log says how many launches the interval spared";
 }
 
 // Several communicators, each with its stream, launched from several

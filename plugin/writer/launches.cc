@@ -16,6 +16,8 @@ void LaunchTable::Launched(uint64_t id, StreamEvents* events, uint64_t n, uint32
   }
   last_of_thread_[tid] = id;
   if (events == nullptr) return;  // nothing to watch: its ops say why
+  ++stats_.launches;
+  if (!own_events) ++stats_.without_events;
   Launch& l = launches_[id];
   l.events = events;
   l.n = n;

@@ -71,6 +71,8 @@ class LaunchTable {
     uint64_t queries = 0;       // cuEventQuery calls
     uint64_t done = 0;          // launches seen complete
     uint64_t context_gone = 0;  // launches given up: their CUDA context was destroyed
+    uint64_t launches = 0;        // launches with a stream's ring, with events or not
+    uint64_t without_events = 0;  // of those, sampled out (NCCLWATCH_EVENT_INTERVAL_US)
   };
   // Queries the streams. `done(op_id, done_ns, started_ns, from_later)` for
   // each operation whose launch completed (started_ns 0: not seen started
