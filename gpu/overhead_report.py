@@ -40,7 +40,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-CONFIGS = ["none", "noop", "default", "noop_all", "all", "noop_ops", "ops", "noop_events", "events"]
+CONFIGS = ["none", "noop", "default", "noop_all", "all", "noop_ops", "ops", "noop_events", "events", "sampled"]
 EXPECTED_PLUGIN = {
     "none": "-",
     "noop": "libnccl-profiler-noop.so",
@@ -48,6 +48,7 @@ EXPECTED_PLUGIN = {
     "noop_ops": "libnccl-profiler-noop.so",
     "noop_events": "libnccl-profiler-noop.so",
     "events": "libnccl-profiler-ncclwatch.so",
+    "sampled": "libnccl-profiler-ncclwatch.so",
     "default": "libnccl-profiler-ncclwatch.so",
     "all": "libnccl-profiler-ncclwatch.so",
     "ops": "libnccl-profiler-ncclwatch.so",
@@ -59,7 +60,7 @@ EXPECTED_PLUGIN = {
     "timed_default_c": "libnccl-profiler-timing.so",
 }
 # The floor each ncclwatch configuration is paired with, round by round.
-FLOOR = {"all": "noop_all", "ops": "noop_ops", "events": "noop_events", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
+FLOOR = {"all": "noop_all", "ops": "noop_ops", "events": "noop_events", "sampled": "noop_events", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
 RATIOS = [  # (numerator, denominator)
     ("default", "noop"),
     ("default", "none"),
@@ -71,6 +72,8 @@ RATIOS = [  # (numerator, denominator)
     ("events", "none"),
     ("events", "noop_events"),
     ("events", "default"),
+    ("sampled", "none"),
+    ("sampled", "events"),
 ]
 MIB = 1 << 20
 # (name, numerator, denominator, limit as a ratio, which sizes: fn(bytes, smallest))
