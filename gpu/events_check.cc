@@ -7,6 +7,7 @@
 //
 //   events_check PLUGIN_SO OUT_DIR check   traces of the cases below, in OUT_DIR/<case>/
 //   events_check PLUGIN_SO OUT_DIR bench   host time per launch: no plugin, channels, events
+//                                          (and events-sampled: EVENT_INTERVAL_US, default 50)
 //
 // check: `ok` (200 ops, the stream synchronized), `graph` (a launch into a
 // stream being captured), `blocked` (a host function holds the stream past
@@ -192,7 +193,8 @@ int Check(const char* so, const std::string& out, const std::string& which) {
 
 // A private copy of the plugin, so that each configuration has its own
 // globals and Profiler in one process (its mode is chosen at its first init).
-Plugin LoadCopy(const char* so, const std::string& dir, const char* completions, bool start_events = true) {
+Plugin LoadCopy(const char* so, const std::string& dir, const char* completions, bool start_events = true,
+                const char* interval_us = "0") {
   static int n = 0;
   const std::string copy = "/tmp/events_check_plugin_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".so";
   const std::string cmd = "cp " + std::string(so) + " " + copy;
@@ -200,6 +202,7 @@ Plugin LoadCopy(const char* so, const std::string& dir, const char* completions,
   Env(dir, completions);
   setenv("NCCLWATCH_STUCK_SEC", "0", 1);
   setenv("NCCLWATCH_START_EVENTS", start_events ? "1" : "0", 1);
+  setenv("NCCLWATCH_EVENT_INTERVAL_US", interval_us, 1);
   return Load(copy.c_str());
 }
 
@@ -248,14 +251,23 @@ int Bench(const char* so, const std::string& out) {
   Plugin chan = LoadCopy(so, out + "/bench_channels", "channels");
   Plugin evp = LoadCopy(so, out + "/bench_events", "events");
   Plugin evn = LoadCopy(so, out + "/bench_events_nostart", "events", false);
+  // EVENT_INTERVAL_US (default 50): NCCLWATCH_EVENT_INTERVAL_US of events-sampled.
+  const char* interval = getenv("EVENT_INTERVAL_US");
+  if (interval == nullptr || interval[0] == '\0') interval = "50";
+  Plugin evs = LoadCopy(so, out + "/bench_events_sampled", "events", true, interval);
   // events/launch: only the launch's events (its ops untracked); events/ops:
   // only the plan's ops (no launch before them: untracked too).
   // events-nostart: NCCLWATCH_START_EVENTS=0, one event per launch.
-  constexpr int kModes = 7;
-  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn};
-  const int parts[kModes] = {3, 3, 3, 1, 2, 3, 1};
-  const char* names[kModes] = {"none", "channels", "events", "events/launch", "events/ops", "events-nostart",
-                               "events-nostart/launch"};
+  // events-sampled: NCCLWATCH_EVENT_INTERVAL_US, events at most once per
+  // interval on the stream.
+  constexpr int kModes = 9;
+  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn, &evs, &evs};
+  const int parts[kModes] = {3, 3, 3, 1, 2, 3, 1, 3, 1};
+  const char* names[kModes] = {"none",           "channels",
+                               "events",         "events/launch",
+                               "events/ops",     "events-nostart",
+                               "events-nostart/launch", "events-sampled",
+                               "events-sampled/launch"};
   constexpr int kBlock = 500, kRounds = 60;
   for (int m = 0; m < kModes; ++m)
     for (int i = 0; i < 2000; ++i) Plan(modes[m], s, buf, parts[m]);  // warm-up: pools, pages, caches
@@ -283,9 +295,12 @@ int Bench(const char* so, const std::string& out) {
   printf("events-nostart - none: %.1f ns per launch; launch events alone: %.1f ns (both), %.1f ns (after only); "
          "the ops alone: %.1f ns\n",
          med[5] - med[0], med[3] - med[0], med[6] - med[0], med[4] - med[0]);
+  printf("events-sampled (NCCLWATCH_EVENT_INTERVAL_US=%s) - none: %.1f ns per launch; its launch alone: %.1f ns\n",
+         interval, med[7] - med[0], med[8] - med[0]);
   chan.t->finalize(chan.ctx);
   evp.t->finalize(evp.ctx);
   evn.t->finalize(evn.ctx);
+  evs.t->finalize(evs.ctx);
   return 0;
 }
 
