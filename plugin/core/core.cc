@@ -354,10 +354,10 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
     StreamEvents* ev = streams_->For(stream);
     if (sampled_ && ev != nullptr && !ev->Due(Ticks(), interval_ticks_.load(std::memory_order_relaxed))) {
       // Sampled, and the stream recorded events less than the interval ago:
-      // none here. Its place in stream order is before the next launch that
-      // records; that one's events prove it.
+      // none here. Its place in stream order (the number the next launch
+      // that records will take) is read at its stop, after its kernel is
+      // queued; that launch's events prove it.
       r.launch.events = ev;
-      r.launch.n = ev->issued();
       r.launch.unsampled = 1;
     } else {
       uint64_t n = 0;
@@ -392,7 +392,14 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   Rec& r = s->rec;
   auto* ev = static_cast<StreamEvents*>(r.launch.events);
   void* stream = reinterpret_cast<void*>(r.launch.stream);
-  if (ev != nullptr && r.launch.unsampled == 0 && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
+  if (r.launch.unsampled != 0) {
+    // Read after the kernel was queued: a launch that another thread numbered
+    // (and so recorded) before can only have queued its events before this
+    // kernel, so this launch is never placed before an event that does not
+    // cover it. One numbered in between places it later than it is: its
+    // completion is seen later, never early.
+    r.launch.n = ev->issued();
+  } else if (ev != nullptr && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
     // Without an event before the kernel, the ring was not tried at the
     // start (StartLaunch): the stream's ring in the current context, once.
     StreamEvents* again = (r.flags & kFlagNoStartEvent) ? streams_->Again(stream) : nullptr;
