@@ -324,7 +324,7 @@ TEST_F(LaunchTableTest, ALateLaunchWithoutEventsIsPlacedBeforeTheNextRecorded) {
   uint64_t done_ns = 0;
   StreamEvents* ring = rings_[kS1].get();
   table_.Bind(Launch(kS1, 7), 1, &done_ns);
-  const uint64_t key = ring->issued();  // what the late launch read at its start
+  const uint64_t key = ring->issued();  // what the late launch read at its stop, before the next took a number
   table_.Bind(Launch(kS1, 7), 3, &done_ns);
   const uint64_t late = ++next_id_;
   table_.Launched(late, ring, key, 8, true, false);
