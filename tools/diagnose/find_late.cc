@@ -36,6 +36,8 @@ int GpuSeen(const Ctx& c, uint32_t oi) {
   if (s == nullptr) return 0;
   if (s->gpu == 1) return 1;
   if (s->gpu == 2) return 2;
+  // In a window (sampled events): the GPU may be before, in or past it.
+  if (s->gpu == 3) return 0;
   if (s->nchannels == 0) return 0;
   return s->kernel_started == 0 ? 1 : 2;
 }
