@@ -8,7 +8,8 @@
 // the launch before it on that thread and communicator. Here, per stream,
 // launches are kept in launch order. A stream runs in order: once a launch's
 // "after" event is complete, every earlier launch on that stream has
-// finished, and once its "before" event is, every earlier one has started.
+// finished, and once its "before" event is, it has started and every
+// earlier one has finished.
 // So each cycle queries the newest launch of a stream and, only when it is
 // not done, searches for the boundary (a few queries, never one per
 // launch: polling every event contends in the driver, BENCHMARKS.md).
