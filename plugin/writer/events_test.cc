@@ -326,11 +326,14 @@ TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
     EXPECT_EQ(v->done.from_later_event(), seq >= 2 && seq <= 6) << seq;
   }
   ASSERT_EQ(c.Finalize(), 0);
-  bool said = false;
-  for (const LogLine& l : Logs())
+  bool said = false, init = false;
+  for (const LogLine& l : Logs()) {
     said |= l.text.find("NCCLWATCH_EVENT_INTERVAL_US=200000: 5 of 7 kernel launches recorded no CUDA events") !=
             std::string::npos;
+    init |= l.text.find("completions from events (at most once per stream every 200000 us)") != std::string::npos;
+  }
   EXPECT_TRUE(said) << "the closing log says how many launches the interval spared";
+  EXPECT_TRUE(init) << "the init line says events are sampled";
 }
 
 // Several communicators, each with its stream, launched from several
