@@ -336,6 +336,69 @@ TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
   EXPECT_TRUE(init) << "the init line says events are sampled";
 }
 
+// Sampled events, two communicators launching on one stream from two
+// threads at once: whichever launch records, every op completes once the
+// stream has run and a later launch's event proves it, and none completes
+// before its kernel ran (the launches' places in stream order are read
+// after their kernels are queued).
+TEST_F(EventsTest, SampledEventsFromTwoThreadsOnOneStream) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_EVENT_INTERVAL_US", "100"},
+                {"NCCLWATCH_STUCK_SEC", "0"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+  FakeComm a(PluginLib::Shared(), 5), b(PluginLib::Shared(), 5);
+  ASSERT_EQ(a.Init(0xED, "a", 1, 2, 0), 0);
+  ASSERT_EQ(b.Init(0xEE, "b", 1, 2, 0), 0);
+  WaitForTrace(dir_, [](const Trace& x) { return !x.heartbeats.empty(); });
+  constexpr int kOps = 300;
+  auto run = [&](FakeComm* c, uint64_t first) {
+    cuda_->make_current(kCtx1);
+    for (int i = 0; i < kOps; ++i) {
+      c->RunOp(Op(first + i, kStreamA));
+      if (i % 50 == 0) usleep(300);  // a few intervals pass: some launches record
+    }
+  };
+  std::thread ta(run, &a, 1000), tb(run, &b, 5000);
+  ta.join();
+  tb.join();
+  const uint64_t ran_at = MonoNs();
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [&](const Trace& x) {
+    return OpWithSeq(x, 1000 + kOps - 1) != nullptr && OpWithSeq(x, 5000 + kOps - 1) != nullptr &&
+           WriterPast(x, ran_at + 30'000'000);
+  });
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_FALSE(Done(*t, 1000 + i)) << "nothing ran yet: seq " << 1000 + i;
+    EXPECT_FALSE(Done(*t, 5000 + i)) << "nothing ran yet: seq " << 5000 + i;
+  }
+  cuda_->run(kStreamA);
+  usleep(1000);  // past the interval: the next launch records and proves the tail
+  a.RunOp(Op(1000 + kOps, kStreamA));
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [&](const Trace& x) {
+    for (int i = 0; i <= kOps; ++i)
+      if (!Done(x, 1000 + i)) return false;
+    for (int i = 0; i < kOps; ++i)
+      if (!Done(x, 5000 + i)) return false;
+    return true;
+  });
+  size_t later = 0, own = 0;
+  for (const OpView& v : t->ops) {
+    if (v.done_count == 0) continue;
+    if (v.done.from_later_event()) {
+      EXPECT_TRUE(v.op->launch_without_event()) << v.op->seq();
+      ++later;
+    } else {
+      ++own;
+    }
+  }
+  EXPECT_GT(later, 0u);
+  EXPECT_GT(own, 1u);
+  ASSERT_EQ(a.Finalize(), 0);
+  ASSERT_EQ(b.Finalize(), 0);
+}
+
 // Several communicators, each with its stream, launched from several
 // threads at once (a nonblocking communicator's ops come from NCCL's own
 // launch thread): each op follows its own launch.
