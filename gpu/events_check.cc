@@ -12,7 +12,13 @@
 // check: `ok` (200 ops, the stream synchronized), `graph` (a launch into a
 // stream being captured), `blocked` (a host function holds the stream past
 // the stuck threshold), `ctxgone` (the context destroyed with launches the
-// writer has not yet seen complete). The traces are judged afterwards with
+// writer has not yet seen complete). With NCCLWATCH_EVENT_INTERVAL_US=50:
+// `sampled` (200 ops, synchronized, then one more after the interval:
+// every op completes, most with OpDone.from_later_event) and
+// `sampled_blocked` (a host function holds the stream before 6 ops, the
+// first with events: its stuck report says GPU_NOT_STARTED for op 0 and
+// GPU_IN_WINDOW for ops 1..5, window op 0..op 5; released, one more op
+// after the interval completes them all). The traces are judged afterwards with
 // `ncclwatch dump` (gpu/events_check.sh). Each case runs in a child
 // process: the plugin's mode is chosen at its first init.
 //
@@ -148,6 +154,8 @@ void Env(const std::string& dir, const char* completions) {
 int Check(const char* so, const std::string& out, const std::string& which) {
   const std::string dir = out + "/" + which;
   Env(dir, "events");
+  const bool sampled = which.rfind("sampled", 0) == 0;
+  setenv("NCCLWATCH_EVENT_INTERVAL_US", sampled ? "50" : "0", 1);
   CUcontext cu;
   CUstream s;
   CUdeviceptr buf;
@@ -173,6 +181,25 @@ int Check(const char* so, const std::string& out, const std::string& which) {
     Plan(&p, s, buf);  // its kernel waits behind the host function
     usleep(2500 * 1000);  // past the 1 s stuck threshold: the report is written
     g_release.store(1);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+  } else if (which == "sampled") {
+    usleep(50 * 1000);  // the writer's first cycle turns the interval into ticks
+    for (int i = 0; i < 200; ++i) Plan(&p, s, buf);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);  // the tail after the last launch with events stays unproven
+    Plan(&p, s, buf);    // seq 200: past the interval, it records and proves the tail
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+  } else if (which == "sampled_blocked") {
+    usleep(50 * 1000);
+    CK(cuLaunchHostFunc(s, &HoldStream, nullptr));
+    for (int i = 0; i < 6; ++i) Plan(&p, s, buf);  // seq 0 records; 1..5 within the interval do not
+    usleep(2500 * 1000);  // past the 1 s stuck threshold: the report is written
+    g_release.store(1);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+    Plan(&p, s, buf);  // seq 6: proves 1..5
     CK(cuStreamSynchronize(s));
     usleep(100 * 1000);
   } else if (which == "ctxgone") {
@@ -335,7 +362,7 @@ int main(int argc, char** argv) {
   };
   if (strcmp(argv[3], "check") == 0) {
     int bad = 0;
-    for (const char* c : {"ok", "graph", "blocked", "ctxgone"})
+    for (const char* c : {"ok", "graph", "blocked", "ctxgone", "sampled", "sampled_blocked"})
       bad += child([&] { return double(Check(argv[1], out, c)); });
     return bad == 0 ? 0 : 1;
   }
