@@ -907,6 +907,38 @@ TEST(Diagnose, SampledTailLeftUnprovenIsNoHang) {
   EXPECT_NE(text.find("3 operations launched without CUDA events of their own"), std::string::npos) << text;
 }
 
+// The same with CUDA-event completions where rank 1's stuck report has no
+// answer (NCCLWATCH_START_EVENTS=0, or its event pair taken over by later
+// launches): no kernel-channel counts either, so nothing says its GPU had
+// not started it. No LATE finding may rest on that.
+TEST(Diagnose, AnEventReportWithoutGpuProgressSaysNothingOfTheGpu) {
+  Job j;
+  j.Procs(3, 40.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.Steps(w, 4);
+  for (uint32_t p = 0; p < 3; ++p) {
+    j.m.procs[p].event_completions = true;
+    const uint32_t oi = j.Coll(p, w, 5, "AllReduce", 1024, 0.5, 30.5);
+    StuckReport r;
+    r.time_ns = Ns(3.5);
+    r.threshold_sec = 3;
+    StuckOp so;
+    so.op = oi;
+    so.comm = w;
+    so.seq = 5;
+    so.nchannels = 2;  // as the plugin writes it; no channel counts with events
+    so.gpu = p == 1 ? 0 : 2;
+    r.ops.push_back(so);
+    j.m.procs[p].stucks.push_back(r);
+    j.Finalize(p, 40.0);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  const std::string text = FormatText(d);
+  for (const auto& f : d.findings()) EXPECT_NE(f.kind(), report::LATE_RANK) << text;
+  EXPECT_EQ(text.find("had not started"), std::string::npos) << text;
+  EXPECT_NE(text.find("whether its GPU had reached it is not known"), std::string::npos) << text;
+}
+
 // ---------------------------------------------------------------- 4. stuck in progress
 
 TEST(Diagnose, StuckInProgressNamesChannelAndPeer) {

@@ -257,6 +257,11 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
                    "(NCCLWATCH_EVENT_INTERVAL_US), so whether it reached this one is not known";
             if (gpu_window.size() <= 3)
               windows += "; " + c->Name(op.proc) + "'s GPU is somewhere in " + w + " (events sampled)";
+          } else if (m.procs[op.proc].event_completions) {
+            // CUDA events without an answer: no event before its kernel
+            // (NCCLWATCH_START_EVENTS=0), or its pair taken over by later
+            // launches. No channel counts either.
+            line = "whether its GPU reached it is not known";
           } else {
             line = "kernel channels " + std::to_string(s->kernel_started) + " started, " +
                    std::to_string(s->kernel_stopped) + " stopped of " + std::to_string(s->nchannels);

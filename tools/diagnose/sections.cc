@@ -74,6 +74,8 @@ void FillStuckReports(const Ctx& c, Diagnosis* d) {
         else if (so.gpu == 3)
           line += "; its GPU was somewhere in " + WindowName(c, so) +
                   " or past it (launched without CUDA events of their own: not known where)";
+        else if (m.procs[pi].event_completions)
+          line += "; whether its GPU had reached it is not known";
         else
           line += "; kernel channels " + std::to_string(so.kernel_started) + " started, " +
                   std::to_string(so.kernel_stopped) + " stopped of " + std::to_string(so.nchannels);

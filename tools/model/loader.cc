@@ -687,6 +687,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       if (p->launcher_world_size > 0 && p->launcher_rank >= p->launcher_world_size)
         Damaged(p, &fs.damage_issues, off, "a process header whose launcher rank is beyond its world size");
       p->api_version = h.profiler_api_version();
+      p->event_completions = h.completions() == "events";
       p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
       p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
       p->heartbeat_ms = h.heartbeat_ms();

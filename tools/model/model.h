@@ -201,6 +201,11 @@ struct Proc {
   int32_t launcher_rank = -1;
   int32_t launcher_world_size = -1;
   uint32_t api_version = 0;
+  // Its completions came from CUDA events (ProcessHeader.completions
+  // "events"): its stuck reports say what the GPU did in InFlightOp.gpu and
+  // never carry kernel-channel counts, so a report without gpu says nothing
+  // of the GPU.
+  bool event_completions = false;
   uint64_t mono_base_ns = 0;      // header: CLOCK_MONOTONIC at plugin start
   uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
   uint32_t heartbeat_ms = 0;
