@@ -7,11 +7,18 @@
 //
 //   events_check PLUGIN_SO OUT_DIR check   traces of the cases below, in OUT_DIR/<case>/
 //   events_check PLUGIN_SO OUT_DIR bench   host time per launch: no plugin, channels, events
+//                                          (and events-sampled: EVENT_INTERVAL_US, default 50)
 //
 // check: `ok` (200 ops, the stream synchronized), `graph` (a launch into a
 // stream being captured), `blocked` (a host function holds the stream past
 // the stuck threshold), `ctxgone` (the context destroyed with launches the
-// writer has not yet seen complete). The traces are judged afterwards with
+// writer has not yet seen complete). With NCCLWATCH_EVENT_INTERVAL_US=50:
+// `sampled` (200 ops, synchronized, then one more after the interval:
+// every op completes, most with OpDone.from_later_event) and
+// `sampled_blocked` (a host function holds the stream before 6 ops, the
+// first with events: its stuck report says GPU_NOT_STARTED for op 0 and
+// GPU_IN_WINDOW for ops 1..5, window op 0..op 5; released, one more op
+// after the interval completes them all). The traces are judged afterwards with
 // `ncclwatch dump` (gpu/events_check.sh). Each case runs in a child
 // process: the plugin's mode is chosen at its first init.
 //
@@ -147,6 +154,8 @@ void Env(const std::string& dir, const char* completions) {
 int Check(const char* so, const std::string& out, const std::string& which) {
   const std::string dir = out + "/" + which;
   Env(dir, "events");
+  const bool sampled = which.rfind("sampled", 0) == 0;
+  setenv("NCCLWATCH_EVENT_INTERVAL_US", sampled ? "50" : "0", 1);
   CUcontext cu;
   CUstream s;
   CUdeviceptr buf;
@@ -174,6 +183,25 @@ int Check(const char* so, const std::string& out, const std::string& which) {
     g_release.store(1);
     CK(cuStreamSynchronize(s));
     usleep(100 * 1000);
+  } else if (which == "sampled") {
+    usleep(50 * 1000);  // the writer's first cycle turns the interval into ticks
+    for (int i = 0; i < 200; ++i) Plan(&p, s, buf);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);  // the tail after the last launch with events stays unproven
+    Plan(&p, s, buf);    // seq 200: past the interval, it records and proves the tail
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+  } else if (which == "sampled_blocked") {
+    usleep(50 * 1000);
+    CK(cuLaunchHostFunc(s, &HoldStream, nullptr));
+    for (int i = 0; i < 6; ++i) Plan(&p, s, buf);  // seq 0 records; 1..5 within the interval do not
+    usleep(2500 * 1000);  // past the 1 s stuck threshold: the report is written
+    g_release.store(1);
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
+    Plan(&p, s, buf);  // seq 6: proves 1..5
+    CK(cuStreamSynchronize(s));
+    usleep(100 * 1000);
   } else if (which == "ctxgone") {
     CK(cuLaunchHostFunc(s, &HoldStream, nullptr));
     for (int i = 0; i < 50; ++i) Plan(&p, s, buf);
@@ -192,7 +220,8 @@ int Check(const char* so, const std::string& out, const std::string& which) {
 
 // A private copy of the plugin, so that each configuration has its own
 // globals and Profiler in one process (its mode is chosen at its first init).
-Plugin LoadCopy(const char* so, const std::string& dir, const char* completions, bool start_events = true) {
+Plugin LoadCopy(const char* so, const std::string& dir, const char* completions, bool start_events = true,
+                const char* interval_us = "0") {
   static int n = 0;
   const std::string copy = "/tmp/events_check_plugin_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".so";
   const std::string cmd = "cp " + std::string(so) + " " + copy;
@@ -200,6 +229,7 @@ Plugin LoadCopy(const char* so, const std::string& dir, const char* completions,
   Env(dir, completions);
   setenv("NCCLWATCH_STUCK_SEC", "0", 1);
   setenv("NCCLWATCH_START_EVENTS", start_events ? "1" : "0", 1);
+  setenv("NCCLWATCH_EVENT_INTERVAL_US", interval_us, 1);
   return Load(copy.c_str());
 }
 
@@ -248,33 +278,28 @@ int Bench(const char* so, const std::string& out) {
   Plugin chan = LoadCopy(so, out + "/bench_channels", "channels");
   Plugin evp = LoadCopy(so, out + "/bench_events", "events");
   Plugin evn = LoadCopy(so, out + "/bench_events_nostart", "events", false);
-  // BENCH_EXTRA_ENV="NAME=VALUE": one more configuration, events with that
-  // variable set at its init (e.g. a sampling interval), as "events+extra".
-  const char* extra_env = getenv("BENCH_EXTRA_ENV");
-  std::string extra_name, extra_value;
-  if (extra_env != nullptr && strchr(extra_env, '=') != nullptr) {
-    extra_name.assign(extra_env, strchr(extra_env, '='));
-    extra_value = strchr(extra_env, '=') + 1;
-    setenv(extra_name.c_str(), extra_value.c_str(), 1);
-  }
-  Plugin evx = extra_name.empty() ? Plugin{} : LoadCopy(so, out + "/bench_events_extra", "events");
-  if (!extra_name.empty()) {
-    unsetenv(extra_name.c_str());
-    printf("events+extra: %s=%s\n", extra_name.c_str(), extra_value.c_str());
-  }
+  // EVENT_INTERVAL_US (default 50): NCCLWATCH_EVENT_INTERVAL_US of events-sampled.
+  const char* interval = getenv("EVENT_INTERVAL_US");
+  if (interval == nullptr || interval[0] == '\0') interval = "50";
+  Plugin evs = LoadCopy(so, out + "/bench_events_sampled", "events", true, interval);
   // events/launch: only the launch's events (its ops untracked); events/ops:
   // only the plan's ops (no launch before them: untracked too).
   // events-nostart: NCCLWATCH_START_EVENTS=0, one event per launch.
-  const int kModes = extra_name.empty() ? 7 : 8;
-  Plugin* modes[8] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn, &evx};
-  const int parts[8] = {3, 3, 3, 1, 2, 3, 1, 3};
-  const char* names[8] = {"none", "channels", "events", "events/launch", "events/ops", "events-nostart",
-                          "events-nostart/launch", "events+extra"};
+  // events-sampled: NCCLWATCH_EVENT_INTERVAL_US, events at most once per
+  // interval on the stream.
+  constexpr int kModes = 9;
+  Plugin* modes[kModes] = {nullptr, &chan, &evp, &evp, &evp, &evn, &evn, &evs, &evs};
+  const int parts[kModes] = {3, 3, 3, 1, 2, 3, 1, 3, 1};
+  const char* names[kModes] = {"none",           "channels",
+                               "events",         "events/launch",
+                               "events/ops",     "events-nostart",
+                               "events-nostart/launch", "events-sampled",
+                               "events-sampled/launch"};
   constexpr int kBlock = 500, kRounds = 60;
   for (int m = 0; m < kModes; ++m)
     for (int i = 0; i < 2000; ++i) Plan(modes[m], s, buf, parts[m]);  // warm-up: pools, pages, caches
   CK(cuStreamSynchronize(s));
-  std::vector<double> per[8];
+  std::vector<double> per[kModes];
   for (int round = 0; round < kRounds; ++round) {
     for (int k = 0; k < kModes; ++k) {
       const int m = (round + k) % kModes;  // each mode in each position as often
@@ -285,7 +310,7 @@ int Bench(const char* so, const std::string& out) {
       usleep(2000);                // the writers drain between blocks
     }
   }
-  double med[8];
+  double med[kModes];
   for (int m = 0; m < kModes; ++m) {
     std::sort(per[m].begin(), per[m].end());
     med[m] = per[m][per[m].size() / 2];
@@ -297,11 +322,12 @@ int Bench(const char* so, const std::string& out) {
   printf("events-nostart - none: %.1f ns per launch; launch events alone: %.1f ns (both), %.1f ns (after only); "
          "the ops alone: %.1f ns\n",
          med[5] - med[0], med[3] - med[0], med[6] - med[0], med[4] - med[0]);
-  if (kModes == 8) printf("events+extra - none: %.1f ns per launch\n", med[7] - med[0]);
+  printf("events-sampled (NCCLWATCH_EVENT_INTERVAL_US=%s) - none: %.1f ns per launch; its launch alone: %.1f ns\n",
+         interval, med[7] - med[0], med[8] - med[0]);
   chan.t->finalize(chan.ctx);
   evp.t->finalize(evp.ctx);
   evn.t->finalize(evn.ctx);
-  if (kModes == 8) evx.t->finalize(evx.ctx);
+  evs.t->finalize(evs.ctx);
   return 0;
 }
 
@@ -336,7 +362,7 @@ int main(int argc, char** argv) {
   };
   if (strcmp(argv[3], "check") == 0) {
     int bad = 0;
-    for (const char* c : {"ok", "graph", "blocked", "ctxgone"})
+    for (const char* c : {"ok", "graph", "blocked", "ctxgone", "sampled", "sampled_blocked"})
       bad += child([&] { return double(Check(argv[1], out, c)); });
     return bad == 0 ? 0 : 1;
   }

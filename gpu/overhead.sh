@@ -29,6 +29,8 @@
 #                issue 29 made CUDA events the default from API v5)
 #   default_x    ncclwatch ($PLUGIN_B when set) at the default capture with
 #                the settings in $EXTRA_ENV ("NAME=VALUE ...")
+#   sampled   ncclwatch, events with NCCLWATCH_EVENT_INTERVAL_US=$EVENT_INTERVAL_US
+#             (default 50): events at most once per stream and interval
 #   default_b    another build of ncclwatch ($PLUGIN_B), default capture (A/B)
 #   default_c    a third build ($PLUGIN_C), default capture
 #   default_tsc  ncclwatch, default capture, NCCLWATCH_CLOCK=tsc
@@ -56,6 +58,7 @@
 #                --batches); defaults all; 8,1K,64K,1M,16M,256M; both; 20; 5
 #   CPUS_PER_RANK  pin rank r to CPUs [r*K, r*K+K) (nccl_overhead --cpus-per-rank;
 #                default 0: no pinning)
+#   EVENT_INTERVAL_US  NCCLWATCH_EVENT_INTERVAL_US of the sampled configuration (default 50)
 #   KEEP_TRACES=1  keep ncclwatch's trace files of every run in OUTDIR/traces/
 #                (e.g. to read completion lag with `ncclwatch stats`)
 #   QUICK=1      a smoke test: sizes 8,1M,256M, target 5 ms, 2 rounds unless given
@@ -200,7 +203,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
   local want="libnccl-profiler-ncclwatch.so" env=()
   rm -rf "$TRACES/run" && mkdir -p "$TRACES/run"
   case "$cfg" in
-    none | noop | noop_channels | noop_all | noop_ops | noop_events | default | all | ops | events | channels | default_tsc | default_mono | default_b | default_c | default_x) ;;
+    none | noop | noop_channels | noop_all | noop_ops | noop_events | default | all | ops | events | channels | default_tsc | default_mono | default_b | default_c | default_x | sampled) ;;
     timed_noop | timed_default | timed_default_b | timed_default_c) ;;
     *) die "unknown configuration '$cfg'" ;;
   esac
@@ -218,6 +221,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     all)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=all) ;;
     ops)          plugin="$PLUGIN"; env=("$ours" NCCLWATCH_EVENTS=coll,p2p) ;;
     events)       plugin="$PLUGIN"; env=("$ours" NCCLWATCH_COMPLETIONS=events) ;;
+    sampled)      plugin="$PLUGIN"; env=("$ours" NCCLWATCH_COMPLETIONS=events NCCLWATCH_EVENT_INTERVAL_US="${EVENT_INTERVAL_US:-50}") ;;
     noop_events)  plugin="$NOOP"; env=(NOOP_PROFILER_MASK=0x806); want="libnccl-profiler-noop.so" ;;
     # The default capture with the clock forced (plugin/core/clock.h): what the
     # automatic choice of tick source is worth on this machine.

@@ -45,7 +45,7 @@ import sys
 from collections import defaultdict
 
 CONFIGS = ["none", "noop", "default", "noop_channels", "channels", "default_x", "noop_all", "all", "noop_ops", "ops",
-           "noop_events", "events"]
+           "noop_events", "events", "sampled"]
 EXPECTED_PLUGIN = {
     "none": "-",
     "noop": "libnccl-profiler-noop.so",
@@ -55,6 +55,7 @@ EXPECTED_PLUGIN = {
     "noop_channels": "libnccl-profiler-noop.so",
     "channels": "libnccl-profiler-ncclwatch.so",
     "events": "libnccl-profiler-ncclwatch.so",
+    "sampled": "libnccl-profiler-ncclwatch.so",
     "default": "libnccl-profiler-ncclwatch.so",
     "all": "libnccl-profiler-ncclwatch.so",
     "ops": "libnccl-profiler-ncclwatch.so",
@@ -66,7 +67,7 @@ EXPECTED_PLUGIN = {
     "timed_default_c": "libnccl-profiler-timing.so",
 }
 # The floor each ncclwatch configuration is paired with, round by round.
-FLOOR = {"channels": "noop_channels", "all": "noop_all", "ops": "noop_ops", "events": "noop_events", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
+FLOOR = {"channels": "noop_channels", "all": "noop_all", "ops": "noop_ops", "events": "noop_events", "sampled": "noop_events", "timed_default": "timed_noop", "timed_default_b": "timed_noop", "timed_default_c": "timed_noop"}
 RATIOS = [  # (numerator, denominator)
     ("default", "noop"),
     ("default", "none"),
@@ -83,6 +84,8 @@ RATIOS = [  # (numerator, denominator)
     ("default", "channels"),
     ("default_x", "none"),
     ("default_x", "default"),
+    ("sampled", "none"),
+    ("sampled", "events"),
 ]
 MIB = 1 << 20
 # (name, numerator, denominator, limit as a ratio, which sizes: fn(bytes, smallest))

@@ -83,9 +83,13 @@ nccl::Result InitCommon(int api, void** context, int* mask, uint64_t hash, const
   if (p == nullptr) return TurnOff(log, err);
   if (fresh) {
     for (const std::string& w : p->config().warnings) p->Log(nccl::kLogWarn, "%s", w.c_str());
+    // Sampled events (NCCLWATCH_EVENT_INTERVAL_US) say so after the source.
+    std::string completions = p->completions();
+    if (p->events() && p->config().event_interval_us > 0)
+      completions += " (at most once per stream every " + std::to_string(p->config().event_interval_us) + " us)";
     p->Log(nccl::kLogInfo,
            "profiler API v%d, events 0x%llx, completions from %s, clock %s (clock_gettime %.0f ns here), writing %s",
-           api, static_cast<unsigned long long>(p->mask()), p->completions().c_str(), p->clock_source().c_str(),
+           api, static_cast<unsigned long long>(p->mask()), completions.c_str(), p->clock_source().c_str(),
            p->clock_facts().gettime_ns, p->writer_path().c_str());
   }
   Context* c = p->NewContext(hash, name, nnodes, nranks, rank);

@@ -117,6 +117,13 @@ class TickConverter {
     if (ns >= 18446744073709551615.0) return UINT64_MAX;
     return off >= 0 ? ns0_ + static_cast<uint64_t>(off) : ns0_ - static_cast<uint64_t>(-off);
   }
+  // How many ticks `ns` nanoseconds are; 0 before the first Refine() has
+  // measured the TSC's rate.
+  uint64_t TicksOf(uint64_t ns) const {
+    if (!tsc_) return ns;
+    if (!(scale_ > 0)) return 0;
+    return static_cast<uint64_t>(static_cast<double>(ns) / scale_);
+  }
   bool tsc() const { return tsc_; }
   const std::string& why() const { return why_; }
   const ClockFacts& facts() const { return facts_; }

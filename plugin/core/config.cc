@@ -157,7 +157,8 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     uint64_t lo, hi;
   };
   U32Var u32s[] = {{"NCCLWATCH_FLUSH_MS", &c.flush_ms, 1, 60000},
-                   {"NCCLWATCH_HEARTBEAT_MS", &c.heartbeat_ms, 10, 3600000}};
+                   {"NCCLWATCH_HEARTBEAT_MS", &c.heartbeat_ms, 10, 3600000},
+                   {"NCCLWATCH_EVENT_INTERVAL_US", &c.event_interval_us, 0, kMaxEventIntervalUs}};
   for (auto& u : u32s) {
     if (const char* v = get(u.name)) {
       uint64_t x = 0;

@@ -27,6 +27,14 @@
 //   NCCLWATCH_START_EVENTS  with completions from events: 0 records no event
 //                           before each kernel (half the cost; stuck reports
 //                           then cannot tell "never started" from "started")
+//   NCCLWATCH_EVENT_INTERVAL_US  with completions from events: 0 (default)
+//                           records events at every kernel launch; N > 0
+//                           records them at a launch only when N us have
+//                           passed since the stream's last recorded ones.
+//                           A launch without events of its own completes when
+//                           a later launch's event on its stream does, and a
+//                           stuck report names the window of operations the
+//                           GPU may be in (launch_events.h, StreamEvents)
 //   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
 //                           safe and clock_gettime would cost more), "tsc" or
 //                           "monotonic" (clock_gettime); see clock.h
@@ -50,6 +58,9 @@ enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
 // no warning (NCCL before 2.28 and processes without libcuda are expected).
 enum class Completions : uint8_t { kChannels = 0, kEvents = 1, kAuto = 2 };
 
+// NCCLWATCH_EVENT_INTERVAL_US at most: one second.
+inline constexpr uint32_t kMaxEventIntervalUs = 1000000;
+
 struct Config {
   std::string dir = ".";
   std::string events = "default";
@@ -67,6 +78,7 @@ struct Config {
   ClockMode clock = ClockMode::kAuto;
   Completions completions = Completions::kAuto;
   bool start_events = true;
+  uint32_t event_interval_us = 0;  // 0: events at every launch
   std::vector<std::string> warnings;
 };
 

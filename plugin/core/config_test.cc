@@ -92,6 +92,22 @@ TEST(ConfigTest, Completions) {
             std::string::npos);
 }
 
+TEST(ConfigTest, EventInterval) {
+  EXPECT_EQ(Parse({}).event_interval_us, 0u);
+  EXPECT_EQ(Parse({{"NCCLWATCH_EVENT_INTERVAL_US", "0"}}).event_interval_us, 0u);
+  EXPECT_EQ(Parse({{"NCCLWATCH_EVENT_INTERVAL_US", " 50 "}}).event_interval_us, 50u);
+  EXPECT_EQ(Parse({{"NCCLWATCH_EVENT_INTERVAL_US", "1000000"}}).event_interval_us, 1000000u);
+  for (const char* v : {"-1", "1e3", "10us", "1000001", "0x10"}) {
+    Config c = Parse({{"NCCLWATCH_EVENT_INTERVAL_US", v}});
+    EXPECT_EQ(c.event_interval_us, 0u) << v;
+    ASSERT_EQ(c.warnings.size(), 1u) << v;
+    EXPECT_NE(c.warnings[0].find("NCCLWATCH_EVENT_INTERVAL_US='" + std::string(v) +
+                                 "' ignored: not an integer in [0, 1000000]; using 0"),
+              std::string::npos)
+        << c.warnings[0];
+  }
+}
+
 TEST(ConfigTest, GoodValues) {
   Config c = Parse({{"NCCLWATCH_DIR", "/tmp/x"},
                     {"NCCLWATCH_FLUSH_MS", "250"},

@@ -341,6 +341,7 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   r.launch.stream = reinterpret_cast<uint64_t>(stream);
   r.launch.events = nullptr;
   r.launch.n = 0;
+  r.launch.unsampled = 0;
   s->state.store(kSlotLive, std::memory_order_release);
   // An event recorded into a stream being captured would become a node of
   // the user's graph: none there, and its ops say why.
@@ -351,26 +352,35 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
     r.flags = kFlagGraph;
   } else {
     StreamEvents* ev = streams_->For(stream);
-    uint64_t n = 0;
-    bool ok = false;
-    if (ev != nullptr) {
-      n = ev->Next();
-      // The event before the kernel tells "never started" from "started" in
-      // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
-      ok = !config_.start_events || cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
-      // The thread's cached ring may be a destroyed context's whose stream
-      // handle came back: the stream's ring in the current context, once.
-      if (!ok && (ev = streams_->Again(stream)) != nullptr) {
-        n = ev->Next();
-        ok = cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
-      }
-    }
-    if (ok) {
+    if (sampled_ && ev != nullptr && !ev->Due(Ticks(), interval_ticks_.load(std::memory_order_relaxed))) {
+      // Sampled, and the stream recorded events less than the interval ago:
+      // none here. Its place in stream order (the number the next launch
+      // that records will take) is read at its stop, after its kernel is
+      // queued; that launch's events prove it.
       r.launch.events = ev;
-      r.launch.n = n;
-      if (!config_.start_events) r.flags |= kFlagNoStartEvent;
+      r.launch.unsampled = 1;
     } else {
-      r.flags = kFlagNoEvent;
+      uint64_t n = 0;
+      bool ok = false;
+      if (ev != nullptr) {
+        n = ev->Next();
+        // The event before the kernel tells "never started" from "started" in
+        // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
+        ok = !config_.start_events || cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
+        // The thread's cached ring may be a destroyed context's whose stream
+        // handle came back: the stream's ring in the current context, once.
+        if (!ok && (ev = streams_->Again(stream)) != nullptr) {
+          n = ev->Next();
+          ok = cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
+        }
+      }
+      if (ok) {
+        r.launch.events = ev;
+        r.launch.n = n;
+        if (!config_.start_events) r.flags |= kFlagNoStartEvent;
+      } else {
+        r.flags = kFlagNoEvent;
+      }
     }
   }
   if (raw != nullptr) StartRaw(tb, s, *raw, now);
@@ -382,7 +392,14 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   Rec& r = s->rec;
   auto* ev = static_cast<StreamEvents*>(r.launch.events);
   void* stream = reinterpret_cast<void*>(r.launch.stream);
-  if (ev != nullptr && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
+  if (r.launch.unsampled != 0) {
+    // Read after the kernel was queued: a launch that another thread numbered
+    // (and so recorded) before can only have queued its events before this
+    // kernel, so this launch is never placed before an event that does not
+    // cover it. One numbered in between places it later than it is: its
+    // completion is seen later, never early.
+    r.launch.n = ev->issued();
+  } else if (ev != nullptr && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
     // Without an event before the kernel, the ring was not tried at the
     // start (StartLaunch): the stream's ring in the current context, once.
     StreamEvents* again = (r.flags & kFlagNoStartEvent) ? streams_->Again(stream) : nullptr;

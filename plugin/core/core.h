@@ -140,6 +140,10 @@ class Profiler {
   // Completions come from CUDA events at kernel launches (launch_events.h):
   // NCCLWATCH_COMPLETIONS=events, API v5+, and the driver API found.
   bool events() const { return events_; }
+  // NCCLWATCH_EVENT_INTERVAL_US in ticks, set by the writer once it knows
+  // the tick rate (0 until then: every launch records). Thread safety: any
+  // thread.
+  void SetEventIntervalTicks(uint64_t ticks) { interval_ticks_.store(ticks, std::memory_order_relaxed); }
   StreamTable* streams() { return streams_.get(); }
   const CudaDriver& cuda() const { return cuda_; }
   // What the header says of it: "channels", "events" or "channels (why)".
@@ -225,7 +229,8 @@ class Profiler {
   void* StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d);
   void FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now);
   // KernelLaunch with completions from CUDA events: an event recorded on
-  // the launch stream at start (before the kernel) and at stop (after it).
+  // the launch stream at start (before the kernel) and at stop (after it);
+  // sampled, only when the stream's interval has passed.
   // `raw`: the descriptor when the launch is captured raw, else null.
   void* StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream, const EventDesc* raw);
   void StopLaunch(ThreadBuf* tb, Slot* s);
@@ -243,6 +248,10 @@ class Profiler {
   bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
   uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
   bool events_ = false;
+  // NCCLWATCH_EVENT_INTERVAL_US > 0 with events: a launch records its events
+  // only when its stream's interval has passed (StreamEvents::Due).
+  bool sampled_ = false;
+  std::atomic<uint64_t> interval_ticks_{0};
   CudaDriver cuda_;
   std::unique_ptr<StreamTable> streams_;
   std::string completions_ = "channels";

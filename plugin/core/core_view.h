@@ -68,6 +68,9 @@ class CoreView {
   virtual std::vector<Context*> ContextsSnapshot() = 0;
   // A communicator's CommFinalize is written: its context may serve a new one.
   virtual void RecycleContext(Context* ctx) = 0;
+  // NCCLWATCH_EVENT_INTERVAL_US in ticks, once the writer knows the tick
+  // rate (until then every launch records its events).
+  virtual void SetEventIntervalTicks(uint64_t ticks) = 0;
   // NCCL's event mask (the latest address an init gave), or null.
   virtual int* nccl_mask_address() const = 0;
 

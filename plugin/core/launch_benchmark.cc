@@ -18,6 +18,9 @@
 //   LAUNCH_BENCH_SO=path        another build of the plugin instead of this one's
 //   LAUNCH_BENCH_BASE_SO=path   another build timed in the same rounds as this one's
 //                               (base-plan, base-launch, base-ops), with per-round ratios
+//   LAUNCH_BENCH_INTERVAL_US=N  NCCLWATCH_EVENT_INTERVAL_US of the sampled configurations
+//                               (plan-sampled, launch-sampled; default 100: in a loop of
+//                               plans, almost no launch records its events)
 //
 // Each configuration that needs its own settings gets a private copy of
 // the .so (its own Profiler: the mode is chosen at its first init). The
@@ -81,6 +84,7 @@ void Logger(nccl::LogLevel level, unsigned long, const char*, int, const char* f
 }
 
 void (*g_launch)(void*) = nullptr;  // null_cuda.cc's stand-in for cuLaunchKernelEx
+uint64_t (*g_records)() = nullptr;  // null_cuda.cc's count of cuEventRecord calls
 
 struct Plugin {
   int api = 5;
@@ -92,7 +96,8 @@ struct Plugin {
 };
 
 // A private copy of the plugin with its own settings.
-Plugin LoadCopy(const std::string& name, int api, bool start_events, const std::string& so) {
+Plugin LoadCopy(const std::string& name, int api, bool start_events, const std::string& so,
+                const char* interval_us = "0") {
   const std::string copy = "/tmp/ncclwatch_launch_bench_" + std::to_string(getpid()) + "_" + name + ".so";
   const std::string dir = "/tmp/ncclwatch_launch_bench_" + std::to_string(getpid()) + "_" + name;
   const std::string cmd = "cp " + so + " " + copy + " && mkdir -p " + dir;
@@ -101,6 +106,7 @@ Plugin LoadCopy(const std::string& name, int api, bool start_events, const std::
   setenv("NCCLWATCH_COMPLETIONS", "events", 1);
   setenv("NCCLWATCH_STUCK_SEC", "0", 1);
   setenv("NCCLWATCH_START_EVENTS", start_events ? "1" : "0", 1);
+  setenv("NCCLWATCH_EVENT_INTERVAL_US", interval_us, 1);
   Plugin p;
   p.api = api;
   void* h = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -205,7 +211,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_launch = reinterpret_cast<void (*)(void*)>(dlsym(cuda, "nullcuda_launch"));
-  if (g_launch == nullptr) return 2;
+  g_records = reinterpret_cast<uint64_t (*)()>(dlsym(cuda, "nullcuda_records"));
+  if (g_launch == nullptr || g_records == nullptr) return 2;
 
   // LAUNCH_BENCH_SO: another build of the plugin instead of this one's.
   const char* so_env = getenv("LAUNCH_BENCH_SO");
@@ -214,11 +221,18 @@ int main(int argc, char** argv) {
   Plugin ev = LoadCopy("events", 5, true, so);
   Plugin nostart = LoadCopy("nostart", 5, false, so);
   Plugin v7 = LoadCopy("v7", 7, true, so);
+  const char* interval_env = getenv("LAUNCH_BENCH_INTERVAL_US");
+  Plugin sampled = LoadCopy("sampled", 5, true, so,
+                            interval_env != nullptr && interval_env[0] != '\0' ? interval_env : "100");
   // plan: all six calls; launch: the launch's two only (its ops never come);
   // ops: the plan's four only (no launch before them: untracked).
+  // plan-sampled, launch-sampled: NCCLWATCH_EVENT_INTERVAL_US (the null
+  // driver's records cost nothing, so this times the sampling's own work).
   std::vector<Mode> modes = {{"none", nullptr, 0},         {"plan", &ev, 3},
                              {"launch", &ev, 1},           {"ops", &ev, 2},
-                             {"plan-nostart", &nostart, 3}, {"plan-v7", &v7, 3}};
+                             {"plan-nostart", &nostart, 3}, {"plan-v7", &v7, 3},
+                             {"plan-sampled", &sampled, 3}, {"launch-sampled", &sampled, 1}};
+  const size_t kBaseAt = modes.size();  // base-plan's index, when there is one
   // Another build of the plugin (an earlier commit's), timed in the same
   // rounds: base-plan / plan is the change's ratio.
   Plugin base;
@@ -252,12 +266,15 @@ int main(int argc, char** argv) {
     usleep(20000);
     std::vector<std::vector<double>> per(modes.size());
     const size_t n = modes.size();
+    std::vector<uint64_t> records(modes.size(), 0);
     for (int round = 0; round < rounds; ++round) {
       for (size_t k = 0; k < n; ++k) {
         const Mode& m = modes[(round + k) % n];  // each mode in each position as often
+        const uint64_t r0 = g_records();
         const uint64_t t0 = Now();
         for (int i = 0; i < kBlock; ++i) Plan(m.plugin, m.parts);
         per[(round + k) % n].push_back(double(Now() - t0) / kBlock);
+        records[(round + k) % n] += g_records() - r0;
         usleep(3000);  // the writers drain between blocks (every 10 ms)
       }
     }
@@ -272,22 +289,26 @@ int main(int argc, char** argv) {
       for (int i = 0; i < rounds; ++i) diff.push_back(per[m][i] - per[0][i]);
       std::vector<double> v = per[m];
       std::sort(v.begin(), v.end());
-      printf("%-13s ns per plan: p25 %7.1f  median %7.1f  p75 %7.1f; beyond none: median %6.1f  (%d blocks of %d)\n",
-             modes[m].name, v[v.size() / 4], v[v.size() / 2], v[v.size() * 3 / 4], median(diff), rounds, kBlock);
+      printf("%-14s ns per plan: p25 %7.1f  median %7.1f  p75 %7.1f; beyond none: median %6.1f  (%d blocks of %d); "
+             "event records per plan %.3f\n",
+             modes[m].name, v[v.size() / 4], v[v.size() / 2], v[v.size() * 3 / 4], median(diff), rounds, kBlock,
+             double(records[m]) / (double(rounds) * kBlock));
     }
-    if (n > 6) {
+    if (n > kBaseAt) {
       // Per round, (base - none) / (plan - none): the ratio of the plugin's own work.
-      for (int k = 0; k < 3; ++k) {
+      for (size_t k = 0; k < 3; ++k) {
         std::vector<double> r;
-        for (int i = 0; i < rounds; ++i) r.push_back((per[6 + k][i] - per[0][i]) / (per[1 + k][i] - per[0][i]));
-        printf("%s beyond none / %s beyond none: median of rounds %.2f\n", modes[6 + k].name, modes[1 + k].name,
-               median(r));
+        for (int i = 0; i < rounds; ++i)
+          r.push_back((per[kBaseAt + k][i] - per[0][i]) / (per[1 + k][i] - per[0][i]));
+        printf("%s beyond none / %s beyond none: median of rounds %.2f\n", modes[kBaseAt + k].name,
+               modes[1 + k].name, median(r));
       }
     }
   }
   Finalize(&ev);
   Finalize(&nostart);
   Finalize(&v7);
+  Finalize(&sampled);
   if (base.ctx != nullptr) Finalize(&base);
   const std::string cmd = "rm -rf /tmp/ncclwatch_launch_bench_" + std::to_string(getpid()) + "_*";
   if (system(cmd.c_str()) != 0) return 1;

@@ -70,6 +70,14 @@ bool ResolveCudaDriver(CudaDriver* d, std::string* why);
 // the newest record. A stream runs in order, so "complete" still proves
 // every earlier launch complete; only "not ready" on a pair that a later
 // launch took over says nothing about the earlier one (LaunchTable).
+//
+// Sampled (NCCLWATCH_EVENT_INTERVAL_US=N): a launch records its pair only
+// when Due, N us (in ticks) after the stream's last recorded one; the others
+// record nothing and take no number: they are proven complete by the next
+// recorded event on the stream. The tail of a burst, with no recording launch
+// after it, stays unproven until the stream's next launch: nothing else may
+// record on a stream the plugin does not own (NCCL destroys its streams
+// before the plugin's finalize, and a stream may be captured at any time).
 class StreamEvents {
  public:
   static constexpr uint32_t kRing = 128;
@@ -85,6 +93,15 @@ class StreamEvents {
   uint64_t issued() const { return next_.load(std::memory_order_relaxed); }
   void* before(uint64_t n) const { return before_[n % kRing]; }
   void* after(uint64_t n) const { return after_[n % kRing]; }
+  // Whether a launch at `now` (ticks) records events: `interval` ticks have
+  // passed since the last launch that did; if so it is now that one. Two
+  // threads sharing a stream may both record: harmless. Hot path: relaxed
+  // loads and stores only.
+  bool Due(uint64_t now, uint64_t interval) {
+    if (now - last_recorded_.load(std::memory_order_relaxed) < interval) return false;
+    last_recorded_.store(now, std::memory_order_relaxed);
+    return true;
+  }
   void* cu_ctx() const { return cu_ctx_; }
   void* stream() const { return stream_; }
   // The context was destroyed (a query failed): nothing in it is called again.
@@ -99,6 +116,7 @@ class StreamEvents {
   void* before_[kRing] = {};
   void* after_[kRing] = {};
   std::atomic<uint64_t> next_{0};
+  std::atomic<uint64_t> last_recorded_{0};  // ticks of the last Due launch
   std::atomic<bool> dead_{false};
 };
 

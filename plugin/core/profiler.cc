@@ -83,6 +83,7 @@ class ProfilerView final : public CoreView {
   std::vector<Context*> ContextsSnapshot() override { return p_->ContextsSnapshot(); }
   void RecycleContext(Context* ctx) override { p_->RecycleContext(ctx); }
   int* nccl_mask_address() const override { return p_->nccl_mask_address(); }
+  void SetEventIntervalTicks(uint64_t ticks) override { p_->SetEventIntervalTicks(ticks); }
   // Formatted here, then passed on whole: Profiler::Log cuts at the same
   // 1,023 bytes.
   void VLog(nccl::LogLevel level, const char* fmt, va_list ap) override {
@@ -182,6 +183,7 @@ void Profiler::ChooseCompletions() {
   }
   events_ = true;
   completions_ = "events";
+  sampled_ = config_.event_interval_us > 0;
   streams_.reset(new StreamTable(&cuda_));
   StopCudaCallsAtExit();
   // NCCL's kernel-channel instrumentation is what this replaces: it costs

@@ -143,6 +143,11 @@ struct Rec {
       void* events;  // StreamEvents* (null: none recorded)
       uint64_t n;    // the launch's number on its stream: its events are pair n % kRing
       uint32_t tid;
+      // Sampled (NCCLWATCH_EVENT_INTERVAL_US): no events of its own; `n` is
+      // the number the stream's next recording launch takes, read at its
+      // stop (its place in stream order: before that launch). A later event
+      // proves it.
+      uint32_t unsampled;
     } launch;
     struct {
       int32_t num_ops;

@@ -90,6 +90,7 @@ void TraceEncoder::Header(const HeaderFields& h) {
   Str(w, tf::ProcessHeader::kNcclVersion, h.nccl_version);
   w->I32(tf::ProcessHeader::kCudaDriverVersion, h.cuda_driver_version);
   Str(w, tf::ProcessHeader::kCompletions, h.completions);
+  w->U64(tf::ProcessHeader::kEventIntervalUs, h.event_interval_us);
   w->EndMessage(m);
   w->EndRecord(at);
 }
@@ -142,6 +143,7 @@ void TraceEncoder::DoneBody(Wire* w, const DoneFields& d, const OpFields* op) {
   w->U64(tf::OpDone::kProxyBytes, d.proxy_bytes);
   w->Bool(tf::OpDone::kFromEvent, d.from_event);
   w->U64(tf::OpDone::kStartedNs, d.started_ns);
+  w->Bool(tf::OpDone::kFromLaterEvent, d.from_later_event);
 }
 
 void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
@@ -182,6 +184,7 @@ void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
   w->U64(tf::Op::kUserTag, op.user_tag);
   w->Bool(tf::Op::kIsSymColl, op.is_sym_coll);
   w->U64(tf::Op::kKernelVariant, op.kernel_variant);
+  w->Bool(tf::Op::kLaunchWithoutEvent, op.launch_without_event);
   if (folded != nullptr) {
     size_t dm = w->BeginMessage(tf::Op::kCompletion);
     DoneBody(w, *folded, &op);
@@ -417,6 +420,8 @@ void TraceEncoder::Stuck(const StuckFields& s) {
       w->U64(tf::InFlightOp::kProxyOpsStopped, f.proxy_ops_stopped);
     }
     w->U64(tf::InFlightOp::kGpu, f.gpu);
+    w->U64(tf::InFlightOp::kWindowFirstEventId, f.window_first_event_id);
+    w->U64(tf::InFlightOp::kWindowLastEventId, f.window_last_event_id);
     for (const ProxyProgressFields& p : f.proxy) {
       size_t q = w->BeginMessage(tf::InFlightOp::kProxy);
       w->U64(tf::ProxyProgress::kChannel, p.channel);

@@ -81,6 +81,7 @@ struct HeaderFields {
   std::string_view nccl_version;
   int32_t cuda_driver_version = 0;
   std::string completions;
+  uint32_t event_interval_us = 0;  // NCCLWATCH_EVENT_INTERVAL_US (events only)
 };
 
 struct CommInitFields {
@@ -125,6 +126,7 @@ struct OpFields {
   uint32_t kernel_variant = 0;    // v7: string id
   bool completion_tracked = false;  // not folded: an OpDone will follow
   uint32_t no_completion = 0;       // trace::NoCompletion, when none will
+  bool launch_without_event = false;  // sampled: its launch recorded no event of its own
 };
 
 // An operation's completion.
@@ -139,6 +141,7 @@ struct DoneFields {
   uint64_t proxy_bytes = 0;
   bool from_event = false;  // seen on a CUDA event after its kernel launch
   uint64_t started_ns = 0;  // from_event: when the stream was seen to reach the kernel (0: not seen)
+  bool from_later_event = false;  // its launch had no event of its own: a later one's proved it
 };
 
 struct HeartbeatFields {
@@ -194,6 +197,9 @@ struct InFlightFields {
   uint64_t proxy_ops_started = 0;
   uint64_t proxy_ops_stopped = 0;
   uint32_t gpu = 0;  // trace::GpuProgress
+  // GPU_IN_WINDOW: the first and last operation of its window (0: none yet).
+  uint64_t window_first_event_id = 0;
+  uint64_t window_last_event_id = 0;
   std::vector<ProxyProgressFields> proxy;
 };
 

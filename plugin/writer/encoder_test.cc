@@ -160,5 +160,69 @@ TEST(EncoderTest, MaskChangeCarriesBothMasksAndTheWindowOfTheChange) {
   EXPECT_EQ(c.completion_source(), 0x1000u);
 }
 
+// Sampled events (NCCLWATCH_EVENT_INTERVAL_US): what says an operation's
+// state was inferred from a later event or a window reads back as written.
+TEST(EncoderTest, SampledEventFieldsReadBack) {
+  BufferSink sink;
+  TraceEncoder enc(&sink);
+  HeaderFields h;
+  h.event_interval_us = 250;
+  enc.Header(h);
+  OpFields op;
+  op.event_id = 7;
+  op.func = enc.Intern("AllReduce");
+  op.completion_tracked = true;
+  op.launch_without_event = true;
+  enc.Op(op, nullptr);
+  DoneFields d;
+  d.event_id = 7;
+  d.done_ns = 900;
+  d.from_event = true;
+  d.from_later_event = true;
+  enc.OpDone(d);
+  op.event_id = 8;
+  enc.Op(op, &d);  // folded
+  StuckFields st;
+  InFlightFields f;
+  f.event_id = 9;
+  f.gpu = 3;  // GPU_IN_WINDOW
+  f.window_first_event_id = 8;
+  f.window_last_event_id = 11;
+  st.ops.push_back(f);
+  enc.Stuck(st);
+
+  std::vector<trace::Record> r = sink.Records();
+  bool header = false, op_seen = false, done = false, folded = false, stuck = false;
+  for (const trace::Record& x : r) {
+    if (x.has_header()) {
+      header = true;
+      EXPECT_EQ(x.header().event_interval_us(), 250u);
+    }
+    if (x.has_op() && x.op().event_id() == 7) {
+      op_seen = true;
+      EXPECT_TRUE(x.op().launch_without_event());
+      EXPECT_TRUE(x.op().completion_tracked());
+    }
+    if (x.has_op_done()) {
+      done = true;
+      EXPECT_TRUE(x.op_done().from_event());
+      EXPECT_TRUE(x.op_done().from_later_event());
+    }
+    if (x.has_op() && x.op().event_id() == 8) {
+      folded = true;
+      EXPECT_TRUE(x.op().launch_without_event());
+      EXPECT_TRUE(x.op().completion().from_later_event());
+    }
+    if (x.has_stuck()) {
+      stuck = true;
+      ASSERT_EQ(x.stuck().ops_size(), 1);
+      EXPECT_EQ(x.stuck().ops(0).gpu(), trace::GPU_IN_WINDOW);
+      EXPECT_EQ(x.stuck().ops(0).window_first_event_id(), 8u);
+      EXPECT_EQ(x.stuck().ops(0).window_last_event_id(), 11u);
+    }
+  }
+  EXPECT_TRUE(header && op_seen && done && folded && stuck);
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin

@@ -261,6 +261,144 @@ TEST_F(EventsTest, WithoutStartEventsProgressIsUnknown) {
   ASSERT_EQ(c.Finalize(), 0);
 }
 
+// NCCLWATCH_EVENT_INTERVAL_US: in a burst faster than the interval only the
+// first launch records events. Every op of the burst still completes, the
+// ones without events of their own when a later launch's event proves them
+// (OpDone.from_later_event); until then a stuck report puts them in a window
+// and never claims one of them started or not.
+TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_EVENT_INTERVAL_US", "200000"},
+                {"NCCLWATCH_STUCK_SEC", "0.3"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xEC, "sampled", 1, 2, 0), 0);
+  // The writer turns the interval into ticks in its first cycle; until then
+  // every launch records.
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return !x.heartbeats.empty(); });
+  EXPECT_EQ(t->header->event_interval_us(), 200000u);
+  uint64_t rec0 = 0, q = 0, cr = 0, rec1 = 0;
+  cuda_->counts(&rec0, &q, &cr);
+  for (uint64_t seq = 1; seq <= 6; ++seq) c.RunOp(Op(seq, kStreamA));
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1 - rec0, 2u) << "one launch of six recorded its pair";
+
+  t = WaitForTrace(dir_, [](const Trace& x) { return !x.stucks.empty() && x.stucks.back()->ops_size() == 6; });
+  ASSERT_FALSE(t->stucks.empty());
+  std::map<uint64_t, const trace::InFlightOp*> in_flight;
+  for (const trace::InFlightOp& o : t->stucks.back()->ops()) in_flight[o.seq()] = &o;
+  ASSERT_EQ(in_flight.size(), 6u);
+  EXPECT_EQ(in_flight[1]->gpu(), trace::GPU_NOT_STARTED) << "its own event says so";
+  // The window: from op 1 (not done: nothing ran) to the end of the run
+  // without events.
+  const uint64_t first = OpWithSeq(*t, 1)->event_id(), last = OpWithSeq(*t, 6)->event_id();
+  for (uint64_t seq = 2; seq <= 6; ++seq) {
+    EXPECT_EQ(in_flight[seq]->gpu(), trace::GPU_IN_WINDOW) << seq;
+    EXPECT_EQ(in_flight[seq]->window_first_event_id(), first) << seq;
+    EXPECT_EQ(in_flight[seq]->window_last_event_id(), last) << seq;
+    EXPECT_TRUE(OpWithSeq(*t, seq)->launch_without_event()) << seq;
+  }
+  EXPECT_FALSE(OpWithSeq(*t, 1)->launch_without_event());
+
+  // The GPU runs everything; only op 1's event says so yet: ops 2..6 are the
+  // burst's tail, proven by the stream's next launch with events.
+  cuda_->run(kStreamA);
+  const uint64_t ran_at = MonoNs();
+  t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 1) && WriterPast(x, ran_at + 50'000'000); });
+  for (uint64_t seq = 2; seq <= 6; ++seq) EXPECT_FALSE(Done(*t, seq)) << seq;
+  usleep(250'000);  // past the interval: the next launch records
+  cuda_->counts(&rec0, &q, &cr);
+  c.RunOp(Op(7, kStreamA));
+  cuda_->counts(&rec1, &q, &cr);
+  EXPECT_EQ(rec1 - rec0, 2u);
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [](const Trace& x) {
+    for (uint64_t seq = 1; seq <= 7; ++seq)
+      if (!Done(x, seq)) return false;
+    return true;
+  });
+  for (uint64_t seq = 1; seq <= 7; ++seq) {
+    const OpView* v = nullptr;
+    OpWithSeq(*t, seq, &v);
+    EXPECT_TRUE(v->done.from_event()) << seq;
+    EXPECT_EQ(v->done.from_later_event(), seq >= 2 && seq <= 6) << seq;
+  }
+  ASSERT_EQ(c.Finalize(), 0);
+  bool said = false, init = false;
+  for (const LogLine& l : Logs()) {
+    said |= l.text.find("NCCLWATCH_EVENT_INTERVAL_US=200000: 5 of 7 kernel launches recorded no CUDA events") !=
+            std::string::npos;
+    init |= l.text.find("completions from events (at most once per stream every 200000 us)") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << "the closing log says how many launches the interval spared";
+  EXPECT_TRUE(init) << "the init line says events are sampled";
+}
+
+// Sampled events, two communicators launching on one stream from two
+// threads at once: whichever launch records, every op completes once the
+// stream has run and a later launch's event proves it, and none completes
+// before its kernel ran (the launches' places in stream order are read
+// after their kernels are queued).
+TEST_F(EventsTest, SampledEventsFromTwoThreadsOnOneStream) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_EVENT_INTERVAL_US", "100"},
+                {"NCCLWATCH_STUCK_SEC", "0"},
+                {"NCCLWATCH_FLUSH_MS", "10"},
+                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+  FakeComm a(PluginLib::Shared(), 5), b(PluginLib::Shared(), 5);
+  ASSERT_EQ(a.Init(0xED, "a", 1, 2, 0), 0);
+  ASSERT_EQ(b.Init(0xEE, "b", 1, 2, 0), 0);
+  WaitForTrace(dir_, [](const Trace& x) { return !x.heartbeats.empty(); });
+  constexpr int kOps = 300;
+  auto run = [&](FakeComm* c, uint64_t first) {
+    cuda_->make_current(kCtx1);
+    for (int i = 0; i < kOps; ++i) {
+      c->RunOp(Op(first + i, kStreamA));
+      if (i % 50 == 0) usleep(300);  // a few intervals pass: some launches record
+    }
+  };
+  std::thread ta(run, &a, 1000), tb(run, &b, 5000);
+  ta.join();
+  tb.join();
+  const uint64_t ran_at = MonoNs();
+  std::unique_ptr<Trace> t = WaitForTrace(dir_, [&](const Trace& x) {
+    return OpWithSeq(x, 1000 + kOps - 1) != nullptr && OpWithSeq(x, 5000 + kOps - 1) != nullptr &&
+           WriterPast(x, ran_at + 30'000'000);
+  });
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_FALSE(Done(*t, 1000 + i)) << "nothing ran yet: seq " << 1000 + i;
+    EXPECT_FALSE(Done(*t, 5000 + i)) << "nothing ran yet: seq " << 5000 + i;
+  }
+  cuda_->run(kStreamA);
+  usleep(1000);  // past the interval: the next launch records and proves the tail
+  a.RunOp(Op(1000 + kOps, kStreamA));
+  cuda_->run(kStreamA);
+  t = WaitForTrace(dir_, [&](const Trace& x) {
+    for (int i = 0; i <= kOps; ++i)
+      if (!Done(x, 1000 + i)) return false;
+    for (int i = 0; i < kOps; ++i)
+      if (!Done(x, 5000 + i)) return false;
+    return true;
+  });
+  size_t later = 0, own = 0;
+  for (const OpView& v : t->ops) {
+    if (v.done_count == 0) continue;
+    if (v.done.from_later_event()) {
+      EXPECT_TRUE(v.op->launch_without_event()) << v.op->seq();
+      ++later;
+    } else {
+      ++own;
+    }
+  }
+  EXPECT_GT(later, 0u);
+  EXPECT_GT(own, 1u);
+  ASSERT_EQ(a.Finalize(), 0);
+  ASSERT_EQ(b.Finalize(), 0);
+}
+
 // Several communicators, each with its stream, launched from several
 // threads at once (a nonblocking communicator's ops come from NCCL's own
 // launch thread): each op follows its own launch.
@@ -517,6 +655,140 @@ TEST_F(EventsTest, DiagnoseNamesTheRankWhoseGpuNeverStartedIt) {
   EXPECT_EQ(f.waiting_size(), 2) << text;
   EXPECT_NE(d.verdict().find("rank 2's GPU never started it; ranks 0,1 started it and wait"), std::string::npos)
       << text;
+}
+
+// Sampled events (NCCLWATCH_EVENT_INTERVAL_US), three ranks: AllReduce #1
+// and #4 record events (the interval passed before each), #2 and #3 do not.
+// Rank 2's stream is held after #1 by a host function that never returns;
+// the GPUs of ranks 0 and 1 pass #2 and #3 and start #4 (the fake's kernels
+// do not wait for each other). diagnose names rank 2, whose GPU never
+// started #4, and says where its GPU is as the window #2..#3, never one of
+// them: nothing proves which.
+TEST_F(EventsTest, DiagnoseNamesTheWindowWithSampledEvents) {
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 3; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string mine = dir_ + "/rank" + std::to_string(r);
+      mkdir(mine.c_str(), 0755);
+      setenv("NCCLWATCH_DIR", mine.c_str(), 1);
+      setenv("NCCLWATCH_EVENT_INTERVAL_US", "200000", 1);
+      setenv("NCCLWATCH_STUCK_SEC", "1", 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", "3", 1);
+      cuda_->make_current(kCtx1);
+      FakeComm c(PluginLib::FreshCopy(), 5);
+      if (c.Init(0x3B3B, "world", 1, 3, r) != 0) _exit(3);
+      // The writer knows the interval in ticks after its first cycle.
+      WaitForTrace(mine, [](const Trace& x) { return !x.heartbeats.empty(); });
+      c.RunOp(Op(0, kStreamA));
+      cuda_->run(kStreamA);
+      usleep(250'000);
+      c.RunOp(Op(1, kStreamA));
+      cuda_->run(kStreamA);
+      if (r == 2) cuda_->block(kStreamA);
+      c.RunOp(Op(2, kStreamA));
+      c.RunOp(Op(3, kStreamA));
+      usleep(250'000);
+      c.RunOp(Op(4, kStreamA));
+      if (r != 2) cuda_->run_some(kStreamA, 3);  // #2's and #3's kernels, #4's event before its kernel
+      std::unique_ptr<Trace> t = WaitForTrace(mine, [](const Trace& x) {
+        if (x.stucks.empty()) return false;
+        for (const trace::InFlightOp& o : x.stucks.back()->ops())
+          if (o.seq() == 4) return true;
+        return false;
+      });
+      _exit(t->stucks.empty() ? 4 : 0);
+    }
+    ranks.push_back(pid);
+  }
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir_}, tools::LoadOptions(), &m, &err)) << err;
+  const ncclwatch::report::Diagnosis d = tools::Diagnose(m, tools::DiagnoseOptions());
+  const std::string text = tools::FormatText(d);
+  ASSERT_GT(d.findings_size(), 0) << text;
+  const auto& f = d.findings(0);
+  EXPECT_EQ(f.kind(), ncclwatch::report::STUCK_IN_PROGRESS) << text;
+  EXPECT_EQ(f.seq(), 4u) << text;
+  ASSERT_EQ(f.culprits_size(), 1) << text;
+  EXPECT_EQ(f.culprits(0).name(), "rank 2") << text;
+  EXPECT_NE(d.verdict().find("rank 2's GPU never started it; ranks 0,1 started it and wait"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("somewhere in AllReduce #2..#3, launched without CUDA events of their own"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("AllReduce #2 on comm 'world' (3 ranks) for"), std::string::npos) << text;
+  EXPECT_NE(text.find("its GPU was somewhere in AllReduce #2..#3 or past it"), std::string::npos) << text;
+  // No finding names #2 or #3 alone: rank 2's GPU may be in either.
+  for (const auto& g : d.findings()) EXPECT_TRUE(g.seq() != 2 && g.seq() != 3) << text;
+}
+
+// Sampled events: a job whose last burst's tail recorded no events and
+// whose streams then went idle ends with those operations in flight in its
+// files (nothing launched after them to prove them), long enough for stuck
+// reports to name their window. That is no hang: diagnose takes them as
+// unknown and finds nothing wrong.
+TEST_F(EventsTest, AnUnprovenTailIsNoHang) {
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string mine = dir_ + "/rank" + std::to_string(r);
+      mkdir(mine.c_str(), 0755);
+      setenv("NCCLWATCH_DIR", mine.c_str(), 1);
+      setenv("NCCLWATCH_EVENT_INTERVAL_US", "200000", 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", "2", 1);
+      cuda_->make_current(kCtx1);
+      FakeComm c(PluginLib::FreshCopy(), 5);
+      if (c.Init(0x3C3C, "world", 1, 2, r) != 0) _exit(3);
+      WaitForTrace(mine, [](const Trace& x) { return !x.heartbeats.empty(); });
+      for (uint64_t seq = 0; seq < 5; ++seq) c.RunOp(Op(seq, kStreamA));
+      cuda_->run(kStreamA);  // all done on the GPU; only #0 has an event to say so
+      std::unique_ptr<Trace> t = WaitForTrace(mine, [](const Trace& x) {
+        if (x.stucks.empty()) return false;
+        for (const trace::InFlightOp& o : x.stucks.back()->ops())
+          if (o.gpu() == trace::GPU_IN_WINDOW && o.seq() == 4) return true;
+        return false;
+      });
+      if (c.Finalize() != 0) _exit(5);
+      _exit(t->stucks.empty() ? 4 : 0);
+    }
+    ranks.push_back(pid);
+  }
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir_}, tools::LoadOptions(), &m, &err)) << err;
+  size_t without = 0;
+  for (const tools::Op& op : m.ops) {
+    if (op.seq == 0) {
+      EXPECT_EQ(op.state, tools::OpState::kCompleted);
+    } else {
+      EXPECT_TRUE(op.without_event);
+      EXPECT_EQ(op.state, tools::OpState::kInFlight);
+      ++without;
+    }
+  }
+  EXPECT_EQ(without, 8u);
+  const ncclwatch::report::Diagnosis d = tools::Diagnose(m, tools::DiagnoseOptions());
+  const std::string text = tools::FormatText(d);
+  EXPECT_LT(d.severity(), ncclwatch::report::SEVERITY_WARNING) << text;
+  EXPECT_EQ(text.find("STUCK"), std::string::npos) << text;
+  EXPECT_EQ(text.find("HANG"), std::string::npos) << text;
+  EXPECT_NE(text.find("its GPU was somewhere in AllReduce #1..#4 or past it"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0: 4 operations launched without CUDA events of their own"), std::string::npos) << text;
 }
 
 }  // namespace

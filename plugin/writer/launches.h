@@ -8,13 +8,24 @@
 // the launch before it on that thread and communicator. Here, per stream,
 // launches are kept in launch order. A stream runs in order: once a launch's
 // "after" event is complete, every earlier launch on that stream has
-// finished, and once its "before" event is, every earlier one has started.
+// finished, and once its "before" event is, it has started and every
+// earlier one has finished.
 // So each cycle queries the newest launch of a stream and, only when it is
 // not done, searches for the boundary (a few queries, never one per
 // launch: polling every event contends in the driver, BENCHMARKS.md).
 // A launch whose ring pair a later launch took over (StreamEvents::kRing
 // launches later) can be proven complete by a later one, never shown
 // incomplete: its progress is unknown until then.
+//
+// Sampled (NCCLWATCH_EVENT_INTERVAL_US): a launch without events of its own
+// (StreamEvents::Due said no) is placed in stream order before the next
+// launch that records, and is never queried. It is done when a later
+// launch's event says so: that one's "after", or its "before" (a stream
+// reaches a launch only once every earlier one finished). Until then its
+// progress is a window: from the stream's first launch not proven done to
+// the end of the run of such launches that holds it; the GPU is in it, or
+// past it when no launch with events follows (the tail of a burst waits for
+// the stream's next launch). Launches with events keep their exact progress.
 //
 // Times are the writer's: when it saw the event complete (every few ms),
 // not the kernel's end.
@@ -39,31 +50,48 @@
 
 namespace ncclwatch::plugin {
 
-enum class GpuProgress : uint8_t { kUnknown = 0, kNotStarted = 1, kStarted = 2 };
+// trace::GpuProgress.
+enum class GpuProgress : uint8_t { kUnknown = 0, kNotStarted = 1, kStarted = 2, kInWindow = 3 };
 
 class LaunchTable {
  public:
   // A launch record: launch number `n` on the stream whose events are
-  // `events` (null: none), recorded by OS thread `tid`.
-  void Launched(uint64_t id, StreamEvents* events, uint64_t n, uint32_t tid, bool start_event = true);
+  // `events` (null: none), recorded by OS thread `tid`. `own_events` false:
+  // sampled, it recorded none, and `n` is the number the stream's next
+  // recording launch takes.
+  void Launched(uint64_t id, StreamEvents* events, uint64_t n, uint32_t tid, bool start_event = true,
+                bool own_events = true);
   enum class Bound { kWatched, kDone, kUnknown };
   // An operation of launch `launch_id`: watched until the launch is done,
   // or already done (`done_ns` set), or unknown (the launch record was lost).
-  Bound Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns, uint64_t* started_ns = nullptr);
+  // `without_event` (optional): the launch recorded no event of its own.
+  Bound Bind(uint64_t launch_id, uint64_t op_id, uint64_t* done_ns, uint64_t* started_ns = nullptr,
+             bool* without_event = nullptr);
 
   struct Stats {
     uint64_t queries = 0;       // cuEventQuery calls
     uint64_t done = 0;          // launches seen complete
     uint64_t context_gone = 0;  // launches given up: their CUDA context was destroyed
+    uint64_t launches = 0;        // launches with a stream's ring, with events or not
+    uint64_t without_events = 0;  // of those, sampled out (NCCLWATCH_EVENT_INTERVAL_US)
   };
-  // Queries the streams. `done(op_id, done_ns, started_ns)` for each
-  // operation whose launch completed (started_ns 0: not seen started first); `gone(op_id)` for each whose context was destroyed
-  // (its completion is unknown).
+  // Queries the streams. `done(op_id, done_ns, started_ns, from_later)` for
+  // each operation whose launch completed (started_ns 0: not seen started
+  // first; from_later: its launch had no event of its own, a later one's
+  // proved it); `gone(op_id)` for each whose context was destroyed (its
+  // completion is unknown).
   // Times come from `clock`, read after the queries that found them: a
   // launch is never said done before the query that saw it done.
-  void Poll(const std::function<uint64_t()>& clock, const std::function<void(uint64_t, uint64_t, uint64_t)>& done,
-            const std::function<void(uint64_t)>& gone);
+  using DoneFn = std::function<void(uint64_t, uint64_t, uint64_t, bool)>;
+  void Poll(const std::function<uint64_t()>& clock, const DoneFn& done, const std::function<void(uint64_t)>& gone);
   GpuProgress ProgressOf(uint64_t op_id) const;
+  // kInWindow: the window the GPU is in, as operations in stream order: from
+  // the first one of the stream not proven complete (every earlier one is)
+  // to the last one of the run of launches without events that holds
+  // op_id's (the next launch with events was not reached, or, with none
+  // after, the GPU may be past the window). 0 where no operation is bound
+  // yet. False when op_id is not in a window.
+  bool WindowOf(uint64_t op_id, uint64_t* first_op, uint64_t* last_op) const;
   size_t pending() const { return pending_; }
   const Stats& stats() const { return stats_; }
 
@@ -73,6 +101,8 @@ class LaunchTable {
     uint64_t n = 0;
     uint32_t tid = 0;
     bool start_event = true;  // an event was recorded before its kernel
+    bool own = true;          // it recorded events (false: sampled out)
+    uint64_t key = 0;         // stream order: 2n + 1 with events, 2n without (before launch n)
     bool started = false;
     uint64_t started_ns = 0;  // when a query first showed it started (0: not before it was done)
     bool done = false;
@@ -87,6 +117,9 @@ class LaunchTable {
   // reads "not ready" as "unknown".
   int Query(StreamEvents* s, void* event);
   static bool TakenOver(const Launch& l) { return l.events->issued() > l.n + StreamEvents::kRing; }
+  // Launches of queue `q` done: finished with `now` (from_later for those
+  // without events), popped from its front.
+  void FinishFront(std::deque<uint64_t>* q, size_t count, uint64_t now, const DoneFn& done);
 
   std::unordered_map<uint64_t, Launch> launches_;
   std::map<StreamEvents*, std::deque<uint64_t>> streams_;  // unfinished launches, in launch order

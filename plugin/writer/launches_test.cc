@@ -67,14 +67,23 @@ class LaunchTableTest : public ::testing::Test {
     table_.Launched(id, ring, n, tid);
     return id;
   }
+  // A sampled-out launch (NCCLWATCH_EVENT_INTERVAL_US): no event of its own;
+  // its place is before the stream's next launch with events.
+  uint64_t Unsampled(void* stream, uint32_t tid) {
+    const uint64_t id = ++next_id_;
+    StreamEvents* ring = rings_[stream].get();
+    table_.Launched(id, ring, ring->issued(), tid, true, false);
+    return id;
+  }
   // The GPU passes the first `n` positions of the stream (2 per launch).
   void Run(void* stream, uint64_t positions) { g_streams[stream].done = positions; }
   void Poll(uint64_t now) {
     table_.Poll(
         [now] { return now; },
-        [&](uint64_t op, uint64_t t, uint64_t s) {
+        [&](uint64_t op, uint64_t t, uint64_t s, bool from_later) {
           done_[op] = t;
           started_[op] = s;
+          if (from_later) from_later_.insert(op);
         },
         [&](uint64_t op) { gone_.insert(op); });
   }
@@ -86,6 +95,7 @@ class LaunchTableTest : public ::testing::Test {
   std::map<uint64_t, uint64_t> done_;
   std::map<uint64_t, uint64_t> started_;  // op -> when its launch was seen started (0: not before done)
   std::set<uint64_t> gone_;
+  std::set<uint64_t> from_later_;
 };
 
 TEST_F(LaunchTableTest, OpsCompleteWithTheirLaunchInStreamOrder) {
@@ -201,6 +211,128 @@ TEST_F(LaunchTableTest, ARingTakenOverProvesOnlyWhatCompleted) {
   Poll(30);
   EXPECT_EQ(done_.size(), total);
   EXPECT_EQ(table_.pending(), 0u);
+}
+
+// Sampled events: launches without events of their own complete with the
+// next launch that has them, from its "before" (the stream reached it) or
+// its "after"; until then their progress is the window they belong to.
+TEST_F(LaunchTableTest, LaunchesWithoutEventsCompleteWithALaterOne) {
+  uint64_t done_ns = 0;
+  bool without = false;
+  const uint64_t s0 = Launch(kS1, 7);
+  table_.Bind(s0, 1, &done_ns, nullptr, &without);
+  EXPECT_FALSE(without);
+  const uint64_t u1 = Unsampled(kS1, 7);
+  table_.Bind(u1, 2, &done_ns, nullptr, &without);
+  EXPECT_TRUE(without);
+  const uint64_t u2 = Unsampled(kS1, 7);
+  table_.Bind(u2, 3, &done_ns);
+  const uint64_t s3 = Launch(kS1, 7);
+  table_.Bind(s3, 4, &done_ns);
+  Poll(10);
+  EXPECT_TRUE(done_.empty());
+  EXPECT_EQ(table_.ProgressOf(1), GpuProgress::kNotStarted);
+  EXPECT_EQ(table_.ProgressOf(2), GpuProgress::kInWindow);
+  EXPECT_EQ(table_.ProgressOf(4), GpuProgress::kNotStarted) << "its own event says so";
+  uint64_t first = 0, last = 0;
+  EXPECT_FALSE(table_.WindowOf(1, &first, &last));
+  ASSERT_TRUE(table_.WindowOf(3, &first, &last));
+  EXPECT_EQ(first, 1u) << "s0 is not done: the window starts there";
+  EXPECT_EQ(last, 3u);
+
+  Run(kS1, 2);  // s0 done; the GPU is somewhere in u1, u2 (or between them and s3)
+  Poll(20);
+  EXPECT_EQ(done_, (std::map<uint64_t, uint64_t>{{1, 20}}));
+  EXPECT_EQ(table_.ProgressOf(2), GpuProgress::kInWindow);
+  ASSERT_TRUE(table_.WindowOf(3, &first, &last));
+  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(last, 3u);
+
+  Run(kS1, 3);  // s3's "before": the stream reached s3, so u1 and u2 are done
+  Poll(30);
+  EXPECT_EQ(done_.at(2), 30u);
+  EXPECT_EQ(done_.at(3), 30u);
+  EXPECT_EQ(from_later_, (std::set<uint64_t>{2, 3}));
+  EXPECT_EQ(table_.ProgressOf(4), GpuProgress::kStarted);
+  EXPECT_EQ(done_.count(4), 0u);
+
+  Run(kS1, 4);
+  Poll(40);
+  EXPECT_EQ(done_.at(4), 40u);
+  EXPECT_EQ(from_later_.count(4), 0u);
+  EXPECT_EQ(table_.pending(), 0u);
+}
+
+// The tail of a burst: launches without events after the last one with
+// them stay unproven, in a window, until the stream's next launch with
+// events; none of them is ever said done without an event that proves it.
+TEST_F(LaunchTableTest, TheTailOfABurstWaitsForTheNextEvent) {
+  uint64_t done_ns = 0;
+  table_.Bind(Launch(kS1, 7), 1, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 2, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 3, &done_ns);
+  Run(kS1, 2);
+  Poll(10);
+  Poll(20);
+  EXPECT_EQ(done_, (std::map<uint64_t, uint64_t>{{1, 10}}));
+  EXPECT_EQ(table_.ProgressOf(3), GpuProgress::kInWindow);
+  uint64_t first = 0, last = 0;
+  ASSERT_TRUE(table_.WindowOf(2, &first, &last));
+  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(last, 3u);
+  // Much later, the next launch records (its interval has passed).
+  table_.Bind(Launch(kS1, 7), 4, &done_ns);
+  Run(kS1, 4);
+  Poll(1000);
+  EXPECT_EQ(done_.at(2), 1000u);
+  EXPECT_EQ(done_.at(3), 1000u);
+  EXPECT_EQ(done_.at(4), 1000u);
+  EXPECT_EQ(from_later_, (std::set<uint64_t>{2, 3}));
+  EXPECT_EQ(table_.pending(), 0u);
+}
+
+// The window starts at the stream's first launch not proven done, with
+// events or not: a launch with events still running holds the GPU before
+// the launches without events after it.
+TEST_F(LaunchTableTest, AWindowStartsAtTheFirstLaunchNotProvenDone) {
+  uint64_t done_ns = 0;
+  table_.Bind(Launch(kS1, 7), 1, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 2, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 3, &done_ns);
+  table_.Bind(Launch(kS1, 7), 4, &done_ns);
+  table_.Bind(Unsampled(kS1, 7), 5, &done_ns);
+  Run(kS1, 1);  // launch 1 started, not done
+  Poll(10);
+  EXPECT_EQ(table_.ProgressOf(1), GpuProgress::kStarted);
+  uint64_t first = 0, last = 0;
+  ASSERT_TRUE(table_.WindowOf(3, &first, &last));
+  EXPECT_EQ(first, 1u) << "the GPU is in launch 1: the window starts there";
+  EXPECT_EQ(last, 3u) << "launch 4 was not reached";
+  ASSERT_TRUE(table_.WindowOf(5, &first, &last));
+  EXPECT_EQ(first, 1u);
+  EXPECT_EQ(last, 5u);
+  Run(kS1, 2);  // launch 1 done: the window starts at 2
+  Poll(20);
+  ASSERT_TRUE(table_.WindowOf(2, &first, &last));
+  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(last, 3u);
+}
+
+// A launch without events that another thread drains late is still placed
+// before the launch with events that came after it on the stream.
+TEST_F(LaunchTableTest, ALateLaunchWithoutEventsIsPlacedBeforeTheNextRecorded) {
+  uint64_t done_ns = 0;
+  StreamEvents* ring = rings_[kS1].get();
+  table_.Bind(Launch(kS1, 7), 1, &done_ns);
+  const uint64_t key = ring->issued();  // what the late launch read at its stop, before the next took a number
+  table_.Bind(Launch(kS1, 7), 3, &done_ns);
+  const uint64_t late = ++next_id_;
+  table_.Launched(late, ring, key, 8, true, false);
+  table_.Bind(late, 2, &done_ns);
+  Run(kS1, 3);  // the second launch's "before": the late one is done
+  Poll(10);
+  EXPECT_EQ(done_.count(2), 1u);
+  EXPECT_EQ(from_later_, (std::set<uint64_t>{2}));
 }
 
 }  // namespace

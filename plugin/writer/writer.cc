@@ -201,6 +201,8 @@ void Writer::Cycle(uint64_t now, bool force_write) {
       }
   }
   ticks_.Refine();  // before the first conversion of ticks
+  if (core_->events() && core_->config().event_interval_us > 0)
+    core_->SetEventIntervalTicks(ticks_.TicksOf(uint64_t{core_->config().event_interval_us} * 1000));
   if (drain_paused_.load(std::memory_order_relaxed)) {
     staged_.clear();
     staged_done_.clear();

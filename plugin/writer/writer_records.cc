@@ -66,6 +66,7 @@ void Writer::EncodeHeader() {
   h.nccl_version = info_.nccl_version;
   h.cuda_driver_version = info_.cuda_driver_version;
   h.completions = core_->completions();
+  h.event_interval_us = core_->events() ? core_->config().event_interval_us : 0;
   enc_.Header(h);
 }
 
@@ -132,6 +133,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   // completed already (the writer saw its event before the op's record).
   StagedRec ev_done;
   uint64_t ev_started_ns = 0;
+  bool without_event = false;  // sampled: its launch recorded no event of its own
   // NCCL's mask may have lacked the completion source when this op was
   // enqueued (a MaskChange took it away): its completion may never come,
   // and with CUDA events it would be an earlier launch's. One that comes
@@ -139,7 +141,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   const bool unsure = tracked && done == nullptr && mask_watch_.Unsure(r.t0_ns);
   if (events && tracked && done == nullptr && !unsure) {
     uint64_t done_ns = 0;
-    switch (launches_.Bind(r.op.launch_id, r.id, &done_ns, &ev_started_ns)) {
+    switch (launches_.Bind(r.op.launch_id, r.id, &done_ns, &ev_started_ns, &without_event)) {
       case LaunchTable::Bound::kWatched:
         break;
       case LaunchTable::Bound::kDone:
@@ -197,6 +199,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.nvls = (r.flags & kFlagNvls) != 0;
   f.p2p_seq = r.op.p2p_seq;
   f.completion_tracked = tracked && !unsure;
+  f.launch_without_event = tracked && without_event;
   if (unsure) {
     f.no_completion = 4;  // NO_COMPLETION_MASK
   } else if (events && !tracked) {
@@ -208,6 +211,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
     DoneFields d = DoneOf(*done);
     d.from_event = done == &ev_done;
     if (d.from_event && ev_started_ns != 0) d.started_ns = Rel(ev_started_ns);
+    d.from_later_event = d.from_event && without_event;
     enc_.Op(f, &d);
     ++completions_;
   } else {
@@ -233,7 +237,7 @@ void Writer::EncodeEvStart(const StagedRec& r) {
 
 void Writer::NoteLaunch(const StagedRec& r) {
   launches_.Launched(r.id, static_cast<StreamEvents*>(r.launch.events), r.launch.n, r.launch.tid,
-                     (r.flags & kFlagNoStartEvent) == 0);
+                     (r.flags & kFlagNoStartEvent) == 0, r.launch.unsampled == 0);
 }
 
 void Writer::PollLaunches(uint64_t now) {
@@ -254,7 +258,7 @@ void Writer::PollLaunches(uint64_t now) {
   uint64_t gone = 0;
   launches_.Poll(
       [] { return NowNs(); },
-      [&](uint64_t op, uint64_t done_ns, uint64_t started_ns) {
+      [&](uint64_t op, uint64_t done_ns, uint64_t started_ns, bool from_later) {
         const InFlightTable::Op* o = in_flight_.Find(op);
         if (o == nullptr) return;
         const uint32_t comm = o->comm;
@@ -263,6 +267,7 @@ void Writer::PollLaunches(uint64_t now) {
         d.done_ns = Rel(done_ns);
         d.from_event = true;
         if (started_ns != 0) d.started_ns = Rel(started_ns);
+        d.from_later_event = from_later;
         enc_.OpDone(d);
         ++completions_;
         in_flight_.Completed(op, static_cast<uint16_t>(comm), done_ns);

@@ -157,6 +157,14 @@ void Writer::LogSummary() {
              static_cast<unsigned long long>(no_slot), static_cast<unsigned long long>(RecordsLost()),
              static_cast<unsigned long long>(UntrackedOps()), static_cast<unsigned long long>(in_flight_.lost_completions()),
              static_cast<unsigned long long>(unsure_released_));
+  if (core_->events() && core_->config().event_interval_us > 0) {
+    // Sampled events: how many launches the interval spared their records.
+    const LaunchTable::Stats& s = launches_.stats();
+    core_->Log(nccl::kLogInfo,
+               "NCCLWATCH_EVENT_INTERVAL_US=%u: %llu of %llu kernel launches recorded no CUDA events of their own",
+               core_->config().event_interval_us, static_cast<unsigned long long>(s.without_events),
+               static_cast<unsigned long long>(s.launches));
+  }
 }
 
 Slot* Writer::SlotOf(uint64_t id) {
@@ -278,6 +286,8 @@ void Writer::MaybeStuckReport(uint64_t now) {
       // Its slot was freed at its stop: what the GPU did comes from its
       // launch's events.
       o.gpu = static_cast<uint32_t>(launches_.ProgressOf(id));
+      if (o.gpu == static_cast<uint32_t>(GpuProgress::kInWindow))
+        launches_.WindowOf(id, &o.window_first_event_id, &o.window_last_event_id);
     } else if (const Slot* slot = SlotOf(id)) {
       // The op's slot, if it still holds this op.
       o.has_progress = true;

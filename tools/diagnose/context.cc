@@ -272,4 +272,14 @@ const StuckOp* StuckOf(const Ctx& c, uint32_t oi, int64_t* report_time) {
   return nullptr;
 }
 
+std::string WindowName(const Ctx& c, const StuckOp& s) {
+  if (s.window_first == kNone || s.window_last == kNone) return "a window of operations launched without events";
+  const Op& a = c.m.ops[s.window_first];
+  const Op& b = c.m.ops[s.window_last];
+  if (s.window_first == s.window_last) return c.OpName(a);
+  if (a.kind == OpKind::kColl && b.kind == OpKind::kColl && a.func == b.func)
+    return c.OpName(a) + "..#" + std::to_string(b.seq);
+  return c.OpName(a) + " to " + c.OpName(b);
+}
+
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -156,6 +156,10 @@ FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* miss
 std::string ProxyLine(const Ctx& c, uint32_t comm, const ProxyState& x);
 // The evidence of one rank's stuck report for op `oi` (latest report naming it).
 const StuckOp* StuckOf(const Ctx& c, uint32_t oi, int64_t* report_time);
+// A stuck report's window (GPU_IN_WINDOW, sampled events): "AllReduce
+// #3..#7", or "AllReduce #3 to Broadcast #1" across functions. The GPU is
+// somewhere in it or past it: never name one of its operations alone.
+std::string WindowName(const Ctx& c, const StuckOp& s);
 
 }  // namespace ncclwatch::tools::diagnose_internal
 

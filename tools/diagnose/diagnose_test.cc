@@ -780,6 +780,165 @@ TEST(Diagnose, LateGpuIsNamedFromTheStuckReports) {
       << d.verdict();
 }
 
+// Sampled events (NCCLWATCH_EVENT_INTERVAL_US): AllReduce #2 and #3 were
+// launched without events of their own. Ranks 0,1 passed them (a later
+// event proved them) and their GPUs are in #4; rank 2's stuck report puts
+// its GPU in the window #2..#3 and says it never started #4. The finding is
+// on #4, names rank 2, and gives the window; no finding names #2 or #3
+// alone, and no LATE finding reads the window as "not started".
+TEST(Diagnose, SampledEventsNameTheWindowNeverOneOp) {
+  Job j;
+  j.Procs(3, 40.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.Steps(w, 1);
+  for (uint32_t p = 0; p < 3; ++p) {
+    const bool held = p == 2;
+    const uint32_t a = j.Coll(p, w, 2, "AllReduce", 1024, 0.5, held ? -1 : 0.6);
+    const uint32_t b = j.Coll(p, w, 3, "AllReduce", 1024, 0.5001, held ? -1 : 0.6);
+    const uint32_t c = j.Coll(p, w, 4, "AllReduce", 1024, 0.8, -1);
+    j.m.ops[a].without_event = true;
+    j.m.ops[b].without_event = true;
+    StuckReport r;
+    r.time_ns = Ns(20.0);
+    r.threshold_sec = 10;
+    StuckOp so;
+    so.comm = w;
+    if (held) {
+      for (uint32_t oi : {a, b}) {
+        so.op = oi;
+        so.seq = j.m.ops[oi].seq;
+        so.gpu = 3;
+        so.window_first = a;
+        so.window_last = b;
+        r.ops.push_back(so);
+      }
+    }
+    so.op = c;
+    so.seq = 4;
+    so.gpu = held ? 1 : 2;
+    so.window_first = so.window_last = kNone;
+    r.ops.push_back(so);
+    j.m.procs[p].stucks.push_back(r);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  const std::string text = FormatText(d);
+  ASSERT_GE(d.findings_size(), 1) << text;
+  EXPECT_EQ(d.findings(0).kind(), report::STUCK_IN_PROGRESS) << text;
+  EXPECT_EQ(d.findings(0).seq(), 4u) << text;
+  EXPECT_EQ(Names(d.findings(0).culprits()), V{"rank 2"}) << text;
+  EXPECT_NE(d.verdict().find("rank 2's GPU never started it; ranks 0,1 started it and wait"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 2: its GPU never started it: earlier work on its stream has not finished (somewhere in "
+                      "AllReduce #2..#3, launched without CUDA events of their own: which one is not known)"),
+            std::string::npos)
+      << text;
+  for (const auto& f : d.findings()) {
+    EXPECT_NE(f.kind(), report::LATE_RANK) << text;
+    EXPECT_TRUE(f.seq() != 2 && f.seq() != 3) << text;
+  }
+}
+
+// Sampled events: every rank's GPU is somewhere in #2..#3 and none started
+// #4 (all launched, all in flight). The finding on #4 says where each GPU
+// is, as a window, and names every rank, none alone: nothing tells which
+// rank holds the others.
+TEST(Diagnose, SampledEventsWithEveryGpuInAWindowNameNoRankAlone) {
+  Job j;
+  j.Procs(2, 40.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.Steps(w, 1);
+  for (uint32_t p = 0; p < 2; ++p) {
+    const uint32_t a = j.Coll(p, w, 2, "AllReduce", 1024, 0.5, -1);
+    const uint32_t b = j.Coll(p, w, 3, "AllReduce", 1024, 0.5001, -1);
+    const uint32_t c = j.Coll(p, w, 4, "AllReduce", 1024, 0.8, -1);
+    j.m.ops[a].without_event = true;
+    j.m.ops[b].without_event = true;
+    StuckReport r;
+    r.time_ns = Ns(20.0);
+    r.threshold_sec = 10;
+    StuckOp so;
+    so.comm = w;
+    for (uint32_t oi : {a, b}) {
+      so.op = oi;
+      so.seq = j.m.ops[oi].seq;
+      so.gpu = 3;
+      so.window_first = a;
+      so.window_last = b;
+      r.ops.push_back(so);
+    }
+    so.op = c;
+    so.seq = 4;
+    so.gpu = 1;
+    so.window_first = so.window_last = kNone;
+    r.ops.push_back(so);
+    j.m.procs[p].stucks.push_back(r);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  const std::string text = FormatText(d);
+  ASSERT_GE(d.findings_size(), 1) << text;
+  EXPECT_EQ(d.findings(0).kind(), report::STUCK_IN_PROGRESS) << text;
+  EXPECT_EQ(d.findings(0).seq(), 4u) << text;
+  EXPECT_EQ(Names(d.findings(0).culprits()), (V{"rank 0", "rank 1"})) << text;
+  EXPECT_NE(text.find("rank 0: its GPU never started it: earlier work on its stream has not finished (somewhere in "
+                      "AllReduce #2..#3"),
+            std::string::npos)
+      << text;
+  for (const auto& f : d.findings()) EXPECT_TRUE(f.seq() != 2 && f.seq() != 3) << text;
+}
+
+// Sampled events: a job that finalized with the tail of its last burst
+// unproven on every rank (launched without events, nothing after them) is
+// no hang: their state is unknown, and Input says so.
+TEST(Diagnose, SampledTailLeftUnprovenIsNoHang) {
+  Job j;
+  j.Procs(2, 40.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1});
+  j.Steps(w, 1);
+  for (uint32_t p = 0; p < 2; ++p) {
+    for (uint64_t k = 2; k <= 4; ++k) {
+      const uint32_t oi = j.Coll(p, w, k, "AllReduce", 1024, 0.5 + 0.0001 * k, -1);
+      j.m.ops[oi].without_event = true;
+    }
+    j.Finalize(p, 40.0);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  const std::string text = FormatText(d);
+  EXPECT_EQ(d.findings_size(), 0) << text;
+  EXPECT_NE(text.find("3 operations launched without CUDA events of their own"), std::string::npos) << text;
+}
+
+// The same with CUDA-event completions where rank 1's stuck report has no
+// answer (NCCLWATCH_START_EVENTS=0, or its event pair taken over by later
+// launches): no kernel-channel counts either, so nothing says its GPU had
+// not started it. No LATE finding may rest on that.
+TEST(Diagnose, AnEventReportWithoutGpuProgressSaysNothingOfTheGpu) {
+  Job j;
+  j.Procs(3, 40.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2});
+  j.Steps(w, 4);
+  for (uint32_t p = 0; p < 3; ++p) {
+    j.m.procs[p].event_completions = true;
+    const uint32_t oi = j.Coll(p, w, 5, "AllReduce", 1024, 0.5, 30.5);
+    StuckReport r;
+    r.time_ns = Ns(3.5);
+    r.threshold_sec = 3;
+    StuckOp so;
+    so.op = oi;
+    so.comm = w;
+    so.seq = 5;
+    so.nchannels = 2;  // as the plugin writes it; no channel counts with events
+    so.gpu = p == 1 ? 0 : 2;
+    r.ops.push_back(so);
+    j.m.procs[p].stucks.push_back(r);
+    j.Finalize(p, 40.0);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  const std::string text = FormatText(d);
+  for (const auto& f : d.findings()) EXPECT_NE(f.kind(), report::LATE_RANK) << text;
+  EXPECT_EQ(text.find("had not started"), std::string::npos) << text;
+  EXPECT_NE(text.find("whether its GPU had reached it is not known"), std::string::npos) << text;
+}
+
 // ---------------------------------------------------------------- 4. stuck in progress
 
 TEST(Diagnose, StuckInProgressNamesChannelAndPeer) {

@@ -82,7 +82,9 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
   for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
     const Op& op = m.ops[oi];
     if (c->live.Unfinished(oi) || op.ended_by_abort) open[op.proc] = true, work_done = false;
-    if (op.state == OpState::kUntracked) work_done = false;
+    // Untracked, or in flight after its stream's last event (sampled
+    // events): not known to have finished.
+    if (op.state == OpState::kUntracked || (op.state == OpState::kInFlight && op.without_event)) work_done = false;
   }
   std::vector<uint32_t> unended;  // processes that did not end well
   for (uint32_t pi = 0; pi < np; ++pi) {

@@ -36,6 +36,10 @@ int GpuSeen(const Ctx& c, uint32_t oi) {
   if (s == nullptr) return 0;
   if (s->gpu == 1) return 1;
   if (s->gpu == 2) return 2;
+  // In a window (sampled events): the GPU may be before, in or past it.
+  // With CUDA events and no gpu (no event before the kernel, or its pair
+  // taken over), the report has no channel counts to read: unknown.
+  if (s->gpu == 3 || c.m.procs[c.m.ops[oi].proc].event_completions) return 0;
   if (s->nchannels == 0) return 0;
   return s->kernel_started == 0 ? 1 : 2;
 }

@@ -9,6 +9,36 @@
 #include <vector>
 
 namespace ncclwatch::tools::diagnose_internal {
+namespace {
+
+// In flight after its stream's last event (sampled events, Op::without_event):
+// its state is unknown, so it neither proves a hang nor vetoes one that the
+// other ranks' operations prove.
+bool InWindow(const Op& op) { return op.state == OpState::kInFlight && op.without_event; }
+
+// For an op whose GPU never started it: the window the same stuck report
+// puts its communicator's GPU work in before it (sampled events), or null.
+// The GPU is held somewhere there; the report does not say where.
+const StuckOp* WindowBefore(const Ctx& c, uint32_t oi) {
+  const Op& op = c.m.ops[oi];
+  const Proc& p = c.m.procs[op.proc];
+  for (auto r = p.stucks.rbegin(); r != p.stucks.rend(); ++r) {
+    bool names = false;
+    for (const StuckOp& s : r->ops) names |= StuckNames(s, c.m, oi);
+    if (!names) continue;
+    const StuckOp* best = nullptr;
+    for (const StuckOp& s : r->ops) {
+      if (s.gpu != 3 || s.window_last == kNone) continue;
+      const Op& last = c.m.ops[s.window_last];
+      if (last.comm != op.comm || last.start_ns > op.start_ns || s.window_last == oi) continue;
+      if (best == nullptr || c.m.ops[best->window_last].start_ns < last.start_ns) best = &s;
+    }
+    return best;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
   const Model& m = c->m;
@@ -32,7 +62,9 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         if (it != c->last_seq[pr].end() && it->second >= mt.seq) hole = true;  // lost records, not absence
         else absent.push_back(pr);
       }
-      bool completed = false, hung = true, stuck_named = false;
+      // Hung: every unfinished op hung, or in a window (unknown) while
+      // another rank's is hung: a window neither proves nor vetoes.
+      bool completed = false, hung = true, any_hung = false, stuck_named = false;
       double waited = 1e300;
       std::vector<uint32_t> ops, waiting, unfinished;
       for (auto& [r, oi] : present) {
@@ -44,11 +76,13 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
         }
         unfinished.push_back(oi);
         waiting.push_back(op.proc);
-        if (!c->Hung(oi)) hung = false;
+        if (c->Hung(oi)) any_hung = true;
+        else if (!InWindow(op)) hung = false;
         if (c->stuck_ops.count(oi)) stuck_named = true;
         waited = std::min(waited, c->WaitSec(op));
       }
       if (unfinished.empty()) continue;
+      hung = hung && any_hung;
       if (waited == 1e300) waited = 0;
       const std::string func = m.Str(m.ops[present[0].second].func);
       const std::string opname = (func.empty() ? "operation" : func) + " #" + std::to_string(mt.seq);
@@ -193,7 +227,8 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
           if (m.ops[oi].state == OpState::kCompleted) finished.push_back(m.ops[oi].proc);
         for (uint32_t pr : waiting) *f.add_culprits() = c->Ref(pr, ci);
         std::string first_stall;
-        std::vector<uint32_t> no_report, gpu_not_started, gpu_started;
+        std::vector<uint32_t> no_report, gpu_not_started, gpu_started, gpu_window;
+        std::string windows;  // "rank 2's GPU is somewhere in AllReduce #1..#5", for the summary
         for (uint32_t oi : unfinished) {
           const Op& op = m.ops[oi];
           int64_t rt = kNoTime;
@@ -209,9 +244,27 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
             // earlier work.
             gpu_not_started.push_back(op.proc);
             line = "its GPU never started it: earlier work on its stream has not finished";
+            if (const StuckOp* w = WindowBefore(*c, oi))
+              line += " (somewhere in " + WindowName(*c, *w) +
+                      ", launched without CUDA events of their own: which one is not known)";
           } else if (s->gpu == 2) {
             gpu_started.push_back(op.proc);
             line = "its GPU started it and has not finished it";
+          } else if (s->gpu == 3) {
+            // Sampled events: its launch recorded none of its own. The GPU is
+            // somewhere in the window, or past it: never this op alone.
+            gpu_window.push_back(op.proc);
+            const std::string w = WindowName(*c, *s);
+            line = "its GPU is somewhere in " + w +
+                   " on its stream, or past it: those launches recorded no CUDA event of their own "
+                   "(NCCLWATCH_EVENT_INTERVAL_US), so whether it reached this one is not known";
+            if (gpu_window.size() <= 3)
+              windows += "; " + c->Name(op.proc) + "'s GPU is somewhere in " + w + " (events sampled)";
+          } else if (m.procs[op.proc].event_completions) {
+            // CUDA events without an answer: no event before its kernel
+            // (NCCLWATCH_START_EVENTS=0), or its pair taken over by later
+            // launches. No channel counts either.
+            line = "whether its GPU reached it is not known";
           } else {
             line = "kernel channels " + std::to_string(s->kernel_started) + " started, " +
                    std::to_string(s->kernel_stopped) + " stopped of " + std::to_string(s->nchannels);
@@ -262,10 +315,15 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
             for (uint32_t pr : gpu_started) *f.add_waiting() = c->Ref(pr, ci);
           }
         }
+        sum += windows;
         if (!first_stall.empty()) sum += "; " + first_stall;
         if (!gpu_not_started.empty() && !gpu_started.empty()) {
           f.set_cause(report::CAUSE_RESOURCES);
           f.set_cause_text(c->Names(gpu_not_started) + "'s GPU was busy with earlier work on its stream");
+        } else if (!gpu_window.empty() && first_stall.empty()) {
+          f.set_cause(report::CAUSE_UNKNOWN);
+          f.set_cause_text(c->Names(gpu_window) + "'s GPU is somewhere in a window of operations launched without "
+                           "CUDA events of their own (NCCLWATCH_EVENT_INTERVAL_US): which one holds it is not known");
         } else if (!first_stall.empty()) {
           f.set_cause(report::CAUSE_NETWORK);
           f.set_cause_text("the network: a transfer stopped while both ranks were in the operation (" + first_stall + ")");

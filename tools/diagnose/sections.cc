@@ -71,6 +71,11 @@ void FillStuckReports(const Ctx& c, Diagnosis* d) {
         // kernel channels, how far it got.
         if (so.gpu == 1) line += "; its GPU had not started it";
         else if (so.gpu == 2) line += "; its GPU had started it";
+        else if (so.gpu == 3)
+          line += "; its GPU was somewhere in " + WindowName(c, so) +
+                  " or past it (launched without CUDA events of their own: not known where)";
+        else if (m.procs[pi].event_completions)
+          line += "; whether its GPU had reached it is not known";
         else
           line += "; kernel channels " + std::to_string(so.kernel_started) + " started, " +
                   std::to_string(so.kernel_stopped) + " stopped of " + std::to_string(so.nchannels);
@@ -153,6 +158,15 @@ void FillInput(const Ctx& c, Diagnosis* d) {
       }
       add(report::InputIssue::MASK_CHANGE, name, text);
     }
+    const size_t unproven = static_cast<size_t>(std::count_if(p.ops.begin(), p.ops.end(), [&](uint32_t oi) {
+      return m.ops[oi].state == OpState::kInFlight && m.ops[oi].without_event;
+    }));
+    if (unproven > 0)
+      add(report::InputIssue::NO_COMPLETION, name,
+          Plural(unproven, "operation", "operations") +
+              " launched without CUDA events of their own (NCCLWATCH_EVENT_INTERVAL_US) end the file in flight: "
+              "no later launch on their stream proved them complete, so whether they finished is not known, and "
+              "they are not judged hung (stuck reports name the window the GPU was in)");
     if (!p.ops.empty() && std::all_of(p.ops.begin(), p.ops.end(),
                                       [&](uint32_t oi) { return m.ops[oi].state == OpState::kUntracked; }))
       add(report::InputIssue::NO_COMPLETION, name,

@@ -98,7 +98,10 @@ void MarkUnfinished(const Model& m, Liveness* c) {
 // The same for one that NCCL's mask may not have let complete in the file
 // (Op::mask_unseen: a change took away the completion source).
 bool CompletionMayBeLost(const Op& op) {
-  return op.state == OpState::kInFlight && (op.completion_maybe_lost || op.mask_unseen) && !op.ended_by_abort;
+  // An operation whose launch recorded no event of its own (sampled events)
+  // waits for a later launch's event: without one, its state is unknown.
+  return op.state == OpState::kInFlight && (op.completion_maybe_lost || op.mask_unseen || op.without_event) &&
+         !op.ended_by_abort;
 }
 
 }  // namespace

@@ -720,6 +720,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
         Damaged(p, &fs.damage_issues, off, "a process header whose launcher rank is beyond its world size");
       p->api_version = h.profiler_api_version();
       fs.numbers_p2p = h.profiler_api_version() >= 1 && h.profiler_api_version() <= 3;
+      p->event_completions = h.completions() == "events";
       p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
       p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
       p->heartbeat_ms = h.heartbeat_ms();
@@ -877,6 +878,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       op.enqueue_ns = static_cast<uint32_t>(std::min<uint64_t>(o.enqueue_ns(), UINT32_MAX));
       op.state = o.completion_tracked() ? OpState::kInFlight : OpState::kUntracked;
       op.mask_unseen = o.no_completion() == trace::NO_COMPLETION_MASK;
+      op.without_event = o.launch_without_event();
       if (o.has_completion()) {
         ApplyDone(o.completion(), op.start_ns + Rel(o.completion().done_after_start_ns()), base, &op);
       }
@@ -966,6 +968,12 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
         so.proxy_started = f.proxy_ops_started();
         so.proxy_stopped = f.proxy_ops_stopped();
         so.gpu = static_cast<uint8_t>(f.gpu());
+        if (so.gpu == trace::GPU_IN_WINDOW) {
+          auto wf = fs.op_by_event.find(f.window_first_event_id());
+          auto wl = fs.op_by_event.find(f.window_last_event_id());
+          if (wf != fs.op_by_event.end()) so.window_first = wf->second;
+          if (wl != fs.op_by_event.end()) so.window_last = wl->second;
+        }
         for (const auto& x : f.proxy()) {
           ProxyState ps;
           ps.channel = x.channel();

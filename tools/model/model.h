@@ -91,6 +91,13 @@ struct Op {
   // (OpDone.from_event): done_ns is when the writer saw it, within ~10 ms
   // and later than the kernel's end; no GPU execution time.
   bool polled = false;
+  // Its kernel launch recorded no CUDA event of its own
+  // (Op.launch_without_event, NCCLWATCH_EVENT_INTERVAL_US): a later
+  // launch's event on its stream proves it complete. Still in flight in the
+  // file, its state is unknown (the tail of a burst waits for the stream's
+  // next launch with events): liveness calls it unknown, never hung on its
+  // own, unless the structure says it cannot have finished.
+  bool without_event = false;
   Func fn = Func::kOther;  // `func` resolved once at load (tools/semantics.h)
   uint16_t func = 0;       // Model::strings ids (0: none)
   uint16_t datatype = 0;
@@ -141,8 +148,13 @@ struct StuckOp {  // trace::InFlightOp
   uint32_t kernel_started = 0, kernel_stopped = 0;
   uint32_t proxy_started = 0, proxy_stopped = 0;
   // Completions from CUDA events: whether the GPU reached its kernel
-  // (trace::GpuProgress: 0 unknown, 1 not started, 2 started).
+  // (trace::GpuProgress: 0 unknown, 1 not started, 2 started, 3 in a window).
   uint8_t gpu = 0;
+  // gpu 3 (sampled events): the window's first and last operation, ops
+  // indices (kNone where the file lacks it). The GPU is somewhere in it, or
+  // past its end: never a claim about one operation.
+  uint32_t window_first = kNone;
+  uint32_t window_last = kNone;
   std::vector<ProxyState> proxy;
 };
 
@@ -247,6 +259,11 @@ struct Proc {
   int32_t launcher_rank = -1;
   int32_t launcher_world_size = -1;
   uint32_t api_version = 0;
+  // Its completions came from CUDA events (ProcessHeader.completions
+  // "events"): its stuck reports say what the GPU did in InFlightOp.gpu and
+  // never carry kernel-channel counts, so a report without gpu says nothing
+  // of the GPU.
+  bool event_completions = false;
   uint64_t mono_base_ns = 0;      // header: CLOCK_MONOTONIC at plugin start
   uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
   uint32_t heartbeat_ms = 0;

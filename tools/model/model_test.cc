@@ -414,5 +414,51 @@ TEST(ModelTest, PolledCompletionsKeepWhenTheGpuGotToTheKernel) {
   EXPECT_EQ(m.ops[1].polled_held_ns, 0u);
 }
 
+// Sampled events (NCCLWATCH_EVENT_INTERVAL_US), read from a file: an
+// operation launched without an event of its own carries it (completed from
+// a later event, or in flight and then unknown, never hung by itself), and
+// a stuck report's window maps to the file's operations.
+TEST(ModelTest, SampledEventsReadFromAFile) {
+  testing::ProcSpec ps;
+  ps.stuck_sec = 0;
+  testing::TraceBuilder b(ps);
+  const int w = b.AddComm(0x3A7, "world", 1, 0, testing::kSec);
+  testing::OpOpts own;
+  own.from_event = true;
+  testing::OpOpts without = own;
+  without.launch_without_event = true;
+  const uint64_t t = 2 * testing::kSec;
+  b.Coll(w, "AllReduce", 0, 8, t, static_cast<int64_t>(t + 5 * testing::kMs), own);
+  b.Coll(w, "AllReduce", 1, 8, t + testing::kMs, static_cast<int64_t>(t + 5 * testing::kMs), without);
+  const uint64_t a = b.Coll(w, "AllReduce", 2, 8, t + 2 * testing::kMs, -1, without);
+  const uint64_t z = b.Coll(w, "AllReduce", 3, 8, t + 3 * testing::kMs, -1, without);
+  testing::InFlightProgress in_window;
+  in_window.gpu = 3;  // GPU_IN_WINDOW
+  in_window.window_first_event_id = a;
+  in_window.window_last_event_id = z;
+  b.Stuck(t + 90 * testing::kSec, {{a, in_window}, {z, in_window}});
+  b.Finalize(t + 100 * testing::kSec);
+  Model m;
+  std::string err;
+  ASSERT_TRUE(LoadModelFromBytes({{"m.ncclwatch", b.Bytes()}}, LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.ops.size(), 4u);
+  EXPECT_FALSE(m.procs[0].damaged) << (m.procs[0].issues.empty() ? "" : m.procs[0].issues[0]);
+  EXPECT_FALSE(m.ops[0].without_event);
+  EXPECT_EQ(m.ops[0].state, OpState::kCompleted);
+  EXPECT_TRUE(m.ops[1].without_event);
+  EXPECT_EQ(m.ops[1].state, OpState::kCompleted);  // a later event proved it
+  EXPECT_TRUE(m.ops[2].without_event);
+  EXPECT_EQ(m.ops[2].state, OpState::kInFlight);
+  ASSERT_EQ(m.procs[0].stucks.size(), 1u);
+  ASSERT_EQ(m.procs[0].stucks[0].ops.size(), 2u);
+  const StuckOp& s = m.procs[0].stucks[0].ops[0];
+  EXPECT_EQ(s.gpu, 3);
+  EXPECT_EQ(s.window_first, 2u);
+  EXPECT_EQ(s.window_last, 3u);
+  const Liveness lv = JudgeLiveness(m, LivenessOptions());
+  EXPECT_EQ(lv.of_op[2], OpLiveness::kUnknown) << "in flight without an event of its own: unknown, not hung";
+  EXPECT_EQ(lv.of_op[3], OpLiveness::kUnknown);
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

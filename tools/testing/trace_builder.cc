@@ -186,6 +186,7 @@ plugin::DoneFields Player::DoneOf(const TraceBuilder::OpRec& o) const {
   d.done_ns = DoneAt(o);
   d.from_event = o.opts.from_event;
   if (o.opts.from_event && o.opts.event_started_ns >= 0) d.started_ns = static_cast<uint64_t>(o.opts.event_started_ns);
+  d.from_later_event = o.opts.from_event && o.opts.launch_without_event;
   if (o.opts.gpu_timing && !o.opts.from_event) {
     uint64_t g0 = o.opts.gpu_start_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_start_ns) : EnqueuedAt(o) + kGpuLaunchNs;
     uint64_t g1 = o.opts.gpu_stop_ns >= 0 ? static_cast<uint64_t>(o.opts.gpu_stop_ns)
@@ -239,6 +240,7 @@ void Player::EncodeOp(const Ev& e) {
   f.parent_id = o.opts.parent_id;
   f.p2p_seq = o.p2p_seq;
   f.completion_tracked = o.tracked;
+  f.launch_without_event = o.opts.launch_without_event;
   if (!o.tracked) f.no_completion = o.opts.no_completion;
   if (folded) {
     const plugin::DoneFields d = DoneOf(o);
@@ -319,7 +321,10 @@ void Player::EncodeStuck(const Ev& e) {
     f.age_ns = now > o.start_ns ? now - o.start_ns : 0;
     f.enqueued = so.enqueued;
     f.nchannels = o.opts.nchannels;
-    f.has_progress = true;
+    f.has_progress = p.gpu == 0;
+    f.gpu = p.gpu;
+    f.window_first_event_id = p.window_first_event_id;
+    f.window_last_event_id = p.window_last_event_id;
     f.kernel_channels_started = static_cast<uint64_t>(
         p.kernel_channels_started >= 0 ? p.kernel_channels_started : static_cast<int32_t>(o.opts.nchannels));
     f.kernel_channels_stopped = static_cast<uint64_t>(p.kernel_channels_stopped);

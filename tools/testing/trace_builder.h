@@ -110,6 +110,12 @@ struct InFlightProgress {
   uint32_t proxy_ops_started = 0;
   uint32_t proxy_ops_stopped = 0;
   std::vector<ProxySpec> proxy;
+  // Completions from CUDA events: trace::GpuProgress (then no channel
+  // counts are written, as the plugin does), and with GPU_IN_WINDOW the
+  // window's first and last operation (event ids).
+  uint32_t gpu = 0;
+  uint64_t window_first_event_id = 0;
+  uint64_t window_last_event_id = 0;
 };
 
 struct OpOpts {
@@ -126,6 +132,10 @@ struct OpOpts {
   uint32_t no_completion = 0;          // trace::NoCompletion written with an untracked op
   bool from_event = false;             // completed from a CUDA event (no GPU timing then)
   int64_t event_started_ns = -1;       // from_event: the stream seen at the kernel (-1: not seen)
+  // NCCLWATCH_EVENT_INTERVAL_US: its launch recorded no event of its own
+  // (Op.launch_without_event; a completion from_event then says
+  // from_later_event).
+  bool launch_without_event = false;
   Completion completion = Completion::kAuto;
   // GPU timing of a completed operation (CPU times, relative like done_ns).
   bool gpu_timing = true;
