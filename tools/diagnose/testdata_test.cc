@@ -140,6 +140,27 @@ const Case kCases[] = {
     {"skip", 3, {"INCOMPLETE EVIDENCE (", "HANG: pid 1910@vm never joined AllReduce #4", "pid 1910@vm is still in Broadcast #4"},
      "testdata/versions4/2.26.6/"},
     {"kill", 3, {"INCOMPLETE EVIDENCE (", "DEAD: pid 2048@vm stopped without finalizing"}, "testdata/versions4/2.26.6/"},
+    // testdata/gpu-events8: 8 ranks on one GPU over sockets, the default
+    // capture; the fault rank is 7 (1 for kill, 0 for straggler, cross-wait).
+    {"healthy", 0, {"OK: no problem found in 8 processes (7 communicators, 384 operations, 384 completed)"},
+     "testdata/gpu-events8/", 8},
+    {"skip", 1, {"HANG: rank 7 never joined AllReduce #4 on comm 'world' (8 ranks); ranks 0-6 waited",
+                 "rank 7 waits in AllGather #4 on comm 'tp' {6,7}"}, "testdata/gpu-events8/", 8},
+    {"kill", 1, {"ENDED: rank 1 ended first, without finalizing (killed or crashed)"}, "testdata/gpu-events8/", 8},
+    {"straggler", 1, {"STRAGGLER: rank 0 arrived last"}, "testdata/gpu-events8/", 8},
+    {"extra", 1, {"HANG: ranks 0-6 never joined AllReduce #5", "rank 7 issued one too many"}, "testdata/gpu-events8/", 8},
+    {"count", 1, {"MISMATCH: AllReduce #4 on comm 'world' (8 ranks): rank 7 called count 8,192"}, "testdata/gpu-events8/", 8},
+    {"dtype", 1, {"MISMATCH: AllReduce #4 on comm 'world' (8 ranks): rank 7 called ncclFloat16"}, "testdata/gpu-events8/", 8},
+    {"func", 1, {"MISMATCH: rank 7 issued Broadcast", "as #4 on comm 'world' (8 ranks)"}, "testdata/gpu-events8/", 8},
+    {"root", 1, {"MISMATCH: Broadcast #4 on comm 'world' (8 ranks): rank 7 called root 5", "the results are wrong"},
+     "testdata/gpu-events8/", 8},
+    {"swap", 1, {"ORDER MISMATCH: ranks 6,7 issued Broadcast #4 before AllReduce #4 on comm 'world' (8 ranks)"},
+     "testdata/gpu-events8/", 8},
+    {"send-no-recv", 1, {"UNMATCHED P2P:", "rank 7's Send #5 to rank 0"}, "testdata/gpu-events8/", 8},
+    {"host-stuck", 1, {"HANG: rank 7 never joined AllReduce #4", "rank 7 is alive but idle outside NCCL"},
+     "testdata/gpu-events8/", 8},
+    {"cross-wait", 1, {"DEADLOCK: rank 0 issued AllReduce #0 on comm 'tp' {0,1} (2 ranks) before AllReduce #4"},
+     "testdata/gpu-events8/", 8},
     // testdata/gpu-events4, recorded on 4 GPUs: the default capture.
     {"gpu-blocked", 1,
      {"STUCK: AllReduce #4 on comm 'world' (4 ranks) was issued by every rank",
@@ -271,6 +292,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, TestdataTest, ::testing::ValuesIn(kCases),
                            if (std::string(i.param.dir) == "testdata/gpu-ops/") n = "ops_" + n;
                            if (std::string(i.param.dir) == "testdata/gpu-events/") n = "events_" + n;
                            if (std::string(i.param.dir) == "testdata/gpu-events4/") n = "events4_" + n;
+                           if (std::string(i.param.dir) == "testdata/gpu-events8/") n = "events8_" + n;
                            for (const std::string prefix : {"testdata/versions/", "testdata/versions4/"}) {
                              if (std::string(i.param.dir).rfind(prefix, 0) != 0) continue;
                              std::string v = std::string(i.param.dir).substr(prefix.size());
