@@ -383,7 +383,9 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       for (int64_t v : a.delay) a.sdelay.Add(v);
       for (int64_t v : a.skew) a.sskew.Add(v);
     }
-    auto dist = [&](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, a.sketched ? &sk : nullptr); };
+    // A structured binding cannot be captured (C++17): the flag is copied.
+    const bool sketched = a.sketched;
+    auto dist = [sketched](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, sketched ? &sk : nullptr); };
     const Dist gpu = dist(&a.gpu, a.sgpu), cpu = dist(&a.cpu, a.scpu), polled_d = dist(&a.polled, a.spolled);
     const Dist delay = dist(&a.delay, a.sdelay), skew = dist(&a.skew, a.sskew);
     // Completions seen by polling a CUDA event time the writer's look, not
