@@ -472,7 +472,7 @@ Job SpreadJob() {
   Job j(4, "world");
   for (int seq = 0; seq < 300; ++seq)
     for (int r = 0; r < 4; ++r) {
-      const int64_t start = seq * 10'000'000 + (r == 3 && seq % 3 == 0 ? 40'000 + seq * 100 : r * 700);
+      const int64_t start = int64_t{seq} * 10'000'000 + (r == 3 && seq % 3 == 0 ? 40'000 + seq * 100 : r * 700);
       const uint32_t gpu = static_cast<uint32_t>(20'000 + (seq * 7919 + r * 104729) % 900'000);
       const bool big = seq % 5 == 0;
       j.AddOp(0, r, big ? "AllGather" : "AllReduce", seq, big ? 1 << 20 : 4096, "ncclFloat32", start,
