@@ -7,6 +7,7 @@
 //
 //   events_check PLUGIN_SO OUT_DIR check   traces of the cases below, in OUT_DIR/<case>/
 //   events_check PLUGIN_SO OUT_DIR bench   host time per launch: no plugin, channels, events
+//   events_check PLUGIN_SO OUT_DIR ablate  the same, the driver's calls alone beside the plugin
 //                                          (and events-sampled: EVENT_INTERVAL_US, default 50)
 //
 // check: `ok` (200 ops, the stream synchronized), `graph` (a launch into a
@@ -331,6 +332,105 @@ int Bench(const char* so, const std::string& out) {
   return 0;
 }
 
+// ablate: where a launch's cost with events goes, the driver's part
+// alone. The same interleaved method as bench, with driver-only patterns
+// beside the plugin: one event after the kernel; a fixed pair around it;
+// a ring of pairs around it (the plugin's pattern, 128 or 8 pairs); the
+// ring with the capture check; the ring while another thread queries its
+// events (the writer's part, exaggerated: every 50 us).
+int Ablate(const char* so, const std::string& out) {
+  CUcontext cu;
+  CUstream s;
+  CUdeviceptr buf;
+  Setup(&cu, &s, &buf);
+  constexpr int kRing = 128;
+  std::vector<CUevent> before(kRing), after(kRing);
+  for (int i = 0; i < kRing; ++i) {
+    CK(cuEventCreate(&before[i], CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&after[i], CU_EVENT_DISABLE_TIMING));
+  }
+  std::atomic<int> latest{-1};
+  std::atomic<bool> querying{false}, stop{false};
+  std::thread querier([&] {
+    CK(cuCtxSetCurrent(cu));
+    while (!stop.load()) {
+      const int i = latest.load();
+      if (querying.load() && i >= 0) {
+        cuEventQuery(after[i]);
+        cuEventQuery(before[i]);
+      }
+      usleep(50);
+    }
+  });
+  Plugin evp = LoadCopy(so, out + "/ablate_events", "events");
+  int ri = 0;
+  auto ring = [&](int size, bool cap) {
+    if (cap) {
+      CUstreamCaptureStatus st;
+      CK(cuStreamIsCapturing(s, &st));
+    }
+    ri = (ri + 1) % size;
+    CK(cuEventRecord(before[ri], s));
+    CK(cuMemsetD8Async(buf, 0, 8, s));
+    CK(cuEventRecord(after[ri], s));
+    latest.store(ri, std::memory_order_relaxed);
+  };
+  constexpr int kModes = 10;
+  const char* names[kModes] = {"none", "after-event (one event)", "pair (fixed)", "ring 128", "ring 8",
+                               "ring 128 + capture check", "ring 128 + capture + queries", "plugin: launch events",
+                               "plugin: plan", "plugin: ops only"};
+  auto run = [&](int m) {
+    switch (m) {
+      case 0: CK(cuMemsetD8Async(buf, 0, 8, s)); break;
+      case 1:
+        CK(cuMemsetD8Async(buf, 0, 8, s));
+        CK(cuEventRecord(after[0], s));
+        break;
+      case 2:
+        CK(cuEventRecord(before[0], s));
+        CK(cuMemsetD8Async(buf, 0, 8, s));
+        CK(cuEventRecord(after[0], s));
+        break;
+      case 3: ring(kRing, false); break;
+      case 4: ring(8, false); break;
+      case 5: ring(kRing, true); break;
+      case 6: ring(kRing, true); break;
+      case 7: Plan(&evp, s, buf, 1); break;
+      case 8: Plan(&evp, s, buf, 3); break;
+      case 9: Plan(&evp, s, buf, 2); break;
+    }
+  };
+  constexpr int kBlock = 500, kRounds = 60;
+  for (int m = 0; m < kModes; ++m)
+    for (int i = 0; i < 2000; ++i) run(m);
+  CK(cuStreamSynchronize(s));
+  std::vector<double> per[kModes];
+  for (int round = 0; round < kRounds; ++round) {
+    for (int k = 0; k < kModes; ++k) {
+      const int m = (round + k) % kModes;
+      querying.store(m == 6);
+      const uint64_t t0 = Now();
+      for (int i = 0; i < kBlock; ++i) run(m);
+      per[m].push_back(double(Now() - t0) / kBlock);
+      querying.store(false);
+      CK(cuStreamSynchronize(s));
+      usleep(2000);
+    }
+  }
+  stop.store(true);
+  querier.join();
+  std::sort(per[0].begin(), per[0].end());
+  const double none = per[0][per[0].size() / 2];
+  for (int m = 0; m < kModes; ++m) {
+    std::sort(per[m].begin(), per[m].end());
+    const double med = per[m][per[m].size() / 2];
+    printf("ablate %-30s ns per launch: median %.1f (p25 %.1f, p75 %.1f), beyond none %.1f\n", names[m], med,
+           per[m][per[m].size() / 4], per[m][per[m].size() * 3 / 4], med - none);
+  }
+  evp.t->finalize(evp.ctx);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -366,5 +466,6 @@ int main(int argc, char** argv) {
       bad += child([&] { return double(Check(argv[1], out, c)); });
     return bad == 0 ? 0 : 1;
   }
+  if (strcmp(argv[3], "ablate") == 0) return Ablate(argv[1], out);
   return Bench(argv[1], out);
 }
