@@ -178,7 +178,15 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
           for (uint32_t pr : waiting) *f.add_waiting() = c->Ref(pr, ci);
         }
         std::string sum;
-        if (!absent.empty()) {
+        if (no_majority && waiting.size() < absent.size()) {
+          // Fewer ranks issued it than did not: most likely those few issued
+          // one too many, so the line starts from them. Still both are named:
+          // the records of "the others skipped it" are the same.
+          sum = "HANG: " + c->Names(waiting) + (waiting.size() == 1 ? " alone" : " only") + " issued " + opname +
+                " on " + c->CommLabel(ci) + " and waited " + Dur(waited) + "; " + c->Names(absent) +
+                " never joined it; " + fates + " (" + c->Names(waiting) + " issued one too many, or " +
+                c->Names(absent) + " skipped it: the records cannot tell which; both are named)";
+        } else if (!absent.empty()) {
           sum = "HANG: " + c->Names(absent) + " never joined " + opname + " on " + c->CommLabel(ci) + "; " +
                 c->Names(waiting) + " waited " + Dur(waited) + "; " + fates;
           if (no_majority)
