@@ -69,7 +69,7 @@ void AlignClocks(Model* m) {
   // 1. The header's clock pair puts each process on CLOCK_REALTIME.
   for (uint32_t pi = 0; pi < m->procs.size(); ++pi) {
     Proc& p = m->procs[pi];
-    Shift(m, members_of, pi, static_cast<int64_t>(p.realtime_base_ns) - static_cast<int64_t>(p.mono_base_ns) - p.offset_ns);
+    Shift(m, members_of, pi, p.RealtimeMinusMono() - p.offset_ns);
   }
   // 2. Processes of one host share its clocks; hosts differ by their NTP
   // error. Refine each host's offset with collective end times, which every

@@ -347,10 +347,7 @@ bool AfterAPeerEnded(const Model& m, const Op& op) {
   // Before AlignClocks each process's times are its CLOCK_MONOTONIC; its
   // header's clock pair puts them on CLOCK_REALTIME, to the hosts' clock
   // error (ms with NTP; the same clocks on one host), far inside the window.
-  auto realtime = [&](uint32_t pi, int64_t t) {
-    const Proc& p = m.procs[pi];
-    return t - static_cast<int64_t>(p.mono_base_ns) + static_cast<int64_t>(p.realtime_base_ns);
-  };
+  auto realtime = [&](uint32_t pi, int64_t t) { return t + m.procs[pi].RealtimeMinusMono(); };
   const int64_t done = realtime(op.proc, op.done_ns);
   for (const CommMember& mem : m.comms[op.comm].members) {
     if (mem.proc == op.proc || mem.proc >= m.procs.size()) continue;
@@ -474,7 +471,7 @@ void CheckHostClocks(Model* m) {
     if (procs.size() < 2) continue;
     std::vector<int64_t> d;
     for (uint32_t pi : procs)
-      d.push_back(static_cast<int64_t>(m->procs[pi].realtime_base_ns) - static_cast<int64_t>(m->procs[pi].mono_base_ns));
+      d.push_back(m->procs[pi].RealtimeMinusMono());
     for (size_t k = 0; k < procs.size(); ++k) {
       size_t agree = 0;
       for (size_t j = 0; j < procs.size(); ++j) agree += j != k && std::abs(d[k] - d[j]) <= kHostClockSlackNs;

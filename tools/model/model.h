@@ -266,6 +266,11 @@ struct Proc {
   bool event_completions = false;
   uint64_t mono_base_ns = 0;      // header: CLOCK_MONOTONIC at plugin start
   uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
+  // What puts its own CLOCK_MONOTONIC times on CLOCK_REALTIME, from the
+  // header's clock pair (to the host's clock error).
+  int64_t RealtimeMinusMono() const {
+    return static_cast<int64_t>(realtime_base_ns) - static_cast<int64_t>(mono_base_ns);
+  }
   uint32_t heartbeat_ms = 0;
   uint32_t flush_ms = 0;  // a killed process's file ends up to this long before its death
   double stuck_sec = 0;
