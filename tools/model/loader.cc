@@ -1075,7 +1075,10 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       if (e.type() == trace::KERNEL_CH) {
         fs.kernel_ch_parent[e.event_id()] = e.parent_id();
       } else if (e.type() == trace::KERNEL_PHASE && e.has_kernel_phase() && e.parent_id() != 0 &&
-                 check_time(e.time_ns(), "a kernel phase")) {
+                 TimeInLine(fs, Rel(e.time_ns()))) {
+        // One out of line is left out, the file not called damaged: only
+        // export keeps phases, and its --around-finding must judge the
+        // files as diagnose does.
         const auto& d = e.kernel_phase();
         KernelPhaseSpan ph;
         ph.channel = d.channel();
@@ -1091,7 +1094,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       const auto& e = rec.event_state();
       if (!opts_.kernel_phases || !whole || e.state() != kStateKernelPhaseStop || !e.has_gpu()) break;
       auto it = fs.phase_by_event.find(e.event_id());
-      if (it == fs.phase_by_event.end() || !check_time(e.time_ns(), "a kernel phase's stop")) break;
+      if (it == fs.phase_by_event.end() || !TimeInLine(fs, Rel(e.time_ns()))) break;
       fs.phases[it->second].second.stop_ns =
           base + Rel(e.time_ns()) + std::clamp<int64_t>(e.gpu_delta_ns(), -kMaxRelNs, kMaxRelNs);
       break;

@@ -254,6 +254,17 @@ TEST(Loader, KernelPhasesWhenAskedFor) {
   // NCCL skips a phase of no length (here: no initial sync stamped).
   b.KernelPhases(e->event_id(), 1, g + 100 * kUs, {g + 12 * kUs, g + 12 * kUs, g + 70 * kUs, g + 88 * kUs});
   b.KernelPhases(12345, 2, g + 100 * kUs, {g + 10 * kUs, g + 20 * kUs, g + 30 * kUs, g + 40 * kUs});
+  // A phase whose time is out of line with its write (a damaged varint) is
+  // left out, and the file not called damaged for it: diagnose never reads
+  // phases, and export's --around-finding must judge as it does.
+  trace::Record far;
+  trace::EventStart* f = far.mutable_event_start();
+  f->set_event_id((uint64_t{2} << 40) | 1001);
+  f->set_type(trace::KERNEL_PHASE);
+  f->set_parent_id(id);
+  f->set_time_ns(g + 50 * kSec);
+  f->mutable_kernel_phase()->set_channel(3);
+  b.AddRecord(g + 100 * kUs, far);
   b.Finalize(3 * kSec);
   const std::vector<std::pair<std::string, std::string>> files = {{b.FileName(), b.Bytes()}};
 
@@ -264,6 +275,7 @@ TEST(Loader, KernelPhasesWhenAskedFor) {
   ASSERT_EQ(m.procs.size(), 1u);
   const Proc& p = m.procs[0];
   EXPECT_FALSE(p.damaged) << p.issues.size();
+  EXPECT_FALSE(FromBytes(files).procs.at(0).damaged);
   ASSERT_EQ(p.ops.size(), 1u);
   const Op& op = m.ops[p.ops[0]];
   // GPU times reach the CPU clock through the file's GpuClock, which the
