@@ -379,9 +379,9 @@ ProcLayout Timeline::Layout(uint32_t pi) const {
 }
 
 // Per communicator and channel, each drawn op's channel span and its
-// phases nested in it. Proc::phases is by op, channel and start; a phase
-// without both times is left out, and so is a channel span that would
-// overlap another of its lane (Lanes gives it a lane of its own).
+// phases nested in it. Proc::phases is by op, channel and start, each with
+// both times. A channel span that would overlap the one before it on its
+// track goes to another lane (Lanes), as CPU and GPU slices do.
 void Timeline::LayOutPhases(uint32_t pi, const std::map<uint32_t, uint32_t>& drawn_comms, ProcLayout* out) const {
   const std::vector<KernelPhaseSpan>& phases = m_.procs[pi].phases;
   // (comm, channel) -> groups [begin, end) of `phases`, each one op's channel.

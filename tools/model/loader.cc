@@ -656,11 +656,16 @@ void AdviseHugePages(void* p, size_t bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
-// The file's kernel phases, each given its op; those whose op the file
-// lacks (dropped, or named by a damaged record) are left out.
+// The file's kernel phases, each given its op. Left out: those whose op
+// the file lacks (dropped, or named by a damaged record), and those without
+// both times or with a time outside the file's span (a damaged GPU delta:
+// a phase ran after the process started and before the record saying so).
 void KeepPhases(Model* m, uint32_t pi, FileState* fs) {
   Proc* p = &m->procs[pi];
   for (auto& [parent, span] : fs->phases) {
+    if (span.start_ns == kNoTime || span.stop_ns == kNoTime || span.start_ns > span.stop_ns ||
+        span.start_ns < p->first_ns || span.stop_ns > p->last_ns)
+      continue;
     uint64_t id = parent;
     auto ch = fs->kernel_ch_parent.find(id);
     if (ch != fs->kernel_ch_parent.end()) id = ch->second;

@@ -265,6 +265,24 @@ TEST(Loader, KernelPhasesWhenAskedFor) {
   f->set_time_ns(g + 50 * kSec);
   f->mutable_kernel_phase()->set_channel(3);
   b.AddRecord(g + 100 * kUs, far);
+  // One whose stop lies past the file's end (a damaged GPU delta) too.
+  trace::Record late_start, late_stop;
+  trace::EventStart* ls = late_start.mutable_event_start();
+  ls->set_event_id((uint64_t{2} << 40) | 1002);
+  ls->set_type(trace::KERNEL_PHASE);
+  ls->set_parent_id(id);
+  ls->set_time_ns(g + 100 * kUs);
+  ls->mutable_kernel_phase()->set_channel(4);
+  ls->mutable_kernel_phase()->set_gpu_start_delta_ns(-static_cast<int64_t>(50 * kUs));
+  ls->mutable_kernel_phase()->set_has_gpu_start(true);
+  trace::EventState* lt = late_stop.mutable_event_state();
+  lt->set_event_id(ls->event_id());
+  lt->set_state(kStateKernelPhaseStop);
+  lt->set_time_ns(g + 100 * kUs);
+  lt->set_gpu_delta_ns(static_cast<int64_t>(100 * kSec));
+  lt->set_has_gpu(true);
+  b.AddRecord(g + 100 * kUs, late_start);
+  b.AddRecord(g + 100 * kUs, late_stop);
   b.Finalize(3 * kSec);
   const std::vector<std::pair<std::string, std::string>> files = {{b.FileName(), b.Bytes()}};
 

@@ -168,8 +168,10 @@ struct KernelPhaseSpan {
   uint32_t op = kNone;         // Model::ops index
   uint32_t channel = 0;
   uint8_t phase = 0;           // trace::KernelPhase: 0 initial sync, 1 compute, 2 final sync
-  int64_t start_ns = kNoTime;  // GPU times carried into the CPU clock, as Op::gpu_start_ns
-  int64_t stop_ns = kNoTime;   // its KernelPhaseStop state's (kNoTime: none in the file)
+  // GPU times carried into the CPU clock, as Op::gpu_start_ns; the stop is
+  // its KernelPhaseStop state's. Both known, in order, within the file's span.
+  int64_t start_ns = kNoTime;
+  int64_t stop_ns = kNoTime;
 };
 
 struct StuckReport {
