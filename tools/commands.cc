@@ -324,7 +324,9 @@ std::vector<uint32_t> OpsOfFinding(const Model& m, const report::Finding& f) {
 int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err) {
   Model m;
   std::string error;
-  if (!Load("export", inputs, true, &m, err, &error, true)) return 2;
+  Inputs with_phases = inputs;
+  with_phases.load.kernel_phases = true;  // drawn in their channels
+  if (!Load("export", with_phases, true, &m, err, &error, true)) return 2;
   ExportOptions cut = settings.cut;
   if (settings.around_finding_margin_sec >= 0) {
     const report::Diagnosis d = Diagnose(m);

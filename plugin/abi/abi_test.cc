@@ -766,6 +766,34 @@ TEST(KernelPhase, NotAskedForGetsNullHandles) {
   EXPECT_EQ(t->LastDrops(), nullptr) << t->LastDrops()->ShortDebugString();
 }
 
+// Kernel channels chosen on v7 do not bring their phases along: NCCL 2.31
+// reports a channel's phases only once the channel has completed (read in
+// profilerProgressOps: they fire just before its KernelChStop), so a hung
+// kernel reports none and they cannot say where it waits. Asked for, each
+// channel of each op costs NCCL's profiler thread three more starts, states
+// and stops, and the ring nine records. Only a name in NCCLWATCH_EVENTS
+// asks for them.
+TEST(KernelPhase, ChannelsDoNotAskForThem) {
+  const std::vector<std::map<std::string, std::string>> envs = {
+      {{"NCCLWATCH_COMPLETIONS", "channels"}},
+      {{"NCCLWATCH_EVENTS", "default,kernelch"}},
+      {{"NCCLWATCH_EVENTS", "all"}},
+      {{"NCCLWATCH_EVENTS", "default,kernelphase"}, {"NCCLWATCH_COMPLETIONS", "channels"}},
+  };
+  const bool asked[] = {false, false, true, true};  // "all" names it
+  for (size_t i = 0; i < envs.size(); ++i) {
+    const std::string dir = MakeTempDir("phase_mask");
+    auto env = envs[i];
+    env["NCCLWATCH_DIR"] = dir;
+    SetPluginEnv(env);
+    FakeComm c(PluginLib::Shared(), 7);
+    ASSERT_EQ(c.Init(0x7272 + i, "v7", 1, 2, 0), 0);
+    EXPECT_NE(c.mask() & nccl::kKernelCh, 0) << i;
+    EXPECT_EQ((c.mask() & nccl::kKernelPhase) != 0, asked[i]) << i;
+    ASSERT_EQ(c.Finalize(), 0);
+  }
+}
+
 // Phases captured without their kernel channels: a channel's handle is then
 // its op's, tagged, and each phase names the op as its parent.
 TEST(KernelPhase, CapturedAloneNameTheirOp) {

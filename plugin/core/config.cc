@@ -56,6 +56,11 @@ bool ParseDouble(const std::string& s, double* out) {
 
 }  // namespace
 
+// Without KernelPhase (v7), whatever the completion source: NCCL 2.31 reports
+// a channel's phases only once the channel has completed, so they never say
+// where a hung kernel waits, and each of a channel's three phases would cost
+// NCCL's profiler thread three calls and the ring three records, for every
+// operation. `kernelphase` in NCCLWATCH_EVENTS asks for them.
 uint64_t DefaultMask() { return nccl::kColl | nccl::kP2p | nccl::kKernelCh; }
 
 bool ParseEvents(const std::string& value, uint64_t* nccl_mask, uint32_t* raw_kinds, std::string* error) {

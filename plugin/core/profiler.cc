@@ -160,6 +160,13 @@ Profiler::Profiler(const ProfilerOptions& opts)
       context_grace_ns_(opts.context_grace_ns) {}
 
 void Profiler::ChooseCompletions() {
+  // NCCL 2.31 reports phases only under kernel channels, and adds KernelCh
+  // to a mask with KernelPhase after init (ncclProfilerEnforceMaskDeps):
+  // ask for what it will run, so the mask read back is the one set (no
+  // MaskChange, no warning about RAS), and take completions from those
+  // channels rather than pay for CUDA events on top of them.
+  const bool phases = api_version_ >= 7 && (config_.nccl_mask & nccl::kKernelPhase) != 0;
+  if (phases) config_.nccl_mask |= nccl::kKernelCh;
   if (config_.completions == Completions::kChannels) return;
   // The default (auto) takes CUDA events wherever they can be had: NCCL's
   // kernel-channel instrumentation costs its proxy thread whatever the
@@ -170,6 +177,8 @@ void Profiler::ChooseCompletions() {
   std::string why;
   if (api_version_ < 5) {
     why = name + " need profiler API v5 (NCCL 2.28 or later), this NCCL uses v" + std::to_string(api_version_);
+  } else if (phases) {
+    why = name + " are not used with kernelphase in NCCLWATCH_EVENTS: NCCL runs kernel channels for the phases";
   } else if (!ResolveCudaDriver(&cuda_, &why)) {
     why = name + ": " + why;
   }

@@ -179,6 +179,72 @@ TEST_F(EventsTest, RawKernelLaunchRecordsCarryTheirTimes) {
   ASSERT_EQ(c.Finalize(), 0);
 }
 
+// Phases asked for on v7 (NCCLWATCH_EVENTS naming kernelphase): NCCL adds
+// KernelCh to the mask (ncclProfilerEnforceMaskDeps) and reports phases only
+// under kernel channels. The plugin asks for them itself, so the mask NCCL
+// holds is the one it set (no MaskChange, no warning about RAS), and takes
+// completions from those channels: CUDA events on top would cost the
+// launching thread for nothing. Named, `events` gets a warning; auto none.
+TEST_F(EventsTest, PhasesTakeCompletionsFromChannels) {
+  for (const char* completions : {"events", "auto"}) {
+    const std::string dir = MakeTempDir("phases");
+    SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                  {"NCCLWATCH_COMPLETIONS", completions},
+                  {"NCCLWATCH_EVENTS", "default,kernelphase"},
+                  {"NCCLWATCH_FLUSH_MS", "10"}});
+    ClearLogs();
+    FakeComm c(PluginLib::Shared(), 7);
+    ASSERT_EQ(c.Init(0xE9, "phases", 1, 2, 0), 0);
+    EXPECT_NE(c.mask() & nccl::kKernelCh, 0) << completions;
+    EXPECT_NE(c.mask() & nccl::kKernelPhase, 0) << completions;
+    EXPECT_EQ(c.mask() & nccl::kKernelLaunch, 0) << completions;
+    c.RunOp(Op(0, kStreamA));
+    c.RunOp(Op(1, kStreamA));
+    cuda_->run(kStreamA);
+    ASSERT_EQ(c.Finalize(), 0);
+    std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return !x.finalizes.empty(); });
+    EXPECT_EQ(t->header->completions().rfind("channels (", 0), 0u) << t->header->completions();
+    EXPECT_EQ(t->header->event_mask(), static_cast<uint64_t>(c.mask()));
+    for (uint64_t seq = 0; seq <= 1; ++seq) {
+      const OpView* v = nullptr;
+      ASSERT_NE(OpWithSeq(*t, seq, &v), nullptr);
+      EXPECT_EQ(v->done_count, 1) << completions << " seq " << seq;
+      EXPECT_TRUE(v->has_gpu) << "kernel channels give GPU timing";
+      EXPECT_EQ(t->Children(v->op->event_id(), trace::KERNEL_PHASE).size(), 6u) << "3 phases on each of 2 channels";
+    }
+    for (const trace::Record& r : t->raw.records) EXPECT_FALSE(r.has_mask_change()) << r.ShortDebugString();
+    bool warned = false;
+    for (const std::string& w : Warnings()) {
+      EXPECT_EQ(w.find("mask changed"), std::string::npos) << w;
+      warned |= w.find("kernelphase") != std::string::npos;
+    }
+    EXPECT_EQ(warned, std::string(completions) == "events") << completions;
+    // What the plugin wrote reaches the model: each op's two channels,
+    // three phases each, in order. (GPU times reach the CPU clock through
+    // an anchor the writer tightens as it goes: records written apart may
+    // differ by its polling delay, so no exact comparison with the op.)
+    tools::Model m;
+    std::string err;
+    tools::LoadOptions opts;
+    opts.kernel_phases = true;
+    ASSERT_TRUE(tools::BuildModel({dir}, opts, &m, &err)) << err;
+    ASSERT_EQ(m.procs.size(), 1u);
+    const tools::Proc& p = m.procs[0];
+    EXPECT_FALSE(p.damaged);
+    ASSERT_EQ(p.phases.size(), 12u) << completions;
+    for (size_t i = 0; i < p.phases.size(); ++i) {
+      const tools::KernelPhaseSpan& ph = p.phases[i];
+      ASSERT_LT(ph.op, m.ops.size());
+      const tools::Op& op = m.ops[ph.op];
+      EXPECT_EQ(op.seq, i / 6);
+      EXPECT_EQ(ph.channel, (i / 3) % 2);
+      EXPECT_EQ(ph.phase, i % 3);
+      EXPECT_LT(ph.start_ns, ph.stop_ns);
+      EXPECT_LT(std::abs(ph.start_ns - op.gpu_start_ns), 1'000'000) << "near its kernel";
+    }
+  }
+}
+
 TEST_F(EventsTest, AGraphCaptureRecordsNoEventAndSaysWhy) {
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xE2, "graph", 1, 2, 0), 0);

@@ -139,13 +139,13 @@ class JsonWriter {
     }
     for (const SliceLayout& s : l.slices) {
       const int32_t tid = static_cast<int32_t>(s.track + 1);
-      Begin(t_.SliceName(s.op, s.gpu), t_.Category(s.op, s.gpu), "X", pid, tid);
+      Begin(t_.SliceName(s), t_.Category(s), "X", pid, tid);
       buf_ += ",\"ts\":";
       AppendUs(s.start_ns);
       buf_ += ",\"dur\":";
       AppendNum(static_cast<double>(s.end_ns - s.start_ns) / 1000.0);
       args_.clear();
-      t_.OpArgs(s.op, &args_);
+      t_.SliceArgs(s, &args_);
       Args(args_);
       buf_ += '}';
       if (s.flow != FlowStep::kNone) Flow(s, pid, tid);

@@ -136,30 +136,45 @@ class PerfettoWriter {
     return uuid;
   }
 
+  void Begin(const SliceLayout& s, uint64_t track) {
+    packet_.Clear();
+    packet_.set_timestamp(static_cast<uint64_t>(s.start_ns));
+    pb::TrackEvent* e = packet_.mutable_track_event();
+    e->set_type(pb::TrackEvent::TYPE_SLICE_BEGIN);
+    e->set_track_uuid(track);
+    Name(t_.SliceName(s), &packet_);
+    Category(t_.Category(s), &packet_);
+    if (s.flow == FlowStep::kLast) e->add_terminating_flow_ids(t_.FlowId(s.op));
+    else if (s.flow != FlowStep::kNone) e->add_flow_ids(t_.FlowId(s.op));
+    args_.clear();
+    t_.SliceArgs(s, &args_);
+    Args(args_, &packet_);
+    Emit(&packet_);
+  }
+
+  void End(const SliceLayout& s, uint64_t track) {
+    packet_.Clear();
+    packet_.set_timestamp(static_cast<uint64_t>(s.end_ns));
+    packet_.mutable_track_event()->set_type(pb::TrackEvent::TYPE_SLICE_END);
+    packet_.mutable_track_event()->set_track_uuid(track);
+    Emit(&packet_);
+  }
+
   void Proc(uint32_t pi, const ProcLayout& l) {
     const uint64_t proc_uuid = Track(l.name, 0, static_cast<int32_t>(pi) + 1);
     std::vector<uint64_t> uuids;
     for (const TrackLayout& k : l.tracks) uuids.push_back(Track(k.name, proc_uuid, 0));
-    for (const SliceLayout& s : l.slices) {
-      packet_.Clear();
-      packet_.set_timestamp(static_cast<uint64_t>(s.start_ns));
-      pb::TrackEvent* e = packet_.mutable_track_event();
-      e->set_type(pb::TrackEvent::TYPE_SLICE_BEGIN);
-      e->set_track_uuid(uuids[s.track]);
-      Name(t_.SliceName(s.op, s.gpu), &packet_);
-      Category(t_.Category(s.op, s.gpu), &packet_);
-      if (s.flow == FlowStep::kLast) e->add_terminating_flow_ids(t_.FlowId(s.op));
-      else if (s.flow != FlowStep::kNone) e->add_flow_ids(t_.FlowId(s.op));
-      args_.clear();
-      t_.OpArgs(s.op, &args_);
-      Args(args_, &packet_);
-      Emit(&packet_);
-
-      packet_.Clear();
-      packet_.set_timestamp(static_cast<uint64_t>(s.end_ns));
-      packet_.mutable_track_event()->set_type(pb::TrackEvent::TYPE_SLICE_END);
-      packet_.mutable_track_event()->set_track_uuid(uuids[s.track]);
-      Emit(&packet_);
+    // A slice's nested ones (a channel's phases) go between its begin and
+    // its end: a slice end closes the latest open slice of its track.
+    for (size_t i = 0; i < l.slices.size(); ++i) {
+      const SliceLayout& s = l.slices[i];
+      Begin(s, uuids[s.track]);
+      for (uint32_t k = 0; k < s.nested && i + 1 < l.slices.size(); ++k) {
+        const SliceLayout& n = l.slices[++i];
+        Begin(n, uuids[n.track]);
+        End(n, uuids[n.track]);
+      }
+      End(s, uuids[s.track]);
     }
     for (const InstantLayout& in : l.instants) {
       packet_.Clear();

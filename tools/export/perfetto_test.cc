@@ -20,6 +20,7 @@
 #include "tools/export/export_test_job.h"
 #include "tools/export/timeline.h"
 #include "tools/model/liveness.h"
+#include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -32,6 +33,7 @@ struct ReadSlice {
   std::string name, category;
   std::map<std::string, pb::DebugAnnotation> args;
   std::vector<uint64_t> flows, terminating;
+  int64_t parent = -1;  // the slice of its track it began within (ReadTrace::slices)
 };
 
 struct ReadTrack {
@@ -113,13 +115,19 @@ ReadTrace Read(const std::string& bytes) {
       r.instants.push_back(s);
     } else {
       EXPECT_EQ(e.type(), pb::TrackEvent::TYPE_SLICE_BEGIN);
-      // Slices of one track never overlap: the one before has ended.
-      EXPECT_TRUE(open[s.track].empty()) << "slices overlap on track " << r.tracks[s.track].name;
+      // Slices of one track never overlap: the one before has ended, or
+      // this one is nested in it (checked at the end).
+      if (!open[s.track].empty()) s.parent = static_cast<int64_t>(open[s.track].back());
       open[s.track].push_back(r.slices.size());
       r.slices.push_back(s);
     }
   }
   for (auto& [track, stack] : open) EXPECT_TRUE(stack.empty()) << "a slice never ends on " << r.tracks[track].name;
+  for (const ReadSlice& s : r.slices) {
+    if (s.parent < 0) continue;
+    const ReadSlice& p = r.slices[static_cast<size_t>(s.parent)];
+    EXPECT_TRUE(p.begin <= s.begin && s.end <= p.end) << "slices overlap on track " << r.tracks[s.track].name;
+  }
   return r;
 }
 
@@ -244,6 +252,71 @@ std::string ReadFileBytes(const std::string& path) {
 std::string TempPath(const std::string& name) {
   const char* tmp = getenv("TEST_TMPDIR");
   return std::string(tmp ? tmp : "/tmp") + "/" + name;
+}
+
+// Profiler API v7 with kernelphase captured, through the command: a track
+// per kernel channel of the communicator, each op's channel a slice there
+// and its phases nested in it, named for what they are; a phase NCCL did
+// not report (no length) is no slice. Chrome JSON names the same.
+TEST(PerfettoTest, KernelPhasesNestInTheirChannels) {
+  using testing::kSec;
+  using testing::kUs;
+  testing::ProcSpec spec;
+  spec.api = 7;
+  spec.raw_capture = true;
+  spec.event_mask = 0x8046;
+  spec.launcher_rank = 0;
+  testing::TraceBuilder b(spec);
+  const int world = b.AddComm(0xabc, "world", 1, 0, kSec);
+  const uint64_t g = 2 * kSec;
+  testing::OpOpts o;
+  o.gpu_start_ns = static_cast<int64_t>(g + 10 * kUs);
+  o.gpu_stop_ns = static_cast<int64_t>(g + 90 * kUs);
+  const uint64_t id = b.Coll(world, "AllReduce", 0, 1024, g, static_cast<int64_t>(g + 100 * kUs), o);
+  b.KernelPhases(id, 0, g + 100 * kUs, {g + 10 * kUs, g + 40 * kUs, g + 60 * kUs, g + 90 * kUs});
+  b.KernelPhases(id, 1, g + 100 * kUs, {g + 12 * kUs, g + 12 * kUs, g + 70 * kUs, g + 88 * kUs});
+  b.Finalize(3 * kSec);
+  const std::string dir = TempPath("phases");
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  ASSERT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+
+  const std::string path = TempPath("phases.perfetto");
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli({"ncclwatch", "export", "--format=perfetto", "-o", path, dir}, out, err), 0) << err.str();
+  const ReadTrace r = Read(ReadFileBytes(path));
+  std::map<std::string, std::vector<const ReadSlice*>> on;  // by track name
+  for (const ReadSlice& s : r.slices) on[r.tracks.at(s.track).name].push_back(&s);
+  ASSERT_EQ(on["world (GPU)"].size(), 1u);
+  const ReadSlice& kernel = *on["world (GPU)"][0];
+  const std::vector<std::pair<std::string, std::vector<std::string>>> want = {
+      {"world (GPU ch 0)", {"AllReduce", "initial sync", "compute", "final sync"}},
+      {"world (GPU ch 1)", {"AllReduce", "compute", "final sync"}}};
+  const int64_t ch_end[2] = {80'000, 78'000};  // after the kernel's start
+  for (size_t c = 0; c < want.size(); ++c) {
+    const auto& slices = on[want[c].first];
+    ASSERT_EQ(slices.size(), want[c].second.size()) << want[c].first;
+    const ReadSlice& ch = *slices[0];
+    EXPECT_EQ(ch.parent, -1);
+    EXPECT_EQ(ch.category, "gpu");
+    EXPECT_EQ(ch.args.at("channel").int_value(), static_cast<int64_t>(c));
+    EXPECT_EQ(ch.args.at("seq").int_value(), 0);
+    EXPECT_EQ(ch.begin - kernel.begin, c == 0 ? 0 : 2'000);
+    EXPECT_EQ(ch.end - kernel.begin, ch_end[c]);
+    for (size_t k = 1; k < slices.size(); ++k) {
+      EXPECT_EQ(slices[k]->name, want[c].second[k]);
+      EXPECT_EQ(slices[k]->category, "phase");
+      EXPECT_GE(slices[k]->parent, 0) << slices[k]->name << " not nested";
+      EXPECT_EQ(slices[k]->args.at("channel").int_value(), static_cast<int64_t>(c));
+      EXPECT_EQ(slices[k]->args.at("op").string_value(), "AllReduce #0");
+      EXPECT_EQ(slices[k]->begin, slices[k - 1]->end * (k > 1) + slices[k - 1]->begin * (k == 1));
+    }
+  }
+  EXPECT_EQ(on["world (GPU ch 0)"][1]->end - kernel.begin, 30'000);
+
+  std::ostringstream json, err2;
+  ASSERT_EQ(RunCli({"ncclwatch", "export", dir}, json, err2), 0) << err2.str();
+  EXPECT_NE(json.str().find("\"name\":\"world (GPU ch 1)\""), std::string::npos);
+  EXPECT_NE(json.str().find("\"name\":\"initial sync\",\"cat\":\"phase\""), std::string::npos) << json.str();
 }
 
 // A real hang recorded on 4 GPUs, through the command: every operation of

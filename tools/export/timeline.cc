@@ -202,6 +202,40 @@ std::string Timeline::SliceName(uint32_t oi, bool gpu) const {
   return name;
 }
 
+namespace {
+const char* PhaseName(int8_t phase) {
+  switch (phase) {
+    case 0:
+      return "initial sync";
+    case 1:
+      return "compute";
+    case 2:
+      return "final sync";
+    default:
+      return "phase";
+  }
+}
+}  // namespace
+
+std::string Timeline::SliceName(const SliceLayout& s) const {
+  if (s.phase >= 0) return PhaseName(s.phase);
+  return SliceName(s.op, s.gpu);
+}
+
+const char* Timeline::Category(const SliceLayout& s) const {
+  if (s.phase >= 0) return "phase";
+  return Category(s.op, s.gpu);
+}
+
+void Timeline::SliceArgs(const SliceLayout& s, std::vector<ExportArg>* args) const {
+  if (s.phase < 0) OpArgs(s.op, args);
+  if (s.channel >= 0) args->push_back(Int("channel", s.channel));
+  if (s.phase >= 0) {
+    const Op& o = m_.ops[s.op];
+    args->push_back(Str("op", (m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func)) + " #" + std::to_string(o.seq)));
+  }
+}
+
 const char* Timeline::Category(uint32_t oi, bool gpu) const {
   if (gpu) return "gpu";
   return m_.ops[oi].kind == OpKind::kP2p ? "p2p" : "coll";
@@ -335,12 +369,79 @@ ProcLayout Timeline::Layout(uint32_t pi) const {
       out.slices.push_back(s);
     }
   }
+  LayOutPhases(pi, first_track_of_comm, &out);
   for (uint32_t si = 0; si < p.stucks.size(); ++si) {
     const StuckReport& r = p.stucks[si];
     if (r.time_ns == kNoTime || !InWindow(r.time_ns, r.time_ns)) continue;
     out.instants.push_back({si, r.time_ns - origin_});
   }
   return out;
+}
+
+// Per communicator and channel, each drawn op's channel span and its
+// phases nested in it. Proc::phases is by op, channel and start, each with
+// both times. A channel span that would overlap the one before it on its
+// track goes to another lane (Lanes), as CPU and GPU slices do.
+void Timeline::LayOutPhases(uint32_t pi, const std::map<uint32_t, uint32_t>& drawn_comms, ProcLayout* out) const {
+  const std::vector<KernelPhaseSpan>& phases = m_.procs[pi].phases;
+  // (comm, channel) -> groups [begin, end) of `phases`, each one op's channel.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<size_t, size_t>>> groups;
+  for (size_t i = 0; i < phases.size();) {
+    size_t j = i;
+    while (j < phases.size() && phases[j].op == phases[i].op && phases[j].channel == phases[i].channel) ++j;
+    const uint32_t oi = phases[i].op;
+    if (oi < m_.ops.size() && Drawn(oi) && drawn_comms.count(m_.ops[oi].comm))
+      groups[{m_.ops[oi].comm, phases[i].channel}].push_back({i, j});
+    i = j;
+  }
+  for (auto& [key, list] : groups) {
+    const std::string name = ExportCommName(m_.comms[key.first]) + " (GPU ch " + std::to_string(key.second) + ")";
+    struct Span {
+      size_t begin, end;
+      int64_t start, stop;
+    };
+    std::vector<Span> spans;
+    for (const auto& [b, e] : list) {
+      Span sp{b, e, INT64_MAX, INT64_MIN};
+      for (size_t k = b; k < e; ++k) {
+        if (phases[k].start_ns == kNoTime || phases[k].stop_ns == kNoTime || phases[k].stop_ns < phases[k].start_ns)
+          continue;
+        sp.start = std::min(sp.start, phases[k].start_ns);
+        sp.stop = std::max(sp.stop, phases[k].stop_ns);
+      }
+      if (sp.start <= sp.stop) spans.push_back(sp);
+    }
+    std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+    Lanes lanes;
+    std::vector<uint32_t> tracks;
+    for (const Span& sp : spans) {
+      const size_t lane = lanes.Place(sp.start, sp.stop);
+      while (tracks.size() <= lane) {
+        out->tracks.push_back(
+            {tracks.empty() ? name : name + " [" + std::to_string(tracks.size() + 1) + "]", true});
+        tracks.push_back(static_cast<uint32_t>(out->tracks.size() - 1));
+      }
+      SliceLayout ch;
+      ch.op = phases[sp.begin].op;
+      ch.track = tracks[lane];
+      ch.gpu = true;
+      ch.channel = static_cast<int32_t>(key.second);
+      ch.start_ns = sp.start - origin_;
+      ch.end_ns = sp.stop - origin_;
+      const size_t at = out->slices.size();
+      out->slices.push_back(ch);
+      for (size_t k = sp.begin; k < sp.end; ++k) {
+        const KernelPhaseSpan& ph = phases[k];
+        if (ph.start_ns == kNoTime || ph.stop_ns == kNoTime || ph.stop_ns < ph.start_ns) continue;
+        SliceLayout s = ch;
+        s.phase = static_cast<int8_t>(ph.phase);
+        s.start_ns = ph.start_ns - origin_;
+        s.end_ns = ph.stop_ns - origin_;
+        out->slices.push_back(s);
+        ++out->slices[at].nested;
+      }
+    }
+  }
 }
 
 }  // namespace ncclwatch::tools

@@ -18,6 +18,11 @@
 //   the job, named "AllReduce (STUCK)" when diagnose would call it hung
 //   (tools/model/liveness.h), else "AllReduce (in flight)"; an operation
 //   whose completion the capture could not see spans its enqueue only;
+// - with kernel phases (profiler API v7, kernelphase captured: Proc::phases,
+//   which only completed channels have), a track per kernel channel of the
+//   communicator ("world (GPU ch 0)") with each operation's channel, from
+//   its first phase's start to its last phase's stop, and its phases
+//   ("initial sync", "compute", "final sync") nested in it;
 // - each stuck report is an instant on the process, listing what was in
 //   flight.
 //
@@ -41,6 +46,7 @@
 #include <stdint.h>
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -110,6 +116,12 @@ struct SliceLayout {
   bool gpu = false;
   int64_t start_ns = 0, end_ns = 0;  // since the origin
   FlowStep flow = FlowStep::kNone;   // CPU slices only
+  // A kernel channel's slice (gpu too): its channel, and the number of
+  // slices nested in it, which follow it (its phases, by start). A phase:
+  // its KernelPhaseSpan::phase. -1: neither.
+  int32_t channel = -1;
+  int8_t phase = -1;
+  uint32_t nested = 0;
 };
 
 struct InstantLayout {
@@ -144,6 +156,12 @@ class Timeline {
   std::string SliceName(uint32_t op, bool gpu) const;
   const char* Category(uint32_t op, bool gpu) const;
   void OpArgs(uint32_t op, std::vector<ExportArg>* args) const;
+  // The same for any slice: a channel's is its op's GPU slice's, with the
+  // channel; a phase is named for what it is ("initial sync", "compute",
+  // "final sync"), category "phase", with its channel and op.
+  std::string SliceName(const SliceLayout& s) const;
+  const char* Category(const SliceLayout& s) const;
+  void SliceArgs(const SliceLayout& s, std::vector<ExportArg>* args) const;
   void StuckArgs(const StuckReport& r, std::vector<ExportArg>* args) const;
   // The flow id of an operation's match (0: none).
   uint64_t FlowId(uint32_t op) const { return m_.ops[op].match == kNone ? 0 : uint64_t{m_.ops[op].match} + 1; }
@@ -152,6 +170,9 @@ class Timeline {
   bool InWindow(int64_t start, int64_t end) const;
   bool Drawn(uint32_t op) const;
   int64_t End(uint32_t op) const;  // aligned ns where its CPU span ends
+  // The kernel channels' tracks of process `pi` and their slices, for the
+  // communicators drawn (keys of `drawn_comms`).
+  void LayOutPhases(uint32_t pi, const std::map<uint32_t, uint32_t>& drawn_comms, ProcLayout* out) const;
 
   const Model& m_;
   const Liveness live_;

@@ -1,7 +1,8 @@
 // libFuzzer target: every analysis of `ncclwatch` on arbitrary trace files.
 //
 // The input is split into up to 4 files (split.h), loaded in memory
-// (LoadModelFromBytes: LoadModel's per-file code path), then MatchOps,
+// (LoadModelFromBytes: LoadModel's per-file code path, keeping kernel
+// phases as export does: no analysis reads them), then MatchOps,
 // AlignClocks, the merge order and its report, diagnose with its text and
 // JSON views, stats (table and JSON) and the Chrome trace export. Nothing may
 // crash, hang or allocate unbounded memory.
@@ -27,7 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ncclwatch::tools;
   Model model;
   std::string error;
-  if (!LoadModelFromBytes(ncclwatch::fuzz::SplitFiles(data, size), LoadOptions{}, &model, &error)) return 0;
+  LoadOptions opts;
+  opts.kernel_phases = true;
+  if (!LoadModelFromBytes(ncclwatch::fuzz::SplitFiles(data, size), opts, &model, &error)) return 0;
   MatchOps(&model);
   AlignClocks(&model);
 

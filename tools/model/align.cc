@@ -56,6 +56,10 @@ void Shift(Model* m, const std::vector<std::vector<CommMember*>>& members_of, ui
     sh(&o.done_ns);
     sh(&o.gpu_start_ns);
   }
+  for (KernelPhaseSpan& ph : p.phases) {
+    sh(&ph.start_ns);
+    sh(&ph.stop_ns);
+  }
   for (CommMember* mem : members_of[pi]) {
     sh(&mem->init_ns);
     sh(&mem->finalize_ns);

@@ -54,6 +54,13 @@ struct ModelLoader::FileState {
   // call order per (file comm, peer, direction), as the plugin does from v4.
   bool numbers_p2p = false;
   std::unordered_map<uint64_t, uint64_t> p2p_count;
+  // LoadOptions::kernel_phases: raw KernelCh event_id -> its parent's (an
+  // op's), and the phases read, their op named by event_id until EndFile
+  // (a folded Op record follows its phases: it waits for its completion,
+  // which the last channel's stop brings, after that channel's phases).
+  std::unordered_map<uint64_t, uint64_t> kernel_ch_parent;
+  std::unordered_map<uint64_t, size_t> phase_by_event;  // -> phases
+  std::vector<std::pair<uint64_t, KernelPhaseSpan>> phases;  // parent event_id, span (op unset)
 };
 
 namespace {
@@ -646,6 +653,29 @@ void AdviseHugePages(void* p, size_t bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
+// The file's kernel phases, each given its op. Left out: those whose op
+// the file lacks (dropped, or named by a damaged record), and those without
+// both times or with a time outside the file's span (a damaged GPU delta:
+// a phase ran after the process started and before the record saying so).
+void KeepPhases(Model* m, uint32_t pi, FileState* fs) {
+  Proc* p = &m->procs[pi];
+  for (auto& [parent, span] : fs->phases) {
+    if (span.start_ns == kNoTime || span.stop_ns == kNoTime || span.start_ns > span.stop_ns ||
+        span.start_ns < p->first_ns || span.stop_ns > p->last_ns)
+      continue;
+    uint64_t id = parent;
+    auto ch = fs->kernel_ch_parent.find(id);
+    if (ch != fs->kernel_ch_parent.end()) id = ch->second;
+    auto op = fs->op_by_event.find(id);
+    if (op == fs->op_by_event.end()) continue;
+    span.op = op->second;
+    p->phases.push_back(span);
+  }
+  std::stable_sort(p->phases.begin(), p->phases.end(), [](const KernelPhaseSpan& a, const KernelPhaseSpan& b) {
+    return std::tie(a.op, a.channel, a.start_ns) < std::tie(b.op, b.channel, b.start_ns);
+  });
+}
+
 }  // namespace
 
 ModelLoader::ModelLoader(const LoadOptions& opts) : opts_(opts) {}
@@ -1041,6 +1071,36 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       Seen(p, mc.time_ns);
       break;
     }
+    case trace::Record::kEventStart: {
+      const auto& e = rec.event_start();
+      if (!opts_.kernel_phases || !whole || e.event_id() == 0) break;
+      if (e.type() == trace::KERNEL_CH) {
+        fs.kernel_ch_parent[e.event_id()] = e.parent_id();
+      } else if (e.type() == trace::KERNEL_PHASE && e.has_kernel_phase() && e.parent_id() != 0 &&
+                 TimeInLine(fs, Rel(e.time_ns()))) {
+        // One out of line is left out, the file not called damaged: only
+        // export keeps phases, and its --around-finding must judge the
+        // files as diagnose does.
+        const auto& d = e.kernel_phase();
+        KernelPhaseSpan ph;
+        ph.channel = d.channel();
+        ph.phase = static_cast<uint8_t>(d.phase());
+        if (d.has_gpu_start())
+          ph.start_ns = base + Rel(e.time_ns()) + std::clamp<int64_t>(d.gpu_start_delta_ns(), -kMaxRelNs, kMaxRelNs);
+        fs.phase_by_event[e.event_id()] = fs.phases.size();
+        fs.phases.push_back({e.parent_id(), ph});
+      }
+      break;
+    }
+    case trace::Record::kEventState: {
+      const auto& e = rec.event_state();
+      if (!opts_.kernel_phases || !whole || e.state() != kStateKernelPhaseStop || !e.has_gpu()) break;
+      auto it = fs.phase_by_event.find(e.event_id());
+      if (it == fs.phase_by_event.end() || !TimeInLine(fs, Rel(e.time_ns()))) break;
+      fs.phases[it->second].second.stop_ns =
+          base + Rel(e.time_ns()) + std::clamp<int64_t>(e.gpu_delta_ns(), -kMaxRelNs, kMaxRelNs);
+      break;
+    }
     case trace::Record::kFinalize:
       check_time(rec.finalize().time_ns(), "a finalize");
       p->finalized = true;
@@ -1071,6 +1131,7 @@ bool ModelLoader::EndFile(bool cut_tail, const std::vector<ReadIssue>& issues) {
   const bool have_header = fs_->have_header;
   if (have_header) {
     CheckFileEnd(m, pi, fs_.get(), !opts_.windows && !fs_->window);
+    KeepPhases(m, pi, fs_.get());
   } else {
     m->errors.push_back(path + ": no process header; not an ncclwatch trace file" +
                         (issues.empty() ? std::string() : " (" + IssueLines(path, issues)[0] + ")"));

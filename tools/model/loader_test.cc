@@ -224,5 +224,99 @@ TEST(ModelLoader, FinishWithoutAFileSaysSo) {
   EXPECT_EQ(error, "no trace files given");
 }
 
+// Profiler API v7 with kernelphase captured: each kernel channel's phases
+// reach the model, with their op and their GPU times in its CPU clock, when
+// asked for (export), and only then. A phase under a raw KernelCh event
+// names that channel's op; one whose op the file lacks is left out.
+TEST(Loader, KernelPhasesWhenAskedFor) {
+  using testing::kSec;
+  using testing::kUs;
+  testing::ProcSpec spec;
+  spec.api = 7;
+  spec.raw_capture = true;
+  spec.event_mask = 0x8046;  // coll, p2p, kernelch, kernelphase
+  testing::TraceBuilder b(spec);
+  const int world = b.AddComm(0xabc, "world", 2, 0, kSec);
+  const uint64_t g = 2 * kSec;  // the op's enqueue
+  testing::OpOpts o;
+  o.gpu_start_ns = static_cast<int64_t>(g + 10 * kUs);
+  o.gpu_stop_ns = static_cast<int64_t>(g + 90 * kUs);
+  const uint64_t id = b.Coll(world, "AllReduce", 0, 1024, g, static_cast<int64_t>(g + 100 * kUs), o);
+  b.KernelPhases(id, 0, g + 100 * kUs, {g + 10 * kUs, g + 40 * kUs, g + 60 * kUs, g + 90 * kUs});
+  trace::Record kc;  // channel 1 captured raw
+  trace::EventStart* e = kc.mutable_event_start();
+  e->set_event_id((uint64_t{2} << 40) | 1000);
+  e->set_type(trace::KERNEL_CH);
+  e->set_parent_id(id);
+  e->set_comm(1);
+  e->set_time_ns(g + 100 * kUs);
+  b.AddRecord(g + 100 * kUs, kc);
+  // NCCL skips a phase of no length (here: no initial sync stamped).
+  b.KernelPhases(e->event_id(), 1, g + 100 * kUs, {g + 12 * kUs, g + 12 * kUs, g + 70 * kUs, g + 88 * kUs});
+  b.KernelPhases(12345, 2, g + 100 * kUs, {g + 10 * kUs, g + 20 * kUs, g + 30 * kUs, g + 40 * kUs});
+  // A phase whose time is out of line with its write (a damaged varint) is
+  // left out, and the file not called damaged for it: diagnose never reads
+  // phases, and export's --around-finding must judge as it does.
+  trace::Record far;
+  trace::EventStart* f = far.mutable_event_start();
+  f->set_event_id((uint64_t{2} << 40) | 1001);
+  f->set_type(trace::KERNEL_PHASE);
+  f->set_parent_id(id);
+  f->set_time_ns(g + 50 * kSec);
+  f->mutable_kernel_phase()->set_channel(3);
+  b.AddRecord(g + 100 * kUs, far);
+  // One whose stop lies past the file's end (a damaged GPU delta) too.
+  trace::Record late_start, late_stop;
+  trace::EventStart* ls = late_start.mutable_event_start();
+  ls->set_event_id((uint64_t{2} << 40) | 1002);
+  ls->set_type(trace::KERNEL_PHASE);
+  ls->set_parent_id(id);
+  ls->set_time_ns(g + 100 * kUs);
+  ls->mutable_kernel_phase()->set_channel(4);
+  ls->mutable_kernel_phase()->set_gpu_start_delta_ns(-static_cast<int64_t>(50 * kUs));
+  ls->mutable_kernel_phase()->set_has_gpu_start(true);
+  trace::EventState* lt = late_stop.mutable_event_state();
+  lt->set_event_id(ls->event_id());
+  lt->set_state(kStateKernelPhaseStop);
+  lt->set_time_ns(g + 100 * kUs);
+  lt->set_gpu_delta_ns(static_cast<int64_t>(100 * kSec));
+  lt->set_has_gpu(true);
+  b.AddRecord(g + 100 * kUs, late_start);
+  b.AddRecord(g + 100 * kUs, late_stop);
+  b.Finalize(3 * kSec);
+  const std::vector<std::pair<std::string, std::string>> files = {{b.FileName(), b.Bytes()}};
+
+  EXPECT_TRUE(FromBytes(files).procs.at(0).phases.empty());
+  LoadOptions opts;
+  opts.kernel_phases = true;
+  const Model m = FromBytes(files, opts);
+  ASSERT_EQ(m.procs.size(), 1u);
+  const Proc& p = m.procs[0];
+  EXPECT_FALSE(p.damaged) << p.issues.size();
+  EXPECT_FALSE(FromBytes(files).procs.at(0).damaged);
+  ASSERT_EQ(p.ops.size(), 1u);
+  const Op& op = m.ops[p.ops[0]];
+  // GPU times reach the CPU clock through the file's GpuClock, which the
+  // writer anchors on the tightest pair it has seen; here the op's own
+  // (its kernel's end, 10 us before its completion), so the phases compare
+  // exactly with its GPU start.
+  struct Want {
+    uint32_t channel;
+    uint8_t phase;
+    uint64_t start, stop;  // after the kernel's start
+  };
+  const std::vector<Want> want = {{0, 0, 0, 30 * kUs}, {0, 1, 30 * kUs, 50 * kUs}, {0, 2, 50 * kUs, 80 * kUs},
+                                  {1, 1, 2 * kUs, 60 * kUs}, {1, 2, 60 * kUs, 78 * kUs}};
+  ASSERT_EQ(p.phases.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const KernelPhaseSpan& ph = p.phases[i];
+    EXPECT_EQ(ph.op, p.ops[0]) << i;
+    EXPECT_EQ(ph.channel, want[i].channel) << i;
+    EXPECT_EQ(ph.phase, want[i].phase) << i;
+    EXPECT_EQ(ph.start_ns - op.gpu_start_ns, static_cast<int64_t>(want[i].start)) << i;
+    EXPECT_EQ(ph.stop_ns - op.gpu_start_ns, static_cast<int64_t>(want[i].stop)) << i;
+  }
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

@@ -158,6 +158,22 @@ struct StuckOp {  // trace::InFlightOp
   std::vector<ProxyState> proxy;
 };
 
+// One phase of one kernel channel's work (profiler API v7, NCCL 2.31, with
+// NCCLWATCH_EVENTS naming kernelphase: trace::KernelPhaseDetail), read only
+// when LoadOptions::kernel_phases asks (export draws them): an operation
+// can carry three per channel. NCCL reports a channel's phases only once
+// the channel has completed, so they time channels that finished; a
+// channel in flight, hung or not, has none, and no verdict reads them.
+struct KernelPhaseSpan {
+  uint32_t op = kNone;         // Model::ops index
+  uint32_t channel = 0;
+  uint8_t phase = 0;           // trace::KernelPhase: 0 initial sync, 1 compute, 2 final sync
+  // GPU times carried into the CPU clock, as Op::gpu_start_ns; the stop is
+  // its KernelPhaseStop state's. Both known, in order, within the file's span.
+  int64_t start_ns = kNoTime;
+  int64_t stop_ns = kNoTime;
+};
+
 struct StuckReport {
   int64_t time_ns = kNoTime;
   double threshold_sec = 0;
@@ -319,6 +335,7 @@ struct Proc {
   ArrivalDigest arrivals;
   std::vector<StuckReport> stucks;
   std::vector<MaskChange> mask_changes;  // in file order
+  std::vector<KernelPhaseSpan> phases;   // LoadOptions::kernel_phases: by op, channel, start
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
 };
 
@@ -383,6 +400,9 @@ struct LoadOptions {
   // count and times, each communicator's sequence numbers without a gap)
   // are not made. Those of each record are.
   bool windows = false;
+  // Keep the kernel channels' phases (Proc::phases) of whole files; windows
+  // never keep them.
+  bool kernel_phases = false;
 };
 
 // Per-node summaries' signature chains of one communicator that differ

@@ -73,6 +73,9 @@ inline constexpr uint64_t kMaskKernelCh = 1u << 6;
 inline constexpr uint64_t kMaskKernelLaunch = 1u << 11;
 // NCCL's mask is an int: a value past 32 bits is no mask NCCL has.
 inline constexpr uint64_t kMaskMax = 0xffffffffu;
+// NCCL's ncclProfilerKernelPhaseStop state (v7): a phase's GPU stop time
+// (trace.proto EventState.gpu_delta_ns).
+inline constexpr uint32_t kStateKernelPhaseStop = 31;
 // "Coll|P2p|KernelCh" (NCCL's names for the bits, without "ncclProfile");
 // "none" for 0; bits NCCL does not define as one hex number ("0x10000").
 std::string EventMaskNames(uint64_t mask);

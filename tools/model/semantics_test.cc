@@ -98,6 +98,7 @@ static_assert(kMaskColl == nccl::kColl);
 static_assert(kMaskP2p == nccl::kP2p);
 static_assert(kMaskKernelCh == nccl::kKernelCh);
 static_assert(kMaskKernelLaunch == nccl::kKernelLaunch);
+static_assert(kStateKernelPhaseStop == nccl::kKernelPhaseStop);
 
 TEST(Semantics, EventMaskNamesAreNcclsAndUnknownBitsShowAsHex) {
   EXPECT_EQ(EventMaskNames(0), "none");

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "plugin/abi/event_kind.h"
 #include "plugin/writer/encoder.h"
 #include "tools/model/semantics.h"
 
@@ -145,6 +146,7 @@ class Player {
   void EncodeDone(const Ev& e);
   void EncodeStuck(const Ev& e);
   void EncodeDrops(uint64_t t, const DropCounts& d);
+  void EncodePhases(uint64_t t, const TraceBuilder::PhasesItem& p);
   std::vector<size_t> InFlightOldestFirst() const;
 
   const TraceBuilder& b_;
@@ -163,6 +165,7 @@ class Player {
   std::set<uint64_t> reported_;
   std::set<int> announced_;
   uint64_t recorded_ = 0;
+  uint64_t next_phase_id_ = 1;
   const DropCounts* last_drops_ = nullptr;
 };
 
@@ -339,6 +342,39 @@ void Player::EncodeStuck(const Ev& e) {
   Write(e.cycle);  // at once
 }
 
+// As the plugin's writer stages what NCCL's profiler thread reported.
+void Player::EncodePhases(uint64_t t, const TraceBuilder::PhasesItem& p) {
+  uint16_t comm = 0;  // the op's, when the parent is one
+  for (const auto& o : b_.ops_)
+    if (o.event_id == p.parent_id) comm = static_cast<uint16_t>(o.comm);
+  for (int i = 0; i < 3; ++i) {
+    if (p.bounds[i] >= p.bounds[i + 1]) continue;  // NCCL skips a phase of no length
+    plugin::Rec r{};
+    r.kind = plugin::kRecEvStart;
+    r.etype = plugin::kEvKernelPhase;
+    r.comm = comm;
+    r.flags = plugin::kFlagHasGpu;
+    r.id = (uint64_t{2} << 40) | next_phase_id_++;  // NCCL's profiler thread: thread 2's ids
+    r.parent_id = p.parent_id;
+    r.t1 = 2;
+    r.px.channel = static_cast<int32_t>(p.channel);
+    r.px.step = i;
+    r.px.ptimer = b_.GpuTime(p.bounds[i]);
+    enc_.EvStart(r, t, plugin::EvStartStrings());
+    plugin::Rec st{};
+    st.kind = plugin::kRecEvState;
+    st.etype = plugin::kEvKernelPhase;
+    st.flags = plugin::kFlagHasGpu;
+    st.id = r.id;
+    st.st.state = kStateKernelPhaseStop;
+    st.st.ptimer = b_.GpuTime(p.bounds[i + 1]);
+    enc_.EvState(st, t);
+    st.flags = 0;
+    enc_.EvStop(st, t);
+    recorded_ += 3;
+  }
+}
+
 void Player::EncodeDrops(uint64_t t, const DropCounts& d) {
   plugin::DropFields x;
   x.time_ns = t;
@@ -371,7 +407,9 @@ std::string Player::Run() {
   std::vector<Ev> evs;
   size_t order = 0;
   auto push = [&](uint64_t cycle, Kind kind, uint64_t sort_t, size_t ref, int sub, uint64_t t, bool clean) {
-    evs.push_back({cycle, ClassOf(static_cast<int>(kind)), sort_t, order++, kind, ref, sub, clean, t});
+    // Phases are raw records too.
+    const int cls = ClassOf(static_cast<int>(kind == Kind::kPhases ? Kind::kRecord : kind));
+    evs.push_back({cycle, cls, sort_t, order++, kind, ref, sub, clean, t});
   };
   std::vector<std::optional<uint64_t>> op_cycle(b_.ops_.size()), done_cycle(b_.ops_.size());
   for (const auto& it : items) {
@@ -493,6 +531,10 @@ std::string Player::Run() {
       case Kind::kRecord:
         Begin(e.cycle);
         pending_.AddSerialized(b_.records_[e.ref].SerializeAsString());
+        break;
+      case Kind::kPhases:
+        Begin(e.cycle);
+        EncodePhases(e.t_ns, b_.phases_[e.ref]);
         break;
       case Kind::kCommFinalize: {
         Begin(e.cycle);
@@ -666,6 +708,12 @@ void TraceBuilder::Finalize(uint64_t t_ns, bool clean) {
 void TraceBuilder::Kill(uint64_t t_ns) { kill_ns_ = t_ns; }
 
 void TraceBuilder::Flush(uint64_t t_ns) { items_.push_back({Kind::kFlush, t_ns, 0}); }
+
+void TraceBuilder::KernelPhases(uint64_t parent_id, uint32_t channel, uint64_t t_ns,
+                                const std::array<uint64_t, 4>& bounds) {
+  phases_.push_back({parent_id, channel, bounds});
+  items_.push_back({Kind::kPhases, t_ns, phases_.size() - 1});
+}
 
 void TraceBuilder::AddRecord(uint64_t t_ns, const trace::Record& record) {
   records_.push_back(record);

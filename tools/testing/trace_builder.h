@@ -36,6 +36,7 @@
 
 #include <stdint.h>
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -224,6 +225,15 @@ class TraceBuilder {
                   uint64_t completion_source);
   // Any other record (raw events...), encoded at t_ns among the operations.
   void AddRecord(uint64_t t_ns, const trace::Record& record);
+  // Profiler API v7 with kernelphase captured: one kernel channel's phases
+  // under `parent_id`, the operation's id (what Coll, Send or Recv returned;
+  // set raw_capture so that its record keeps it) or a raw KernelCh event's
+  // (AddRecord), encoded at t_ns as the
+  // plugin writes what NCCL 2.31 reports once the channel has completed:
+  // for each phase i (trace::KernelPhase) with bounds[i] < bounds[i + 1], a
+  // start at GPU time bounds[i], a KernelPhaseStop state at bounds[i + 1]
+  // and a stop. Bounds are CPU times (see GpuTime).
+  void KernelPhases(uint64_t parent_id, uint32_t channel, uint64_t t_ns, const std::array<uint64_t, 4>& bounds);
 
   // The file content.
   std::string Bytes() const;
@@ -253,7 +263,9 @@ class TraceBuilder {
     bool tracked;
     OpOpts opts;
   };
-  enum class Kind { kCommInit, kOp, kRecord, kCommFinalize, kDrops, kHeartbeat, kStuck, kFlush, kFinalize, kMask };
+  enum class Kind {
+    kCommInit, kOp, kRecord, kCommFinalize, kDrops, kHeartbeat, kStuck, kFlush, kFinalize, kMask, kPhases
+  };
   struct Item {
     Kind kind;
     uint64_t t_ns;
@@ -275,6 +287,12 @@ class TraceBuilder {
   std::vector<StuckItem> stucks_;
   std::vector<DropCounts> drops_;
   std::vector<plugin::MaskChangeFields> masks_;
+  struct PhasesItem {
+    uint64_t parent_id;
+    uint32_t channel;
+    std::array<uint64_t, 4> bounds;
+  };
+  std::vector<PhasesItem> phases_;
   std::vector<Item> items_;
   std::vector<std::vector<uint64_t>> p2p_counters_;  // [comm][2 * peer + is_recv]
   std::optional<uint64_t> kill_ns_;
