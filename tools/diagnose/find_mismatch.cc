@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tools/model/semantics.h"
+#include "tools/summary/collectives.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 namespace {
@@ -60,10 +61,14 @@ std::string SigShort(const Ctx& c, const Sig& s) {
 // Where per-node summaries let the collectives go, their signature chains
 // still tell that ranks diverged, and between which collectives
 // (Model::chain_mismatches): a MISMATCH naming the ranks out of the
-// majority, not the operation.
-void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
+// majority, not the operation, and how to get it named (the second round,
+// summarize --collectives). Where that round's collectives are in the
+// model (ChainMismatch::asked) and the finder below named one of them
+// (`named`, per communicator), that finding is the range's, said once.
+void FindChainMismatches(const Ctx& c, const std::vector<bool>& named, std::vector<Ranked>* out) {
   for (const ChainMismatch& cm : c.m.chain_mismatches) {
     if (cm.comm >= c.m.comms.size() || cm.odd.empty()) continue;
+    if (cm.asked && cm.comm < named.size() && named[cm.comm]) continue;
     Finding f;
     f.set_kind(report::MISMATCH);
     SetComm(c, cm.comm, &f);
@@ -76,9 +81,15 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
                               " that differ, with no majority (both sides are named),"
                         : c.Names(cm.odd) + " issued collectives on " + c.CommLabel(cm.comm) + " that differ from " +
                               c.Names(cm.rest) + "'s";
+    const std::string how =
+        cm.asked ? "the summaries hold these collectives, yet no one of them differs on its own: diagnose the "
+                   "traces to name the operation"
+                 : "to name the operation, summarize the nodes again adding --collectives=" +
+                       FormatCollectiveRanges(RangesToAsk(c.m.comms[cm.comm].hash, cm.from, cm.to)) +
+                       " (diagnose --refine-args prints it), or diagnose the traces";
     f.set_summary("MISMATCH: " + who + " in function, count, datatype or root " + range +
                   " of the communicator (counted over its functions; seen by the per-node summaries' signature "
-                  "chains: summarize with a larger --window, or diagnose the traces, to name the operation)");
+                  "chains: " + how + ")");
     for (uint32_t p : cm.odd)
       AddEvidence(&f, c.Name(p), "its chain of collective signatures differs from the majority's " + range);
     // Before every operation the windows hold: the collectives it names
@@ -91,8 +102,10 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
 }
 
 void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
-  FindChainMismatches(*c, out);
   const Model& m = c->m;
+  // Per communicator: its finding names a collective put back for a chain
+  // mismatch (Model::asked_ops).
+  std::vector<bool> named(m.comms.size(), false);
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const std::vector<uint32_t>& ms = c->colls_of_comm[ci];
     // Rooted-ness by the majority function, so a differing root is compared only where it matters.
@@ -290,10 +303,12 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       if (later > 0) AddEvidence(&f, "", Plural(later, "later position", "later positions") + " of this communicator disagree too");
       std::vector<uint32_t> ops;
       for (auto& pr : present) ops.push_back(pr.second);
+      named[ci] = std::any_of(ops.begin(), ops.end(), [&](uint32_t oi) { return AskedOp(m, oi); });
       Emit(out, EarliestStart(m, ops), std::move(f));
       break;  // later positions follow from this one
     }
   }
+  FindChainMismatches(*c, named, out);
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -389,6 +390,10 @@ struct ChainMismatch {
   uint32_t comm = kNone;
   uint64_t from = 0, to = 0;
   std::vector<uint32_t> odd, rest;  // Model::procs
+  // Every member's collectives #from to #to are in the model, put back
+  // from summaries asked for them (summarize --collectives): diagnose's
+  // finder names the operation, and this range is not asked again.
+  bool asked = false;
 };
 
 struct Model {
@@ -411,6 +416,11 @@ struct Model {
   // (Proc::digested): what and why. stats and check refuse them.
   std::vector<std::string> undigested;
   std::vector<ChainMismatch> chain_mismatches;
+  // Operations older than the windows that summaries kept because they were
+  // asked for (summarize --collectives; tools/summary/job.cc), sorted
+  // Model::ops indices: completed on every rank, put back only so that a
+  // mismatch among them is named. No other finding rests on them.
+  std::vector<uint32_t> asked_ops;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);
@@ -425,6 +435,13 @@ struct Model {
   // Loading: the communicator of each nonzero hash (CommInits join it).
   std::unordered_map<uint64_t, uint32_t> comm_of_hash;
 };
+
+// Whether ops[oi] is one of Model::asked_ops: a finder that judges
+// arrivals or progress leaves it out (its rank's neighbours in time are
+// gone); the mismatch finder reads it.
+inline bool AskedOp(const Model& m, uint32_t oi) {
+  return !m.asked_ops.empty() && std::binary_search(m.asked_ops.begin(), m.asked_ops.end(), oi);
+}
 
 // Reads every file (paths of files, or folders: every *.ncclwatch in them,
 // recursively; see inputs.h).
