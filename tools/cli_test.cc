@@ -118,6 +118,11 @@ TEST(Cli, RefineArgsAskSummarizeForTheOperation) {
   const Result s = Nw({"summarize", "--window", "2", arg, "-o", second, kDtype});
   ASSERT_EQ(s.status, 0) << s.err;
   EXPECT_NE(s.out.find(" of them kept as asked by --collectives)"), std::string::npos) << s.out;
+  // dump shows what was asked and kept, and the records themselves.
+  const Result d = Nw({"dump", second});
+  EXPECT_NE(d.out.find(" checkpoints, asked #"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find(" let-go collectives kept as asked\n"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("\n    asked #"), std::string::npos) << d.out;
   const Result full = Nw({"diagnose", kDtype}), refined = Nw({"diagnose", second});
   EXPECT_EQ(refined.out.substr(0, refined.out.find('\n')), full.out.substr(0, full.out.find('\n')));
   EXPECT_EQ(refined.status, full.status);
