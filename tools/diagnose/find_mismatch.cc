@@ -58,17 +58,29 @@ std::string SigShort(const Ctx& c, const Sig& s) {
 
 }  // namespace
 
-// Where per-node summaries let the collectives go, their signature chains
-// still tell that ranks diverged, and between which collectives
-// (Model::chain_mismatches): a MISMATCH naming the ranks out of the
-// majority, not the operation, and how to get it named (the second round,
-// summarize --collectives). Where that round's collectives are in the
-// model (ChainMismatch::asked) and the finder below named one of them
-// (`named`, per communicator), that finding is the range's, said once.
-void FindChainMismatches(const Ctx& c, const std::vector<bool>& named, std::vector<Ranked>* out) {
+void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
+  // Per communicator, when the operations put back for the second round
+  // were issued (Model::asked_ops): a finding of the operation-level
+  // finders there names one of them.
+  std::vector<std::pair<int64_t, int64_t>> asked_span(c.m.comms.size(), {INT64_MAX, INT64_MIN});
+  for (uint32_t oi : c.m.asked_ops) {
+    const Op& op = c.m.ops[oi];
+    if (op.comm >= asked_span.size() || op.start_ns == kNoTime) continue;
+    asked_span[op.comm].first = std::min(asked_span[op.comm].first, op.start_ns);
+    asked_span[op.comm].second = std::max(asked_span[op.comm].second, op.start_ns);
+  }
+  auto named = [&](uint32_t comm) {
+    // Copies, not a structured binding: the lambda below captures them.
+    const int64_t lo = asked_span[comm].first, hi = asked_span[comm].second;
+    return std::any_of(out->begin(), out->end(), [&](const Ranked& r) {
+      return (r.f.kind() == report::MISMATCH || r.f.kind() == report::ORDER_MISMATCH) &&
+             r.f.comm_hash() == c.m.comms[comm].hash && r.when >= lo && r.when <= hi;
+    });
+  };
   for (const ChainMismatch& cm : c.m.chain_mismatches) {
     if (cm.comm >= c.m.comms.size() || cm.odd.empty()) continue;
-    if (cm.asked && cm.comm < named.size() && named[cm.comm]) continue;
+    // That finding is the range's, said once.
+    if (cm.asked && named(cm.comm)) continue;
     Finding f;
     f.set_kind(report::MISMATCH);
     SetComm(c, cm.comm, &f);
@@ -93,19 +105,16 @@ void FindChainMismatches(const Ctx& c, const std::vector<bool>& named, std::vect
     for (uint32_t p : cm.odd)
       AddEvidence(&f, c.Name(p), "its chain of collective signatures differs from the majority's " + range);
     // Before every operation the windows hold: the collectives it names
-    // came earlier.
+    // came earlier (strictly: it goes before a finding of the first of them).
     int64_t when = INT64_MAX;
     for (const Op& op : c.m.ops)
       if (op.comm == cm.comm && op.start_ns != kNoTime) when = std::min(when, op.start_ns);
-    Emit(out, when == INT64_MAX ? 0 : when, std::move(f));
+    Emit(out, when == INT64_MAX ? 0 : when == INT64_MIN ? when : when - 1, std::move(f));
   }
 }
 
 void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
   const Model& m = c->m;
-  // Per communicator: its finding names a collective put back for a chain
-  // mismatch (Model::asked_ops).
-  std::vector<bool> named(m.comms.size(), false);
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const std::vector<uint32_t>& ms = c->colls_of_comm[ci];
     // Rooted-ness by the majority function, so a differing root is compared only where it matters.
@@ -303,12 +312,10 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       if (later > 0) AddEvidence(&f, "", Plural(later, "later position", "later positions") + " of this communicator disagree too");
       std::vector<uint32_t> ops;
       for (auto& pr : present) ops.push_back(pr.second);
-      named[ci] = std::any_of(ops.begin(), ops.end(), [&](uint32_t oi) { return AskedOp(m, oi); });
       Emit(out, EarliestStart(m, ops), std::move(f));
       break;  // later positions follow from this one
     }
   }
-  FindChainMismatches(*c, named, out);
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -392,7 +392,8 @@ struct ChainMismatch {
   std::vector<uint32_t> odd, rest;  // Model::procs
   // Every member's collectives #from to #to are in the model, put back
   // from summaries asked for them (summarize --collectives): diagnose's
-  // finder names the operation, and this range is not asked again.
+  // finders name the operation where one can, and this range is not asked
+  // again.
   bool asked = false;
 };
 
@@ -418,8 +419,9 @@ struct Model {
   std::vector<ChainMismatch> chain_mismatches;
   // Operations older than the windows that summaries kept because they were
   // asked for (summarize --collectives; tools/summary/job.cc), sorted
-  // Model::ops indices: completed on every rank, put back only so that a
-  // mismatch among them is named. No other finding rests on them.
+  // Model::ops indices: completed on every rank, put back so that a
+  // mismatch among them is named; no hang or unfinished operation rests on
+  // them, and the straggler counts skip them (AskedOp).
   std::vector<uint32_t> asked_ops;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
@@ -437,8 +439,8 @@ struct Model {
 };
 
 // Whether ops[oi] is one of Model::asked_ops: a finder that judges
-// arrivals or progress leaves it out (its rank's neighbours in time are
-// gone); the mismatch finder reads it.
+// arrivals leaves it out (its rank's neighbours in time are gone); the
+// mismatch and order finders read it.
 inline bool AskedOp(const Model& m, uint32_t oi) {
   return !m.asked_ops.empty() && std::binary_search(m.asked_ops.begin(), m.asked_ops.end(), oi);
 }

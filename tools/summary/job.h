@@ -22,8 +22,8 @@
 //    --collectives, the second round of a chain mismatch) are fed like
 //    window records where every member of their communicator holds the
 //    range (as records it let go, or in its window), so the mismatch
-//    finder names the operation; they are neither settled nor counted as
-//    let go, and only the mismatch finder reads them (Model::asked_ops).
+//    finder names the operation; they are neither settled nor let go in
+//    the totals, and the straggler counts skip them (Model::asked_ops).
 //
 // Thread safety: one thread.
 

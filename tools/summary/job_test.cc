@@ -29,7 +29,7 @@ struct Outcome {
   uint64_t largest_proc_bytes = 0;   // the largest SummaryProcess
   uint64_t cut_ops = 0;              // over every process
   uint32_t checkpoint_every = 0;     // the widest interval after thinning
-  report::Diagnosis summaries;
+  report::Diagnosis traces, summaries;
   // The second round (summarize --collectives with what the first asks,
   // RefineRanges), where Judge was asked for it.
   std::vector<CollectiveRange> refine;
@@ -82,6 +82,7 @@ Outcome Judge(const JobSpec& spec, const std::string& name, SummarizeOptions opt
   const report::Diagnosis full = Diagnose(m);
   r.traces_line = full.verdict();
   r.traces_exit = ExitStatus(full);
+  r.traces = full;
   const std::vector<std::string> summaries = SummarizeHosts(spec, files, dir, "node", opts, &r, &r.summary_bytes);
   Model sm;
   EXPECT_TRUE(BuildJobModel(summaries, LoadOptions(), &sm, &error)) << error;
@@ -183,6 +184,34 @@ TEST(SummaryJobTest, TheSecondRoundNamesTheOperation) {
   EXPECT_EQ(r.asked_kept, 8u * 64);
   EXPECT_GT(r.refined_bytes, r.summary_bytes);
   EXPECT_LT(r.refined_bytes - r.summary_bytes, 8u * 64 * 128);
+}
+
+// Rank 5 calls a Broadcast where the others call their 11th AllReduce, and
+// the job ends in a deadlock (the functions' counters no longer line up):
+// the traces' first line. The first round places the order mismatch
+// between collectives #1 and #64 (behind the deadlock); the second names it
+// (an ORDER MISMATCH of the cycle finder over the collectives put back, not
+// of FindMismatches: the range is folded into it all the same), the first
+// line unchanged, and asks no third round.
+TEST(SummaryJobTest, TheSecondRoundOfAFunctionMismatchAsksNoThird) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.func = "Broadcast";
+  };
+  const Outcome r = Judge(spec, "func-second-round", 64, true);
+  ASSERT_FALSE(r.refine.empty()) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.refined_line, r.traces_line);
+  EXPECT_EQ(r.refined_exit, r.traces_exit);
+  EXPECT_TRUE(r.refine_again.empty()) << FormatCollectiveRanges(r.refine_again);
+  auto has = [](const report::Diagnosis& d, const std::string& text) {
+    for (const report::Finding& f : d.findings())
+      if (f.summary().find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(r.summaries, "signature chains"));
+  EXPECT_TRUE(has(r.refined, "ORDER MISMATCH: rank 5 issued Broadcast #10 before AllReduce #10 on comm 'world'"));
+  EXPECT_FALSE(has(r.refined, "signature chains"));
 }
 
 // A mismatch the windows hold: found as before, nothing to ask; asking
