@@ -43,7 +43,8 @@ TEST(CollectivesTest, BadInputSaysWhatIsWrong) {
   bad("0x12:1-64,", "expected COMM:FROM-TO");
   bad("0x12:1-65", "at most 64 collectives per range (split it: 0x0000000000000012:1-64,0x0000000000000012:65-65)");
   std::string many;
-  for (int i = 0; i < 17; ++i) many += (i ? "," : "") + std::string("0x12:") + std::to_string(i + 1) + "-" + std::to_string(i + 1);
+  for (int i = 1; i <= 17; ++i)
+    many += (i > 1 ? "," : "") + std::string("0x12:") + std::to_string(i) + "-" + std::to_string(i);
   bad(many, "at most 16 ranges per communicator");
   std::string comms;
   for (int i = 1; i <= 17; ++i) comms += (i > 1 ? "," : "") + std::string("0x") + std::to_string(i) + ":1-1";
