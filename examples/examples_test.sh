@@ -89,6 +89,32 @@ check_summaries() {
 }
 # A job that fails: the demo, then a non-zero exit.
 failing_job=("bash" "-c" '"$0"; exit 1' "$demo_job")
+# One whose summary lets its mismatch go: the summary benchmark's synthetic
+# job at 8 ranks and 300 collectives (rank 5's 11th has another count), its
+# files written for the script's job id into the rank folder, then a
+# non-zero exit.
+summary_benchmark=$src/tools/summary/summary_benchmark
+refine_job=("bash" "-c" 'rm -rf "$1" && "$0" "$1" 8 300 "$NCCLWATCH_JOB_ID" && mv "$1"/node0/*.ncclwatch "$NCCLWATCH_DIR"/; exit 1'
+  "$summary_benchmark" "$tmp/generated")
+
+# check_refined TRACES OUTPUT: the first round of the summaries placed the
+# mismatch between two collectives and asked for them (its first line says
+# the --collectives argument), the second round ran with it, and its
+# diagnosis, written and printed, has the traces' first line.
+check_refined() {
+  local traces=$1 out=$2 from_traces ask
+  from_traces=$("$NCCLWATCH_PREFIX/bin/ncclwatch" diagnose "$traces/$host" | head -1) || true
+  [[ "$from_traces" == "MISMATCH: ReduceScatter #2 on comm 'world' (8 ranks): rank 5 called count "* ]] ||
+    fail "the traces of the refine job: $from_traces"
+  grep -qE "^ncclwatch diagnose of the summaries \(exit 1\): MISMATCH: rank 5 issued collectives on comm 'world' \(8 ranks\) .* summarize the nodes again adding --collectives=0x[0-9a-f]{16}:1-64 " <<< "$out" ||
+    fail "the first round did not place the mismatch: $out"
+  grep -qE "^ncclwatch summarize, second round \(exit 0\): --collectives=0x[0-9a-f]{16}:1-64$" <<< "$out" ||
+    fail "no second round: $out"
+  [[ "$(head -1 "$traces/diagnosis.txt")" == "$from_traces" ]] ||
+    fail "the second round says '$(head -1 "$traces/diagnosis.txt")', the traces '$from_traces'"
+  grep -qF "ncclwatch diagnose of the summaries, second round (exit 1): $from_traces" <<< "$out" ||
+    fail "the script did not print the second round's diagnosis: $out"
+}
 
 # --- torchrun.sh
 out=$(cd "$tmp" && NCCLWATCH_JOB_ID=tr-1 bash "$src/examples/torchrun.sh" "$demo_job" 2>&1) ||
@@ -103,6 +129,19 @@ out=$(cd "$tmp" && NCCLWATCH_JOB_ID=tr-2 bash "$src/examples/torchrun.sh" "${fai
 check_summaries "$tmp/ncclwatch-traces/tr-2" tr-2 "$out"
 echo "torchrun.sh after a failure printed:"
 echo "$out" | grep "^ncclwatch"
+# A mismatch the summary let go: named by the second round; with
+# NCCLWATCH_REFINE=0 the first round's range stays.
+status=0
+out=$(cd "$tmp" && NCCLWATCH_JOB_ID=tr-3 bash "$src/examples/torchrun.sh" "${refine_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "torchrun.sh with the refine job: exit $status: $out"
+check_refined "$tmp/ncclwatch-traces/tr-3" "$out"
+echo "torchrun.sh after a failure with a mismatch let go printed:"
+echo "$out" | grep "^ncclwatch"
+status=0
+out=$(cd "$tmp" && NCCLWATCH_REFINE=0 NCCLWATCH_JOB_ID=tr-4 bash "$src/examples/torchrun.sh" "${refine_job[@]}" 2>&1) ||
+  status=$?
+[[ $status -eq 1 && "$out" != *"second round"* && "$(head -1 "$tmp/ncclwatch-traces/tr-4/diagnosis.txt")" == "MISMATCH: rank 5 issued collectives"* ]] ||
+  fail "torchrun.sh with NCCLWATCH_REFINE=0: exit $status: $out"
 # Without an id it makes one; the job's status is the script's.
 status=0
 out=$(cd "$tmp" && NCCLWATCH_TRACES="$tmp/tr-fail" bash "$src/examples/torchrun.sh" bash -c 'exit 7' 2>&1) || status=$?
@@ -148,6 +187,13 @@ out=$(SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4246 SLURM_SUBMIT_DIR="$tmp/submit" NCC
 [[ $status -eq 1 ]] || fail "slurm.sbatch with NCCLWATCH_NODE_DIR and a failing job: exit $status: $out"
 check_summaries "$tmp/submit/ncclwatch-traces/4246" 4246 "$out"
 echo "slurm.sbatch after a failure printed:"
+echo "$out" | grep "^ncclwatch"
+status=0
+out=$(cd "$tmp/submit" && SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4247 SLURM_SUBMIT_DIR="$tmp/submit" \
+  bash "$src/examples/slurm.sbatch" "${refine_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "slurm.sbatch with the refine job: exit $status: $out"
+check_refined "$tmp/submit/ncclwatch-traces/4247" "$out"
+echo "slurm.sbatch after a failure with a mismatch let go printed:"
 echo "$out" | grep "^ncclwatch"
 # The default command runs once per task with its node's folder.
 STUB_LOG=$tmp/python.log SLURM_JOB_ID=4244 SLURM_SUBMIT_DIR="$tmp/submit" bash examples/slurm.sbatch > /dev/null 2>&1 ||

@@ -5,7 +5,8 @@
 # `ncclwatch diagnose` judges the whole run after it. After a failure (the
 # launcher exits non-zero) the node's traces are first summarized
 # (`ncclwatch summarize`), and diagnose reads the summary, as a job of many
-# nodes is diagnosed (README, "Large jobs: summarize per node").
+# nodes is diagnosed (README, "Large jobs: summarize per node"), with a
+# second round where it places a mismatch only between two collectives.
 #
 #   examples/torchrun.sh                         # torchrun --standalone --nproc-per-node=$NPROC train.py
 #   examples/torchrun.sh python my_launcher.py   # any command that starts the ranks
@@ -21,6 +22,12 @@
 #                                 or the timeout= of init_process_group)
 #   NCCLWATCH_SUMMARIES $NCCLWATCH_TRACES/summaries/$NCCLWATCH_JOB_ID: where a
 #                                 failed job's summaries go, <host>.ncclsummary
+#   NCCLWATCH_SUMMARIZE_ARGS unset; more options for summarize (e.g. --window 16)
+#   NCCLWATCH_REFINE  1           when diagnose of the summary asks a second round
+#                                 (ranks diverged among collectives it let go:
+#                                 `ncclwatch diagnose --refine-args` prints what to
+#                                 keep), summarize again with it, and diagnose names
+#                                 the operation; 0: one round only
 # Results in $NCCLWATCH_TRACES: <host>/ (the trace files), verdict.txt (watch's),
 # diagnosis.txt (of the summaries after a failure). Exits with the job's status.
 set -uo pipefail
@@ -59,14 +66,30 @@ if ((status != 0)); then
   # After a failure: the node's traces as one summary, as every node of a
   # large job does, and diagnose reads the summaries.
   summaries=${NCCLWATCH_SUMMARIES:-$traces/summaries/$NCCLWATCH_JOB_ID}
-  mkdir -p "$summaries" &&
-    "$ncclwatch" summarize --job="$NCCLWATCH_JOB_ID" -o "$summaries/$(hostname).ncclsummary" "$NCCLWATCH_DIR" \
-      > "$traces/summarize.log" 2>&1
+  # $1: the second round's --collectives (or nothing).
+  summarize_node() {
+    "$ncclwatch" summarize --job="$NCCLWATCH_JOB_ID" ${NCCLWATCH_SUMMARIZE_ARGS:-} ${1:+"$1"} \
+      -o "$summaries/$(hostname).ncclsummary" "$NCCLWATCH_DIR" >> "$traces/summarize.log" 2>&1
+  }
+  : > "$traces/summarize.log"
+  mkdir -p "$summaries" && summarize_node
   summarized=$?
   line=$(tail -1 "$traces/summarize.log")
   echo "ncclwatch summarize (exit $summarized): ${line#ncclwatch summarize: }"
   "$ncclwatch" diagnose "$summaries" > "$traces/diagnosis.txt" 2>&1
   echo "ncclwatch diagnose of the summaries (exit $?): $(head -1 "$traces/diagnosis.txt")"
+  # The second round: the signature chains placed a divergence between two
+  # collectives the summaries let go; the summary keeps those collectives
+  # too, and diagnose names the operation (the summary is replaced).
+  if [[ ${NCCLWATCH_REFINE:-1} != 0 ]]; then
+    ask=$("$ncclwatch" diagnose --refine-args "$summaries" 2> /dev/null)
+    if [[ -n "$ask" ]]; then
+      summarize_node "$ask"
+      echo "ncclwatch summarize, second round (exit $?): $ask"
+      "$ncclwatch" diagnose "$summaries" > "$traces/diagnosis.txt" 2>&1
+      echo "ncclwatch diagnose of the summaries, second round (exit $?): $(head -1 "$traces/diagnosis.txt")"
+    fi
+  fi
 else
   "$ncclwatch" diagnose "$traces" > "$traces/diagnosis.txt" 2>&1
   echo "ncclwatch diagnose (exit $?): $(head -1 "$traces/diagnosis.txt")"

@@ -17,6 +17,7 @@
 #include "tools/export/timeline.h"
 #include "tools/progress.h"
 #include "tools/stats/check.h"
+#include "tools/summary/collectives.h"
 
 // Every flag of every subcommand, in one place; each subcommand accepts only
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
@@ -40,6 +41,9 @@ ABSL_FLAG(double, timeout, 0.0, "watch: seconds until the verdict on what was re
 ABSL_FLAG(uint64_t, window_ops, 200000, "watch: operations kept per file, at most");
 ABSL_FLAG(uint64_t, window, 64, "summarize: operations kept per rank and communicator beyond those unfinished");
 ABSL_FLAG(uint64_t, max_kb_per_rank, 64, "summarize: the most KB of one rank's summary (0: no cap)");
+ABSL_FLAG(std::string, collectives, "",
+          "summarize: COMM:FROM-TO,... collectives to keep besides the window (diagnose --refine-args prints it)");
+ABSL_FLAG(bool, refine_args, false, "diagnose: print the --collectives argument of summarize's second round");
 ABSL_FLAG(double, from, 0.0, "export: the window's start, seconds on the job's timeline");
 ABSL_FLAG(double, to, 0.0, "export: the window's end, seconds on the job's timeline");
 ABSL_FLAG(bool, around_finding, false, "export: the window around the first finding's operation");
@@ -101,6 +105,11 @@ constexpr char kDiagnoseUsage[] =
     "  --min-wait=SEC  an operation in flight this long is a hang (default 1)\n"
     "  --json          the same as --format=json\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --refine-args   of per-node summaries: print instead the argument that\n"
+    "                  makes summarize's second round name the operation where\n"
+    "                  the signature chains found ranks to diverge\n"
+    "                  (--collectives=...), nothing when none needs it; exit 0,\n"
+    "                  or 2 when no input is usable\n"
     "  --fr PATH,...   PyTorch Flight Recorder dumps (files or folders); dumps\n"
     "                  among the inputs (pickles named ..._RANK) are read anyway.\n"
     "                  They name each communicator's process group and give each\n"
@@ -229,7 +238,8 @@ constexpr char kWatchUsage[] =
     "3 the evidence is incomplete or damaged.\n";
 
 constexpr char kSummarizeUsage[] =
-    "usage: ncclwatch summarize -o OUT [--window N] [--max-kb-per-rank KB] FILE|DIR...\n"
+    "usage: ncclwatch summarize -o OUT [--window N] [--max-kb-per-rank KB]\n"
+    "                           [--collectives COMM:FROM-TO,...] FILE|DIR...\n"
     "\n"
     "Reduces the trace files of one node (or any set of ranks) to one summary\n"
     "file, a few KB per rank whatever the job's length, for a job too large to\n"
@@ -245,6 +255,16 @@ constexpr char kSummarizeUsage[] =
     "               no cap). Past it the chain's checkpoints are thinned, then\n"
     "               the window's oldest operations go, and a verdict that needed\n"
     "               them says INCOMPLETE\n"
+    "  --collectives COMM:FROM-TO,...  the second round: where diagnose of\n"
+    "               the summaries says ranks diverged between two collectives\n"
+    "               (the signature chains), keep those collectives too, so the\n"
+    "               next diagnose names the operation. COMM is the\n"
+    "               communicator's hash in hex, FROM-TO positions of its\n"
+    "               collectives from 1 (all functions counted); `ncclwatch\n"
+    "               diagnose --refine-args SUMMARIES` prints the argument. At\n"
+    "               most 64 collectives a range, 16 ranges a communicator and\n"
+    "               16 communicators; outside --max-kb-per-rank. A communicator\n"
+    "               no rank here has is said on standard error, not an error\n"
     "  --job ID     only the files of job ID\n"
     "Exit status: 0 written, 2 no usable trace file or not written, 3 written\n"
     "without some files (named on standard error).\n";
@@ -257,13 +277,13 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out", "fr"}, {}},
+    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out", "fr", "refine_args"}, {}},
     {"merge", kMergeUsage, {"format", "out", "job"}, {}},
     {"export", kExportUsage, {"format", "out", "job", "from", "to", "around_finding", "ranks"}, {"ranks"}},
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
     {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "format", "job", "out"}, {"tolerance", "baseline"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
-    {"summarize", kSummarizeUsage, {"out", "window", "max_kb_per_rank", "job"}, {}},
+    {"summarize", kSummarizeUsage, {"out", "window", "max_kb_per_rank", "job", "collectives"}, {"collectives"}},
     {"watch",
      kWatchUsage,
      {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
@@ -402,7 +422,13 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
       err << who << "bad --max-kb-per-rank " << max_kb << ": 0 (no cap) to 4,194,304 KB\n" << cmd.usage;
       return 2;
     }
-    return SummarizeCommand(inputs, window, max_kb, absl::GetFlag(FLAGS_out), out, err);
+    std::vector<CollectiveRange> collectives;
+    std::string bad;
+    if (given.count("collectives") && !ParseCollectiveRanges(absl::GetFlag(FLAGS_collectives), &collectives, &bad)) {
+      err << who << "bad --collectives: " << bad << "\n" << cmd.usage;
+      return 2;
+    }
+    return SummarizeCommand(inputs, window, max_kb, collectives, absl::GetFlag(FLAGS_out), out, err);
   }
   if (name == "diagnose" || name == "watch") {
     inputs.fr_paths = absl::GetFlag(FLAGS_fr);
@@ -417,6 +443,7 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
       err << who << "bad --min-wait '" << opts.min_wait_sec << "'\n" << cmd.usage;
       return 2;
     }
+    if (name == "diagnose" && absl::GetFlag(FLAGS_refine_args)) return RefineArgsCommand(inputs, out, err);
     if (name == "diagnose") return DiagnoseCommand(inputs, format, opts, out, err);
     WatchSettings w;
     w.interval_sec = absl::GetFlag(FLAGS_interval);

@@ -103,6 +103,51 @@ TEST(Cli, SummarizeThenDiagnoseTheSummary) {
   EXPECT_EQ(Nw({"summarize", "--window", "0", "-o", sum, kSkip}).status, 2);
 }
 
+// The second round from the command line: diagnose --refine-args prints
+// summarize's --collectives argument, and the summary made with it gives
+// the traces' first line (testdata/gpu/dtype at a window of 2 operations:
+// the first round cannot settle the mismatched AllReduce).
+TEST(Cli, RefineArgsAskSummarizeForTheOperation) {
+  const char kDtype[] = "testdata/gpu/dtype";
+  const std::string first = TempPath("dtype1.ncclsummary"), second = TempPath("dtype2.ncclsummary");
+  ASSERT_EQ(Nw({"summarize", "--window", "2", "-o", first, kDtype}).status, 0);
+  const Result ask = Nw({"diagnose", "--refine-args", first});
+  ASSERT_EQ(ask.status, 0) << ask.err;
+  ASSERT_EQ(ask.out.rfind("--collectives=0x", 0), 0u) << ask.out;
+  const std::string arg = ask.out.substr(0, ask.out.find('\n'));
+  const Result s = Nw({"summarize", "--window", "2", arg, "-o", second, kDtype});
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_NE(s.out.find(" of them kept as asked by --collectives)"), std::string::npos) << s.out;
+  // dump shows what was asked and kept, and the records themselves.
+  const Result d = Nw({"dump", second});
+  EXPECT_NE(d.out.find(" checkpoints, asked #"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find(" let-go collectives kept as asked\n"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("\n    asked #"), std::string::npos) << d.out;
+  const Result full = Nw({"diagnose", kDtype}), refined = Nw({"diagnose", second});
+  EXPECT_EQ(refined.out.substr(0, refined.out.find('\n')), full.out.substr(0, full.out.find('\n')));
+  EXPECT_EQ(refined.status, full.status);
+  // Nothing more to ask, nor of the traces themselves.
+  const Result again = Nw({"diagnose", "--refine-args", second}), traces = Nw({"diagnose", "--refine-args", kDtype});
+  EXPECT_EQ(again.status, 0);
+  EXPECT_EQ(again.out, "");
+  EXPECT_EQ(traces.status, 0);
+  EXPECT_EQ(traces.out, "");
+  EXPECT_EQ(Nw({"diagnose", "--refine-args", TempPath("no-such-folder")}).status, 2);
+  // Bad values name the flag and the problem.
+  const Result name = Nw({"summarize", "--collectives=world:1-64", "-o", second, kDtype});
+  EXPECT_EQ(name.status, 2);
+  EXPECT_NE(name.err.find("bad --collectives: 'world:1-64': the communicator is its hash in hex"), std::string::npos)
+      << name.err;
+  const Result wide = Nw({"summarize", "--collectives", "0x12:1-100", "-o", second, kDtype});
+  EXPECT_EQ(wide.status, 2);
+  EXPECT_NE(wide.err.find("at most 64 collectives per range"), std::string::npos) << wide.err;
+  // A communicator no rank here has (another node's, or a typo): said.
+  const Result other = Nw({"summarize", "--collectives=0x12:1-64", "-o", second, kDtype});
+  EXPECT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(other.err.find("no rank here is a member of communicator 0x0000000000000012"), std::string::npos)
+      << other.err;
+}
+
 TEST(Cli, BadValuesAndOtherCommandsFlagsAreUsageErrors) {
   const Result bad = Nw({"diagnose", "--min-wait=abc", kSkip});
   EXPECT_EQ(bad.status, 2);

@@ -150,6 +150,15 @@ int DiagnoseCommand(const Inputs& inputs, const std::string& format, const Diagn
   return ExitStatus(d);
 }
 
+int RefineArgsCommand(const Inputs& inputs, std::ostream& out, std::ostream& err) {
+  Model model;
+  std::string error;
+  if (!Load("diagnose", inputs, false, &model, err, &error)) return 2;
+  const std::string ranges = FormatCollectiveRanges(RefineRanges(model));
+  if (!ranges.empty()) out << "--collectives=" << ranges << "\n";
+  return 0;
+}
+
 namespace {
 
 // The signal that asked `watch` to stop (0: none). Set by the handler,
@@ -438,8 +447,9 @@ int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_
 
 namespace ncclwatch::tools {
 
-int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank, const std::string& out_path,
-                     std::ostream& out, std::ostream& err) {
+int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank,
+                     const std::vector<CollectiveRange>& collectives, const std::string& out_path, std::ostream& out,
+                     std::ostream& err) {
   if (out_path.empty()) {
     err << "ncclwatch summarize: --out FILE (-o FILE) is required: where to write the summary\n";
     return 2;
@@ -448,6 +458,7 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
   opts.window = window;
   opts.max_bytes_per_rank = max_kb_per_rank << 10;
   opts.job = inputs.load.job;
+  opts.collectives = collectives;
   SummaryResult s;
   std::string error;
   if (!Summarize(inputs.paths, opts, &s, &error)) {
@@ -456,6 +467,7 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
     return 2;
   }
   for (const std::string& e : s.errors) err << "ncclwatch summarize: skipped " << e << "\n";
+  for (const std::string& n : s.notes) err << "ncclwatch summarize: " << n << "\n";
   const std::string bytes = EncodeSummary(s);
   // Written whole under another name, then renamed: a merge never reads half a summary.
   const std::string tmp = out_path + ".partial";
@@ -469,10 +481,13 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
       return 2;
     }
   }
-  uint64_t let_go = 0, cut = 0;
-  for (const summary::SummaryProcess& p : s.procs) let_go += p.let_go_ops(), cut += p.cut_ops() + p.cut_stuck_ops();
+  uint64_t let_go = 0, cut = 0, asked = 0;
+  for (const summary::SummaryProcess& p : s.procs)
+    let_go += p.let_go_ops(), cut += p.cut_ops() + p.cut_stuck_ops(), asked += p.asked_collectives_size();
   out << "ncclwatch summarize: " << s.procs.size() << (s.procs.size() == 1 ? " process" : " processes") << ", "
-      << WithThousands(let_go) << " operations let go, " << FormatBytes(bytes.size()) << " to " << out_path << "\n";
+      << WithThousands(let_go) << " operations let go"
+      << (collectives.empty() ? "" : " (" + WithThousands(asked) + " of them kept as asked by --collectives)") << ", "
+      << FormatBytes(bytes.size()) << " to " << out_path << "\n";
   if (cut > 0)
     out << "ncclwatch summarize: " << WithThousands(cut)
         << " operations dropped to stay within --max-kb-per-rank: a verdict that needs them says INCOMPLETE\n";

@@ -16,6 +16,7 @@
 #include "tools/export/timeline.h"
 #include "tools/model/model.h"
 #include "tools/stats/check.h"
+#include "tools/summary/collectives.h"
 
 namespace ncclwatch::tools {
 
@@ -34,6 +35,11 @@ struct Inputs {
 // `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.
 int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                     std::ostream& out, std::ostream& err);
+
+// `diagnose --refine-args`: the --collectives argument of the second
+// summarize round (job.h RefineRanges) on `out`, nothing when no chain
+// mismatch needs one. Exit: 0, or 2 when no input could be used.
+int RefineArgsCommand(const Inputs& inputs, std::ostream& out, std::ostream& err);
 
 // How `watch` follows a job (tools/watch/watch.h has the rest).
 struct WatchSettings {
@@ -63,8 +69,10 @@ struct ExportSettings {
 // Summarizes the trace files of `inputs` into one summary file at
 // `out_path` (tools/summary/). Exit: 0 written, 2 nothing usable or not
 // written, 3 written without some files (named on `err`).
-int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank, const std::string& out_path,
-                     std::ostream& out, std::ostream& err);
+// `collectives`: --collectives, the second round of a chain mismatch.
+int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank,
+                     const std::vector<CollectiveRange>& collectives, const std::string& out_path, std::ostream& out,
+                     std::ostream& err);
 
 int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ostream& out, std::ostream& err);
 // `format`: text, json or openmetrics.

@@ -52,15 +52,27 @@ bool DumpSummary(const std::string& path, const DumpOptions& opts, std::ostream&
     for (const summary::CommPrefix& c : p.prefixes()) {
       char hash[32];
       snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(c.comm_hash()));
+      // The second round's ranges (summarize --collectives), where asked.
+      std::string asked;
+      for (const summary::PositionRange& r : c.asked())
+        asked += (asked.empty() ? ", asked #" : ", #") + std::to_string(r.from()) + "-#" + std::to_string(r.to());
       out << "    comm " << hash << " rank " << c.rank() << ": " << c.ops() << " let go, " << c.collectives()
-          << " collectives chained, " << c.checkpoints_size() << " checkpoints\n";
+          << " collectives chained, " << c.checkpoints_size() << " checkpoints" << asked << "\n";
     }
+    if (p.asked_collectives_size() > 0)
+      out << "    " << p.asked_collectives_size() << " let-go collectives kept as asked\n";
     if (!opts.records) continue;
     trace::Record rec;
     for (const summary::WindowRecord& w : p.records()) {
       std::string line;
       if (rec.ParseFromString(w.record())) printer.PrintToString(rec, &line);
       out << "    @" << w.offset() << " " << (line.empty() ? "(does not parse)" : line) << "\n";
+    }
+    for (const summary::PastCollective& a : p.asked_collectives()) {
+      std::string line;
+      if (rec.ParseFromString(a.record())) printer.PrintToString(rec, &line);
+      out << "    asked #" << a.position() << " @" << a.offset() << " " << (line.empty() ? "(does not parse)" : line)
+          << "\n";
     }
   }
   if (!ok) err << "ncclwatch dump: " << error << "\n";

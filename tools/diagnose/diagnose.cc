@@ -246,6 +246,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FindDead(&c, &found);
   FindCycles(&c, &found);
   FindOrderCycles(&c, &found);
+  FindChainMismatches(c, &found);  // after those that can name an operation it places
   FindStragglers(&c, &found);
   FindEnded(&c, &found);  // last: only where nothing else explains it
   for (Ranked& r : found) AssignCause(&r.f);

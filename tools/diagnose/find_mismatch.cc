@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tools/model/semantics.h"
+#include "tools/summary/collectives.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 namespace {
@@ -57,13 +58,29 @@ std::string SigShort(const Ctx& c, const Sig& s) {
 
 }  // namespace
 
-// Where per-node summaries let the collectives go, their signature chains
-// still tell that ranks diverged, and between which collectives
-// (Model::chain_mismatches): a MISMATCH naming the ranks out of the
-// majority, not the operation.
 void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
+  // Per communicator, when the operations put back for the second round
+  // were issued (Model::asked_ops): a finding of the operation-level
+  // finders there names one of them.
+  std::vector<std::pair<int64_t, int64_t>> asked_span(c.m.comms.size(), {INT64_MAX, INT64_MIN});
+  for (uint32_t oi : c.m.asked_ops) {
+    const Op& op = c.m.ops[oi];
+    if (op.comm >= asked_span.size() || op.start_ns == kNoTime) continue;
+    asked_span[op.comm].first = std::min(asked_span[op.comm].first, op.start_ns);
+    asked_span[op.comm].second = std::max(asked_span[op.comm].second, op.start_ns);
+  }
+  auto named = [&](uint32_t comm) {
+    // Copies, not a structured binding: the lambda below captures them.
+    const int64_t lo = asked_span[comm].first, hi = asked_span[comm].second;
+    return std::any_of(out->begin(), out->end(), [&](const Ranked& r) {
+      return (r.f.kind() == report::MISMATCH || r.f.kind() == report::ORDER_MISMATCH) &&
+             r.f.comm_hash() == c.m.comms[comm].hash && r.when >= lo && r.when <= hi;
+    });
+  };
   for (const ChainMismatch& cm : c.m.chain_mismatches) {
     if (cm.comm >= c.m.comms.size() || cm.odd.empty()) continue;
+    // That finding is the range's, said once.
+    if (cm.asked && named(cm.comm)) continue;
     Finding f;
     f.set_kind(report::MISMATCH);
     SetComm(c, cm.comm, &f);
@@ -76,22 +93,27 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
                               " that differ, with no majority (both sides are named),"
                         : c.Names(cm.odd) + " issued collectives on " + c.CommLabel(cm.comm) + " that differ from " +
                               c.Names(cm.rest) + "'s";
+    const std::string how =
+        cm.asked ? "the summaries hold these collectives, yet no one of them differs on its own: diagnose the "
+                   "traces to name the operation"
+                 : "to name the operation, summarize the nodes again adding --collectives=" +
+                       FormatCollectiveRanges(RangesToAsk(c.m.comms[cm.comm].hash, cm.from, cm.to)) +
+                       " (diagnose --refine-args prints it), or diagnose the traces";
     f.set_summary("MISMATCH: " + who + " in function, count, datatype or root " + range +
                   " of the communicator (counted over its functions; seen by the per-node summaries' signature "
-                  "chains: summarize with a larger --window, or diagnose the traces, to name the operation)");
+                  "chains: " + how + ")");
     for (uint32_t p : cm.odd)
       AddEvidence(&f, c.Name(p), "its chain of collective signatures differs from the majority's " + range);
     // Before every operation the windows hold: the collectives it names
-    // came earlier.
+    // came earlier (strictly: it goes before a finding of the first of them).
     int64_t when = INT64_MAX;
     for (const Op& op : c.m.ops)
       if (op.comm == cm.comm && op.start_ns != kNoTime) when = std::min(when, op.start_ns);
-    Emit(out, when == INT64_MAX ? 0 : when, std::move(f));
+    Emit(out, when == INT64_MAX ? 0 : when == INT64_MIN ? when : when - 1, std::move(f));
   }
 }
 
 void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
-  FindChainMismatches(*c, out);
   const Model& m = c->m;
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     const std::vector<uint32_t>& ms = c->colls_of_comm[ci];

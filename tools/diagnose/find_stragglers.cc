@@ -63,6 +63,9 @@ Tally Count(const Model& m, double thr, double fraction) {
     if (mt.kind != OpKind::kColl) continue;
     auto present = Present(mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
+    // Put back from summaries for the mismatch finder only: a rank's
+    // arrivals around them are gone.
+    if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return AskedOp(m, x.second); })) continue;
     bool all_done = true;
     std::vector<double> starts, durs;
     for (auto& [r, oi] : present) {
@@ -128,6 +131,8 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
     if (mt.kind != OpKind::kColl) continue;
     auto present = Present(mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
+    if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return AskedOp(m, x.second); }))
+      continue;  // as in Count
     helds.clear();
     starts.clear();
     for (auto& [r, oi] : present) {
@@ -352,9 +357,14 @@ std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions&
 bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
   using namespace diagnose_internal;
   const double thr = Threshold(m, opts);
-  for (const Proc& p : m.procs) {
+  // Operations put back from summaries (Model::asked_ops) are not judged.
+  std::vector<bool> asked(m.procs.size(), false);
+  for (uint32_t oi : m.asked_ops)
+    if (m.ops[oi].proc < asked.size()) asked[m.ops[oi].proc] = true;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    const Proc& p = m.procs[pi];
     if (UsesDigest(p, thr, opts.straggler_duration_fraction)) continue;
-    if (p.settled_ops > 0 || p.cut_ops > 0) return false;  // its window lacks some
+    if (p.settled_ops > 0 || p.cut_ops > 0 || asked[pi]) return false;  // its window lacks some
   }
   return true;
 }

@@ -24,6 +24,15 @@ void FindDead(Ctx* c, std::vector<Ranked>* out);
 // find_cycles.cc
 void FindCycles(Ctx* c, std::vector<Ranked>* out);
 void FindOrderCycles(Ctx* c, std::vector<Ranked>* out);
+// find_mismatch.cc. Where per-node summaries let the collectives go, their
+// signature chains still tell that ranks diverged, and between which
+// collectives (Model::chain_mismatches): a MISMATCH naming the ranks out of
+// the majority, not the operation, and how to get it named (the second
+// round, summarize --collectives). After the operation-level finders:
+// where that round's collectives are in the model (ChainMismatch::asked)
+// and a MISMATCH or ORDER_MISMATCH among `out` on the communicator names
+// one of them, that finding is the range's, said once.
+void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out);
 // find_stragglers.cc
 void FindStragglers(Ctx* c, std::vector<Ranked>* out);
 // find_ended.cc. Last: judged only when no other error was found.

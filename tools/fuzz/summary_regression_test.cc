@@ -1,5 +1,6 @@
 // Short deterministic runs of the summary fuzz target (no libFuzzer, any
-// config): the summaries of recordings under testdata/gpu, each cut at many
+// config): the summaries of recordings under testdata/gpu (the second
+// round's among them), each cut at many
 // offsets and with bytes changed at a fixed seed. Each run must return; the
 // process's peak RSS must stay small (no allocation for a claimed count).
 
@@ -36,12 +37,26 @@ TEST(SummaryFuzzRegressionTest, CutAndChangedSummariesOfRecordings) {
   int runs = 0;
   for (const char* dir : {"testdata/gpu/skip", "testdata/gpu/count", "testdata/gpu-events4/swap",
                           "testdata/gpu-events/kill"}) {
-    for (uint64_t window : {uint64_t{64}, uint64_t{2}}) {
+    // The last: a second round's summary (summarize --collectives), its
+    // asked collectives beside the window, every communicator asked.
+    for (uint64_t window : {uint64_t{64}, uint64_t{2}, uint64_t{3}}) {
       SummarizeOptions opts;
       opts.window = window;
       SummaryResult s;
       std::string error;
+      if (window == 3) {
+        ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+        for (const summary::SummaryProcess& p : s.procs)
+          for (const summary::CommPrefix& c : p.prefixes())
+            if (c.comm_hash() != 0) opts.collectives.push_back(CollectiveRange{c.comm_hash(), 1, 64});
+        s = SummaryResult();
+      }
       ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+      if (window == 3) {
+        int asked = 0;
+        for (const summary::SummaryProcess& p : s.procs) asked += p.asked_collectives_size();
+        EXPECT_GT(asked, 0) << dir;
+      }
       const std::string bytes = EncodeSummary(s);
       RunTarget(bytes);
       ++runs;

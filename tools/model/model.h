@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -414,6 +415,11 @@ struct ChainMismatch {
   uint32_t comm = kNone;
   uint64_t from = 0, to = 0;
   std::vector<uint32_t> odd, rest;  // Model::procs
+  // Every member's collectives #from to #to are in the model, put back
+  // from summaries asked for them (summarize --collectives): diagnose's
+  // finders name the operation where one can, and this range is not asked
+  // again.
+  bool asked = false;
 };
 
 struct Model {
@@ -436,6 +442,12 @@ struct Model {
   // (Proc::digested): what and why. stats and check refuse them.
   std::vector<std::string> undigested;
   std::vector<ChainMismatch> chain_mismatches;
+  // Operations older than the windows that summaries kept because they were
+  // asked for (summarize --collectives; tools/summary/job.cc), sorted
+  // Model::ops indices: completed on every rank, put back so that a
+  // mismatch among them is named; no hang or unfinished operation rests on
+  // them, and the straggler counts skip them (AskedOp).
+  std::vector<uint32_t> asked_ops;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);
@@ -450,6 +462,13 @@ struct Model {
   // Loading: the communicator of each nonzero hash (CommInits join it).
   std::unordered_map<uint64_t, uint32_t> comm_of_hash;
 };
+
+// Whether ops[oi] is one of Model::asked_ops: a finder that judges
+// arrivals leaves it out (its rank's neighbours in time are gone); the
+// mismatch and order finders read it.
+inline bool AskedOp(const Model& m, uint32_t oi) {
+  return !m.asked_ops.empty() && std::binary_search(m.asked_ops.begin(), m.asked_ops.end(), oi);
+}
 
 // Reads every file (paths of files, or folders: every *.ncclwatch in them,
 // recursively; see inputs.h).

@@ -1,6 +1,7 @@
 #include "tools/summary/job.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -40,6 +41,64 @@ struct ChainMember {
   }
 };
 
+// Positions as sorted, disjoint ranges (both ends included).
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+Ranges Normalized(Ranges r) {
+  std::sort(r.begin(), r.end());
+  Ranges out;
+  for (const auto& x : r) {
+    // Touching or overlapping the last one: one range (no wrap at the top).
+    if (!out.empty() && (out.back().second == UINT64_MAX || x.first <= out.back().second + 1))
+      out.back().second = std::max(out.back().second, x.second);
+    else
+      out.push_back(x);
+  }
+  return out;
+}
+
+bool Within(const Ranges& r, uint64_t pos) {
+  auto it = std::upper_bound(r.begin(), r.end(), std::make_pair(pos, UINT64_MAX));
+  return it != r.begin() && std::prev(it)->second >= pos;
+}
+
+// Whether one range of `r` holds every position from `from` to `to`.
+bool Covers(const Ranges& r, uint64_t from, uint64_t to) {
+  for (const auto& x : r)
+    if (x.first <= from && x.second >= to) return true;
+  return false;
+}
+
+// One member's answer to `summarize --collectives` on a communicator.
+struct AskedMember {
+  uint64_t let_go = 0;  // CommPrefix.collectives
+  bool holes = false;   // the cap cut its window: it chains nothing on
+  Ranges asked;         // CommPrefix.asked
+};
+
+// The positions of a communicator every member can put back, normalized:
+// each asked range whose collectives every member holds, as records it let
+// go and was asked for, or in a window without holes. A range is put back
+// whole or not at all: where one member could not answer (its node was not
+// asked, or its window was cut), the others' half would look unmatched.
+Ranges FedRanges(const std::vector<AskedMember>& members) {
+  Ranges all;
+  for (const AskedMember& a : members) all.insert(all.end(), a.asked.begin(), a.asked.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  Ranges fed;
+  for (const auto& [from, to] : all) {
+    bool every = true;
+    for (const AskedMember& a : members) {
+      const bool window_part = to > a.let_go;
+      const bool let_go_part = from <= a.let_go;
+      every = every && !(window_part && a.holes) && !(let_go_part && !Covers(a.asked, from, std::min(to, a.let_go)));
+    }
+    if (every) fed.emplace_back(from, to);
+  }
+  return Normalized(std::move(fed));
+}
+
 TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
   trace::Record r;
   for (const summary::WindowRecord& w : sp.records())
@@ -48,6 +107,16 @@ TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
 }
 
 }  // namespace
+
+std::vector<CollectiveRange> RefineRanges(const Model& m) {
+  std::vector<CollectiveRange> out;
+  for (const ChainMismatch& cm : m.chain_mismatches) {
+    if (cm.asked || cm.comm >= m.comms.size() || m.comms[cm.comm].hash == 0) continue;
+    const std::vector<CollectiveRange> r = RangesToAsk(m.comms[cm.comm].hash, cm.from, cm.to);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
 
 bool IsSummaryFile(const std::string& path) {
   std::string head;
@@ -96,6 +165,43 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     }
   }
 
+  // What the second round (summarize --collectives) can put back, per
+  // communicator.
+  std::map<uint64_t, Ranges> fed;
+  {
+    std::map<uint64_t, std::vector<AskedMember>> members;
+    bool any = false;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      if (!keep[i]) continue;
+      for (const summary::CommPrefix& p : procs[i].prefixes()) {
+        if (p.comm_hash() == 0) continue;
+        AskedMember a;
+        a.let_go = p.collectives();
+        a.holes = procs[i].cut_ops() > 0 || procs[i].cut_stuck_ops() > 0;
+        // Within what summarize writes (collectives.h): a damaged summary
+        // cannot make the merge feed or compare without bound.
+        for (const summary::PositionRange& r : p.asked())
+          if (r.from() >= 1 && r.from() <= r.to() && r.to() - r.from() < kMaxAskedPerRange &&
+              a.asked.size() < kMaxAskedRangesPerComm)
+            a.asked.emplace_back(r.from(), r.to());
+        any |= !a.asked.empty();
+        members[p.comm_hash()].push_back(std::move(a));
+      }
+    }
+    if (any)
+      for (const auto& [hash, v] : members) {
+        Ranges f = FedRanges(v);
+        if (!f.empty()) fed.emplace(hash, std::move(f));
+      }
+  }
+  auto is_fed = [&](uint64_t hash, uint64_t pos) {
+    auto it = fed.find(hash);
+    return it != fed.end() && Within(it->second, pos);
+  };
+  // The operations put back, per process index: (hash, function, seq),
+  // marked in the model once it is built (Model::asked_ops).
+  std::vector<std::set<std::tuple<uint64_t, std::string, uint64_t>>> put_back(procs.size());
+
   LoadOptions lo = opts;
   lo.windows = false;
   ModelLoader loader(lo);
@@ -107,6 +213,7 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
 
   struct Settled {
     uint64_t ops = 0, completed = 0, conflicts = 0;
+    uint64_t asked = 0;  // of the operations let go, put back (asked_collectives fed)
     std::string first_conflict;
   };
   std::vector<Settled> settled(procs.size());
@@ -145,7 +252,32 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     std::unordered_map<uint32_t, std::string> strings;
     std::unordered_map<uint32_t, std::pair<uint64_t, int32_t>> comm;
     loader.BeginWindow(sp.path());
+    // The asked collectives every member can put back, fed in file order
+    // among the window's records (whose definitions they use). Let go as
+    // completed on their rank: they are not settled, nor cut again.
+    std::vector<const summary::PastCollective*> back;
+    for (const summary::PastCollective& pc : sp.asked_collectives())
+      if (is_fed(pc.comm_hash(), pc.position())) back.push_back(&pc);
+    std::stable_sort(back.begin(), back.end(), [](const summary::PastCollective* a, const summary::PastCollective* b) {
+      return a->offset() < b->offset();
+    });
+    size_t next_back = 0;
+    auto feed_back = [&](uint64_t before) {
+      for (; next_back < back.size() && back[next_back]->offset() < before; ++next_back) {
+        const summary::PastCollective& pc = *back[next_back];
+        if (!r.ParseFromString(pc.record()) || !r.has_op()) {
+          loader.AddError(sp.path() + ": an asked collective at offset " + std::to_string(pc.offset()) +
+                          " of its summary does not parse");
+          continue;
+        }
+        auto f = strings.find(r.op().func());
+        if (f != strings.end()) put_back[i].emplace(pc.comm_hash(), f->second, r.op().seq());
+        ++settled[i].asked;
+        loader.Add(r, pc.offset());
+      }
+    };
     for (const summary::WindowRecord& w : sp.records()) {
+      feed_back(w.offset());
       const bool finished_here = finished[index++];
       if (!r.ParseFromString(w.record())) {
         // Summarize wrote it from a parsed record: the summary is damaged.
@@ -184,6 +316,12 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
               ch->window.push_back(ChainStep(prev, f->second, o.count(),
                                              d == strings.end() ? std::string() : d->second,
                                              IsRooted(FuncFromName(f->second)) ? o.root() : 0));
+              // Asked for: fed beside the other members' asked records,
+              // not settled against them (and then put back like them).
+              if (is_fed(hash, ch->let_go + ch->window.size())) {
+                if (cut) put_back[i].emplace(hash, f->second, o.seq());
+                cut = false;
+              }
               if (cut && o.has_completion()) ++ch->dropped;
             }
           } else {
@@ -218,6 +356,7 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
       }
       loader.Add(r, w.offset());
     }
+    feed_back(UINT64_MAX);
     loader.EndFile(false, {});
   }
 
@@ -243,9 +382,12 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     Proc& p = m->procs[it->second];
     // Operations the cap cut count in the totals like those let go; the
     // evidence they were is gone, which the gap below says.
-    p.settled_ops = sp.let_go_ops() + settled[i].ops + sp.cut_ops();
-    m->summary_let_go += p.settled_ops;
-    p.settled_completed = sp.let_go_completed() + settled[i].completed;
+    // Those put back are in the model's operations instead; their arrivals
+    // are still not judged (Model::asked_ops), so they count as let go there.
+    const uint64_t back = std::min<uint64_t>(settled[i].asked, sp.let_go_ops());
+    p.settled_ops = sp.let_go_ops() - back + settled[i].ops + sp.cut_ops();
+    m->summary_let_go += p.settled_ops + back;
+    p.settled_completed = sp.let_go_completed() - std::min(back, sp.let_go_completed()) + settled[i].completed;
     const bool from_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
     if (!ReadDigests(sp, &p) || (from_summary && !p.digested))
       m->undigested.push_back(sp.path() + (from_summary ? " (in " + (*sources)[i] + ")" : std::string()) + ": " +
@@ -333,6 +475,8 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
         }
       std::sort(cm.odd.begin(), cm.odd.end());
       std::sort(cm.rest.begin(), cm.rest.end());
+      auto f = fed.find(hash);
+      cm.asked = f != fed.end() && Covers(f->second, cm.from, cm.to);
       m->chain_mismatches.push_back(std::move(cm));
       break;
     }
@@ -352,7 +496,28 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     if (it == chains.end() || c.hash == 0) continue;
     uint64_t n = 0;
     for (const ChainMember& cm : it->second) n = std::max(n, cm.let_go + cm.dropped);
-    c.settled_colls = n;
+    // Less those put back, which the model's matches count.
+    uint64_t back = 0;
+    auto f = fed.find(c.hash);
+    if (f != fed.end())
+      for (const auto& [from, to] : f->second)
+        if (from <= n) back += std::min(to, n) - from + 1;
+    c.settled_colls = n - std::min(back, n);
+  }
+  // Which of the model's operations were put back (Model::asked_ops).
+  bool any_back = false;
+  for (const auto& b : put_back) any_back |= !b.empty();
+  if (any_back) {
+    std::unordered_map<std::string, size_t> index_of;
+    for (size_t i = 0; i < procs.size(); ++i)
+      if (keep[i]) index_of.emplace(procs[i].path(), i);
+    for (uint32_t oi = 0; oi < m->ops.size(); ++oi) {
+      const Op& op = m->ops[oi];
+      if (op.kind != OpKind::kColl || op.proc >= m->procs.size() || op.comm >= m->comms.size()) continue;
+      auto pi = index_of.find(m->procs[op.proc].path);
+      if (pi != index_of.end() && put_back[pi->second].count({m->comms[op.comm].hash, m->Str(op.func), op.seq}))
+        m->asked_ops.push_back(oi);
+    }
   }
   return true;
 }

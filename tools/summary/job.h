@@ -17,7 +17,13 @@
 //  - the members' signature chains are compared at common checkpoints; the
 //    first that differ where a window no longer holds the operations makes
 //    the verdict incomplete, naming the ranks and the range of collectives;
-//    where the windows hold them, diagnose's own finders name them.
+//    where the windows hold them, diagnose's own finders name them;
+//  - collectives a summary kept because they were asked for (summarize
+//    --collectives, the second round of a chain mismatch) are fed like
+//    window records where every member of their communicator holds the
+//    range (as records it let go, or in its window), so the mismatch
+//    finder names the operation; they are neither settled nor let go in
+//    the totals, and the straggler counts skip them (Model::asked_ops).
 //
 // Thread safety: one thread.
 
@@ -28,9 +34,16 @@
 #include <vector>
 
 #include "tools/model/model.h"
+#include "tools/summary/collectives.h"
 #include "tools/summary/summary.h"
 
 namespace ncclwatch::tools {
+
+// The second round's request (summarize --collectives, collectives.h):
+// the ranges of `m`'s chain mismatches whose collectives the model does not
+// hold yet (not ChainMismatch::asked), in pieces a request may ask; none
+// when every mismatch is named.
+std::vector<CollectiveRange> RefineRanges(const Model& m);
 
 // Whether `path` is a summary file (by its first bytes, not its name).
 bool IsSummaryFile(const std::string& path);

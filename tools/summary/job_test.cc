@@ -29,11 +29,49 @@ struct Outcome {
   uint64_t largest_proc_bytes = 0;   // the largest SummaryProcess
   uint64_t cut_ops = 0;              // over every process
   uint32_t checkpoint_every = 0;     // the widest interval after thinning
-  report::Diagnosis summaries;
+  report::Diagnosis traces, summaries;
+  // The second round (summarize --collectives with what the first asks,
+  // RefineRanges), where Judge was asked for it.
+  std::vector<CollectiveRange> refine;
+  std::string refined_line;
+  int refined_exit = -1;
+  uint64_t refined_bytes = 0;
+  uint64_t asked_kept = 0;  // asked_collectives over every process (of the second round, if any)
+  uint64_t refined_cut_ops = 0;
+  std::vector<CollectiveRange> refine_again;  // what the second round's merge still asks
+  report::Diagnosis refined;
 };
 
-// The job's files, each host's summary, and both verdicts.
-Outcome Judge(const JobSpec& spec, const std::string& name, SummarizeOptions opts) {
+// Each host's summary of `files` in `dir`, named after `tag`; adds to
+// `r`'s sizes and counts, returns the paths.
+std::vector<std::string> SummarizeHosts(const JobSpec& spec, const std::vector<std::string>& files,
+                                        const std::string& dir, const std::string& tag, const SummarizeOptions& opts,
+                                        Outcome* r, uint64_t* bytes_total) {
+  std::vector<std::string> summaries;
+  std::string error;
+  for (size_t first = 0; first < files.size(); first += spec.ranks_per_host) {
+    std::vector<std::string> node(files.begin() + first,
+                                  files.begin() + std::min(files.size(), first + spec.ranks_per_host));
+    SummaryResult s;
+    EXPECT_TRUE(Summarize(node, opts, &s, &error)) << error;
+    for (const summary::SummaryProcess& p : s.procs) {
+      r->largest_proc_bytes = std::max<uint64_t>(r->largest_proc_bytes, p.ByteSizeLong());
+      r->cut_ops += p.cut_ops() + p.cut_stuck_ops();
+      r->checkpoint_every = std::max(r->checkpoint_every, p.checkpoint_every());
+      r->asked_kept += static_cast<uint64_t>(p.asked_collectives_size());
+    }
+    const std::string bytes = EncodeSummary(s);
+    *bytes_total += bytes.size();
+    summaries.push_back(dir + "/" + tag + std::to_string(first) + ".ncclsummary");
+    std::ofstream(summaries.back(), std::ios::binary) << bytes;
+  }
+  return summaries;
+}
+
+// The job's files, each host's summary, and both verdicts; with
+// `second_round`, the summaries made again with what the first merge asks
+// (diagnose --refine-args), and their verdict.
+Outcome Judge(const JobSpec& spec, const std::string& name, SummarizeOptions opts, bool second_round = false) {
   const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/" + name;
   mkdir(dir.c_str(), 0755);
   const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
@@ -44,35 +82,34 @@ Outcome Judge(const JobSpec& spec, const std::string& name, SummarizeOptions opt
   const report::Diagnosis full = Diagnose(m);
   r.traces_line = full.verdict();
   r.traces_exit = ExitStatus(full);
-  std::vector<std::string> summaries;
-  for (size_t first = 0; first < files.size(); first += spec.ranks_per_host) {
-    std::vector<std::string> node(files.begin() + first,
-                                  files.begin() + std::min(files.size(), first + spec.ranks_per_host));
-    SummaryResult s;
-    EXPECT_TRUE(Summarize(node, opts, &s, &error)) << error;
-    for (const summary::SummaryProcess& p : s.procs) {
-      r.largest_proc_bytes = std::max<uint64_t>(r.largest_proc_bytes, p.ByteSizeLong());
-      r.cut_ops += p.cut_ops() + p.cut_stuck_ops();
-      r.checkpoint_every = std::max(r.checkpoint_every, p.checkpoint_every());
-    }
-    const std::string bytes = EncodeSummary(s);
-    r.summary_bytes += bytes.size();
-    summaries.push_back(dir + "/node" + std::to_string(first) + ".ncclsummary");
-    std::ofstream(summaries.back(), std::ios::binary) << bytes;
-  }
+  r.traces = full;
+  const std::vector<std::string> summaries = SummarizeHosts(spec, files, dir, "node", opts, &r, &r.summary_bytes);
   Model sm;
   EXPECT_TRUE(BuildJobModel(summaries, LoadOptions(), &sm, &error)) << error;
   const report::Diagnosis d = Diagnose(sm);
   r.summaries_line = d.verdict();
   r.summaries_exit = ExitStatus(d);
   r.summaries = d;
+  r.refine = RefineRanges(sm);
+  if (!second_round) return r;
+  opts.collectives = r.refine;
+  Outcome second;  // its sizes apart: the asked collectives are outside the cap
+  const std::vector<std::string> again = SummarizeHosts(spec, files, dir, "again", opts, &second, &r.refined_bytes);
+  r.asked_kept = second.asked_kept;
+  r.refined_cut_ops = second.cut_ops;
+  Model rm;
+  EXPECT_TRUE(BuildJobModel(again, LoadOptions(), &rm, &error)) << error;
+  r.refined = Diagnose(rm);
+  r.refined_line = r.refined.verdict();
+  r.refined_exit = ExitStatus(r.refined);
+  r.refine_again = RefineRanges(rm);
   return r;
 }
 
-Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64) {
+Outcome Judge(const JobSpec& spec, const std::string& name, uint64_t window = 64, bool second_round = false) {
   SummarizeOptions opts;
   opts.window = window;
-  return Judge(spec, name, opts);
+  return Judge(spec, name, opts, second_round);
 }
 
 JobSpec LongJob() {
@@ -115,6 +152,156 @@ TEST(SummaryJobTest, AnEarlyMismatchIsFoundThroughTheChains) {
             0u)
       << r.summaries_line;
   EXPECT_NE(r.summaries_line.find("signature chains"), std::string::npos) << r.summaries_line;
+}
+
+// The second round: the first merge names the range and asks for it
+// (RefineRanges, what diagnose --refine-args prints, also in the first
+// line); summaries made again with it name the operation as the traces do,
+// in a line of their own, and ask nothing more.
+TEST(SummaryJobTest, TheSecondRoundNamesTheOperation) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.count = 4096;
+  };
+  const Outcome r = Judge(spec, "second-round", 64, true);
+  ASSERT_EQ(r.refine.size(), 1u);
+  EXPECT_EQ(r.refine[0].from, 1u);
+  EXPECT_EQ(r.refine[0].to, 64u);
+  const std::string arg = "--collectives=" + FormatCollectiveRanges(r.refine);
+  EXPECT_NE(r.summaries_line.find("summarize the nodes again adding " + arg + " (diagnose --refine-args prints it)"),
+            std::string::npos)
+      << r.summaries_line;
+  EXPECT_EQ(r.refined_line, r.traces_line);
+  EXPECT_EQ(r.refined_exit, r.traces_exit);
+  EXPECT_EQ(r.refined_line.rfind("MISMATCH: AllReduce #10 on comm 'world' (8 ranks): rank 5 called count 4,096", 0),
+            0u)
+      << r.refined_line;
+  // Folded: the range is not said again as a finding of its own.
+  for (const report::Finding& f : r.refined.findings())
+    EXPECT_EQ(f.summary().find("signature chains"), std::string::npos) << f.summary();
+  EXPECT_TRUE(r.refine_again.empty()) << FormatCollectiveRanges(r.refine_again);
+  // Bounded: each rank keeps its 64 asked collectives, no more.
+  EXPECT_EQ(r.asked_kept, 8u * 64);
+  EXPECT_GT(r.refined_bytes, r.summary_bytes);
+  EXPECT_LT(r.refined_bytes - r.summary_bytes, 8u * 64 * 128);
+}
+
+// Rank 5 calls a Broadcast where the others call their 11th AllReduce, and
+// the job ends in a deadlock (the functions' counters no longer line up):
+// the traces' first line. The first round places the order mismatch
+// between collectives #1 and #64 (behind the deadlock); the second names it
+// (an ORDER MISMATCH of the cycle finder over the collectives put back, not
+// of FindMismatches: the range is folded into it all the same), the first
+// line unchanged, and asks no third round.
+TEST(SummaryJobTest, TheSecondRoundOfAFunctionMismatchAsksNoThird) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.func = "Broadcast";
+  };
+  const Outcome r = Judge(spec, "func-second-round", 64, true);
+  ASSERT_FALSE(r.refine.empty()) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.refined_line, r.traces_line);
+  EXPECT_EQ(r.refined_exit, r.traces_exit);
+  EXPECT_TRUE(r.refine_again.empty()) << FormatCollectiveRanges(r.refine_again);
+  auto has = [](const report::Diagnosis& d, const std::string& text) {
+    for (const report::Finding& f : d.findings())
+      if (f.summary().find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(r.summaries, "signature chains"));
+  EXPECT_TRUE(has(r.refined, "ORDER MISMATCH: rank 5 issued Broadcast #10 before AllReduce #10 on comm 'world'"));
+  EXPECT_FALSE(has(r.refined, "signature chains"));
+}
+
+// A mismatch the windows hold: found as before, nothing to ask; asking
+// anyway (a range of the let-go ones) changes nothing.
+TEST(SummaryJobTest, AMismatchInsideTheWindowIsUnaffected) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 1990) p.count = 4096;
+  };
+  const Outcome r = Judge(spec, "in-window", 64, true);
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_TRUE(r.refine.empty()) << FormatCollectiveRanges(r.refine);
+  EXPECT_EQ(r.refined_line, r.traces_line);
+  Model m;
+  std::string error;
+  SummarizeOptions opts;
+  opts.collectives = {{0, 1, 64}};
+  ASSERT_TRUE(BuildJobModel({std::string(getenv("TEST_TMPDIR")) + "/in-window"}, LoadOptions(), &m, &error));
+  opts.collectives[0].comm_hash = m.comms[0].hash;
+  const Outcome asked = Judge(spec, "in-window-asked", opts);
+  EXPECT_EQ(asked.summaries_line, r.traces_line);
+  EXPECT_EQ(asked.asked_kept, 8u * 64);
+}
+
+// What was put back is history: a healthy job's verdict from summaries
+// that kept asked collectives is the one without them (no HANG, no
+// straggler of them, the same totals), and so is one where a node was not
+// asked (its members cannot answer: nothing is put back).
+TEST(SummaryJobTest, AskedCollectivesChangeNoOtherVerdict) {
+  JobSpec spec = LongJob();
+  const Outcome plain = Judge(spec, "asked-healthy-plain");
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel({std::string(getenv("TEST_TMPDIR")) + "/asked-healthy-plain"}, LoadOptions(), &m, &error));
+  SummarizeOptions opts;
+  opts.collectives = {{m.comms[0].hash, 1, 64}, {m.comms[0].hash, 500, 563}};
+  const Outcome asked = Judge(spec, "asked-healthy", opts);
+  EXPECT_EQ(asked.asked_kept, 8u * 128);
+  EXPECT_EQ(asked.summaries_line, plain.summaries_line);
+  EXPECT_EQ(asked.summaries_exit, plain.summaries_exit);
+  EXPECT_EQ(asked.summaries.operations(), plain.summaries.operations());
+  // Every rank on one node: OK from the summary, with or without them.
+  spec.ranks_per_host = 8;
+  const Outcome node = Judge(spec, "asked-healthy-node", opts);
+  EXPECT_EQ(node.summaries_line.rfind("OK: ", 0), 0u) << node.summaries_line;
+  EXPECT_EQ(node.summaries_line, node.traces_line);
+
+  // The mismatch job, one node asked and the other not: the first round's
+  // range, no HANG or INCOMPLETE from the half put back.
+  spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.count = 4096;
+  };
+  const Outcome first = Judge(spec, "half-asked", 64, true);
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/half-asked";
+  Model half;
+  ASSERT_TRUE(BuildJobModel({dir + "/node0.ncclsummary", dir + "/again4.ncclsummary"}, LoadOptions(), &half, &error))
+      << error;
+  EXPECT_EQ(Diagnose(half).verdict(), first.summaries_line);
+  EXPECT_TRUE(half.asked_ops.empty());
+}
+
+// Asked for a communicator no rank has, or positions past a rank's last
+// collective: nothing added, said in a note, the verdict the same.
+TEST(SummaryJobTest, AskingForWhatIsNotThereAddsNothing) {
+  JobSpec spec = LongJob();
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op == 20) p.count = 4096;
+  };
+  const Outcome first = Judge(spec, "not-there-plain");
+  SummarizeOptions opts;
+  opts.collectives = {{0xdeadbeefull, 1, 64}};
+  const Outcome r = Judge(spec, "not-there", opts);
+  EXPECT_EQ(r.asked_kept, 0u);
+  EXPECT_EQ(r.summaries_line, first.summaries_line);
+  SummaryResult s;
+  std::string error;
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/not-there";
+  ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+  ASSERT_FALSE(s.notes.empty());
+  EXPECT_NE(s.notes.back().find("--collectives: no rank here is a member of communicator 0x00000000deadbeef"),
+            std::string::npos)
+      << s.notes.back();
+  // Past the last collective (2,000 per rank): nothing kept.
+  Model m;
+  ASSERT_TRUE(BuildJobModel({dir}, LoadOptions(), &m, &error)) << error;
+  opts.collectives = {{m.comms[0].hash, 5000, 5063}};
+  const Outcome past = Judge(spec, "past-the-end", opts);
+  EXPECT_EQ(past.asked_kept, 0u);
+  EXPECT_EQ(past.summaries_line, first.summaries_line);
 }
 
 TEST(SummaryJobTest, AnOperationOneRankLetGoAndAnotherNeverFinishedIsIncomplete) {
@@ -201,7 +388,7 @@ TEST(SummaryJobTest, CheckpointsPastTheCapAreThinnedAndTheMismatchStaysFound) {
   EXPECT_GT(whole.largest_proc_bytes, 8u << 10);  // the cap below binds
   EXPECT_EQ(whole.checkpoint_every, 0u);
   opts.max_bytes_per_rank = 8 << 10;
-  const Outcome r = Judge(spec, "thin", opts);
+  const Outcome r = Judge(spec, "thin", opts, true);
   EXPECT_LE(r.largest_proc_bytes, 8u << 10);
   EXPECT_GE(r.checkpoint_every, 2u);
   EXPECT_EQ(r.cut_ops, 0u);
@@ -211,6 +398,12 @@ TEST(SummaryJobTest, CheckpointsPastTheCapAreThinnedAndTheMismatchStaysFound) {
                                    0),
             0u)
       << r.summaries_line;
+  // The second round names the operation all the same, the asked records
+  // outside the cap (nothing of the window cut for them).
+  ASSERT_FALSE(r.refine.empty());
+  EXPECT_EQ(r.refined_line, r.traces_line);
+  EXPECT_EQ(r.refined_cut_ops, 0u);
+  EXPECT_GT(r.asked_kept, 0u);
 }
 
 // An operation that never finishes keeps every later one in its rank's

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -230,6 +231,16 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
     p->set_comm_hash(hash);
     p->set_rank(cf.rank);
     p->set_ops(k);
+    // The ranges asked of this communicator: the merge puts them back only
+    // where every member answered for them (job.cc).
+    std::vector<std::pair<uint64_t, uint64_t>> asked;
+    for (const CollectiveRange& a : opts.collectives)
+      if (a.comm_hash == hash && hash != 0) {
+        summary::PositionRange* pr = p->add_asked();
+        pr->set_from(a.from);
+        pr->set_to(a.to);
+        asked.emplace_back(a.from, a.to);
+      }
     std::map<std::string, uint64_t> colls;
     std::map<std::pair<std::string, int32_t>, uint64_t> p2p;
     uint64_t chain = 0, position = 0;
@@ -246,6 +257,14 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
       chain = ChainStep(chain, op.func, op.count, op.datatype,
                         IsRooted(FuncFromName(op.func)) ? op.peer_or_root : 0);
       ++position;
+      if (std::any_of(asked.begin(), asked.end(),
+                      [&](const auto& a) { return position >= a.first && position <= a.second; })) {
+        summary::PastCollective* pc = out->add_asked_collectives();
+        pc->set_comm_hash(hash);
+        pc->set_position(position);
+        pc->set_offset(records[op.record].first);
+        pc->set_record(records[op.record].second);  // copied: the window's records move below
+      }
       const bool at_end = j + 1 == k || std::all_of(cf.ops.begin() + static_cast<ptrdiff_t>(j) + 1,
                                                      cf.ops.begin() + static_cast<ptrdiff_t>(k),
                                                      [&](size_t x) { return ops[x].p2p; });
@@ -313,7 +332,23 @@ bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const 
   return true;
 }
 
+namespace {
+
+void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp);
+
+}  // namespace
+
 void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp) {
+  // The asked collectives aside while the rest is measured and cut.
+  google::protobuf::RepeatedPtrField<summary::PastCollective> asked;
+  asked.Swap(sp->mutable_asked_collectives());
+  CapWindow(max_bytes, checkpoint_every, sp);
+  sp->mutable_asked_collectives()->Swap(&asked);
+}
+
+namespace {
+
+void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp) {
   if (max_bytes == 0 || sp->ByteSizeLong() <= max_bytes) return;
   // Checkpoints grow with the job: thin them first, which costs only how
   // closely a chain mismatch is placed, never a verdict.
@@ -406,6 +441,8 @@ void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::S
   drop_ops(false);
   sp->set_cut_ops(sp->cut_ops() + cut);
 }
+
+}  // namespace
 
 bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
                std::string* error) {
@@ -502,6 +539,18 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
     }
     FinishProcess(it == by_path.end() ? seen : *it->second, opts, &sp);
     out->procs.push_back(std::move(sp));
+  }
+  // An asked communicator none of these ranks is a member of may be
+  // another node's: said, not an error.
+  std::set<uint64_t> said;
+  for (const CollectiveRange& a : opts.collectives) {
+    if (!said.insert(a.comm_hash).second) continue;
+    bool member = false;
+    for (const summary::SummaryProcess& sp : out->procs)
+      for (const summary::CommPrefix& p : sp.prefixes()) member |= p.comm_hash() == a.comm_hash;
+    if (!member)
+      out->notes.push_back("--collectives: no rank here is a member of communicator " + CommHashText(a.comm_hash) +
+                           ": nothing added for it");
   }
   if (out->procs.empty()) {
     *error = "no usable trace file: " + (out->errors.empty() ? std::string("none") : out->errors[0]);

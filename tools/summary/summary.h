@@ -31,6 +31,7 @@
 #include "proto/summary.pb.h"
 #include "proto/trace.pb.h"
 #include "tools/model/model.h"
+#include "tools/summary/collectives.h"
 
 namespace ncclwatch::tools {
 
@@ -51,6 +52,10 @@ struct SummarizeOptions {
   // Past it, checkpoints are thinned, then the window's oldest operations
   // go (CapSummaryProcess).
   uint64_t max_bytes_per_rank = 64 << 10;
+  // The second round of a chain mismatch (--collectives, collectives.h):
+  // these collectives, where a rank let them go, are kept as their records
+  // (SummaryProcess.asked_collectives) outside the cap.
+  std::vector<CollectiveRange> collectives;
 };
 
 // Brings `sp` within `max_bytes` (its serialized size): first thins every
@@ -60,7 +65,10 @@ struct SummarizeOptions {
 // operations, then the stuck reports' newest listed operations (each keeps
 // its oldest), then the oldest unfinished operations, counted in
 // sp.cut_ops and sp.cut_stuck_ops. Definitions and other records stay: a
-// process whose other records pass the cap stays over it.
+// process whose other records pass the cap stays over it. The asked
+// collectives (--collectives) are neither measured nor cut: their request
+// bounds them, and cutting the window for them would turn the answer into
+// an INCOMPLETE.
 void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp);
 
 // A completion this far after its operation's start, and this close to the
@@ -87,7 +95,7 @@ struct SummaryResult {
   summary::SummaryHeader header;
   std::vector<summary::SummaryProcess> procs;
   std::vector<std::string> errors;  // paths not summarized, with why
-  std::vector<std::string> notes;
+  std::vector<std::string> notes;   // e.g. an asked communicator no rank here has
 };
 
 // The trace files among `paths` (files, folders) summarized. False with

@@ -5,13 +5,15 @@
 // `ncclwatch diagnose` on the summaries and on the traces.
 //
 //   bazel build -c opt //tools/summary:summary_benchmark //tools:ncclwatch
-//   bazel-bin/tools/summary/summary_benchmark DIR [RANKS] [COLLS]
+//   bazel-bin/tools/summary/summary_benchmark DIR [RANKS] [COLLS] [JOB_ID]
 //
 // Files go to DIR/nodeN/ (one folder per host), so that a node's files are
 // what `summarize DIR/nodeN` reads. Rank 5's 11th collective (a
 // ReduceScatter on world, #2) has another count; rank 7 arrives 2 ms after
 // the others at every collective; the last rank never issues the last
-// collective, in which every other rank waits for the last 10 s.
+// collective, in which every other rank waits for the last 10 s. JOB_ID
+// goes in every header (what `summarize --job` picks; examples_test.sh
+// runs the job scripts on a small one).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +27,13 @@ namespace t = ncclwatch::tools::testing;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: summary_benchmark DIR [RANKS] [COLLS]\n");
+    fprintf(stderr, "usage: summary_benchmark DIR [RANKS] [COLLS] [JOB_ID]\n");
     return 2;
   }
   const std::string dir = argv[1];
   const int ranks = argc > 2 ? atoi(argv[2]) : 1024;
   const int colls = argc > 3 ? atoi(argv[3]) : 10000;
+  const std::string job = argc > 4 ? argv[4] : "";
   mkdir(dir.c_str(), 0755);
   const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
   const uint64_t step = 3 * t::kMs;
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
     spec.pid = 10000 + r;
     spec.launcher_rank = r;
     spec.launcher_world_size = ranks;
+    spec.job_id = job;
     spec.realtime_base_ns += static_cast<uint64_t>((r / 8) % 7) * 700 * t::kUs;
     t::TraceBuilder b(spec);
     const int world = b.AddComm(0x5000, "world", ranks, r, 1 * t::kMs);
