@@ -61,7 +61,7 @@ Tally Count(const Model& m, double thr, double fraction) {
   t.rows.resize(np);
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
-    auto present = Present(mt);
+    auto present = Present(m, mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
     bool all_done = true;
     std::vector<double> starts, durs;
@@ -126,7 +126,7 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
   std::vector<double> helds, starts;
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
-    auto present = Present(mt);
+    auto present = Present(m, mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
     helds.clear();
     starts.clear();
