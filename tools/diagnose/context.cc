@@ -94,8 +94,9 @@ void Prepare(Ctx* c) {
 
 std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt) {
   std::vector<std::pair<int32_t, uint32_t>> v;
-  for (uint32_t oi : mt.ops)
-    if (oi != kNone) v.push_back({m.ops[oi].rank, oi});
+  for (size_t s = 0; s < mt.ops.size(); ++s)
+    if (mt.ops[s] != kNone)
+      v.push_back({mt.kind == OpKind::kColl ? RankOfSlot(m, mt, s) : static_cast<int32_t>(s), mt.ops[s]});
   return v;
 }
 

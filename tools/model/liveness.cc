@@ -76,12 +76,13 @@ void MarkUnfinished(const Model& m, Liveness* c) {
     const bool from_root = FlowOf(op.fn) == RootFlow::kFromRoot;
     const bool to_root = FlowOf(op.fn) == RootFlow::kToRoot;
     const int32_t root = op.peer_or_root;
-    for (const uint32_t other : mt.ops) {
+    for (size_t s = 0; s < mt.ops.size(); ++s) {
+      const uint32_t other = mt.ops[s];
       if (other == kNone || other == oi) continue;
       if (from_root) {
         if (op.rank == root) mark(other);
       } else if (to_root) {
-        if (m.ops[other].rank == root && op.rank != root) mark(other);
+        if (RankOfSlot(m, mt, s) == root && op.rank != root) mark(other);
       } else {
         mark(other);
       }

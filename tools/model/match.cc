@@ -137,19 +137,12 @@ size_t RankSlot(const Comm& c, int32_t rank) {
 
 }  // namespace
 
-uint32_t OpOfRank(const Model& m, const Match& mt, int32_t rank) {
-  if (rank < 0) return kNone;
-  const std::vector<int32_t>* slot_rank = mt.comm < m.comms.size() ? &m.comms[mt.comm].slot_rank : nullptr;
-  if (slot_rank == nullptr || slot_rank->empty())
-    return static_cast<size_t>(rank) < mt.ops.size() ? mt.ops[static_cast<size_t>(rank)] : kNone;
-  auto it = std::lower_bound(slot_rank->begin(), slot_rank->end(), rank);
-  if (it == slot_rank->end() || *it != rank) return kNone;
-  const size_t slot = static_cast<size_t>(it - slot_rank->begin());
+uint32_t OpOfRankInSlots(const Model& m, const Match& mt, int32_t rank) {
+  const std::vector<int32_t>& slot_rank = m.comms[mt.comm].slot_rank;
+  auto it = std::lower_bound(slot_rank.begin(), slot_rank.end(), rank);
+  if (it == slot_rank.end() || *it != rank) return kNone;
+  const size_t slot = static_cast<size_t>(it - slot_rank.begin());
   return slot < mt.ops.size() ? mt.ops[slot] : kNone;
-}
-
-bool SlotsAreRanks(const Model& m, const Match& mt) {
-  return mt.comm >= m.comms.size() || m.comms[mt.comm].slot_rank.empty();
 }
 
 void MatchOps(Model* m) {

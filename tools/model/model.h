@@ -480,14 +480,26 @@ bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& 
 // (diagnose's FindMismatches compares what each rank issued in order).
 void MatchOps(Model* model);
 
-// The operation of `rank` in the collective `mt`: kNone where that rank has
-// none (or is not present on its communicator at all).
-uint32_t OpOfRank(const Model& m, const Match& mt, int32_t rank);
 // Whether the collective `mt`'s slot i is rank i (Comm::slot_rank empty).
 // Where not, a rank below the highest present one has no slot, and counts
 // as absent: "every slot holds an operation" does not mean "every rank up
 // to the highest present one issued it".
-bool SlotsAreRanks(const Model& m, const Match& mt);
+inline bool SlotsAreRanks(const Model& m, const Match& mt) {
+  return mt.comm >= m.comms.size() || m.comms[mt.comm].slot_rank.empty();
+}
+// The operation of `rank` in the collective `mt`: kNone where that rank has
+// none (or is not present on its communicator at all). Inline where slot r
+// is rank r: the finders ask it for every rank of every collective.
+uint32_t OpOfRankInSlots(const Model& m, const Match& mt, int32_t rank);
+// The rank of the collective `mt`'s slot `slot` (< mt.ops.size()), without
+// reading the operation there (Model::ops is large; its slots are not).
+inline int32_t RankOfSlot(const Model& m, const Match& mt, size_t slot) {
+  return SlotsAreRanks(m, mt) ? static_cast<int32_t>(slot) : m.comms[mt.comm].slot_rank[slot];
+}
+inline uint32_t OpOfRank(const Model& m, const Match& mt, int32_t rank) {
+  if (!SlotsAreRanks(m, mt)) return OpOfRankInSlots(m, mt, rank);
+  return rank >= 0 && static_cast<size_t>(rank) < mt.ops.size() ? mt.ops[static_cast<size_t>(rank)] : kNone;
+}
 
 // Aligns every process onto one timeline: the header's realtime/monotonic
 // pair, then per-host offsets refined with the end times of collectives
