@@ -92,10 +92,11 @@ void Prepare(Ctx* c) {
 }
 
 
-std::vector<std::pair<int32_t, uint32_t>> Present(const Match& mt) {
+std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt) {
   std::vector<std::pair<int32_t, uint32_t>> v;
-  for (size_t r = 0; r < mt.ops.size(); ++r)
-    if (mt.ops[r] != kNone) v.push_back({static_cast<int32_t>(r), mt.ops[r]});
+  for (size_t s = 0; s < mt.ops.size(); ++s)
+    if (mt.ops[s] != kNone)
+      v.push_back({mt.kind == OpKind::kColl ? RankOfSlot(m, mt, s) : static_cast<int32_t>(s), mt.ops[s]});
   return v;
 }
 
@@ -127,7 +128,10 @@ uint32_t ProvenLastColl(const Ctx& c, uint32_t proc, uint32_t comm, int64_t* sta
   int64_t best_start = kNoTime;
   for (uint32_t mi : c.colls_of_comm[comm]) {
     const Match& mt = c.m.matches[mi];
-    if (static_cast<size_t>(rank) >= mt.ops.size() || mt.ops[static_cast<size_t>(rank)] != kNone) continue;
+    // Where a slot is not a rank, a rank below the highest has none: not all.
+    if (!SlotsAreRanks(c.m, mt) || static_cast<size_t>(rank) >= mt.ops.size() ||
+        mt.ops[static_cast<size_t>(rank)] != kNone)
+      continue;
     bool all = mt.ops.size() > 1;
     int64_t t = kNoTime;
     for (size_t r = 0; r < mt.ops.size() && all; ++r) {

@@ -124,7 +124,7 @@ struct Ranked {
 void Emit(std::vector<Ranked>* out, int64_t when, Finding f);
 
 // The ops of a collective match, by comm rank (only ranks with an op).
-std::vector<std::pair<int32_t, uint32_t>> Present(const Match& mt);
+std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt);
 int64_t EarliestStart(const Model& m, const std::vector<uint32_t>& ops);
 
 struct FateInfo {

@@ -250,5 +250,66 @@ TEST(DiagnoseE2E, Straggler) {
   EXPECT_EQ(ExitStatus(d), 1);
 }
 
+// A collective Match keeps one slot per rank present (Comm::slot_rank): a
+// node's files of ranks 8 to 15 of 16, or every file but one, keep no
+// slot for the ranks without one. The same model with one slot per rank up
+// to the highest (how MatchOps kept them before) must read the same.
+void OneSlotPerRank(Model* m) {
+  for (Match& mt : m->matches) {
+    const Comm& c = m->comms[mt.comm];
+    if (mt.kind != OpKind::kColl || c.slot_rank.empty()) continue;
+    std::vector<uint32_t> dense(static_cast<size_t>(c.slot_rank.back()) + 1, kNone);
+    for (uint32_t oi : mt.ops)
+      if (oi != kNone) dense[static_cast<size_t>(m->ops[oi].rank)] = oi;
+    mt.ops = std::move(dense);
+  }
+  for (Comm& c : m->comms) c.slot_rank.clear();
+}
+
+TEST(DiagnoseE2E, RanksWithoutAFileKeepNoSlot) {
+  JobSpec spec;
+  spec.nranks = 16;
+  spec.ncolls = 12;
+  spec.stuck_sec = 5;
+  spec.funcs = {"AllReduce", "Broadcast", "AllGather"};
+  spec.op_hook = [](int rank, int k, OpPlan& p) {
+    if (rank == 13 && k == 4) p.count = 7;  // a mismatch, completed anyway
+    if (rank == 10) p.start_ns += 4 * kMs;  // a straggler
+    if (rank == 15 && k == 11) p.skip = true;  // a hang: never issued
+  };
+  const std::string dir = TempDir();
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  ASSERT_EQ(files.size(), 16u);
+  std::vector<std::string> high(files.begin() + 8, files.end());
+  std::vector<std::string> all_but_3 = files;
+  all_but_3.erase(all_but_3.begin() + 3);
+  for (const auto& [name, inputs] : {std::make_pair("ranks 8-15", high), std::make_pair("all but rank 3", all_but_3)}) {
+    Model m;
+    std::string err;
+    ASSERT_TRUE(BuildModel(inputs, LoadOptions(), &m, &err)) << err;
+    ASSERT_FALSE(m.comms.empty());
+    EXPECT_EQ(m.comms[0].slot_rank.size(), inputs.size()) << name;
+    uint32_t world_colls = 0;
+    for (const Match& mt : m.matches) {
+      if (mt.kind != OpKind::kColl || mt.comm != 0) continue;
+      ++world_colls;
+      EXPECT_EQ(mt.ops.size(), inputs.size()) << name;
+      EXPECT_FALSE(SlotsAreRanks(m, mt));
+      for (uint32_t oi : mt.ops) {
+        if (oi != kNone) {
+          EXPECT_EQ(OpOfRank(m, mt, m.ops[oi].rank), oi) << name;
+        }
+      }
+      EXPECT_EQ(OpOfRank(m, mt, 3), kNone) << name;
+      EXPECT_EQ(OpOfRank(m, mt, 16), kNone) << name;
+    }
+    EXPECT_GT(world_colls, 0u) << name;
+    const std::string sparse = FormatText(Diagnose(m));
+    OneSlotPerRank(&m);
+    EXPECT_EQ(FormatText(Diagnose(m)), sparse) << name;
+    EXPECT_NE(sparse.find("MISMATCH"), std::string::npos) << name << "\n" << sparse;
+  }
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

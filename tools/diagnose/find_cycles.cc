@@ -29,7 +29,7 @@ void FindCycles(Ctx* c, std::vector<Ranked>* out) {
       if (op.match == kNone) continue;
       const Match& mt = m.matches[op.match];
       for (int32_t r = 0; r < comm.nranks; ++r)
-        if ((static_cast<size_t>(r) >= mt.ops.size() || mt.ops[r] == kNone) && c->HasFile(op.comm, r))
+        if (c->HasFile(op.comm, r) && OpOfRank(m, mt, r) == kNone)
           needs[pi].push_back(comm.proc_of_rank[r]);
     } else if (op.match != kNone) {
       const Match& mt = m.matches[op.match];

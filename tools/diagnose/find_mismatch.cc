@@ -120,7 +120,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
     // Rooted-ness by the majority function, so a differing root is compared only where it matters.
     for (size_t idx = 0; idx < ms.size(); ++idx) {
       const Match& mt = m.matches[ms[idx]];
-      auto present = Present(mt);
+      auto present = Present(m, mt);
       if (present.size() < 2) continue;
       std::map<uint16_t, int> funcs;
       for (auto& [r, oi] : present) ++funcs[m.ops[oi].func];
@@ -153,8 +153,9 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
         for (size_t j = idx; j < ms.size() && w.size() < n; ++j) {
           const Match& x = m.matches[ms[j]];
           if (x.seq != mt.seq + w.size()) break;
-          if (static_cast<size_t>(rank) >= x.ops.size() || x.ops[rank] == kNone) break;
-          w.push_back(SigOf(*c, m.ops[x.ops[rank]], rooted));
+          const uint32_t oi = OpOfRank(m, x, rank);
+          if (oi == kNone) break;
+          w.push_back(SigOf(*c, m.ops[oi], rooted));
         }
         return w;
       };
@@ -211,7 +212,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       size_t later = 0;
       for (size_t j = idx + 1; j < ms.size(); ++j) {
         std::set<Sig> s;
-        for (auto& [r, oi] : Present(m.matches[ms[j]])) s.insert(SigOf(*c, m.ops[oi], rooted));
+        for (auto& [r, oi] : Present(m, m.matches[ms[j]])) s.insert(SigOf(*c, m.ops[oi], rooted));
         if (s.size() > 1) ++later;
       }
 
@@ -288,7 +289,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
         for (size_t gi = 1; gi <= g.size(); ++gi)  // the odd ones out first, the majority last
           for (int32_t r : g[gi % g.size()].second) {
             const auto& grp = g[gi % g.size()];
-            const Op& op = m.ops[mt.ops[r]];
+            const Op& op = m.ops[OpOfRank(m, mt, r)];
             AddEvidence(&f, c->Name(proc_of(r)),
                         SigShort(*c, grp.first) + " enqueued at " + At(c->T(op.start_ns)) +
                             (op.state == OpState::kCompleted ? ", completed" : ", never completed"));
@@ -300,11 +301,11 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
         // loudly as a hang.
         bool done = true;
         size_t present = 0;
-        for (auto& [r, oi] : Present(mt)) {
+        for (auto& [r, oi] : Present(m, mt)) {
           ++present;
           done = done && m.ops[oi].state == OpState::kCompleted && !m.ops[oi].ended_by_abort;
         }
-        if (done && present == mt.ops.size() && present > 0) {
+        if (done && present == mt.ops.size() && SlotsAreRanks(m, mt) && present > 0) {
           f.set_completed(true);
           f.set_summary(f.summary() + "; it completed on every rank: the results are wrong");
         }

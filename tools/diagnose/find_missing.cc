@@ -47,12 +47,12 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
     bool stuck_found = false;
     for (uint32_t mi : c->colls_of_comm[ci]) {
       const Match& mt = m.matches[mi];
-      auto present = Present(mt);
+      auto present = Present(m, mt);
       if (present.empty()) continue;
       std::vector<uint32_t> absent, no_file;  // procs / comm ranks
       bool hole = false;
       for (int32_t r = 0; r < comm.nranks; ++r) {
-        if (static_cast<size_t>(r) < mt.ops.size() && mt.ops[r] != kNone) continue;
+        if (OpOfRank(m, mt, r) != kNone) continue;
         if (!c->HasFile(ci, r)) {
           no_file.push_back(static_cast<uint32_t>(r));
           continue;

@@ -61,7 +61,7 @@ Tally Count(const Model& m, double thr, double fraction) {
   t.rows.resize(np);
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
-    auto present = Present(mt);
+    auto present = Present(m, mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
     // Put back from summaries for the mismatch finder only: a rank's
     // arrivals around them are gone.
@@ -129,7 +129,7 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
   std::vector<double> helds, starts;
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
-    auto present = Present(mt);
+    auto present = Present(m, mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
     if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return AskedOp(m, x.second); }))
       continue;  // as in Count

@@ -28,11 +28,12 @@ void FillProgress(const Ctx& c, Diagnosis* d) {
       int64_t done = INT64_MIN;
       for (int32_t r = 0; r < comm.nranks && all; ++r) {
         if (!c.HasFile(ci, r)) continue;
-        if (static_cast<size_t>(r) >= mt.ops.size() || mt.ops[r] == kNone) {
+        const uint32_t oi = OpOfRank(m, mt, r);
+        if (oi == kNone) {
           all = false;
           break;
         }
-        const Op& op = m.ops[mt.ops[r]];
+        const Op& op = m.ops[oi];
         if (op.state != OpState::kCompleted) all = false;
         else done = std::max(done, op.done_ns);
       }
@@ -40,7 +41,7 @@ void FillProgress(const Ctx& c, Diagnosis* d) {
       ++n;
       if (n == 1 || mt.seq >= p->last_completed_seq()) {
         p->set_last_completed_seq(mt.seq);
-        p->set_last_completed_func(m.Str(m.ops[Present(mt)[0].second].func));
+        p->set_last_completed_func(m.Str(m.ops[Present(m, mt)[0].second].func));
         p->set_t_last_completed_sec(c.T(done));
       }
     }

@@ -55,8 +55,7 @@ void MarkUnfinished(const Model& m, Liveness* c) {
     if (mt.kind == OpKind::kColl) {
       const uint16_t func = MatchFunc(m, mt);
       for (int32_t r = 0; r < m.comms[mt.comm].nranks && !missing; ++r)
-        if (static_cast<size_t>(r) >= mt.ops.size() || mt.ops[r] == kNone)
-          missing = never_issued(mt.comm, r, mt.seq, func, true);
+        if (HasFile(m, mt.comm, r) && OpOfRank(m, mt, r) == kNone) missing = never_issued(mt.comm, r, mt.seq, func, true);
     } else if (mt.ops.size() == 2 && (mt.ops[0] == kNone) != (mt.ops[1] == kNone)) {
       missing = never_issued(mt.comm, mt.ops[0] == kNone ? mt.src : mt.dst, mt.seq, 0, false);
     }
@@ -77,13 +76,13 @@ void MarkUnfinished(const Model& m, Liveness* c) {
     const bool from_root = FlowOf(op.fn) == RootFlow::kFromRoot;
     const bool to_root = FlowOf(op.fn) == RootFlow::kToRoot;
     const int32_t root = op.peer_or_root;
-    for (size_t r = 0; r < mt.ops.size(); ++r) {
-      const uint32_t other = mt.ops[r];
+    for (size_t s = 0; s < mt.ops.size(); ++s) {
+      const uint32_t other = mt.ops[s];
       if (other == kNone || other == oi) continue;
       if (from_root) {
         if (op.rank == root) mark(other);
       } else if (to_root) {
-        if (static_cast<int32_t>(r) == root && op.rank != root) mark(other);
+        if (RankOfSlot(m, mt, s) == root && op.rank != root) mark(other);
       } else {
         mark(other);
       }

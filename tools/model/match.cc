@@ -50,7 +50,7 @@ void ImplyFromPeers(Model* m) {
       if (o.state == OpState::kCompleted && !o.completion_lost && o.done_ns != kNoTime) ++completed;
       else if (o.state == OpState::kInFlight && (o.ended_by_abort || LostAtItsEnd(*m, oi))) open = oi, ++opened;
     }
-    if (opened != 1 || present != mt.ops.size() || completed + 1 != present ||
+    if (opened != 1 || present != mt.ops.size() || !SlotsAreRanks(*m, mt) || completed + 1 != present ||
         static_cast<int32_t>(present) != m->comms[mt.comm].nranks)
       continue;
     Op& y = m->ops[open];
@@ -85,8 +85,7 @@ void AbortedWithoutAMember(Model* m) {
     bool absent_finalized = false;
     for (int32_t r = 0; r < c.nranks; ++r) {
       const uint32_t pr = c.proc_of_rank[static_cast<size_t>(r)];
-      const bool has_op = static_cast<size_t>(r) < mt.ops.size() && mt.ops[static_cast<size_t>(r)] != kNone;
-      if (has_op || pr == kNone || m->procs[pr].damaged || m->procs[pr].cut_tail) continue;
+      if (pr == kNone || m->procs[pr].damaged || m->procs[pr].cut_tail || OpOfRank(*m, mt, r) != kNone) continue;
       absent = true;
       absent_finalized = absent_finalized || m->procs[pr].finalized;
     }
@@ -105,7 +104,46 @@ void AbortedWithoutAMember(Model* m) {
   }
 }
 
+// Comm::slot_rank of every communicator: the ranks with a file (members)
+// and of collective operations, unless they are 0 to n - 1.
+void SetSlots(Model* m) {
+  std::vector<std::vector<int32_t>> present(m->comms.size());
+  for (uint32_t ci = 0; ci < m->comms.size(); ++ci)
+    for (const CommMember& mem : m->comms[ci].members)
+      if (mem.rank >= 0) present[ci].push_back(std::min(mem.rank, std::max(m->comms[ci].nranks - 1, 0)));
+  // Only ranks not already there: a communicator's operations are nearly
+  // all of its members'.
+  std::vector<int32_t> last(m->comms.size(), -1);
+  for (const Op& o : m->ops) {
+    if (o.rank < 0 || o.kind != OpKind::kColl || o.comm >= m->comms.size() || o.rank == last[o.comm]) continue;
+    last[o.comm] = o.rank;
+    present[o.comm].push_back(o.rank);
+  }
+  for (uint32_t ci = 0; ci < m->comms.size(); ++ci) {
+    std::vector<int32_t>& v = present[ci];
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    Comm& c = m->comms[ci];
+    c.slot_rank.clear();
+    if (!v.empty() && v.back() + 1 != static_cast<int32_t>(v.size())) c.slot_rank = std::move(v);
+  }
+}
+
+// The slot of `rank`, present on `c` (SetSlots).
+size_t RankSlot(const Comm& c, int32_t rank) {
+  if (c.slot_rank.empty()) return static_cast<size_t>(rank);
+  return static_cast<size_t>(std::lower_bound(c.slot_rank.begin(), c.slot_rank.end(), rank) - c.slot_rank.begin());
+}
+
 }  // namespace
+
+uint32_t OpOfRankInSlots(const Model& m, const Match& mt, int32_t rank) {
+  const std::vector<int32_t>& slot_rank = m.comms[mt.comm].slot_rank;
+  auto it = std::lower_bound(slot_rank.begin(), slot_rank.end(), rank);
+  if (it == slot_rank.end() || *it != rank) return kNone;
+  const size_t slot = static_cast<size_t>(it - slot_rank.begin());
+  return slot < mt.ops.size() ? mt.ops[slot] : kNone;
+}
 
 void MatchOps(Model* m) {
   // NCCL counts seqNumber per communicator and collective function, so a
@@ -160,6 +198,7 @@ void MatchOps(Model* m) {
   for (uint32_t ci = 0; ci < m->comms.size(); ++ci)
     for (const CommMember& mem : m->comms[ci].members)
       max_member_rank[ci] = std::max(max_member_rank[ci], std::min(mem.rank, m->comms[ci].nranks - 1));
+  SetSlots(m);
   m->matches.clear();
   for (uint32_t oi = 0; oi < m->ops.size(); ++oi) {
     Op& o = m->ops[oi];
@@ -174,7 +213,7 @@ void MatchOps(Model* m) {
       k.dst = recv ? o.rank : o.peer_or_root;
       slot = recv ? 1 : 0;
     } else {
-      slot = static_cast<size_t>(o.rank);
+      slot = RankSlot(m->comms[o.comm], o.rank);
     }
     uint32_t* dense_slot = nullptr;
     if (o.kind == OpKind::kColl) {
@@ -194,8 +233,14 @@ void MatchOps(Model* m) {
       match.dst = k.dst;
       // Collectives: one slot per rank up to the highest rank that has a
       // file (consumers treat slots past the end as absent), so a
-      // communicator claiming many more ranks than were traced costs nothing.
-      match.ops.assign(o.kind == OpKind::kP2p ? 2 : static_cast<size_t>(std::max(max_member_rank[o.comm] + 1, 1)), kNone);
+      // communicator claiming many more ranks than were traced costs nothing;
+      // or one per rank present (Comm::slot_rank), so a node's ranks high in
+      // a large communicator cost no slot for every rank below them.
+      const std::vector<int32_t>& slot_rank = m->comms[o.comm].slot_rank;
+      match.ops.assign(o.kind == OpKind::kP2p      ? 2
+                       : !slot_rank.empty()        ? slot_rank.size()
+                                                   : static_cast<size_t>(std::max(max_member_rank[o.comm] + 1, 1)),
+                       kNone);
       m->matches.push_back(std::move(match));
       if (dense_slot != nullptr) *dense_slot = mi;
       else index.emplace(k, mi);

@@ -374,6 +374,13 @@ struct Comm {
   // Collectives completed on every rank that a windowed reader let go (see
   // Proc::settled_ops): counted in what completed everywhere.
   uint64_t settled_colls = 0;
+  // The slots of this communicator's collective Matches (MatchOps). Empty
+  // where the ranks present (with a file or an operation) are 0 to n - 1,
+  // as in a whole job's traces: slot r is then rank r. Else the ranks
+  // present, ascending, one slot each: a node's summary of ranks 16,376 to
+  // 16,383 of 16,384 keeps 8 slots per collective, not 16,384. Read
+  // through OpOfRank and SlotsAreRanks, never by indexing Match::ops.
+  std::vector<int32_t> slot_rank;
   // "'world' (4 ranks)", "'tp' {2,3} (2 ranks)", "0x1234abcd (4 ranks)" or
   // "0x1234abcd (process group 'default_pg', 4 ranks)".
   std::string Label() const;
@@ -386,8 +393,12 @@ struct Match {
   OpKind kind = OpKind::kColl;
   uint64_t seq = 0;
   int32_t src = -1, dst = -1;  // p2p only
-  std::vector<uint32_t> ops;   // collectives: by rank (kNone: that rank has no such op); p2p: {send, recv}
+  // Collectives: one slot per rank present (Comm::slot_rank), ascending by
+  // rank, kNone where that rank has no such op; p2p: {send, recv}.
+  // Iterate it for the operations; look a rank up with OpOfRank.
+  std::vector<uint32_t> ops;
 };
+
 
 struct LoadOptions {
   // Files that cannot be read at all are errors; with `keep_going` they are
@@ -512,6 +523,27 @@ bool LoadModelFromBytes(const std::vector<std::pair<std::string, std::string>>& 
 // src, dst, n). A function mismatch therefore shows as partial matches
 // (diagnose's FindMismatches compares what each rank issued in order).
 void MatchOps(Model* model);
+
+// Whether the collective `mt`'s slot i is rank i (Comm::slot_rank empty).
+// Where not, a rank below the highest present one has no slot, and counts
+// as absent: "every slot holds an operation" does not mean "every rank up
+// to the highest present one issued it".
+inline bool SlotsAreRanks(const Model& m, const Match& mt) {
+  return mt.comm >= m.comms.size() || m.comms[mt.comm].slot_rank.empty();
+}
+// The operation of `rank` in the collective `mt`: kNone where that rank has
+// none (or is not present on its communicator at all). Inline where slot r
+// is rank r: the finders ask it for every rank of every collective.
+uint32_t OpOfRankInSlots(const Model& m, const Match& mt, int32_t rank);
+// The rank of the collective `mt`'s slot `slot` (< mt.ops.size()), without
+// reading the operation there (Model::ops is large; its slots are not).
+inline int32_t RankOfSlot(const Model& m, const Match& mt, size_t slot) {
+  return SlotsAreRanks(m, mt) ? static_cast<int32_t>(slot) : m.comms[mt.comm].slot_rank[slot];
+}
+inline uint32_t OpOfRank(const Model& m, const Match& mt, int32_t rank) {
+  if (!SlotsAreRanks(m, mt)) return OpOfRankInSlots(m, mt, rank);
+  return rank >= 0 && static_cast<size_t>(rank) < mt.ops.size() ? mt.ops[static_cast<size_t>(rank)] : kNone;
+}
 
 // Aligns every process onto one timeline: the header's realtime/monotonic
 // pair, then per-host offsets refined with the end times of collectives

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 namespace ncclwatch::tools {
 namespace {
@@ -11,10 +12,25 @@ const double kLogGamma = std::log(kGamma);
 
 uint64_t Magnitude(int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
 
-uint64_t Total(const std::map<int32_t, uint64_t>& b) {
+uint64_t Total(const Sketch::Buckets& b) {
   uint64_t n = 0;
   for (const auto& [i, c] : b) n += c;
   return n;
+}
+
+// `o`'s counts added to `b`'s.
+void AddBuckets(const Sketch::Buckets& o, Sketch::Buckets* b) {
+  if (o.empty()) return;
+  Sketch::Buckets sum;
+  sum.reserve(b->size() + o.size());
+  auto x = b->cbegin();
+  auto y = o.cbegin();
+  while (x != b->cend() || y != o.cend()) {
+    if (y == o.cend() || (x != b->cend() && x->first < y->first)) sum.push_back(*x++);
+    else if (x == b->cend() || y->first < x->first) sum.push_back(*y++);
+    else sum.push_back({x->first, x->second + y->second}), ++x, ++y;
+  }
+  *b = std::move(sum);
 }
 
 }  // namespace
@@ -39,8 +55,14 @@ void Sketch::Add(int64_t v, uint64_t n) {
     zeros_ += n;
     return;
   }
-  std::map<int32_t, uint64_t>* b = v > 0 ? &pos_ : &neg_;
-  (*b)[Index(Magnitude(v))] += n;
+  Buckets* b = v > 0 ? &pos_ : &neg_;
+  const int32_t i = Index(Magnitude(v));
+  auto it = std::lower_bound(b->begin(), b->end(), i, [](const auto& x, int32_t k) { return x.first < k; });
+  if (it != b->end() && it->first == i) {
+    it->second += n;
+    return;
+  }
+  b->insert(it, {i, n});
   if (b->size() > kMaxBuckets) Fold(b);
 }
 
@@ -56,20 +78,19 @@ void Sketch::Merge(const Sketch& o) {
   count_ += o.count_;
   sum_ += o.sum_;
   zeros_ += o.zeros_;
-  for (const auto& [i, c] : o.pos_) pos_[i] += c;
-  for (const auto& [i, c] : o.neg_) neg_[i] += c;
+  AddBuckets(o.pos_, &pos_);
+  AddBuckets(o.neg_, &neg_);
   Fold(&pos_);
   Fold(&neg_);
 }
 
-void Sketch::Fold(std::map<int32_t, uint64_t>* b) {
+void Sketch::Fold(Buckets* b) {
   if (b->size() <= kMaxBuckets) return;
   // The buckets nearest zero into the lowest one kept.
+  const size_t gone = b->size() - (kMaxBuckets - 1);
   uint64_t folded = 0;
-  while (b->size() > kMaxBuckets - 1) {
-    folded += b->begin()->second;
-    b->erase(b->begin());
-  }
+  for (size_t k = 0; k < gone; ++k) folded += (*b)[k].second;
+  b->erase(b->begin(), b->begin() + static_cast<std::ptrdiff_t>(gone));
   b->begin()->second += folded;
 }
 
@@ -122,8 +143,8 @@ std::vector<int64_t> Sketch::Representatives(size_t n) const {
   return out;
 }
 
-bool Sketch::FromParts(std::map<int32_t, uint64_t> pos, std::map<int32_t, uint64_t> neg, uint64_t zeros, double sum,
-                       int64_t min, int64_t max, Sketch* out) {
+bool Sketch::FromParts(Buckets pos, Buckets neg, uint64_t zeros, double sum, int64_t min, int64_t max,
+                       Sketch* out) {
   const uint64_t n = Total(pos) + Total(neg) + zeros;
   if (n > 0 && min > max) return false;
   if (pos.size() > kMaxBuckets || neg.size() > kMaxBuckets) return false;
@@ -131,10 +152,9 @@ bool Sketch::FromParts(std::map<int32_t, uint64_t> pos, std::map<int32_t, uint64
   const int32_t top = Index(UINT64_MAX);
   for (const auto* b : {&pos, &neg})
     if (!b->empty() && (b->begin()->first < 0 || b->rbegin()->first > top)) return false;
-  for (const auto& [i, c] : pos)
-    if (c == 0) return false;
-  for (const auto& [i, c] : neg)
-    if (c == 0) return false;
+  for (const auto* b : {&pos, &neg})
+    for (size_t k = 0; k < b->size(); ++k)
+      if ((*b)[k].second == 0 || (k > 0 && (*b)[k - 1].first >= (*b)[k].first)) return false;
   *out = Sketch();
   out->pos_ = std::move(pos);
   out->neg_ = std::move(neg);

@@ -120,6 +120,9 @@ TEST(SketchTest, FromPartsRoundTripsAndRefusesDamage) {
   EXPECT_TRUE(back == s);
   EXPECT_FALSE(Sketch::FromParts(s.positive(), s.negative(), s.zeros(), s.sum(), s.max(), s.min(), &back));
   EXPECT_FALSE(Sketch::FromParts({{3, 0}}, {}, 0, 0, 0, 0, &back));
+  // Indexes out of order, or twice: no serializer writes them.
+  EXPECT_FALSE(Sketch::FromParts({{5, 1}, {3, 1}}, {}, 0, 0, 1, 2, &back));
+  EXPECT_FALSE(Sketch::FromParts({}, {{3, 1}, {3, 1}}, 0, 0, -2, -1, &back));
   // A bucket no int64 value falls in.
   EXPECT_FALSE(Sketch::FromParts({{-1, 1}}, {}, 0, 0, 0, 0, &back));
   EXPECT_FALSE(Sketch::FromParts({{Sketch::Index(UINT64_MAX) + 1, 1}}, {}, 0, 0, 0, 0, &back));

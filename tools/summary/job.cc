@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <google/protobuf/repeated_field.h>
+
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
 #include "tools/model/semantics.h"
@@ -97,6 +99,22 @@ Ranges FedRanges(const std::vector<AskedMember>& members) {
     if (every) fed.emplace_back(from, to);
   }
   return Normalized(std::move(fed));
+}
+
+// Frees a repeated field's elements (Clear keeps them for reuse).
+template <typename T>
+void Release(google::protobuf::RepeatedPtrField<T>* f) {
+  google::protobuf::RepeatedPtrField<T> gone;
+  f->Swap(&gone);
+}
+
+// ReadDigests' fields of a Proc, from one read before the model was.
+void MoveDigests(Proc* from, Proc* to) {
+  to->digested = from->digested;
+  to->row_digests = std::move(from->row_digests);
+  to->rank_digests = std::move(from->rank_digests);
+  to->whole_comms = std::move(from->whole_comms);
+  to->arrivals = std::move(from->arrivals);
 }
 
 TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
@@ -217,11 +235,16 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     std::string first_conflict;
   };
   std::vector<Settled> settled(procs.size());
+  // Each process's digests, read as its window is fed: with 16,384
+  // processes, holding their messages beside the model was most of the
+  // merge's memory (BENCHMARKS.md).
+  std::vector<Proc> digests(procs.size());
+  std::vector<bool> digests_ok(procs.size(), true);
   std::map<uint64_t, std::vector<ChainMember>> chains;  // by communicator hash
   trace::Record r;
   for (size_t i = 0; i < procs.size(); ++i) {
     if (!keep[i]) continue;
-    const summary::SummaryProcess& sp = procs[i];
+    summary::SummaryProcess& sp = procs[i];
     std::unordered_map<uint64_t, ChainMember*> mine;
     for (const summary::CommPrefix& p : sp.prefixes()) {
       if (p.comm_hash() == 0) continue;
@@ -358,6 +381,15 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     }
     feed_back(UINT64_MAX);
     loader.EndFile(false, {});
+    // The loader holds the window now, `chains` the prefixes; below only
+    // the process's facts are read, not these.
+    digests_ok[i] = ReadDigests(sp, &digests[i]);
+    Release(sp.mutable_records());
+    Release(sp.mutable_prefixes());
+    Release(sp.mutable_asked_collectives());
+    Release(sp.mutable_rows());
+    Release(sp.mutable_ranks());
+    sp.clear_arrivals();
   }
 
   if (!loader.Finish(m, error)) return false;
@@ -389,7 +421,8 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     m->summary_let_go += p.settled_ops + back;
     p.settled_completed = sp.let_go_completed() - std::min(back, sp.let_go_completed()) + settled[i].completed;
     const bool from_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
-    if (!ReadDigests(sp, &p) || (from_summary && !p.digested))
+    MoveDigests(&digests[i], &p);
+    if (!digests_ok[i] || (from_summary && !p.digested))
       m->undigested.push_back(sp.path() + (from_summary ? " (in " + (*sources)[i] + ")" : std::string()) + ": " +
                               (sp.digested() ? "its stats rows are damaged"
                                              : "the summary holds no stats rows (an older ncclwatch wrote it)"));

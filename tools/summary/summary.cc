@@ -564,7 +564,7 @@ void SketchToProto(const Sketch& s, summary::Sketch* out) {
   out->set_sum(s.sum());
   out->set_min(s.min());
   out->set_max(s.max());
-  auto dense = [](const std::map<int32_t, uint64_t>& b, int32_t* offset,
+  auto dense = [](const Sketch::Buckets& b, int32_t* offset,
                   google::protobuf::RepeatedField<google::protobuf::uint64>* v) {
     if (b.empty()) return;
     *offset = b.begin()->first;
@@ -583,15 +583,16 @@ void SketchToProto(const Sketch& s, summary::Sketch* out) {
 
 bool SketchFromProto(const summary::Sketch& p, Sketch* out) {
   auto sparse = [](int32_t offset, const google::protobuf::RepeatedField<google::protobuf::uint64>& v,
-                   std::map<int32_t, uint64_t>* b) {
+                   Sketch::Buckets* b) {
     // Far past any bound, or an offset no value has: damaged (and no
     // overflow in offset + i below).
     if (v.size() > static_cast<int>(Sketch::kMaxBuckets) * 4 || offset < 0 || offset > (1 << 16)) return false;
+    b->reserve(static_cast<size_t>(v.size() - std::count(v.begin(), v.end(), 0)));
     for (int i = 0; i < v.size(); ++i)
-      if (v[i] != 0) (*b)[offset + i] = v[i];
+      if (v[i] != 0) b->push_back({offset + i, v[i]});
     return true;
   };
-  std::map<int32_t, uint64_t> pos, neg;
+  Sketch::Buckets pos, neg;
   if (!sparse(p.pos_offset(), p.pos(), &pos) || !sparse(p.neg_offset(), p.neg(), &neg)) return false;
   return Sketch::FromParts(std::move(pos), std::move(neg), p.zeros(), p.sum(), p.min(), p.max(), out);
 }

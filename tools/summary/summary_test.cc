@@ -204,5 +204,77 @@ TEST(SummaryFileTest, SketchesRoundTripThroughTheirMessage) {
   EXPECT_TRUE(empty.empty());
 }
 
+// One node's 8 ranks of a 16,384-rank 'world', with a 2-rank 'tp' pair each,
+// numbered from `first`: the same operations and times whatever `first`.
+// Local rank 3 arrives 2 ms late; local rank 7 never issues the last
+// collective.
+std::string WriteNode(const std::string& dir, int first) {
+  const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
+  for (int l = 0; l < 8; ++l) {
+    const int r = first + l;
+    testing::ProcSpec spec;
+    spec.host = "node";
+    spec.pid = 10000 + l;
+    spec.launcher_rank = r;
+    spec.launcher_world_size = 16384;
+    testing::TraceBuilder b(spec);
+    const int world = b.AddComm(0x5000, "world", 16384, r, 1 * testing::kMs);
+    const int tp = b.AddComm(0x7000 + static_cast<uint64_t>(l / 2), "tp", 2, l % 2, 2 * testing::kMs);
+    uint64_t seq_world[4] = {0, 0, 0, 0}, seq_tp[4] = {0, 0, 0, 0};
+    const int colls = 200;
+    for (int k = 0; k < colls; ++k) {
+      if (k == colls - 1 && l == 7) continue;
+      const int f = k % 4;
+      const uint64_t start = 10 * testing::kMs + static_cast<uint64_t>(k) * 3 * testing::kMs +
+                             static_cast<uint64_t>((l * 37 + k * 11) % 50) * testing::kUs + (l == 3 ? 2 * testing::kMs : 0);
+      const int64_t done = k == colls - 1 ? testing::kNever
+                                          : static_cast<int64_t>(10 * testing::kMs + static_cast<uint64_t>(k) * 3 * testing::kMs +
+                                                                 2500 * testing::kUs);
+      const uint64_t count = uint64_t{1} << (10 + k % 12);
+      if (k % 5 == 4) b.Coll(tp, funcs[f], seq_tp[f]++, count, start, done);
+      else b.Coll(world, funcs[f], seq_world[f]++, count, start, done);
+    }
+    b.Heartbeats(0, 10 * testing::kMs + colls * 3 * testing::kMs + 10 * testing::kSec);
+    EXPECT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
+  }
+  return dir;
+}
+
+// A match keeps one slot per rank present (tools/model/model.h,
+// Comm::slot_rank): the node of ranks 16,376 to 16,383 keeps 8 per
+// collective of 'world', the node of ranks 0 to 7 one per rank. Their
+// digests, matched alike, are the same.
+TEST(SummaryFileTest, ANodeOfTheHighestRanksDigestsAsTheLowest) {
+  SummaryResult lo, hi;
+  std::string error;
+  ASSERT_TRUE(Summarize({WriteNode(Dir("lowest"), 0)}, SummarizeOptions(), &lo, &error)) << error;
+  ASSERT_TRUE(Summarize({WriteNode(Dir("highest"), 16376)}, SummarizeOptions(), &hi, &error)) << error;
+  ASSERT_EQ(lo.procs.size(), 8u);
+  ASSERT_EQ(hi.procs.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    const summary::SummaryProcess &a = lo.procs[i], &b = hi.procs[i];
+    EXPECT_TRUE(b.digested());
+    EXPECT_EQ(a.let_go_ops(), b.let_go_ops()) << i;
+    EXPECT_EQ(a.let_go_completed(), b.let_go_completed()) << i;
+    ASSERT_EQ(a.rows_size(), b.rows_size()) << i;
+    ASSERT_GT(b.rows_size(), 0) << i;
+    for (int k = 0; k < a.rows_size(); ++k)
+      EXPECT_EQ(a.rows(k).SerializeAsString(), b.rows(k).SerializeAsString()) << i << " " << k;
+    ASSERT_EQ(a.ranks_size(), b.ranks_size()) << i;
+    for (int k = 0; k < a.ranks_size(); ++k)
+      EXPECT_EQ(a.ranks(k).SerializeAsString(), b.ranks(k).SerializeAsString()) << i << " " << k;
+    EXPECT_EQ(a.arrivals().SerializeAsString(), b.arrivals().SerializeAsString()) << i;
+    EXPECT_EQ(std::vector<std::string>(a.whole_comms().begin(), a.whole_comms().end()),
+              std::vector<std::string>(b.whole_comms().begin(), b.whole_comms().end()))
+        << i;
+  }
+  // Every collective of 'world' was matched (one call per collective, held
+  // by the process whose op is first), so the calls add up alike.
+  uint64_t calls = 0;
+  for (const summary::SummaryProcess& p : hi.procs)
+    for (const summary::RowDigest& r : p.rows()) calls += r.calls();
+  EXPECT_GT(calls, 0u);
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

@@ -26,7 +26,7 @@ bool Eligible(const Model& m, const Liveness& live, const Match& mt) {
   const int32_t nranks = m.comms[mt.comm].nranks;
   if (nranks <= 0 || mt.ops.size() < static_cast<size_t>(nranks)) return false;
   for (int32_t r = 0; r < nranks; ++r) {
-    const uint32_t oi = mt.ops[static_cast<size_t>(r)];
+    const uint32_t oi = OpOfRank(m, mt, r);
     if (!HasFile(m, mt.comm, r) || oi == kNone || !Finished(m, live, oi)) return false;
   }
   return true;
