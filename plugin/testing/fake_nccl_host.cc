@@ -572,31 +572,55 @@ int g_event_mask = 0;
 // which reports kernel channels and their phases; one for the process here.
 // Run() hands it a job and waits until it is done, so the events keep the
 // order the caller's code gives them while NCCL's thread makes the calls.
-// Never destroyed: it waits for the next job until the process exits.
+// It lives until StopFakeProfilerThread (a test that forks afterwards must
+// have no thread left: ThreadSanitizer refuses threads after a
+// multi-threaded fork), and the next job starts it again.
 class ProfilerThread {
  public:
-  static ProfilerThread* Get() {
-    static ProfilerThread* t = new ProfilerThread();
+  // Thread safety: any thread.
+  static void RunJob(const std::function<void()>& fn) {
+    std::lock_guard<std::mutex> lock(Instance());
+    if (Current() == nullptr) Current() = new ProfilerThread();
+    Current()->Run(fn);
+  }
+  static void Stop() {
+    std::lock_guard<std::mutex> lock(Instance());
+    delete Current();
+    Current() = nullptr;
+  }
+
+ private:
+  static std::mutex& Instance() {
+    static std::mutex* mu = new std::mutex;  // leaked: used until exit
+    return *mu;
+  }
+  static ProfilerThread*& Current() {
+    static ProfilerThread* t = nullptr;
     return t;
   }
-  // Thread safety: any thread; one job at a time.
+  ProfilerThread() : thread_([this] { Loop(); }) {}
+  ~ProfilerThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // One job at a time (RunJob holds Instance()).
   void Run(const std::function<void()>& fn) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return job_ == nullptr; });
     job_ = &fn;
     done_ = false;
     cv_.notify_all();
     cv_.wait(lock, [&] { return done_; });
     job_ = nullptr;
-    cv_.notify_all();
   }
-
- private:
-  ProfilerThread() { std::thread([this] { Loop(); }).detach(); }
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return job_ != nullptr && !done_; });
+      cv_.wait(lock, [&] { return stop_ || (job_ != nullptr && !done_); });
+      if (stop_) return;
       const std::function<void()>* job = job_;
       lock.unlock();
       (*job)();
@@ -609,11 +633,15 @@ class ProfilerThread {
   std::condition_variable cv_;
   const std::function<void()>* job_ = nullptr;  // guarded by mu_
   bool done_ = false;                           // guarded by mu_
+  bool stop_ = false;                           // guarded by mu_
+  std::thread thread_;                          // last: starts once the rest is set
 };
 }  // namespace
 
 // Read and written atomically, as NCCL does (communicators may be
 // initialized on several threads at once).
+void StopFakeProfilerThread() { ProfilerThread::Stop(); }
+
 int NcclEventMask() { return __atomic_load_n(&g_event_mask, __ATOMIC_RELAXED); }
 void SetNcclEventMask(int mask) { __atomic_store_n(&g_event_mask, mask, __ATOMIC_RELAXED); }
 
@@ -1013,7 +1041,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     // From 2.31 NCCL's profiler thread reports the channels, not the proxy.
     auto on_channel_thread = [&](const std::function<void()>& fn) {
       if (version_ >= 7) {
-        ProfilerThread::Get()->Run(fn);
+        ProfilerThread::RunJob(fn);
       } else {
         fn();
       }

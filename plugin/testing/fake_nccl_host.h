@@ -104,6 +104,12 @@ void SetFakeNcclVersion(int code);
 // pointer is: any read of it faults.
 void* ForeignContext();
 
+// Stops the thread that plays NCCL 2.31's profiler thread (API v7 kernel
+// channels come from it); the next v7 operation starts it again. A test
+// that forks afterwards calls it: ThreadSanitizer refuses new threads after
+// a fork of a multi-threaded process.
+void StopFakeProfilerThread();
+
 // ------------------------------------------------------------------- mask
 
 // NCCL's event mask: one int per process, which every init receives.

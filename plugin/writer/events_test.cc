@@ -47,6 +47,9 @@ class EventsTest : public ::testing::Test {
                   {"NCCLWATCH_HEARTBEAT_MS", "20"}});
     ClearLogs();
   }
+  // The fork tests below must find no thread of an earlier test's v7
+  // kernel channels.
+  void TearDown() override { StopFakeProfilerThread(); }
   // An all-reduce whose kernel is queued on `stream` (the fake GPU runs it
   // only when told).
   OpSpec Op(uint64_t seq, void* stream) {
