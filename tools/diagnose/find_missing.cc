@@ -182,8 +182,9 @@ void FindMissingAndStuck(Ctx* c, std::vector<Ranked>* out) {
           // Fewer ranks issued it than did not: most likely those few issued
           // one too many, so the line starts from them. Still both are named:
           // the records of "the others skipped it" are the same.
-          sum = "HANG: " + c->Names(waiting) + (waiting.size() == 1 ? " alone" : " only") + " issued " + opname +
-                " on " + c->CommLabel(ci) + " and waited " + Dur(waited) + "; " + c->Names(absent) +
+          const std::string few = waiting.size() == 1 ? c->Names(waiting) + " alone" : "only " + c->Names(waiting);
+          sum = "HANG: " + few + " issued " + opname + " on " + c->CommLabel(ci) + " and waited " + Dur(waited) + "; " +
+                c->Names(absent) +
                 " never joined it; " + fates + " (" + c->Names(waiting) + " issued one too many, or " +
                 c->Names(absent) + " skipped it: the records cannot tell which; both are named)";
         } else if (!absent.empty()) {
