@@ -283,16 +283,38 @@ TEST(Diagnose, EveryRankIdleThenKilledIsAHangOutsideNccl) {
   EXPECT_EQ(ExitStatus(d), 1);
   EXPECT_EQ(d.verdict().rfind("ENDED: every rank sat idle outside NCCL for at least 89.0 s before the end", 0), 0u)
       << d.verdict();
-  // Without the idle tail, the work was done: OK, and it says no one finalized.
+  // Without the idle tail the work was done, but no rank finalized: a job
+  // cancelled between collectives looks the same. Never an OK, no culprit.
   Job k;
   k.Procs(4, 1.3);
   uint32_t kw = k.Comm("world", 0xabc, {0, 1, 2, 3});
   k.Steps(kw, 10);
-  report::Diagnosis ok = Diagnose(k.Finish());
-  EXPECT_EQ(ok.findings_size(), 0) << FormatText(ok);
-  EXPECT_NE(ok.verdict().find("4 processes ended without finalizing, after every operation had completed"),
-            std::string::npos)
-      << ok.verdict();
+  report::Diagnosis ended = Diagnose(k.Finish());
+  ASSERT_EQ(ended.findings_size(), 1) << FormatText(ended);
+  EXPECT_EQ(ended.findings(0).kind(), report::JOB_ENDED);
+  EXPECT_EQ(ended.findings(0).ending(), report::ENDING_UNFINALIZED);
+  EXPECT_EQ(ended.findings(0).cause(), report::CAUSE_UNKNOWN);
+  EXPECT_EQ(ended.findings(0).culprits_size(), 0);
+  EXPECT_EQ(ExitStatus(ended), 1);
+  EXPECT_EQ(ended.verdict().rfind("ENDED: every rank ended within ", 0), 0u) << ended.verdict();
+  EXPECT_NE(ended.verdict().find("without finalizing, after every operation had completed"), std::string::npos)
+      << ended.verdict();
+  EXPECT_NE(ended.verdict().find("[cause: cannot tell]"), std::string::npos) << ended.verdict();
+}
+
+// The same work, every rank finalized but one: not an OK either, and the
+// line names who finalized.
+TEST(Diagnose, OneRankEndedWithoutFinalizingAfterTheWorkIsNoOk) {
+  Job j;
+  j.Procs(4, 1.3);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 10);
+  for (uint32_t p = 0; p < 3; ++p) j.Finalize(p, 1.3);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_EQ(d.findings_size(), 1) << FormatText(d);
+  EXPECT_EQ(d.findings(0).ending(), report::ENDING_UNFINALIZED);
+  EXPECT_EQ(d.verdict().rfind("ENDED: rank 3 ended at ", 0), 0u) << d.verdict();
+  EXPECT_NE(d.verdict().find("while ranks 0,1,2 finalized"), std::string::npos) << d.verdict();
 }
 
 // ---------------------------------------------------------------- 1. missing rank

@@ -11,8 +11,11 @@
 //  - every operation completed, then every rank sat idle outside NCCL for
 //    longer than DiagnoseOptions::ended_idle_sec: ENDING_IDLE (the host side
 //    hung: a data loader, a store, a blocked thread);
-//  - every operation completed, no idle tail: the work was done; not a
-//    finding (the OK says the processes did not finalize);
+//  - every operation completed, no idle tail: ENDING_UNFINALIZED, with no
+//    culprit and no cause: a job cancelled (or its node lost) between
+//    collectives leaves the same files as one that exited without
+//    destroying its communicators, and an OK would close an incident on a
+//    job that may have been killed;
 //  - operations in flight or unknown at the end: one process stopped first
 //    when it is behind the others (they issued collectives it never did) or
 //    its file ends well before theirs: ENDING_ONE_FIRST, it is the culprit;
@@ -110,7 +113,42 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
       const double idle = act == kNoTime ? 0 : static_cast<double>(p.last_ns - act) / 1e9;
       idle_min = std::min(idle_min, idle >= limit ? idle : -1.0);
     }
-    if (idle_min <= 0) return;
+    // A file that ends mid-record was copied while written (or cut): its
+    // end says nothing of how the process ended, and the verdict already
+    // says the evidence is incomplete.
+    bool cut = false;
+    for (uint32_t pi : unended) cut |= m.procs[pi].cut_tail;
+    if (idle_min <= 0 && cut) return;
+    if (idle_min <= 0) {
+      f.set_ending(report::ENDING_UNFINALIZED);
+      int64_t t_first = INT64_MAX, t_last = INT64_MIN;
+      for (uint32_t pi : unended) {
+        t_first = std::min(t_first, m.procs[pi].last_ns);
+        t_last = std::max(t_last, m.procs[pi].last_ns);
+      }
+      std::vector<uint32_t> finalized;
+      for (uint32_t pi = 0; pi < np; ++pi)
+        if (std::find(unended.begin(), unended.end(), pi) == unended.end()) finalized.push_back(pi);
+      const std::string span = unended.size() > 1 ? " within " + Dur(static_cast<double>(t_last - t_first) / 1e9) +
+                                                        " of " + At(c->T(t_first))
+                                                  : " at " + At(c->T(t_first));
+      f.set_summary(
+          finalized.empty()
+              ? "ENDED: every rank ended" + span + " without finalizing, after every operation had completed (the last at " +
+                    At(c->T(last_act)) + "): the job was cancelled or its node lost between collectives, or it " +
+                    "exited without destroying its communicators (ncclCommDestroy; destroy_process_group in PyTorch)"
+              : "ENDED: " + c->Names(unended) + " ended" + span + " without finalizing, after every operation had " +
+                    "completed, while " + c->Names(finalized) + " finalized: ended at the end, crashed in teardown, " +
+                    "or exited without destroying their communicators");
+      for (uint32_t pi : unended)
+        AddEvidence(&f, c->Name(pi), "last operation: " + LastOpText(*c, pi, kNone) + "; ended at " +
+                                         At(c->T(m.procs[pi].last_ns)) + ", no finalize");
+      f.set_cause(report::CAUSE_UNKNOWN);
+      f.set_cause_text("cannot tell: the scheduler's log tells a cancel or a lost node; a job whose ranks destroy "
+                       "their communicators before they exit leaves a finalize in every file, and an OK here");
+      Emit(out, last_act, std::move(f));
+      return;
+    }
     f.set_ending(report::ENDING_IDLE);
     std::vector<uint32_t> idle_procs = unended;
     for (uint32_t pi : idle_procs) *f.add_culprits() = c->Ref(pi);
