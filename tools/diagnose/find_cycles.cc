@@ -110,17 +110,49 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
   std::vector<size_t> pos_of(m.ops.size(), SIZE_MAX);
   for (size_t p = 0; p < g.nodes.size(); ++p)
     for (uint32_t oi : g.nodes[p]) pos_of[oi] = p;
-  for (const auto& cyc : g.cycles) {
+  for (const auto& whole : g.cycles) {
     bool hung = false;
-    for (size_t p : cyc)
+    for (size_t p : whole)
       for (uint32_t oi : g.nodes[p]) hung |= c->Hung(oi);
-    if (cyc.size() > 256) continue;
-    std::set<size_t> in(cyc.begin(), cyc.end());
-    // Each process's cycle operations in its program order.
-    std::vector<std::vector<size_t>> seq(m.procs.size());
-    for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-      for (uint32_t oi : m.procs[pi].ops)
-        if (in.count(pos_of[oi])) seq[pi].push_back(pos_of[oi]);
+    // One collective issued out of turn early in a long job shifts every
+    // later one against the others' (NCCL pairs collectives by their order
+    // on the communicator): the whole job becomes one cycle. Its earliest
+    // pair issued in opposite orders is among its earliest operations, so
+    // only those are searched; any pair found is a real inversion.
+    std::vector<size_t> cyc = whole;
+    constexpr size_t kSearched = 128;
+    if (cyc.size() > kSearched) {
+      std::vector<std::pair<int64_t, size_t>> by_start;
+      by_start.reserve(cyc.size());
+      for (size_t p : cyc) {
+        int64_t when = INT64_MAX;
+        for (uint32_t oi : g.nodes[p])
+          if (m.ops[oi].start_ns != kNoTime) when = std::min(when, m.ops[oi].start_ns);
+        by_start.emplace_back(when, p);
+      }
+      std::partial_sort(by_start.begin(), by_start.begin() + kSearched, by_start.end());
+      cyc.clear();
+      for (size_t i = 0; i < kSearched; ++i) cyc.push_back(by_start[i].second);
+    }
+    // Each process's place of each searched operation in its program order
+    // (SIZE_MAX: it has none of it).
+    std::vector<size_t> slot(g.nodes.size(), SIZE_MAX);
+    for (size_t i = 0; i < cyc.size(); ++i) slot[cyc[i]] = i;
+    std::vector<uint32_t> members;  // processes holding a searched operation
+    std::vector<std::vector<size_t>> place;
+    for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+      std::vector<size_t> at;
+      size_t n = 0;
+      for (uint32_t oi : m.procs[pi].ops) {
+        const size_t p = pos_of[oi];
+        if (p == SIZE_MAX || slot[p] == SIZE_MAX) continue;
+        if (at.empty()) at.assign(cyc.size(), SIZE_MAX);
+        if (at[slot[p]] == SIZE_MAX) at[slot[p]] = n++;
+      }
+      if (at.empty()) continue;
+      members.push_back(pi);
+      place.push_back(std::move(at));
+    }
     // The earliest pair issued in opposite orders.
     size_t best_u = SIZE_MAX, best_v = SIZE_MAX;
     std::vector<uint32_t> first_uv, first_vu;
@@ -136,11 +168,10 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
         if (!hung && a0.comm != b0.comm) continue;
         if (c->mismatch_seq[a0.comm] != 0 || c->mismatch_seq[b0.comm] != 0) continue;
         std::vector<uint32_t> uv, vu;
-        for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
-          auto a = std::find(seq[pi].begin(), seq[pi].end(), u);
-          auto b = std::find(seq[pi].begin(), seq[pi].end(), v);
-          if (a == seq[pi].end() || b == seq[pi].end()) continue;
-          (a < b ? uv : vu).push_back(pi);
+        for (size_t k = 0; k < members.size(); ++k) {
+          const size_t a = place[k][i], b = place[k][j];
+          if (a == SIZE_MAX || b == SIZE_MAX) continue;
+          (a < b ? uv : vu).push_back(members[k]);
         }
         if (uv.empty() || vu.empty()) continue;
         int64_t when = INT64_MAX;
@@ -190,7 +221,12 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     sum += names(odd) + " issued " + a + " before " + b + (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) +
            " where " + names(rest) + " issued " + b + " first";
     sum += majority ? "" : " (no majority: every side is named)";
-    if (!hung) {
+    // The pair's own state, not the cycle's: in a long cycle ending in a
+    // hang, an early pair may have completed against each other.
+    bool pair_hung = false;
+    for (size_t p : {best_u, best_v})
+      for (uint32_t oi : g.nodes[p]) pair_hung |= c->Hung(oi);
+    if (!pair_hung && one_comm) {
       // Nothing waits: every op of both completed, or the files end first.
       bool done = true;
       for (size_t p : {best_u, best_v})

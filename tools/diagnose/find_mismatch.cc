@@ -104,6 +104,28 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
                   "chains: " + how + ")");
     for (uint32_t p : cm.odd)
       AddEvidence(&f, c.Name(p), "its chain of collective signatures differs from the majority's " + range);
+    if (!cm.asked) {
+      // A collective issued out of turn before the windows shifts every
+      // later one of its ranks against the others' (a rank's functions
+      // are counted apart): the windows then show later collectives of the
+      // same ranks in another order, a consequence of this divergence, not
+      // a fault of its own (the traces name the first). One that blames
+      // another rank stays, and so does a MISMATCH of an operation's own
+      // arguments, which names its operation exactly.
+      std::set<std::string> odd_names;
+      for (uint32_t p : cm.odd) odd_names.insert(c.Ref(p, cm.comm).name());
+      const uint64_t hash = c.m.comms[cm.comm].hash;
+      out->erase(std::remove_if(out->begin(), out->end(),
+                                [&](const Ranked& r) {
+                                  if (r.f.kind() != report::ORDER_MISMATCH) return false;
+                                  if (r.f.comm_hash() != hash || r.f.culprits_size() == 0) return false;
+                                  for (const report::ProcRef& p : r.f.culprits())
+                                    if (!odd_names.count(p.name())) return false;
+                                  AddEvidence(&f, "", "in the windows, later: " + r.f.summary());
+                                  return true;
+                                }),
+                 out->end());
+    }
     // Before every operation the windows hold: the collectives it names
     // came earlier (strictly: it goes before a finding of the first of them).
     int64_t when = INT64_MAX;

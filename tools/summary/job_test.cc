@@ -188,11 +188,14 @@ TEST(SummaryJobTest, TheSecondRoundNamesTheOperation) {
 
 // Rank 5 calls a Broadcast where the others call their 11th AllReduce, and
 // the job ends in a deadlock (the functions' counters no longer line up):
-// the traces' first line. The first round places the order mismatch
-// between collectives #1 and #64 (behind the deadlock); the second names it
-// (an ORDER MISMATCH of the cycle finder over the collectives put back, not
-// of FindMismatches: the range is folded into it all the same), the first
-// line unchanged, and asks no third round.
+// the traces' first line. Behind it the traces name the first collective
+// out of turn, though every later one of rank 5's is shifted too (the whole
+// job is one cycle of the merged order, searched from its start). The
+// first round places it between collectives #1 and #64 (the windows' later
+// order mismatch of rank 5 is its consequence, said as its evidence); the
+// second names it as the traces do (an ORDER MISMATCH of the cycle finder
+// over the collectives put back, not of FindMismatches: the range is folded
+// into it all the same), the first line unchanged, and asks no third round.
 TEST(SummaryJobTest, TheSecondRoundOfAFunctionMismatchAsksNoThird) {
   JobSpec spec = LongJob();
   spec.op_hook = [](int rank, int op, OpPlan& p) {
@@ -209,9 +212,24 @@ TEST(SummaryJobTest, TheSecondRoundOfAFunctionMismatchAsksNoThird) {
       if (f.summary().find(text) != std::string::npos) return true;
     return false;
   };
+  const std::string first_out_of_turn =
+      "ORDER MISMATCH: rank 5 issued Broadcast #10 before AllReduce #10 on comm 'world' (8 ranks) where ranks "
+      "0,1,2,3,4,6,7 issued AllReduce #10 first; both completed on every rank, each against the other: their "
+      "results are wrong";
+  EXPECT_TRUE(has(r.traces, first_out_of_turn));
   EXPECT_TRUE(has(r.summaries, "signature chains"));
-  EXPECT_TRUE(has(r.refined, "ORDER MISMATCH: rank 5 issued Broadcast #10 before AllReduce #10 on comm 'world'"));
+  EXPECT_FALSE(has(r.summaries, "ORDER MISMATCH"));
+  bool folded = false;
+  for (const report::Finding& f : r.summaries.findings())
+    for (const report::Evidence& e : f.evidence())
+      folded |= f.summary().find("signature chains") != std::string::npos &&
+                e.text().rfind("in the windows, later: ORDER MISMATCH: rank 5 issued Broadcast", 0) == 0;
+  EXPECT_TRUE(folded);
+  EXPECT_TRUE(has(r.refined, first_out_of_turn));
   EXPECT_FALSE(has(r.refined, "signature chains"));
+  ASSERT_EQ(r.refined.findings_size(), r.traces.findings_size());
+  for (int i = 0; i < r.traces.findings_size(); ++i)
+    EXPECT_EQ(r.refined.findings(i).summary(), r.traces.findings(i).summary());
 }
 
 // A mismatch the windows hold: found as before, nothing to ask; asking
