@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <google/protobuf/arena.h>
+
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
@@ -75,14 +77,25 @@ struct CommFacts {
 }  // namespace
 
 std::vector<bool> FinishedOps(const std::vector<const std::string*>& records, uint64_t* first_open) {
+  google::protobuf::Arena arena;
+  std::vector<const trace::Record*> parsed;
+  parsed.reserve(records.size());
+  for (const std::string* s : records) {
+    trace::Record* r = google::protobuf::Arena::CreateMessage<trace::Record>(&arena);
+    parsed.push_back(r->ParseFromString(*s) ? r : nullptr);
+  }
+  return FinishedOps(parsed, first_open);
+}
+
+std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, uint64_t* first_open) {
   std::vector<bool> finished(records.size(), false);
   std::unordered_map<uint32_t, uint64_t> comm;  // file comm -> hash
   std::unordered_map<uint64_t, uint64_t> finalize;  // hash -> time
   uint64_t last = 0;
-  trace::Record r;
   std::vector<std::pair<size_t, uint64_t>> ops;  // record, hash
   for (size_t i = 0; i < records.size(); ++i) {
-    if (!r.ParseFromString(*records[i])) continue;
+    if (records[i] == nullptr) continue;
+    const trace::Record& r = *records[i];
     switch (r.body_case()) {
       case trace::Record::kCommInit: comm[r.comm_init().comm()] = r.comm_init().comm_hash(); break;
       case trace::Record::kCommFinalize: {
@@ -110,8 +123,7 @@ std::vector<bool> FinishedOps(const std::vector<const std::string*>& records, ui
   *first_open = UINT64_MAX;
   const uint64_t abort_window = static_cast<uint64_t>(kAbortWindowSec * 1e9);
   for (const auto& [i, hash] : ops) {
-    if (!r.ParseFromString(*records[i])) continue;
-    const trace::Op& o = r.op();
+    const trace::Op& o = records[i]->op();
     bool ok = false;
     if (o.has_completion()) {
       const uint64_t wait = o.completion().done_after_start_ns();

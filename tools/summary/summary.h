@@ -87,6 +87,8 @@ inline constexpr int64_t kLateWaitNs = 10000000000;
 // false for other records. `first_open`: the earliest start of an
 // operation not finished beyond doubt (UINT64_MAX: none).
 std::vector<bool> FinishedOps(const std::vector<const std::string*>& records, uint64_t* first_open);
+// The same, of records already parsed (null: one that did not parse).
+std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, uint64_t* first_open);
 
 // The chain's step over one collective's signature.
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root);
