@@ -27,18 +27,24 @@ struct ChainMember {
   size_t proc = 0;  // index in the processes fed
   int32_t rank = -1;
   uint64_t let_go = 0;                  // CommPrefix.collectives
-  std::map<uint64_t, uint64_t> stored;  // position -> chain
+  // (position, chain) by position: a sorted array, not a map, since
+  // 16,384 ranks hold 2.5 M checkpoints (BENCHMARKS.md).
+  std::vector<std::pair<uint64_t, uint64_t>> stored;
   std::vector<uint64_t> window;         // the chain after each window collective
   uint64_t dropped = 0;                 // collectives of the window settled at the merge
+  // No checkpoint at let_go to continue from: the window's chain values
+  // are unknown, never compared.
+  bool no_base = false;
+  bool Stored(uint64_t pos, uint64_t* h) const {
+    auto it = std::lower_bound(stored.begin(), stored.end(), std::make_pair(pos, uint64_t{0}));
+    if (it == stored.end() || it->first != pos) return false;
+    *h = it->second;
+    return true;
+  }
   bool At(uint64_t pos, uint64_t* h) const {
     if (pos == 0) return *h = 0, true;
-    if (pos <= let_go) {
-      auto it = stored.find(pos);
-      if (it == stored.end()) return false;
-      *h = it->second;
-      return true;
-    }
-    if (pos - let_go > window.size()) return false;  // no overflow: a summary's counts are anyone's
+    if (pos <= let_go) return Stored(pos, h);
+    if (no_base || pos - let_go > window.size()) return false;  // no overflow: a summary's counts are anyone's
     *h = window[pos - let_go - 1];
     return true;
   }
@@ -255,7 +261,15 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
       c.proc = i;
       c.rank = p.rank();
       c.let_go = p.collectives();
-      for (const summary::Checkpoint& k : p.checkpoints()) c.stored[k.position()] = k.hash();
+      c.stored.reserve(static_cast<size_t>(p.checkpoints_size()));
+      for (const summary::Checkpoint& k : p.checkpoints()) c.stored.emplace_back(k.position(), k.hash());
+      // Written in order; a damaged summary's are put in order, the first
+      // of a repeated position kept.
+      std::stable_sort(c.stored.begin(), c.stored.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      c.stored.erase(std::unique(c.stored.begin(), c.stored.end(),
+                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
+                     c.stored.end());
     }
     // Pointers once every prefix is in (a summary may name a hash twice):
     // one lookup per prefix, not a scan of every communicator.
@@ -342,8 +356,11 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
             // A window the cap cut (cut_ops) has holes: no chain runs on
             // through it, so its let-go collectives stay uncompared.
             if (sp.cut_ops() == 0 && sp.cut_stuck_ops() == 0) {
-              const uint64_t prev =
-                  ch->window.empty() ? (ch->let_go == 0 ? 0 : ch->stored[ch->let_go]) : ch->window.back();
+              uint64_t prev = 0;
+              if (!ch->window.empty())
+                prev = ch->window.back();
+              else if (ch->let_go > 0 && !ch->Stored(ch->let_go, &prev))
+                ch->no_base = true;  // summarize always stores it: a damaged summary
               ch->window.push_back(ChainStep(prev, f->second, o.count(),
                                              d == strings.end() ? std::string() : d->second,
                                              IsRooted(FuncFromName(f->second)) ? o.root() : 0));

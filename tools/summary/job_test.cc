@@ -451,6 +451,43 @@ TEST(SummaryJobTest, AWindowPastTheCapIsCutAndTheVerdictIsIncomplete) {
   for (const report::Finding& f : r.summaries.findings()) EXPECT_EQ(f.culprits_size(), 0) << f.summary();
 }
 
+// A damaged summary whose prefix lacks the checkpoint its window's chain
+// continues from (summarize always writes it): that window's chain values
+// are unknown and compared with nothing, so no chain MISMATCH blames its rank.
+TEST(SummaryJobTest, AMissingCheckpointWhereTheWindowStartsBlamesNoOne) {
+  JobSpec spec = LongJob();
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/no-base";
+  mkdir(dir.c_str(), 0755);
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  SummarizeOptions opts;
+  opts.window = 64;
+  std::vector<std::string> summaries;
+  std::string error;
+  size_t removed = 0;
+  for (size_t first = 0; first < files.size(); first += spec.ranks_per_host) {
+    std::vector<std::string> node(files.begin() + first, files.begin() + first + spec.ranks_per_host);
+    SummaryResult s;
+    ASSERT_TRUE(Summarize(node, opts, &s, &error)) << error;
+    if (first == 0) {
+      for (summary::CommPrefix& p : *s.procs[1].mutable_prefixes()) {
+        google::protobuf::RepeatedPtrField<summary::Checkpoint> kept;
+        for (const summary::Checkpoint& k : p.checkpoints())
+          if (k.position() != p.collectives()) *kept.Add() = k;
+          else ++removed;
+        p.mutable_checkpoints()->Swap(&kept);
+      }
+    }
+    summaries.push_back(dir + "/node" + std::to_string(first) + ".ncclsummary");
+    std::ofstream(summaries.back(), std::ios::binary) << EncodeSummary(s);
+  }
+  ASSERT_GT(removed, 0u);
+  Model m;
+  ASSERT_TRUE(BuildJobModel(summaries, LoadOptions(), &m, &error)) << error;
+  EXPECT_TRUE(m.chain_mismatches.empty());
+  const report::Diagnosis d = Diagnose(m);
+  for (const report::Finding& f : d.findings()) EXPECT_NE(f.kind(), report::MISMATCH) << f.summary();
+}
+
 // A summary written into the traces' own folder holds the same processes
 // as the trace files beside it: each is read once, from the whole file, and
 // the note names the summary's copy.
