@@ -194,12 +194,10 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     const std::vector<uint32_t>& odd = first_uv.size() < first_vu.size() ? first_uv : first_vu;
     const std::vector<uint32_t>& rest = &odd == &first_uv ? first_vu : first_uv;
     const bool odd_uv = &odd == &first_uv;
-    // "rank 3" / "ranks 2,3" from the processes' names.
-    auto names = [&](const std::vector<uint32_t>& ps) {
-      std::string s;
-      for (size_t i = 0; i < ps.size(); ++i) s += (i ? "," : "") + c->Name(ps[i]).substr(c->Name(ps[i]).rfind(' ') + 1);
-      return (ps.size() == 1 ? "rank " : "ranks ") + s;
-    };
+    // "rank 3" / "ranks 0-16,18-23": in rank order and ranges, as every
+    // finding names ranks (processes come in the order their files were
+    // named, and a job of thousands would fill the line).
+    auto names = [&](const std::vector<uint32_t>& ps) { return c->Names(ps); };
     auto opname = [&](const Op& o) { return c->OpName(o) + (one_comm ? "" : " on " + c->CommLabel(o.comm)); };
     const std::string a = opname(odd_uv ? ou : ov), b = opname(odd_uv ? ov : ou);
     double waited = 0;

@@ -214,7 +214,7 @@ TEST(SummaryJobTest, TheSecondRoundOfAFunctionMismatchAsksNoThird) {
   };
   const std::string first_out_of_turn =
       "ORDER MISMATCH: rank 5 issued Broadcast #10 before AllReduce #10 on comm 'world' (8 ranks) where ranks "
-      "0,1,2,3,4,6,7 issued AllReduce #10 first; both completed on every rank, each against the other: their "
+      "0-4,6,7 issued AllReduce #10 first; both completed on every rank, each against the other: their "
       "results are wrong";
   EXPECT_TRUE(has(r.traces, first_out_of_turn));
   EXPECT_TRUE(has(r.summaries, "signature chains"));
@@ -486,6 +486,36 @@ TEST(SummaryJobTest, AMissingCheckpointWhereTheWindowStartsBlamesNoOne) {
   EXPECT_TRUE(m.chain_mismatches.empty());
   const report::Diagnosis d = Diagnose(m);
   for (const report::Finding& f : d.findings()) EXPECT_NE(f.kind(), report::MISMATCH) << f.summary();
+}
+
+// The verdict does not depend on the order the summaries are named in
+// (processes come in that order). Each rank on a node of its own, so 24
+// summaries (node0, node1, node10, ... when listed), and a hang to judge.
+TEST(SummaryJobTest, TheOrderOfTheSummariesChangesNoVerdict) {
+  JobSpec spec = LongJob();
+  spec.nranks = 24;
+  spec.ranks_per_host = 1;
+  spec.ncolls = 300;
+  spec.funcs = {"AllReduce"};
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 17 && op == 290) p.skip = true;
+  };
+  const Outcome r = Judge(spec, "many-nodes");
+  EXPECT_EQ(r.traces_line.rfind("HANG: rank 17 never joined", 0), 0u) << r.traces_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/many-nodes";
+  std::vector<std::string> summaries;
+  for (int n = 0; n < 24; ++n) summaries.push_back(dir + "/node" + std::to_string(n) + ".ncclsummary");
+  Model a, b;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel(summaries, LoadOptions(), &a, &error)) << error;
+  std::reverse(summaries.begin(), summaries.end());
+  ASSERT_TRUE(BuildJobModel(summaries, LoadOptions(), &b, &error)) << error;
+  ASSERT_EQ(a.procs.size(), 24u);
+  ASSERT_EQ(b.procs.size(), 24u);
+  // Processes in the order of the files named, as read one by one.
+  for (size_t i = 0; i < 24; ++i) EXPECT_EQ(a.procs[i].path, b.procs[23 - i].path) << i;
+  EXPECT_EQ(Diagnose(a).verdict(), Diagnose(b).verdict());
 }
 
 // A summary written into the traces' own folder holds the same processes
