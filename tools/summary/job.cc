@@ -117,6 +117,58 @@ void MoveDigests(Proc* from, Proc* to) {
   to->arrivals = std::move(from->arrivals);
 }
 
+// One member's arrival samples on a communicator (ArrivalSamples decoded).
+struct SampleMember {
+  size_t proc = 0;  // index in the processes fed
+  uint32_t stride_log2 = 0;
+  uint64_t collectives = 0;
+  std::vector<ArrivalSample> samples;
+  std::vector<std::string> functions;
+};
+
+// The positions of one communicator every member sampled (multiples of
+// the largest stride: with strides powers of two, each member has them
+// unless its collective there was not sampled: no completion, a file that
+// began later or ended sooner), where the members agree on the function.
+// A position some member lacks is left out, never guessed. `model_proc`:
+// the model's process of each member (kNone: not in the model).
+SampledComm LineUp(uint32_t comm, const std::vector<SampleMember>& members, const std::vector<uint32_t>& model_proc,
+                   Model* m) {
+  SampledComm sc;
+  sc.comm = comm;
+  uint32_t l = 0;
+  for (const SampleMember& x : members) l = std::max(l, x.stride_log2);
+  sc.stride = uint64_t{1} << l;
+  for (uint32_t p : model_proc) sc.procs.push_back(p);
+  const size_t n = members.size();
+  std::vector<size_t> at(n, 0);  // each member's next sample
+  std::vector<const ArrivalSample*> row(n);
+  for (const ArrivalSample& first : members[0].samples) {
+    if (first.position % sc.stride != 0) continue;
+    bool every = true;
+    for (size_t k = 0; k < n && every; ++k) {
+      const std::vector<ArrivalSample>& v = members[k].samples;
+      while (at[k] < v.size() && v[at[k]].position < first.position) ++at[k];
+      every = at[k] < v.size() && v[at[k]].position == first.position &&
+              members[k].functions[v[at[k]].func] == members[0].functions[first.func];
+      if (every) row[k] = &v[at[k]];
+    }
+    if (!every) continue;
+    sc.positions.push_back(first.position);
+    sc.funcs.push_back(m->Intern(members[0].functions[first.func]));
+    for (size_t k = 0; k < n; ++k) {
+      sc.local_starts_ns.push_back(static_cast<int64_t>(m->procs[model_proc[k]].mono_base_ns) + row[k]->start_ns);
+      sc.durations_ns.push_back(static_cast<int64_t>(std::min<uint64_t>(row[k]->duration_ns, uint64_t{1} << 58)));
+    }
+  }
+  // Enough, or every collective (the stride 1, and each member's every
+  // collective sampled: none is missing).
+  uint64_t most = 0;
+  for (const SampleMember& x : members) most = std::max(most, x.collectives);
+  sc.covered = sc.positions.size() >= kMinSampledCollectives || (sc.stride == 1 && sc.positions.size() == most);
+  return sc;
+}
+
 TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
   trace::Record r;
   for (const summary::WindowRecord& w : sp.records())
@@ -241,6 +293,8 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
   std::vector<Proc> digests(procs.size());
   std::vector<bool> digests_ok(procs.size(), true);
   std::map<uint64_t, std::vector<ChainMember>> chains;  // by communicator hash
+  std::map<uint64_t, std::vector<SampleMember>> samples;  // by communicator hash
+  uint64_t damaged_samples = 0;
   trace::Record r;
   for (size_t i = 0; i < procs.size(); ++i) {
     if (!keep[i]) continue;
@@ -384,6 +438,22 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     // The loader holds the window now, `chains` the prefixes; below only
     // the process's facts are read, not these.
     digests_ok[i] = ReadDigests(sp, &digests[i]);
+    std::set<uint64_t> sampled_here;  // a summary naming a communicator twice: its first
+    for (const summary::ArrivalSamples& a : sp.samples()) {
+      if (a.comm_hash() == 0 || !sampled_here.insert(a.comm_hash()).second) continue;
+      SampleMember x;
+      x.proc = i;
+      x.stride_log2 = a.stride_log2();
+      x.collectives = a.collectives();
+      x.functions.assign(a.functions().begin(), a.functions().end());
+      // A damaged one is as if absent: its communicator's samples are not judged.
+      if (!DecodeSamples(a, &x.samples)) {
+        ++damaged_samples;
+        continue;
+      }
+      samples[a.comm_hash()].push_back(std::move(x));
+    }
+    Release(sp.mutable_samples());
     Release(sp.mutable_records());
     Release(sp.mutable_prefixes());
     Release(sp.mutable_asked_collectives());
@@ -451,6 +521,31 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
                  "as evidence (issued last, after an operation not surely finished, or after a long wait); "
                  "summarize with a larger --window");
   }
+
+  if (damaged_samples > 0)
+    m->notes.push_back("arrival samples of " + std::to_string(damaged_samples) +
+                       " (process, communicator) in the summaries are damaged: those communicators' samples are "
+                       "not judged");
+  // The arrival samples, per communicator whose every rank sampled.
+  for (const auto& [hash, members] : samples) {
+    auto ci = m->comm_of_hash.find(hash);
+    if (ci == m->comm_of_hash.end() || members.empty()) continue;
+    const Comm& comm = m->comms[ci->second];
+    std::vector<uint32_t> model_proc;
+    std::set<uint32_t> distinct;
+    for (const SampleMember& x : members) {
+      auto pi = proc_of.find(procs[x.proc].path());
+      if (pi == proc_of.end()) break;
+      model_proc.push_back(pi->second);
+      distinct.insert(pi->second);
+    }
+    if (model_proc.size() != members.size() || distinct.size() != members.size() ||
+        static_cast<int32_t>(members.size()) != comm.nranks)
+      continue;
+    SampledComm sc = LineUp(ci->second, members, model_proc, m);
+    if (!sc.positions.empty() || sc.covered) m->sampled.push_back(std::move(sc));
+  }
+  samples.clear();
 
   // The signature chains, per communicator.
   for (auto& [hash, members] : chains) {
