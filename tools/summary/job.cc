@@ -619,6 +619,13 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
       }
     }
   }
+  // Where the chains differ, one position is not one collective on every
+  // member (one skipped or added a collective, or its file began later):
+  // samples lined up by position would compare different collectives.
+  for (const ChainMismatch& cm : m->chain_mismatches)
+    m->sampled.erase(std::remove_if(m->sampled.begin(), m->sampled.end(),
+                                    [&](const SampledComm& sc) { return sc.comm == cm.comm; }),
+                     m->sampled.end());
   for (Comm& c : m->comms) {
     auto it = chains.find(c.hash);
     if (it == chains.end() || c.hash == 0) continue;
