@@ -10,7 +10,10 @@
 // and keeps of them what the merge needs to settle them across ranks: per
 // collective function the last seq let go, per p2p function and peer the
 // last p2p_seq, and a chain of the collectives' signatures with
-// checkpoints, so that a mismatch among them is still seen. What reading
+// checkpoints, so that a mismatch among them is still seen; and, where the
+// node cannot count a process's arrivals whole (a communicator spans
+// nodes), its arrivals at every S-th collective over the whole file
+// (ArrivalSamples), which the merge judges across nodes. What reading
 // the whole file found (damage, a cut tail, the whole-file checks) is kept
 // as the model's Proc facts. The merge is in job.h.
 //
