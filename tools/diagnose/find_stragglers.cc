@@ -287,7 +287,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   // A whole window is the exact count: judged from it, as from the traces.
   const std::vector<bool> by_samples = SampledProcs(m);
   const std::vector<bool> lacks = WindowLacks(m);
-  const Tally sampled = m.sampled.empty() ? Tally{} : CountSampled(m, thr, c->o.straggler_duration_fraction);
+  const Tally sampled = CountSampled(m, thr, c->o.straggler_duration_fraction);
   // Said so where samples are: at stride 1 they are every collective, the
   // traces' count, said in the traces' words.
   std::vector<bool> from_samples(np, false), say_sampled(np, false);
@@ -487,7 +487,7 @@ bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
   // Operations put back from summaries (Model::asked_ops) are not judged.
   const std::vector<bool> lacks = WindowLacks(m);
   const std::vector<bool> by_samples = SampledProcs(m);
-  const Tally sampled = m.sampled.empty() ? Tally{} : CountSampled(m, thr, opts.straggler_duration_fraction);
+  const Tally sampled = CountSampled(m, thr, opts.straggler_duration_fraction);
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];
     if (UsesDigest(p, thr, opts.straggler_duration_fraction)) continue;

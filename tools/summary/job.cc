@@ -117,56 +117,103 @@ void MoveDigests(Proc* from, Proc* to) {
   to->arrivals = std::move(from->arrivals);
 }
 
-// One member's arrival samples on a communicator (ArrivalSamples decoded).
-struct SampleMember {
-  size_t proc = 0;  // index in the processes fed
-  uint32_t stride_log2 = 0;
-  uint64_t collectives = 0;
-  std::vector<ArrivalSample> samples;
-  std::vector<std::string> functions;
+// One communicator's arrival samples lined up across its members, before
+// the model is built: positions, functions and the members' file times.
+struct LinedUp {
+  uint64_t hash = 0;
+  uint64_t stride = 0;
+  uint64_t most = 0;             // the most collectives any member had
+  std::vector<size_t> members;   // indices in the processes fed
+  std::vector<uint64_t> positions;
+  std::vector<std::string> funcs;
+  std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
 };
 
-// The positions of one communicator every member sampled (multiples of
-// the largest stride: with strides powers of two, each member has them
-// unless its collective there was not sampled: no completion, a file that
-// began later or ended sooner), where the members agree on the function.
-// A position some member lacks is left out, never guessed. `model_proc`:
-// the model's process of each member (kNone: not in the model).
-SampledComm LineUp(uint32_t comm, const std::vector<SampleMember>& members, const std::vector<uint32_t>& model_proc,
-                   Model* m) {
-  SampledComm sc;
-  sc.comm = comm;
-  uint32_t l = 0;
-  for (const SampleMember& x : members) l = std::max(l, x.stride_log2);
-  sc.stride = uint64_t{1} << l;
-  for (uint32_t p : model_proc) sc.procs.push_back(p);
-  const size_t n = members.size();
-  std::vector<size_t> at(n, 0);  // each member's next sample
-  std::vector<const ArrivalSample*> row(n);
-  for (const ArrivalSample& first : members[0].samples) {
-    if (first.position % sc.stride != 0) continue;
-    bool every = true;
-    for (size_t k = 0; k < n && every; ++k) {
-      const std::vector<ArrivalSample>& v = members[k].samples;
-      while (at[k] < v.size() && v[at[k]].position < first.position) ++at[k];
-      every = at[k] < v.size() && v[at[k]].position == first.position &&
-              members[k].functions[v[at[k]].func] == members[0].functions[first.func];
-      if (every) row[k] = &v[at[k]];
-    }
-    if (!every) continue;
-    sc.positions.push_back(first.position);
-    sc.funcs.push_back(m->Intern(members[0].functions[first.func]));
-    for (size_t k = 0; k < n; ++k) {
-      sc.local_starts_ns.push_back(static_cast<int64_t>(m->procs[model_proc[k]].mono_base_ns) + row[k]->start_ns);
-      sc.durations_ns.push_back(static_cast<int64_t>(std::min<uint64_t>(row[k]->duration_ns, uint64_t{1} << 58)));
+// Each communicator's samples at the positions every member sampled:
+// multiples of the largest stride among them (with strides powers of two,
+// each member sampled those unless its collective there was not: no
+// completion, a file that began later or ended sooner), where the members
+// agree on the function. A position some member lacks is left out, never
+// guessed. One member is decoded at a time: at 16,384 ranks the decoded
+// samples of all would be hundreds of MB beside the table kept.
+// `damaged`: members whose samples do not decode (their communicator gets
+// none).
+std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& procs, const std::vector<bool>& keep,
+                                   uint64_t* damaged) {
+  std::map<uint64_t, std::vector<std::pair<size_t, int>>> of;  // hash -> (process, index in its samples)
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!keep[i]) continue;
+    std::set<uint64_t> here;  // a summary naming a communicator twice: its first
+    for (int k = 0; k < procs[i].samples_size(); ++k) {
+      const uint64_t h = procs[i].samples(k).comm_hash();
+      if (h != 0 && here.insert(h).second) of[h].emplace_back(i, k);
     }
   }
-  // Enough, or every collective (the stride 1, and each member's every
-  // collective sampled: none is missing).
-  uint64_t most = 0;
-  for (const SampleMember& x : members) most = std::max(most, x.collectives);
-  sc.covered = sc.positions.size() >= kMinSampledCollectives || (sc.stride == 1 && sc.positions.size() == most);
-  return sc;
+  std::vector<LinedUp> out;
+  std::vector<ArrivalSample> v;
+  for (const auto& [hash, members] : of) {
+    LinedUp l;
+    l.hash = hash;
+    uint32_t log2 = 0;
+    for (const auto& [i, k] : members) {
+      log2 = std::max(log2, std::min<uint32_t>(procs[i].samples(k).stride_log2(), 62));
+      l.most = std::max<uint64_t>(l.most, procs[i].samples(k).collectives());
+    }
+    l.stride = uint64_t{1} << log2;
+    const size_t n = members.size();
+    std::vector<bool> present;
+    bool ok = true;
+    for (size_t j = 0; j < n && ok; ++j) {
+      const summary::ArrivalSamples& a = procs[members[j].first].samples(members[j].second);
+      l.members.push_back(members[j].first);
+      if (!DecodeSamples(a, &v)) {
+        ++*damaged;
+        ok = false;
+        break;
+      }
+      if (j == 0) {
+        for (const ArrivalSample& x : v)
+          if (x.position % l.stride == 0) {
+            l.positions.push_back(x.position);
+            l.funcs.push_back(a.functions(static_cast<int>(x.func)));
+          }
+        present.assign(l.positions.size(), true);
+        l.starts.assign(l.positions.size() * n, 0);
+        l.durations.assign(l.positions.size() * n, 0);
+      }
+      size_t at = 0;
+      for (size_t c = 0; c < l.positions.size(); ++c) {
+        while (at < v.size() && v[at].position < l.positions[c]) ++at;
+        if (at == v.size() || v[at].position != l.positions[c] || a.functions(static_cast<int>(v[at].func)) != l.funcs[c]) {
+          present[c] = false;
+          continue;
+        }
+        l.starts[c * n + j] = v[at].start_ns;
+        l.durations[c * n + j] = static_cast<int64_t>(std::min<uint64_t>(v[at].duration_ns, uint64_t{1} << 58));
+      }
+    }
+    if (!ok) continue;
+    // Only the positions every member has.
+    size_t kept = 0;
+    for (size_t c = 0; c < l.positions.size(); ++c) {
+      if (!present[c]) continue;
+      l.positions[kept] = l.positions[c];
+      l.funcs[kept] = std::move(l.funcs[c]);
+      std::copy_n(l.starts.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                  l.starts.begin() + static_cast<std::ptrdiff_t>(kept * n));
+      std::copy_n(l.durations.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                  l.durations.begin() + static_cast<std::ptrdiff_t>(kept * n));
+      ++kept;
+    }
+    l.positions.resize(kept);
+    l.funcs.resize(kept);
+    l.starts.resize(kept * n);
+    l.durations.resize(kept * n);
+    l.starts.shrink_to_fit();
+    l.durations.shrink_to_fit();
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
@@ -293,8 +340,10 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
   std::vector<Proc> digests(procs.size());
   std::vector<bool> digests_ok(procs.size(), true);
   std::map<uint64_t, std::vector<ChainMember>> chains;  // by communicator hash
-  std::map<uint64_t, std::vector<SampleMember>> samples;  // by communicator hash
+  // The arrival samples lined up now, while every summary is parsed: each
+  // process's are freed as its window is fed.
   uint64_t damaged_samples = 0;
+  std::vector<LinedUp> lined_up = LineUpSamples(procs, keep, &damaged_samples);
   trace::Record r;
   for (size_t i = 0; i < procs.size(); ++i) {
     if (!keep[i]) continue;
@@ -438,21 +487,6 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     // The loader holds the window now, `chains` the prefixes; below only
     // the process's facts are read, not these.
     digests_ok[i] = ReadDigests(sp, &digests[i]);
-    std::set<uint64_t> sampled_here;  // a summary naming a communicator twice: its first
-    for (const summary::ArrivalSamples& a : sp.samples()) {
-      if (a.comm_hash() == 0 || !sampled_here.insert(a.comm_hash()).second) continue;
-      SampleMember x;
-      x.proc = i;
-      x.stride_log2 = a.stride_log2();
-      x.collectives = a.collectives();
-      x.functions.assign(a.functions().begin(), a.functions().end());
-      // A damaged one is as if absent: its communicator's samples are not judged.
-      if (!DecodeSamples(a, &x.samples)) {
-        ++damaged_samples;
-        continue;
-      }
-      samples[a.comm_hash()].push_back(std::move(x));
-    }
     Release(sp.mutable_samples());
     Release(sp.mutable_records());
     Release(sp.mutable_prefixes());
@@ -526,26 +560,38 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     m->notes.push_back("arrival samples of " + std::to_string(damaged_samples) +
                        " (process, communicator) in the summaries are damaged: those communicators' samples are "
                        "not judged");
-  // The arrival samples, per communicator whose every rank sampled.
-  for (const auto& [hash, members] : samples) {
-    auto ci = m->comm_of_hash.find(hash);
-    if (ci == m->comm_of_hash.end() || members.empty()) continue;
-    const Comm& comm = m->comms[ci->second];
-    std::vector<uint32_t> model_proc;
+  // The arrival samples, per communicator whose every rank sampled: on
+  // each member's own clock (Proc::mono_base_ns), with the model's indices.
+  for (LinedUp& l : lined_up) {
+    auto ci = m->comm_of_hash.find(l.hash);
+    if (ci == m->comm_of_hash.end()) continue;
+    const size_t n = l.members.size();
+    SampledComm sc;
+    sc.comm = ci->second;
+    sc.stride = l.stride;
     std::set<uint32_t> distinct;
-    for (const SampleMember& x : members) {
-      auto pi = proc_of.find(procs[x.proc].path());
+    for (size_t i : l.members) {
+      auto pi = proc_of.find(procs[i].path());
       if (pi == proc_of.end()) break;
-      model_proc.push_back(pi->second);
+      sc.procs.push_back(pi->second);
       distinct.insert(pi->second);
     }
-    if (model_proc.size() != members.size() || distinct.size() != members.size() ||
-        static_cast<int32_t>(members.size()) != comm.nranks)
-      continue;
-    SampledComm sc = LineUp(ci->second, members, model_proc, m);
+    if (sc.procs.size() != n || distinct.size() != n || static_cast<int32_t>(n) != m->comms[sc.comm].nranks) continue;
+    for (const std::string& f : l.funcs) sc.funcs.push_back(m->Intern(f));
+    sc.positions = std::move(l.positions);
+    sc.local_starts_ns = std::move(l.starts);
+    for (size_t c = 0; c < sc.positions.size(); ++c)
+      for (size_t j = 0; j < n; ++j) {
+        int64_t& t = sc.local_starts_ns[c * n + j];
+        t = SaturatingAdd(t, static_cast<int64_t>(m->procs[sc.procs[j]].mono_base_ns));
+      }
+    sc.durations_ns = std::move(l.durations);
+    // Enough, or every collective (the stride 1, and each member's every
+    // collective sampled: none is missing).
+    sc.covered = sc.positions.size() >= kMinSampledCollectives || (sc.stride == 1 && sc.positions.size() == l.most);
     if (!sc.positions.empty() || sc.covered) m->sampled.push_back(std::move(sc));
   }
-  samples.clear();
+  lined_up.clear();
 
   // The signature chains, per communicator.
   for (auto& [hash, members] : chains) {
