@@ -61,9 +61,11 @@ Tally NewTally(size_t np) {
   return t;
 }
 
-// One collective's arrivals (s), by each of its ranks' processes: each one's
-// lag behind the median start, and the last arriver late when by more than
-// `thr` and `fraction` of its own collective's length.
+// One collective's arrivals, whole (Count) or sampled (CountSampled): per
+// rank its process, start and duration. Each process's lag behind the
+// median start is counted, and the last arriver is late when by more than
+// `thr` and `fraction` of its own collective's length. One rule for both,
+// so that samples are judged as the traces are.
 void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts, const std::vector<double>& durs,
            const std::pair<uint32_t, uint16_t>& key, double thr, double fraction, Tally* t) {
   const double med = MedianOf(starts);

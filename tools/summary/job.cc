@@ -126,15 +126,17 @@ struct LinedUp {
   std::vector<size_t> members;   // indices in the processes fed
   std::vector<uint64_t> positions;
   std::vector<std::string> funcs;
+  std::vector<uint64_t> seqs;
   std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
 };
 
 // Each communicator's samples at the positions every member sampled:
 // multiples of the largest stride among them (with strides powers of two,
 // each member sampled those unless its collective there was not: no
-// completion, a file that began later or ended sooner), where the members
-// agree on the function. A position some member lacks is left out, never
-// guessed. One member is decoded at a time: at 16,384 ranks the decoded
+// completion, a file that began later or ended sooner), where each
+// member's is the same collective (function and seq: after a collective
+// one rank skipped, positions name different ones). A position some member
+// lacks is left out, never guessed. One member is decoded at a time: at 16,384 ranks the decoded
 // samples of all would be hundreds of MB beside the table kept.
 // `damaged`: members whose samples do not decode (their communicator gets
 // none).
@@ -176,6 +178,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
           if (x.position % l.stride == 0) {
             l.positions.push_back(x.position);
             l.funcs.push_back(a.functions(static_cast<int>(x.func)));
+            l.seqs.push_back(x.seq);
           }
         present.assign(l.positions.size(), true);
         l.starts.assign(l.positions.size() * n, 0);
@@ -184,7 +187,8 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
       size_t at = 0;
       for (size_t c = 0; c < l.positions.size(); ++c) {
         while (at < v.size() && v[at].position < l.positions[c]) ++at;
-        if (at == v.size() || v[at].position != l.positions[c] || a.functions(static_cast<int>(v[at].func)) != l.funcs[c]) {
+        if (at == v.size() || v[at].position != l.positions[c] || v[at].seq != l.seqs[c] ||
+            a.functions(static_cast<int>(v[at].func)) != l.funcs[c]) {
           present[c] = false;
           continue;
         }
@@ -665,13 +669,6 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
       }
     }
   }
-  // Where the chains differ, one position is not one collective on every
-  // member (one skipped or added a collective, or its file began later):
-  // samples lined up by position would compare different collectives.
-  for (const ChainMismatch& cm : m->chain_mismatches)
-    m->sampled.erase(std::remove_if(m->sampled.begin(), m->sampled.end(),
-                                    [&](const SampledComm& sc) { return sc.comm == cm.comm; }),
-                     m->sampled.end());
   for (Comm& c : m->comms) {
     auto it = chains.find(c.hash);
     if (it == chains.end() || c.hash == 0) continue;

@@ -26,11 +26,11 @@
 //    the totals, and the straggler counts skip them (Model::asked_ops);
 //  - each communicator's arrival samples (ArrivalSamples, where no node
 //    held every rank) are lined up at the multiples of the largest stride
-//    among its members, where every member sampled the same function
-//    (Model::sampled), so that the straggler finder judges the whole job,
-//    not the windows; a position some member lacks is left out, and a
-//    communicator whose chains differ, or some member of which has no
-//    samples, gets none.
+//    among its members, where every member sampled the same collective
+//    (function and seq) (Model::sampled), so that the straggler finder
+//    judges the whole job, not the windows; a position some member lacks
+//    is left out, and a communicator some member of which has no samples
+//    gets none.
 //
 // Thread safety: one thread.
 

@@ -461,7 +461,7 @@ TEST(SummaryJobTest, AStragglerOnlyInTheFirstHalfIsFoundFromTheSamples) {
 }
 
 // A long job: each rank keeps at most 256 samples a communicator (every
-// 128th of 20,000 collectives), about 10 bytes each, and its summary stays
+// 128th of 20,000 collectives), about 12 bytes each, and its summary stays
 // within the 64 KB cap with nothing cut.
 TEST(SummaryJobTest, SamplesStayBoundedInALongJob) {
   JobSpec spec = LongJob();
@@ -484,6 +484,11 @@ TEST(SummaryJobTest, SamplesStayBoundedInALongJob) {
   EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 3 arrived last at ", 0), 0u) << r.summaries_line;
   EXPECT_NE(r.summaries_line.find("sampled across the job (every 128th on comm 'world' (4 ranks)"), std::string::npos)
       << r.summaries_line;
+  printf("20,000 collectives: samples every %llu, at least %llu a rank, at most %llu bytes a rank; largest "
+         "process record %llu bytes\n",
+         1ull << r.largest_stride_log2, static_cast<unsigned long long>(r.fewest_samples),
+         static_cast<unsigned long long>(r.largest_samples_bytes),
+         static_cast<unsigned long long>(r.largest_proc_bytes));
 }
 
 TEST(SummaryJobTest, AWindowLongerThanTheJobGivesTheTracesVerdict) {

@@ -136,7 +136,7 @@ uint32_t SampleStrideLog2(uint64_t collectives) {
 bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out) {
   out->clear();
   const int n = a.steps_size();
-  if (a.start_deltas_ns_size() != n || a.durations_ns_size() != n || a.funcs_size() != n ||
+  if (a.start_deltas_ns_size() != n || a.durations_ns_size() != n || a.funcs_size() != n || a.seq_deltas_size() != n ||
       static_cast<uint64_t>(n) > kMaxArrivalSamples || a.stride_log2() > 62)
     return false;
   const uint64_t stride = uint64_t{1} << a.stride_log2();
@@ -144,15 +144,21 @@ bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>*
   uint64_t at = 0;
   int64_t start = 0;
   constexpr int64_t kMaxStartNs = int64_t{1} << 58;  // the loader's bound on a file time
+  // NCCL has a dozen collective functions: thousands is damage, not a list.
+  if (a.functions_size() > 4096) return false;
+  std::vector<uint64_t> seq(static_cast<size_t>(a.functions_size()), 0);  // per function
   out->reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const uint64_t step = a.steps(i);
     const int64_t d = a.start_deltas_ns(i);
-    if (step == 0 || step > most - at || d < -kMaxStartNs || d > kMaxStartNs) return false;
+    if (step == 0 || step > most - at || d < -kMaxStartNs || d > kMaxStartNs || a.funcs(i) >= seq.size())
+      return false;
     at += step;
     start += d;
-    if (start < 0 || start > kMaxStartNs || a.funcs(i) >= static_cast<uint32_t>(a.functions_size())) return false;
-    out->push_back({at * stride, start, a.durations_ns(i), a.funcs(i)});
+    if (start < 0 || start > kMaxStartNs) return false;
+    uint64_t& s = seq[a.funcs(i)];
+    s += a.seq_deltas(i);  // modulo 2^64, as encoded
+    out->push_back({at * stride, start, a.durations_ns(i), a.funcs(i), s});
   }
   return true;
 }
@@ -162,10 +168,15 @@ void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples*
   a->clear_start_deltas_ns();
   a->clear_durations_ns();
   a->clear_funcs();
+  a->clear_seq_deltas();
   const uint64_t stride = uint64_t{1} << a->stride_log2();
   uint64_t at = 0;
   int64_t start = 0;
+  std::vector<uint64_t> seq;  // per function: the last one's
   for (const ArrivalSample& x : v) {
+    if (x.func >= seq.size()) seq.resize(x.func + 1, 0);
+    a->add_seq_deltas(x.seq - seq[x.func]);
+    seq[x.func] = x.seq;
     a->add_steps(x.position / stride - at);
     at = x.position / stride;
     a->add_start_deltas_ns(x.start_ns - start);
@@ -208,7 +219,7 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
     if (position % stride != 0 || !op.completed) continue;
     auto [f, fresh] = func_index.try_emplace(op.func, static_cast<uint32_t>(a->functions_size()));
     if (fresh) a->add_functions(op.func);
-    v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second});
+    v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second, op.seq});
   }
   EncodeSamples(v, a);
 }

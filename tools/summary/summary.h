@@ -101,12 +101,13 @@ inline constexpr uint64_t kMaxArrivalSamples = 256;
 uint32_t SampleStrideLog2(uint64_t collectives);
 
 // One sample of ArrivalSamples, decoded: its chain position, start (file
-// time), duration and function (an index into `functions`).
+// time), duration, function (an index into `functions`) and seq.
 struct ArrivalSample {
   uint64_t position = 0;
   int64_t start_ns = 0;
   uint64_t duration_ns = 0;
   uint32_t func = 0;
+  uint64_t seq = 0;
 };
 // The samples of `a`, positions ascending; false on a damaged message
 // (fields of different lengths, more than kMaxArrivalSamples, a position

@@ -379,23 +379,63 @@ TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
   a.set_collectives(100);
   a.set_stride_log2(2);
   a.add_functions("AllReduce");
-  EncodeSamples({{4, 1000, 10, 0}, {12, 3000, 10, 0}}, &a);
+  a.add_functions("Broadcast");
+  EncodeSamples({{4, 1000, 10, 0, 3}, {8, 2000, 10, 1, 3}, {12, 3000, 10, 0, 5}}, &a);
   std::vector<ArrivalSample> v;
   ASSERT_TRUE(DecodeSamples(a, &v));
-  ASSERT_EQ(v.size(), 2u);
-  EXPECT_EQ(v[1].position, 12u);
-  EXPECT_EQ(v[1].start_ns, 3000);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[2].position, 12u);
+  EXPECT_EQ(v[2].start_ns, 3000);
+  EXPECT_EQ(v[1].seq, 3u);
+  EXPECT_EQ(v[2].seq, 5u);
+  EXPECT_EQ(a.seq_deltas(2), 2u);  // from the last AllReduce's, not the Broadcast's
   auto refused = [&](const std::function<void(summary::ArrivalSamples*)>& damage) {
     summary::ArrivalSamples b = a;
     damage(&b);
     return !DecodeSamples(b, &v);
   };
   EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->add_steps(1); }));         // lengths differ
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_funcs(1, 1); }));      // no such function
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_funcs(1, 2); }));      // no such function
   EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_steps(1, 0); }));      // a position twice
   EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_steps(1, 100); }));    // past the collectives
   EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_start_deltas_ns(0, -5); }));  // before the file
   EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_stride_log2(63); }));
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->clear_seq_deltas(); }));
+}
+
+// Rank 5 skips the 101st collective (one function only): from there its
+// positions name the others' next collectives. The merge lines up only
+// where every member's sample is the same collective (function and seq).
+TEST(ArrivalSamplesTest, PositionsAfterASkippedCollectiveAreNotLinedUp) {
+  JobSpec spec;
+  spec.nranks = 8;
+  spec.ranks_per_host = 4;
+  spec.ncolls = 1000;
+  spec.op_hook = [](int rank, int op, testing::OpPlan& p) {
+    if (rank == 5 && op == 100) p.skip = true;
+  };
+  const std::string dir = Dir("skipped");
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  std::vector<summary::SummaryProcess> procs;
+  std::vector<std::string> sources;
+  for (size_t first : {size_t{0}, size_t{4}}) {
+    SummaryResult s;
+    std::string error;
+    ASSERT_TRUE(Summarize({files.begin() + first, files.begin() + first + 4}, SummarizeOptions(), &s, &error)) << error;
+    for (summary::SummaryProcess& p : s.procs) {
+      procs.push_back(std::move(p));
+      sources.push_back("node" + std::to_string(first));
+    }
+  }
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModelFromSummaries(procs, {}, {}, LoadOptions(), &m, &error, &sources)) << error;
+  ASSERT_EQ(m.sampled.size(), 1u);
+  const SampledComm& sc = m.sampled[0];
+  EXPECT_EQ(sc.stride, 4u);
+  // Positions 4 to 100 are the same collectives on every rank; none after.
+  ASSERT_EQ(sc.positions.size(), 25u);
+  EXPECT_EQ(sc.positions.back(), 100u);
 }
 
 }  // namespace
