@@ -40,6 +40,11 @@ struct Tally {
   // the step's functions (it sleeps before each all_reduce) is late at a
   // minority of all its collectives, and a straggler all the same.
   std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows;
+  // Counted with each collective's weight: 1 for whole arrivals, the
+  // stride for samples (each stands for that many of its communicator's),
+  // so that a communicator sampled every 4th does not weigh as much as one
+  // sampled every 16th in a rank's share of late arrivals.
+  std::vector<uint64_t> weighted_total, weighted_late;
 };
 
 // Across hosts, arrivals are known to the clock alignment's error. On one
@@ -55,6 +60,8 @@ Tally NewTally(size_t np) {
   Tally t;
   t.total.assign(np, 0);
   t.late.assign(np, 0);
+  t.weighted_total.assign(np, 0);
+  t.weighted_late.assign(np, 0);
   t.lags.resize(np);
   t.late_comm.resize(np);
   t.rows.resize(np);
@@ -67,12 +74,13 @@ Tally NewTally(size_t np) {
 // `thr` and `fraction` of its own collective's length. One rule for both,
 // so that samples are judged as the traces are.
 void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts, const std::vector<double>& durs,
-           const std::pair<uint32_t, uint16_t>& key, double thr, double fraction, Tally* t) {
+           const std::pair<uint32_t, uint16_t>& key, uint64_t weight, double thr, double fraction, Tally* t) {
   const double med = MedianOf(starts);
   size_t last = 0;
   for (size_t i = 0; i < procs.size(); ++i) {
     const uint32_t pr = procs[i];
     ++t->total[pr];
+    t->weighted_total[pr] += weight;
     t->lags[pr].push_back(starts[i] - med);
     Row& row = t->rows[pr][key];
     ++row.total;
@@ -86,6 +94,7 @@ void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts
   if (lag > thr && lag > fraction * dur) {
     const uint32_t pr = procs[last];
     ++t->late[pr];
+    t->weighted_late[pr] += weight;
     ++t->late_comm[pr][key.first];
     ++t->rows[pr][key].late;
   }
@@ -117,7 +126,7 @@ Tally Count(const Model& m, double thr, double fraction) {
       procs.push_back(op.proc);
     }
     if (!all_done) continue;
-    Judge(procs, starts, durs, {mt.comm, m.ops[present[0].second].func}, thr, fraction, &t);
+    Judge(procs, starts, durs, {mt.comm, m.ops[present[0].second].func}, 1, thr, fraction, &t);
   }
   return t;
 }
@@ -166,7 +175,7 @@ Tally CountSampled(const Model& m, double thr, double fraction) {
         starts.push_back(static_cast<double>(at) / 1e9);
         durs.push_back(static_cast<double>(sc.durations_ns[k * n + j]) / 1e9);
       }
-      Judge(sc.procs, starts, durs, {sc.comm, sc.funcs[k]}, thr, fraction, &t);
+      Judge(sc.procs, starts, durs, {sc.comm, sc.funcs[k]}, sc.stride, thr, fraction, &t);
     }
   }
   return t;
@@ -293,14 +302,24 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   // Said so where samples are: at stride 1 they are every collective, the
   // traces' count, said in the traces' words.
   std::vector<bool> from_samples(np, false), say_sampled(np, false);
+  // Its communicators sampled at different strides: its share of late
+  // arrivals is weighted by them, and said so.
+  std::vector<bool> mixed(np, false);
   for (uint32_t pi = 0; pi < np; ++pi) {
     if (!by_samples[pi] || !lacks[pi] || UsesDigest(m.procs[pi], thr, c->o.straggler_duration_fraction) ||
         sampled.total[pi] < kMinSampledCollectives)
       continue;
     from_samples[pi] = true;
-    for (const SampledComm& sc : m.sampled)
-      if (sc.stride > 1 && std::find(sc.procs.begin(), sc.procs.end(), pi) != sc.procs.end()) say_sampled[pi] = true;
+    uint64_t stride = 0;
+    for (const SampledComm& sc : m.sampled) {
+      if (sc.positions.empty() || std::find(sc.procs.begin(), sc.procs.end(), pi) == sc.procs.end()) continue;
+      say_sampled[pi] = say_sampled[pi] || sc.stride > 1;
+      mixed[pi] = mixed[pi] || (stride != 0 && sc.stride != stride);
+      stride = sc.stride;
+    }
     t.total[pi] = sampled.total[pi];
+    t.weighted_total[pi] = sampled.weighted_total[pi];
+    t.weighted_late[pi] = sampled.weighted_late[pi];
     t.late[pi] = sampled.late[pi];
     t.lags[pi] = sampled.lags[pi];
     t.late_comm[pi] = sampled.late_comm[pi];
@@ -347,7 +366,9 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   std::vector<bool> named(np, false);
   for (uint32_t pi = 0; pi < np; ++pi) {
     if (total[pi] < min_n) continue;
-    const double frac = static_cast<double>(late[pi]) / total[pi];
+    const double frac = from_samples[pi] && t.weighted_total[pi] > 0
+                            ? static_cast<double>(t.weighted_late[pi]) / static_cast<double>(t.weighted_total[pi])
+                            : static_cast<double>(late[pi]) / total[pi];
     if (late[pi] == 0 || frac < c->o.straggler_min_fraction) {
       // Late at one function: held to a stricter bar (three in four, and
       // five at least), since one function's rows are few.
@@ -413,7 +434,9 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     else
       f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
                     Plural(total[pi], "collective", "collectives") + " sampled across the job (" +
-                    SampledWhere(*c, pi) + Printf("; %.0f%%)", frac * 100) + ", a median " + Dur(med) +
+                    SampledWhere(*c, pi) +
+                    Printf(mixed[pi] ? "; %.0f%% of the collectives they stand for)" : "; %.0f%%)", frac * 100) +
+                    ", a median " + Dur(med) +
                     " after the median rank (max " + Dur(mx) + ")");
     std::string comms;
     for (auto& [ci, n] : late_comm[pi]) comms += (comms.empty() ? "" : ", ") + c->CommLabel(ci) + ": " + Thousands(n);
