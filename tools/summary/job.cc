@@ -596,6 +596,8 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     if (!sc.positions.empty() || sc.covered) m->sampled.push_back(std::move(sc));
   }
   lined_up.clear();
+  std::sort(m->sampled.begin(), m->sampled.end(),
+            [](const SampledComm& a, const SampledComm& b) { return a.comm < b.comm; });  // in the model's order
 
   // The signature chains, per communicator.
   for (auto& [hash, members] : chains) {

@@ -460,6 +460,34 @@ TEST(SummaryJobTest, AStragglerOnlyInTheFirstHalfIsFoundFromTheSamples) {
   EXPECT_EQ(windows.verdict().rfind("INCOMPLETE: ", 0), 0u) << windows.verdict();
 }
 
+// Rank 6 late at every collective on 'world' (across the nodes), on time
+// on its 'tp' with rank 7 (a fifth of its collectives): 'tp' is sampled
+// every 2nd, 'world' every 8th, 200 samples each, so half its samples are
+// late; weighted by stride they stand for the traces' 80%.
+TEST(SummaryJobTest, ASampledShareIsWeightedByStride) {
+  JobSpec spec = LongJob();
+  spec.comms = {{"world", 0, {}}, {"tp", 0, {6, 7}}};
+  for (int k = 0; k < 2000; ++k) {
+    testing::JobOp op;
+    op.comm = k % 5 == 4 ? 1 : 0;
+    op.start_ns = spec.first_op_ns + static_cast<uint64_t>(k) * 5 * testing::kMs;
+    spec.ops.push_back(op);
+  }
+  spec.op_hook = [](int rank, int, OpPlan& p) {
+    if (rank == 6 && p.comm == 0) p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "weighted");
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 6 arrived last at 1,600 of 2,000 collectives (80%)", 0), 0u)
+      << r.traces_line;
+  EXPECT_EQ(r.summaries_exit, r.traces_exit) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 200 of 400 collectives sampled across the job ("
+                                   "every 8th on comm 'world' (8 ranks), every 2nd on comm 'tp' (2 ranks); 80% "
+                                   "of the collectives they stand for)",
+                                   0),
+            0u)
+      << r.summaries_line;
+}
+
 // A long job: each rank keeps at most 256 samples a communicator (every
 // 128th of 20,000 collectives), about 12 bytes each, and its summary stays
 // within the 64 KB cap with nothing cut.
