@@ -131,15 +131,26 @@ Tally Count(const Model& m, double thr, double fraction) {
   return t;
 }
 
-// Processes whose window lacks some of their collectives: let go by a
-// summary or cut by its cap, or put back from summaries (AskedOp).
+// Processes whose arrivals the windows do not hold whole: theirs lacks
+// some collectives (let go by a summary or cut by its cap, or put back from
+// summaries: AskedOp), or a peer's on one of their communicators does,
+// since a collective counts only where every rank holds it (a trace file
+// read whole beside other nodes' summaries is judged over their windows).
 std::vector<bool> WindowLacks(const Model& m) {
   std::vector<bool> lacks(m.procs.size(), false);
   for (uint32_t oi : m.asked_ops)
     if (m.ops[oi].proc < lacks.size()) lacks[m.ops[oi].proc] = true;
   for (size_t pi = 0; pi < m.procs.size(); ++pi)
     lacks[pi] = lacks[pi] || m.procs[pi].settled_ops > 0 || m.procs[pi].cut_ops > 0;
-  return lacks;
+  std::vector<bool> peers = lacks;
+  for (const Comm& c : m.comms) {
+    bool any = false;
+    for (const CommMember& mem : c.members) any = any || (mem.proc < lacks.size() && lacks[mem.proc]);
+    if (!any) continue;
+    for (const CommMember& mem : c.members)
+      if (mem.proc < peers.size()) peers[mem.proc] = true;
+  }
+  return peers;
 }
 
 // Which processes the summaries' arrival samples judge (Model::sampled):

@@ -460,6 +460,41 @@ TEST(SummaryJobTest, AStragglerOnlyInTheFirstHalfIsFoundFromTheSamples) {
   EXPECT_EQ(windows.verdict().rfind("INCOMPLETE: ", 0), 0u) << windows.verdict();
 }
 
+// One node's summary beside the other node's trace files (read whole):
+// rank 6, in the traces, late at the first 1,000 of 2,000 collectives.
+// What node 0's summary let go the merge lets go of the traces too, so
+// rank 6 is judged from the samples (trace files read beside summaries are
+// sampled too), as the summaries of both nodes would be.
+TEST(SummaryJobTest, TracesBesideSummariesAreJudgedFromTheSamples) {
+  JobSpec spec = LongJob();
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 6 && op < 1000) p.start_ns += 2 * testing::kMs;
+  };
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/beside-samples";
+  mkdir(dir.c_str(), 0755);
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  Model whole;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel({dir}, LoadOptions(), &whole, &error)) << error;
+  const report::Diagnosis traces = Diagnose(whole);
+  ASSERT_EQ(traces.verdict().rfind("STRAGGLER: rank 6 arrived last at 1,000 of 2,000 collectives", 0), 0u)
+      << traces.verdict();
+  SummaryResult s;
+  ASSERT_TRUE(Summarize({files.begin(), files.begin() + 4}, SummarizeOptions(), &s, &error)) << error;
+  const std::string node0 = dir + "/node0.ncclsummary";
+  std::ofstream(node0, std::ios::binary) << EncodeSummary(s);
+  std::vector<std::string> inputs = {node0};
+  inputs.insert(inputs.end(), files.begin() + 4, files.end());
+  Model m;
+  ASSERT_TRUE(BuildJobModel(inputs, LoadOptions(), &m, &error)) << error;
+  const report::Diagnosis d = Diagnose(m);
+  EXPECT_EQ(ExitStatus(d), ExitStatus(traces)) << d.verdict();
+  EXPECT_EQ(d.verdict().rfind("STRAGGLER: rank 6 arrived last at 125 of 250 collectives sampled across the job", 0),
+            0u)
+      << d.verdict();
+}
+
 // Rank 6 late at every collective on 'world' (across the nodes), on time
 // on its 'tp' with rank 7 (a fifth of its collectives): 'tp' is sampled
 // every 2nd, 'world' every 8th, 200 samples each, so half its samples are
