@@ -59,6 +59,12 @@ bool DumpSummary(const std::string& path, const DumpOptions& opts, std::ostream&
       out << "    comm " << hash << " rank " << c.rank() << ": " << c.ops() << " let go, " << c.collectives()
           << " collectives chained, " << c.checkpoints_size() << " checkpoints" << asked << "\n";
     }
+    for (const summary::ArrivalSamples& a : p.samples()) {
+      char hash[32];
+      snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(a.comm_hash()));
+      out << "    comm " << hash << ": " << a.steps_size() << " arrivals sampled, every "
+          << (uint64_t{1} << std::min<uint32_t>(a.stride_log2(), 63)) << " of " << a.collectives() << " collectives\n";
+    }
     if (p.asked_collectives_size() > 0)
       out << "    " << p.asked_collectives_size() << " let-go collectives kept as asked\n";
     if (!opts.records) continue;

@@ -58,7 +58,7 @@ void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
   if (f.kind() == report::MISSING_RANK &&
       std::all_of(f.fates().begin(), f.fates().end(), [](int x) { return x == report::FATE_WAITS_ELSEWHERE; }))
     ++prec;
-  out->push_back({prec, when, std::move(f)});
+  out->push_back({prec, when, std::move(f), false});
 }
 
 void Prepare(Ctx* c) {

@@ -118,6 +118,9 @@ struct Ranked {
   int precedence;
   int64_t when;  // the operation's earliest start (or the event's time)
   Finding f;
+  // A STRAGGLER judged from the arrivals summaries sampled across the
+  // whole job (Model::sampled), not from their windows: it stands.
+  bool sampled = false;
 };
 
 // Adds a finding in its place in the verdict order (by kind, then time).

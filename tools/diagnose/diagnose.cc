@@ -270,14 +270,15 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   bool no_stuck = true;
   for (const Proc& p : model.procs) no_stuck = no_stuck && p.stucks.empty();
   const bool arrivals_unjudged = model.summary_let_go > 0 && !(ArrivalsWhole(model, opts) && no_stuck);
+  // A straggler the arrivals sampled across the job show stands either way.
   if (arrivals_unjudged && !error_found)
     found.erase(std::remove_if(found.begin(), found.end(),
-                               [](const Ranked& r) { return r.f.kind() == report::STRAGGLER; }),
+                               [](const Ranked& r) { return r.f.kind() == report::STRAGGLER && !r.sampled; }),
                 found.end());
   // Behind an error, a straggler of the windows is told for what it is.
   if (arrivals_unjudged)
     for (Ranked& r : found)
-      if (r.f.kind() == report::STRAGGLER)
+      if (r.f.kind() == report::STRAGGLER && !r.sampled)
         r.f.set_summary(r.f.summary() + " (over the summaries' windows only: the last operations of each rank)");
 
   Diagnosis d;

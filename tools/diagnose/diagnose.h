@@ -106,7 +106,11 @@ report::Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts = {})
 std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions& opts = {});
 // Whether the straggler finder judges every process of `m` over all its
 // collectives: each a summary's with a valid ArrivalDigest made with the
-// thresholds `opts` gives on `m`, or one whose operations are all in `m`.
+// thresholds `opts` gives on `m`, one whose every communicator's arrivals
+// the summaries sampled across the job (Model::sampled, at least
+// kMinSampledCollectives of its collectives; not with completions from
+// CUDA events, whose waits held on the GPU they do not show), or one whose
+// operations are all in `m`.
 bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts = {});
 
 // The text view: the verdict on the first line, then findings with their

@@ -40,6 +40,11 @@ struct Tally {
   // the step's functions (it sleeps before each all_reduce) is late at a
   // minority of all its collectives, and a straggler all the same.
   std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows;
+  // Counted with each collective's weight: 1 for whole arrivals, the
+  // stride for samples (each stands for that many of its communicator's),
+  // so that a communicator sampled every 4th does not weigh as much as one
+  // sampled every 16th in a rank's share of late arrivals.
+  std::vector<uint64_t> weighted_total, weighted_late;
 };
 
 // Across hosts, arrivals are known to the clock alignment's error. On one
@@ -51,14 +56,54 @@ double Threshold(const Model& m, const DiagnoseOptions& o) {
   return std::max(o.straggler_threshold_ms * 1e-3, clock_error);
 }
 
-Tally Count(const Model& m, double thr, double fraction) {
-  const size_t np = m.procs.size();
+Tally NewTally(size_t np) {
   Tally t;
   t.total.assign(np, 0);
   t.late.assign(np, 0);
+  t.weighted_total.assign(np, 0);
+  t.weighted_late.assign(np, 0);
   t.lags.resize(np);
   t.late_comm.resize(np);
   t.rows.resize(np);
+  return t;
+}
+
+// One collective's arrivals, whole (Count) or sampled (CountSampled): per
+// rank its process, start and duration. Each process's lag behind the
+// median start is counted, and the last arriver is late when by more than
+// `thr` and `fraction` of its own collective's length. One rule for both,
+// so that samples are judged as the traces are.
+void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts, const std::vector<double>& durs,
+           const std::pair<uint32_t, uint16_t>& key, uint64_t weight, double thr, double fraction, Tally* t) {
+  const double med = MedianOf(starts);
+  size_t last = 0;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const uint32_t pr = procs[i];
+    ++t->total[pr];
+    t->weighted_total[pr] += weight;
+    t->lags[pr].push_back(starts[i] - med);
+    Row& row = t->rows[pr][key];
+    ++row.total;
+    row.lags.push_back(starts[i] - med);
+    if (starts[i] > starts[last]) last = i;
+  }
+  // The collective's own length is the last arriver's: the others'
+  // include their wait for it (the straggler's own delay).
+  const double dur = durs[last];
+  const double lag = starts[last] - med;
+  if (lag > thr && lag > fraction * dur) {
+    const uint32_t pr = procs[last];
+    ++t->late[pr];
+    t->weighted_late[pr] += weight;
+    ++t->late_comm[pr][key.first];
+    ++t->rows[pr][key].late;
+  }
+}
+
+Tally Count(const Model& m, double thr, double fraction) {
+  Tally t = NewTally(m.procs.size());
+  std::vector<double> starts, durs;
+  std::vector<uint32_t> procs;
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
     auto present = Present(m, mt);
@@ -67,7 +112,9 @@ Tally Count(const Model& m, double thr, double fraction) {
     // arrivals around them are gone.
     if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return AskedOp(m, x.second); })) continue;
     bool all_done = true;
-    std::vector<double> starts, durs;
+    starts.clear();
+    durs.clear();
+    procs.clear();
     for (auto& [r, oi] : present) {
       const Op& op = m.ops[oi];
       if (op.state != OpState::kCompleted || op.start_ns == kNoTime || op.done_ns == kNoTime) {
@@ -76,32 +123,92 @@ Tally Count(const Model& m, double thr, double fraction) {
       }
       starts.push_back(static_cast<double>(op.start_ns) / 1e9);
       durs.push_back(static_cast<double>(op.done_ns - op.start_ns) / 1e9);
+      procs.push_back(op.proc);
     }
     if (!all_done) continue;
-    const double med = MedianOf(starts);
-    size_t last = 0;
-    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
-    for (size_t i = 0; i < present.size(); ++i) {
-      const uint32_t pr = m.ops[present[i].second].proc;
-      ++t.total[pr];
-      t.lags[pr].push_back(starts[i] - med);
-      Row& row = t.rows[pr][key];
-      ++row.total;
-      row.lags.push_back(starts[i] - med);
-      if (starts[i] > starts[last]) last = i;
-    }
-    // The collective's own length is the last arriver's: the others'
-    // include their wait for it (the straggler's own delay).
-    const double dur = durs[last];
-    const double lag = starts[last] - med;
-    if (lag > thr && lag > fraction * dur) {
-      const uint32_t pr = m.ops[present[last].second].proc;
-      ++t.late[pr];
-      ++t.late_comm[pr][mt.comm];
-      ++t.rows[pr][key].late;
+    Judge(procs, starts, durs, {mt.comm, m.ops[present[0].second].func}, 1, thr, fraction, &t);
+  }
+  return t;
+}
+
+// Processes whose arrivals the windows do not hold whole: theirs lacks
+// some collectives (let go by a summary or cut by its cap, or put back from
+// summaries: AskedOp), or a peer's on one of their communicators does,
+// since a collective counts only where every rank holds it (a trace file
+// read whole beside other nodes' summaries is judged over their windows).
+std::vector<bool> WindowLacks(const Model& m) {
+  std::vector<bool> lacks(m.procs.size(), false);
+  for (uint32_t oi : m.asked_ops)
+    if (m.ops[oi].proc < lacks.size()) lacks[m.ops[oi].proc] = true;
+  for (size_t pi = 0; pi < m.procs.size(); ++pi)
+    lacks[pi] = lacks[pi] || m.procs[pi].settled_ops > 0 || m.procs[pi].cut_ops > 0;
+  std::vector<bool> peers = lacks;
+  for (const Comm& c : m.comms) {
+    bool any = false;
+    for (const CommMember& mem : c.members) any = any || (mem.proc < lacks.size() && lacks[mem.proc]);
+    if (!any) continue;
+    for (const CommMember& mem : c.members)
+      if (mem.proc < peers.size()) peers[mem.proc] = true;
+  }
+  return peers;
+}
+
+// Which processes the summaries' arrival samples judge (Model::sampled):
+// those each of whose communicators is covered by them.
+std::vector<bool> SampledProcs(const Model& m) {
+  std::vector<bool> covered(m.comms.size(), false);
+  for (const SampledComm& sc : m.sampled)
+    if (sc.comm < covered.size()) covered[sc.comm] = sc.covered;
+  std::vector<bool> judged(m.procs.size(), false), any(m.procs.size(), false);
+  for (size_t ci = 0; ci < m.comms.size(); ++ci)
+    for (const CommMember& mem : m.comms[ci].members)
+      if (mem.proc < m.procs.size()) any[mem.proc] = true;
+  for (size_t pi = 0; pi < m.procs.size(); ++pi) judged[pi] = any[pi];
+  for (size_t ci = 0; ci < m.comms.size(); ++ci)
+    for (const CommMember& mem : m.comms[ci].members)
+      if (mem.proc < m.procs.size() && !covered[ci]) judged[mem.proc] = false;
+  return judged;
+}
+
+// The sampled arrivals judged as Count judges whole ones, on the aligned
+// clock (each member's start plus its Proc::offset_ns).
+Tally CountSampled(const Model& m, double thr, double fraction) {
+  Tally t = NewTally(m.procs.size());
+  std::vector<double> starts, durs;
+  for (const SampledComm& sc : m.sampled) {
+    const size_t n = sc.procs.size();
+    if (n < 2 || sc.comm >= m.comms.size() || sc.local_starts_ns.size() != sc.positions.size() * n) continue;
+    for (size_t k = 0; k < sc.positions.size(); ++k) {
+      starts.clear();
+      durs.clear();
+      for (size_t j = 0; j < n; ++j) {
+        const int64_t at = SaturatingAdd(sc.local_starts_ns[k * n + j], m.procs[sc.procs[j]].offset_ns);
+        starts.push_back(static_cast<double>(at) / 1e9);
+        durs.push_back(static_cast<double>(sc.durations_ns[k * n + j]) / 1e9);
+      }
+      Judge(sc.procs, starts, durs, {sc.comm, sc.funcs[k]}, sc.stride, thr, fraction, &t);
     }
   }
   return t;
+}
+
+// "every collective", "every 2nd", "every 16th", "every 32nd".
+std::string EveryNth(uint64_t n) {
+  if (n <= 1) return "every collective";
+  const uint64_t tens = n % 100, ones = n % 10;
+  const char* suffix = tens >= 11 && tens <= 13 ? "th" : ones == 1 ? "st" : ones == 2 ? "nd" : ones == 3 ? "rd" : "th";
+  return "every " + Thousands(n) + suffix;
+}
+
+// "every 16th on comm 'world' (8 ranks)", for each communicator of `pi`
+// sampled.
+std::string SampledWhere(const Ctx& c, uint32_t pi) {
+  std::string s;
+  for (const SampledComm& sc : c.m.sampled) {
+    if (sc.positions.empty() || std::find(sc.procs.begin(), sc.procs.end(), pi) == sc.procs.end()) continue;
+    s += (s.empty() ? "" : ", ") + EveryNth(sc.stride) + " on " + c.CommLabel(sc.comm);
+  }
+  return s;
 }
 
 // A summary's process judged from its digest (all its collectives), not
@@ -197,6 +304,38 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   const size_t np = m.procs.size();
   const double thr = Threshold(m, c->o);
   Tally t = Count(m, thr, c->o.straggler_duration_fraction);
+  // Where summaries sampled every communicator of a process, its samples
+  // stand for the whole job, its window only for the last operations.
+  // A whole window is the exact count: judged from it, as from the traces.
+  const std::vector<bool> by_samples = SampledProcs(m);
+  const std::vector<bool> lacks = WindowLacks(m);
+  const Tally sampled = CountSampled(m, thr, c->o.straggler_duration_fraction);
+  // Said so where samples are: at stride 1 they are every collective, the
+  // traces' count, said in the traces' words.
+  std::vector<bool> from_samples(np, false), say_sampled(np, false);
+  // Its communicators sampled at different strides: its share of late
+  // arrivals is weighted by them, and said so.
+  std::vector<bool> mixed(np, false);
+  for (uint32_t pi = 0; pi < np; ++pi) {
+    if (!by_samples[pi] || !lacks[pi] || UsesDigest(m.procs[pi], thr, c->o.straggler_duration_fraction) ||
+        sampled.total[pi] < kMinSampledCollectives)
+      continue;
+    from_samples[pi] = true;
+    uint64_t stride = 0;
+    for (const SampledComm& sc : m.sampled) {
+      if (sc.positions.empty() || std::find(sc.procs.begin(), sc.procs.end(), pi) == sc.procs.end()) continue;
+      say_sampled[pi] = say_sampled[pi] || sc.stride > 1;
+      mixed[pi] = mixed[pi] || (stride != 0 && sc.stride != stride);
+      stride = sc.stride;
+    }
+    t.total[pi] = sampled.total[pi];
+    t.weighted_total[pi] = sampled.weighted_total[pi];
+    t.weighted_late[pi] = sampled.weighted_late[pi];
+    t.late[pi] = sampled.late[pi];
+    t.lags[pi] = sampled.lags[pi];
+    t.late_comm[pi] = sampled.late_comm[pi];
+    t.rows[pi] = sampled.rows[pi];
+  }
   std::vector<uint32_t>& total = t.total;
   std::vector<uint32_t>& late = t.late;
   std::vector<std::map<uint32_t, uint32_t>>& late_comm = t.late_comm;
@@ -238,7 +377,9 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   std::vector<bool> named(np, false);
   for (uint32_t pi = 0; pi < np; ++pi) {
     if (total[pi] < min_n) continue;
-    const double frac = static_cast<double>(late[pi]) / total[pi];
+    const double frac = from_samples[pi] && t.weighted_total[pi] > 0
+                            ? static_cast<double>(t.weighted_late[pi]) / static_cast<double>(t.weighted_total[pi])
+                            : static_cast<double>(late[pi]) / total[pi];
     if (late[pi] == 0 || frac < c->o.straggler_min_fraction) {
       // Late at one function: held to a stricter bar (three in four, and
       // five at least), since one function's rows are few.
@@ -264,13 +405,24 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       const double mx = row_lag[pi][worst->first].second;
       st->set_median_lag_ms(med * 1e3);
       st->set_max_lag_ms(mx * 1e3);
-      f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " + Thousands(r.total) +
-                    " " + c->Str(worst->first.second) + " on " + c->CommLabel(worst->first.first) +
-                    Printf(" (%.0f%%)", rf * 100) + ", a median " + Dur(med) + " after the median rank (max " + Dur(mx) +
-                    "); at its other collectives it is on time");
-      AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of all its " + Thousands(total[pi]) +
-                                       " collectives; threshold " + Dur(thr));
+      if (!say_sampled[pi]) {
+        f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
+                      Thousands(r.total) + " " + c->Str(worst->first.second) + " on " +
+                      c->CommLabel(worst->first.first) + Printf(" (%.0f%%)", rf * 100) + ", a median " + Dur(med) +
+                      " after the median rank (max " + Dur(mx) + "); at its other collectives it is on time");
+        AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of all its " + Thousands(total[pi]) +
+                                         " collectives; threshold " + Dur(thr));
+      } else {
+        f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
+                      Thousands(r.total) + " " + c->Str(worst->first.second) + " on " +
+                      c->CommLabel(worst->first.first) + " sampled across the job (" + SampledWhere(*c, pi) +
+                      Printf("; %.0f%%)", rf * 100) + ", a median " + Dur(med) + " after the median rank (max " +
+                      Dur(mx) + "); at its other collectives it is on time");
+        AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of its " + Thousands(total[pi]) +
+                                         " collectives sampled across the job by the summaries; threshold " + Dur(thr));
+      }
       Emit(out, 0, std::move(f));
+      out->back().sampled = from_samples[pi];
       named[pi] = true;
       continue;
     }
@@ -286,14 +438,25 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     st->set_median_lag_ms(med * 1e3);
     st->set_max_lag_ms(mx * 1e3);
     if (late_comm[pi].size() == 1) SetComm(*c, late_comm[pi].begin()->first, &f);
-    f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
-                  Plural(total[pi], "collective", "collectives") + Printf(" (%.0f%%)", frac * 100) + ", a median " +
-                  Dur(med) + " after the median rank (max " + Dur(mx) + ")");
+    if (!say_sampled[pi])
+      f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
+                    Plural(total[pi], "collective", "collectives") + Printf(" (%.0f%%)", frac * 100) + ", a median " +
+                    Dur(med) + " after the median rank (max " + Dur(mx) + ")");
+    else
+      f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
+                    Plural(total[pi], "collective", "collectives") + " sampled across the job (" +
+                    SampledWhere(*c, pi) +
+                    Printf(mixed[pi] ? "; %.0f%% of the collectives they stand for)" : "; %.0f%%)", frac * 100) +
+                    ", a median " + Dur(med) +
+                    " after the median rank (max " + Dur(mx) + ")");
     std::string comms;
     for (auto& [ci, n] : late_comm[pi]) comms += (comms.empty() ? "" : ", ") + c->CommLabel(ci) + ": " + Thousands(n);
     AddEvidence(&f, c->Name(pi), "late at: " + comms + "; threshold " + Dur(thr) + " and " +
-                                     Printf("%.0f%%", c->o.straggler_duration_fraction * 100) + " of the collective's duration");
+                                     Printf("%.0f%%", c->o.straggler_duration_fraction * 100) + " of the collective's duration" +
+                                     (say_sampled[pi] ? "; over the collectives the summaries sampled across the job"
+                                                       : ""));
     Emit(out, 0, std::move(f));
+    out->back().sampled = from_samples[pi];
     named[pi] = true;
   }
   FindGpuHeld(c, thr, named, out);
@@ -358,13 +521,19 @@ bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
   using namespace diagnose_internal;
   const double thr = Threshold(m, opts);
   // Operations put back from summaries (Model::asked_ops) are not judged.
-  std::vector<bool> asked(m.procs.size(), false);
-  for (uint32_t oi : m.asked_ops)
-    if (m.ops[oi].proc < asked.size()) asked[m.ops[oi].proc] = true;
+  const std::vector<bool> lacks = WindowLacks(m);
+  const std::vector<bool> by_samples = SampledProcs(m);
+  const Tally sampled = CountSampled(m, thr, opts.straggler_duration_fraction);
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];
     if (UsesDigest(p, thr, opts.straggler_duration_fraction)) continue;
-    if (p.settled_ops > 0 || p.cut_ops > 0 || asked[pi]) return false;  // its window lacks some
+    // Judged from samples across the whole job, as FindStragglers does;
+    // not with completions from CUDA events, whose GPU-held lateness
+    // (FindGpuHeld) the samples do not show, as the digest does not.
+    if (by_samples[pi] && sampled.total[pi] >= kMinSampledCollectives && !p.event_completions &&
+        std::none_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].polled; }))
+      continue;
+    if (lacks[pi]) return false;
   }
   return true;
 }

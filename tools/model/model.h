@@ -269,6 +269,35 @@ struct ArrivalDigest {
   std::vector<ArrivalRow> rows;  // per communicator and function
 };
 
+// Arrivals sampled over the whole job by per-node summaries (tools/summary/,
+// summary.proto ArrivalSamples) on a communicator no node held every rank
+// of: the positions (chain positions, every `stride`-th collective) that
+// every member sampled, with each member's start and duration there, which
+// the straggler finder judges as it judges whole arrivals. Set by the merge
+// (tools/summary/job.cc).
+//
+// Starts are on each member's own CLOCK_MONOTONIC, not aligned: add its
+// Proc::offset_ns (what AlignClocks shifted its operations by). Not shifted
+// with the operations so that alignment need not visit a process's slots
+// in every communicator's table.
+struct SampledComm {
+  uint32_t comm = kNone;  // Model::comms
+  uint64_t stride = 0;
+  // The positions stand for the communicator's collectives: at least
+  // kMinSampledCollectives of them, or every collective (stride 1, none
+  // missing). A finder judges a rank from samples only where every one of
+  // its communicators is covered.
+  bool covered = false;
+  std::vector<uint32_t> procs;      // Model::procs, one per member
+  std::vector<uint64_t> positions;  // ascending
+  std::vector<uint16_t> funcs;      // per position: the function's string id
+  // [position index * procs.size() + member]
+  std::vector<int64_t> local_starts_ns, durations_ns;
+};
+// Fewer sampled collectives than this judge nothing: a rank late at half of
+// a handful is chance.
+inline constexpr size_t kMinSampledCollectives = 16;
+
 struct Proc {
   std::string path;
   std::string host;
@@ -459,6 +488,9 @@ struct Model {
   // mismatch among them is named; no hang or unfinished operation rests on
   // them, and the straggler counts skip them (AskedOp).
   std::vector<uint32_t> asked_ops;
+  // Arrivals summaries sampled across the whole job (SampledComm), one per
+  // communicator that has them.
+  std::vector<SampledComm> sampled;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);

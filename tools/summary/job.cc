@@ -124,6 +124,109 @@ void MoveDigests(Proc* from, Proc* to) {
   to->arrivals = std::move(from->arrivals);
 }
 
+// One communicator's arrival samples lined up across its members, before
+// the model is built: positions, functions and the members' file times.
+struct LinedUp {
+  uint64_t hash = 0;
+  uint64_t stride = 0;
+  uint64_t most = 0;             // the most collectives any member had
+  std::vector<size_t> members;   // indices in the processes fed
+  std::vector<uint64_t> positions;
+  std::vector<std::string> funcs;
+  std::vector<uint64_t> seqs;
+  std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
+};
+
+// Each communicator's samples at the positions every member sampled:
+// multiples of the largest stride among them (with strides powers of two,
+// each member sampled those unless its collective there was not: no
+// completion, a file that began later or ended sooner), where each
+// member's is the same collective (function and seq: after a collective
+// one rank skipped, positions name different ones). A position some member
+// lacks is left out, never guessed. One member is decoded at a time: at 16,384 ranks the decoded
+// samples of all would be hundreds of MB beside the table kept.
+// `damaged`: members whose samples do not decode (their communicator gets
+// none).
+std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& procs, const std::vector<bool>& keep,
+                                   uint64_t* damaged) {
+  std::map<uint64_t, std::vector<std::pair<size_t, int>>> of;  // hash -> (process, index in its samples)
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!keep[i]) continue;
+    std::set<uint64_t> here;  // a summary naming a communicator twice: its first
+    for (int k = 0; k < procs[i].samples_size(); ++k) {
+      const uint64_t h = procs[i].samples(k).comm_hash();
+      if (h != 0 && here.insert(h).second) of[h].emplace_back(i, k);
+    }
+  }
+  std::vector<LinedUp> out;
+  std::vector<ArrivalSample> v;
+  for (const auto& [hash, members] : of) {
+    LinedUp l;
+    l.hash = hash;
+    uint32_t log2 = 0;
+    for (const auto& [i, k] : members) {
+      log2 = std::max(log2, std::min<uint32_t>(procs[i].samples(k).stride_log2(), 62));
+      l.most = std::max<uint64_t>(l.most, procs[i].samples(k).collectives());
+    }
+    l.stride = uint64_t{1} << log2;
+    const size_t n = members.size();
+    std::vector<bool> present;
+    bool ok = true;
+    for (size_t j = 0; j < n && ok; ++j) {
+      const summary::ArrivalSamples& a = procs[members[j].first].samples(members[j].second);
+      l.members.push_back(members[j].first);
+      if (!DecodeSamples(a, &v)) {
+        ++*damaged;
+        ok = false;
+        break;
+      }
+      if (j == 0) {
+        for (const ArrivalSample& x : v)
+          if (x.position % l.stride == 0) {
+            l.positions.push_back(x.position);
+            l.funcs.push_back(a.functions(static_cast<int>(x.func)));
+            l.seqs.push_back(x.seq);
+          }
+        present.assign(l.positions.size(), true);
+        l.starts.assign(l.positions.size() * n, 0);
+        l.durations.assign(l.positions.size() * n, 0);
+      }
+      size_t at = 0;
+      for (size_t c = 0; c < l.positions.size(); ++c) {
+        while (at < v.size() && v[at].position < l.positions[c]) ++at;
+        if (at == v.size() || v[at].position != l.positions[c] || v[at].seq != l.seqs[c] ||
+            a.functions(static_cast<int>(v[at].func)) != l.funcs[c]) {
+          present[c] = false;
+          continue;
+        }
+        l.starts[c * n + j] = v[at].start_ns;
+        l.durations[c * n + j] = static_cast<int64_t>(std::min<uint64_t>(v[at].duration_ns, uint64_t{1} << 58));
+      }
+    }
+    if (!ok) continue;
+    // Only the positions every member has.
+    size_t kept = 0;
+    for (size_t c = 0; c < l.positions.size(); ++c) {
+      if (!present[c]) continue;
+      l.positions[kept] = l.positions[c];
+      l.funcs[kept] = std::move(l.funcs[c]);
+      std::copy_n(l.starts.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                  l.starts.begin() + static_cast<std::ptrdiff_t>(kept * n));
+      std::copy_n(l.durations.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                  l.durations.begin() + static_cast<std::ptrdiff_t>(kept * n));
+      ++kept;
+    }
+    l.positions.resize(kept);
+    l.funcs.resize(kept);
+    l.starts.resize(kept * n);
+    l.durations.resize(kept * n);
+    l.starts.shrink_to_fit();
+    l.durations.shrink_to_fit();
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 TraceHeaderFacts FactsOf(const summary::SummaryProcess& sp) {
   trace::Record r;
   for (const summary::WindowRecord& w : sp.records())
@@ -248,6 +351,10 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
   std::vector<Proc> digests(procs.size());
   std::vector<bool> digests_ok(procs.size(), true);
   std::map<uint64_t, std::vector<ChainMember>> chains;  // by communicator hash
+  // The arrival samples lined up now, while every summary is parsed: each
+  // process's are freed as its window is fed.
+  uint64_t damaged_samples = 0;
+  std::vector<LinedUp> lined_up = LineUpSamples(procs, keep, &damaged_samples);
   trace::Record r;
   for (size_t i = 0; i < procs.size(); ++i) {
     if (!keep[i]) continue;
@@ -409,6 +516,7 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     // The loader holds the window now, `chains` the prefixes; below only
     // the process's facts are read, not these.
     digests_ok[i] = ReadDigests(sp, &digests[i]);
+    Release(sp.mutable_samples());
     Release(sp.mutable_records());
     Release(sp.mutable_prefixes());
     Release(sp.mutable_asked_collectives());
@@ -476,6 +584,45 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
                  "as evidence (issued last, after an operation not surely finished, or after a long wait); "
                  "summarize with a larger --window");
   }
+
+  if (damaged_samples > 0)
+    m->notes.push_back("arrival samples of " + std::to_string(damaged_samples) +
+                       " (process, communicator) in the summaries are damaged: those communicators' samples are "
+                       "not judged");
+  // The arrival samples, per communicator whose every rank sampled: on
+  // each member's own clock (Proc::mono_base_ns), with the model's indices.
+  for (LinedUp& l : lined_up) {
+    auto ci = m->comm_of_hash.find(l.hash);
+    if (ci == m->comm_of_hash.end()) continue;
+    const size_t n = l.members.size();
+    SampledComm sc;
+    sc.comm = ci->second;
+    sc.stride = l.stride;
+    std::set<uint32_t> distinct;
+    for (size_t i : l.members) {
+      auto pi = proc_of.find(procs[i].path());
+      if (pi == proc_of.end()) break;
+      sc.procs.push_back(pi->second);
+      distinct.insert(pi->second);
+    }
+    if (sc.procs.size() != n || distinct.size() != n || static_cast<int32_t>(n) != m->comms[sc.comm].nranks) continue;
+    for (const std::string& f : l.funcs) sc.funcs.push_back(m->Intern(f));
+    sc.positions = std::move(l.positions);
+    sc.local_starts_ns = std::move(l.starts);
+    for (size_t c = 0; c < sc.positions.size(); ++c)
+      for (size_t j = 0; j < n; ++j) {
+        int64_t& t = sc.local_starts_ns[c * n + j];
+        t = SaturatingAdd(t, static_cast<int64_t>(m->procs[sc.procs[j]].mono_base_ns));
+      }
+    sc.durations_ns = std::move(l.durations);
+    // Enough, or every collective (the stride 1, and each member's every
+    // collective sampled: none is missing).
+    sc.covered = sc.positions.size() >= kMinSampledCollectives || (sc.stride == 1 && sc.positions.size() == l.most);
+    if (!sc.positions.empty() || sc.covered) m->sampled.push_back(std::move(sc));
+  }
+  lined_up.clear();
+  std::sort(m->sampled.begin(), m->sampled.end(),
+            [](const SampledComm& a, const SampledComm& b) { return a.comm < b.comm; });  // in the model's order
 
   // The signature chains, per communicator.
   for (auto& [hash, members] : chains) {

@@ -23,7 +23,14 @@
 //    window records where every member of their communicator holds the
 //    range (as records it let go, or in its window), so the mismatch
 //    finder names the operation; they are neither settled nor let go in
-//    the totals, and the straggler counts skip them (Model::asked_ops).
+//    the totals, and the straggler counts skip them (Model::asked_ops);
+//  - each communicator's arrival samples (ArrivalSamples, where no node
+//    held every rank) are lined up at the multiples of the largest stride
+//    among its members, where every member sampled the same collective
+//    (function and seq) (Model::sampled), so that the straggler finder
+//    judges the whole job, not the windows; a position some member lacks
+//    is left out, and a communicator some member of which has no samples
+//    gets none.
 //
 // Thread safety: one thread.
 

@@ -27,6 +27,9 @@ struct Outcome {
   int traces_exit = -1, summaries_exit = -1;
   uint64_t summary_bytes = 0;
   uint64_t largest_proc_bytes = 0;   // the largest SummaryProcess
+  uint64_t largest_samples_bytes = 0;  // the largest ArrivalSamples (one rank, one communicator)
+  uint32_t largest_stride_log2 = 0;
+  uint64_t fewest_samples = UINT64_MAX;  // of any rank on any communicator
   uint64_t cut_ops = 0;              // over every process
   uint32_t checkpoint_every = 0;     // the widest interval after thinning
   report::Diagnosis traces, summaries;
@@ -59,6 +62,11 @@ std::vector<std::string> SummarizeHosts(const JobSpec& spec, const std::vector<s
       r->cut_ops += p.cut_ops() + p.cut_stuck_ops();
       r->checkpoint_every = std::max(r->checkpoint_every, p.checkpoint_every());
       r->asked_kept += static_cast<uint64_t>(p.asked_collectives_size());
+      for (const summary::ArrivalSamples& a : p.samples()) {
+        r->largest_samples_bytes = std::max<uint64_t>(r->largest_samples_bytes, a.ByteSizeLong());
+        r->largest_stride_log2 = std::max(r->largest_stride_log2, a.stride_log2());
+        r->fewest_samples = std::min<uint64_t>(r->fewest_samples, static_cast<uint64_t>(a.steps_size()));
+      }
     }
     const std::string bytes = EncodeSummary(s);
     *bytes_total += bytes.size();
@@ -338,14 +346,23 @@ TEST(SummaryJobTest, AnOperationOneRankLetGoAndAnotherNeverFinishedIsIncomplete)
   EXPECT_NE(r.summaries_line.find("larger --window"), std::string::npos) << r.summaries_line;
 }
 
-// 'world' spans the two nodes: no summary holds every rank's arrivals, so
-// the straggler finder cannot judge what they let go.
-TEST(SummaryJobTest, AHealthyLongJobAcrossNodesIsNeverOkFromSummariesThatLetGo) {
-  const Outcome r = Judge(LongJob(), "healthy");
+// 'world' spans the two nodes: no summary holds every rank's arrivals, but
+// each samples them across the whole job (every 8th of 2,000 collectives),
+// and the merge judges the samples: a healthy job is OK, as from the
+// traces, even with the hosts' clocks 40 ms apart (the alignment's error
+// raises no false straggler).
+TEST(SummaryJobTest, AHealthyLongJobAcrossNodesIsOkFromTheSamples) {
+  JobSpec spec = LongJob();
+  spec.rank_hook = [](int rank, testing::RankPlan& p) {
+    p.realtime_error_ns = rank < 4 ? -20 * static_cast<int64_t>(testing::kMs) : 20 * static_cast<int64_t>(testing::kMs);
+    p.drift_ppm = rank < 4 ? 0 : 5;
+  };
+  const Outcome r = Judge(spec, "healthy");
   EXPECT_EQ(r.traces_line.rfind("OK: ", 0), 0u) << r.traces_line;
-  EXPECT_EQ(r.summaries_exit, 3);
-  EXPECT_NE(r.summaries_line.find("arrival times (stragglers, late ranks) are not judged"), std::string::npos)
-      << r.summaries_line;
+  EXPECT_EQ(r.summaries_line, r.traces_line);
+  EXPECT_EQ(r.summaries_exit, 0);
+  EXPECT_EQ(r.largest_stride_log2, 3u);
+  for (const report::Finding& f : r.summaries.findings()) EXPECT_NE(f.kind(), report::STRAGGLER) << f.summary();
 }
 
 // Every rank on one node: its summary holds every collective's arrivals
@@ -373,13 +390,186 @@ TEST(SummaryJobTest, AStragglerBeforeTheWindowIsFound) {
       << r.traces_line;
   EXPECT_EQ(r.summaries_line, r.traces_line);
   EXPECT_EQ(r.summaries_exit, r.traces_exit);
-  // Across nodes the windows' arrivals (the last 64, all on time) are all
-  // the summaries hold: never a verdict of them, INCOMPLETE.
+  // Across nodes the windows' arrivals (the last 64) are all on time; the
+  // samples across the job find it: the traces' culprit and share.
   spec.ranks_per_host = 4;
   const Outcome across = Judge(spec, "straggler-across");
-  EXPECT_EQ(across.summaries_exit, 3) << across.summaries_line;
-  EXPECT_NE(across.summaries_line.find("arrival times (stragglers, late ranks) are not judged"), std::string::npos)
+  EXPECT_EQ(across.summaries_exit, across.traces_exit) << across.summaries_line;
+  EXPECT_EQ(across.summaries_line.rfind("STRAGGLER: rank 3 arrived last at 187 of 250 collectives sampled across "
+                                        "the job (every 8th on comm 'world' (8 ranks); 75%), a median 2.0 ms",
+                                        0),
+            0u)
       << across.summaries_line;
+}
+
+// The merge of `dir`'s summaries with their arrival samples removed: what
+// the summaries said before they kept any (the windows only).
+report::Diagnosis WithoutSamples(const std::string& dir) {
+  std::vector<summary::SummaryProcess> procs;
+  std::vector<std::string> sources;
+  for (const char* node : {"/node0.ncclsummary", "/node4.ncclsummary"}) {
+    SummaryResult s;
+    std::string error;
+    EXPECT_TRUE(ReadSummaryFile(dir + node, &s, &error)) << error;
+    for (summary::SummaryProcess& p : s.procs) {
+      p.clear_samples();
+      procs.push_back(std::move(p));
+      sources.push_back(dir + node);
+    }
+  }
+  Model m;
+  std::string error;
+  EXPECT_TRUE(BuildModelFromSummaries(std::move(procs), {}, {}, LoadOptions(), &m, &error, &sources)) << error;
+  MatchOps(&m);
+  AlignClocks(&m);
+  return Diagnose(m);
+}
+
+// Rank 6 (on the second node) late by 2 ms at every collective, no error:
+// the summaries name it as the traces do, over their samples, and the
+// finding stands (not dropped, not "windows only").
+TEST(SummaryJobTest, AStragglerAtEveryCollectiveIsNamedFromTheSamples) {
+  JobSpec spec = LongJob();
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int, OpPlan& p) {
+    if (rank == 6) p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "straggler-every");
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 6 arrived last at 2,000 of 2,000 collectives", 0), 0u)
+      << r.traces_line;
+  EXPECT_EQ(r.summaries_exit, r.traces_exit) << r.summaries_line;
+  ASSERT_GT(r.summaries.findings_size(), 0) << r.summaries_line;
+  const report::Finding& f = r.summaries.findings(0);
+  EXPECT_EQ(f.kind(), report::STRAGGLER);
+  ASSERT_EQ(f.culprits_size(), 1);
+  EXPECT_EQ(f.culprits(0).name(), r.traces.findings(0).culprits(0).name());
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 250 of 250 collectives sampled across the job "
+                                   "(every 8th on comm 'world' (8 ranks); 100%), a median 2.0 ms after the median rank",
+                                   0),
+            0u)
+      << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.find("windows only"), std::string::npos) << r.summaries_line;
+  EXPECT_EQ(r.summaries.incomplete_size(), 0);
+}
+
+// Rank 2 late only at the first 1,000 of 2,000 collectives, long before the
+// windows: the windows alone find nothing (INCOMPLETE), the samples find
+// the traces' straggler.
+TEST(SummaryJobTest, AStragglerOnlyInTheFirstHalfIsFoundFromTheSamples) {
+  JobSpec spec = LongJob();
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 2 && op < 1000) p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "straggler-first-half");
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 2 arrived last at 1,000 of 2,000 collectives (50%)", 0), 0u)
+      << r.traces_line;
+  EXPECT_EQ(r.summaries_exit, r.traces_exit) << r.summaries_line;
+  ASSERT_GT(r.summaries.findings_size(), 0) << r.summaries_line;
+  EXPECT_EQ(r.summaries.findings(0).kind(), r.traces.findings(0).kind());
+  ASSERT_EQ(r.summaries.findings(0).culprits_size(), 1);
+  EXPECT_EQ(r.summaries.findings(0).culprits(0).name(), r.traces.findings(0).culprits(0).name());
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 2 arrived last at 125 of 250 collectives sampled across the job", 0),
+            0u)
+      << r.summaries_line;
+  // Without the samples: what the summaries said before.
+  const report::Diagnosis windows = WithoutSamples(std::string(getenv("TEST_TMPDIR")) + "/straggler-first-half");
+  EXPECT_EQ(ExitStatus(windows), 3) << windows.verdict();
+  EXPECT_EQ(windows.verdict().rfind("INCOMPLETE: ", 0), 0u) << windows.verdict();
+}
+
+// One node's summary beside the other node's trace files (read whole):
+// rank 6, in the traces, late at the first 1,000 of 2,000 collectives.
+// What node 0's summary let go the merge lets go of the traces too, so
+// rank 6 is judged from the samples (trace files read beside summaries are
+// sampled too), as the summaries of both nodes would be.
+TEST(SummaryJobTest, TracesBesideSummariesAreJudgedFromTheSamples) {
+  JobSpec spec = LongJob();
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 6 && op < 1000) p.start_ns += 2 * testing::kMs;
+  };
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/beside-samples";
+  mkdir(dir.c_str(), 0755);
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  Model whole;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel({dir}, LoadOptions(), &whole, &error)) << error;
+  const report::Diagnosis traces = Diagnose(whole);
+  ASSERT_EQ(traces.verdict().rfind("STRAGGLER: rank 6 arrived last at 1,000 of 2,000 collectives", 0), 0u)
+      << traces.verdict();
+  SummaryResult s;
+  ASSERT_TRUE(Summarize({files.begin(), files.begin() + 4}, SummarizeOptions(), &s, &error)) << error;
+  const std::string node0 = dir + "/node0.ncclsummary";
+  std::ofstream(node0, std::ios::binary) << EncodeSummary(s);
+  std::vector<std::string> inputs = {node0};
+  inputs.insert(inputs.end(), files.begin() + 4, files.end());
+  Model m;
+  ASSERT_TRUE(BuildJobModel(inputs, LoadOptions(), &m, &error)) << error;
+  const report::Diagnosis d = Diagnose(m);
+  EXPECT_EQ(ExitStatus(d), ExitStatus(traces)) << d.verdict();
+  EXPECT_EQ(d.verdict().rfind("STRAGGLER: rank 6 arrived last at 125 of 250 collectives sampled across the job", 0),
+            0u)
+      << d.verdict();
+}
+
+// Rank 6 late at every collective on 'world' (across the nodes), on time
+// on its 'tp' with rank 7 (a fifth of its collectives): 'tp' is sampled
+// every 2nd, 'world' every 8th, 200 samples each, so half its samples are
+// late; weighted by stride they stand for the traces' 80%.
+TEST(SummaryJobTest, ASampledShareIsWeightedByStride) {
+  JobSpec spec = LongJob();
+  spec.comms = {{"world", 0, {}}, {"tp", 0, {6, 7}}};
+  for (int k = 0; k < 2000; ++k) {
+    testing::JobOp op;
+    op.comm = k % 5 == 4 ? 1 : 0;
+    op.start_ns = spec.first_op_ns + static_cast<uint64_t>(k) * 5 * testing::kMs;
+    spec.ops.push_back(op);
+  }
+  spec.op_hook = [](int rank, int, OpPlan& p) {
+    if (rank == 6 && p.comm == 0) p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "weighted");
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 6 arrived last at 1,600 of 2,000 collectives (80%)", 0), 0u)
+      << r.traces_line;
+  EXPECT_EQ(r.summaries_exit, r.traces_exit) << r.summaries_line;
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 200 of 400 collectives sampled across the job ("
+                                   "every 8th on comm 'world' (8 ranks), every 2nd on comm 'tp' (2 ranks); 80% "
+                                   "of the collectives they stand for)",
+                                   0),
+            0u)
+      << r.summaries_line;
+}
+
+// A long job: each rank keeps at most 256 samples a communicator (every
+// 128th of 20,000 collectives), about 12 bytes each, and its summary stays
+// within the 64 KB cap with nothing cut.
+TEST(SummaryJobTest, SamplesStayBoundedInALongJob) {
+  JobSpec spec = LongJob();
+  spec.nranks = 4;  // two nodes still, at half the test's time
+  spec.ranks_per_host = 2;
+  spec.ncolls = 20000;
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int, OpPlan& p) {
+    if (rank == 3) p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "samples-long");
+  EXPECT_EQ(r.largest_stride_log2, 7u);
+  EXPECT_GE(r.fewest_samples, 150u);
+  EXPECT_LE(r.largest_samples_bytes, 3u << 10);
+  EXPECT_LT(r.largest_proc_bytes, 64u << 10);
+  EXPECT_EQ(r.cut_ops, 0u);
+  EXPECT_EQ(r.summaries_exit, r.traces_exit) << r.summaries_line;
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 3 arrived last at 20,000 of 20,000 collectives", 0), 0u)
+      << r.traces_line;
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 3 arrived last at ", 0), 0u) << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("sampled across the job (every 128th on comm 'world' (4 ranks)"), std::string::npos)
+      << r.summaries_line;
+  printf("20,000 collectives: samples every %llu, at least %llu a rank, at most %llu bytes a rank; largest "
+         "process record %llu bytes\n",
+         1ull << r.largest_stride_log2, static_cast<unsigned long long>(r.fewest_samples),
+         static_cast<unsigned long long>(r.largest_samples_bytes),
+         static_cast<unsigned long long>(r.largest_proc_bytes));
 }
 
 TEST(SummaryJobTest, AWindowLongerThanTheJobGivesTheTracesVerdict) {

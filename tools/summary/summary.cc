@@ -139,6 +139,65 @@ std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, 
   return finished;
 }
 
+uint32_t SampleStrideLog2(uint64_t collectives) {
+  uint32_t l = 0;
+  while (l < 63 && (collectives >> l) > kMaxArrivalSamples) ++l;
+  return l;
+}
+
+bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out) {
+  out->clear();
+  const int n = a.steps_size();
+  if (a.start_deltas_ns_size() != n || a.durations_ns_size() != n || a.funcs_size() != n || a.seq_deltas_size() != n ||
+      static_cast<uint64_t>(n) > kMaxArrivalSamples || a.stride_log2() > 62)
+    return false;
+  const uint64_t stride = uint64_t{1} << a.stride_log2();
+  const uint64_t most = a.collectives() / stride;  // in strides
+  uint64_t at = 0;
+  int64_t start = 0;
+  constexpr int64_t kMaxStartNs = int64_t{1} << 58;  // the loader's bound on a file time
+  // NCCL has a dozen collective functions: thousands is damage, not a list.
+  if (a.functions_size() > 4096) return false;
+  std::vector<uint64_t> seq(static_cast<size_t>(a.functions_size()), 0);  // per function
+  out->reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const uint64_t step = a.steps(i);
+    const int64_t d = a.start_deltas_ns(i);
+    if (step == 0 || step > most - at || d < -kMaxStartNs || d > kMaxStartNs || a.funcs(i) >= seq.size())
+      return false;
+    at += step;
+    start += d;
+    if (start < 0 || start > kMaxStartNs) return false;
+    uint64_t& s = seq[a.funcs(i)];
+    s += a.seq_deltas(i);  // modulo 2^64, as encoded
+    out->push_back({at * stride, start, a.durations_ns(i), a.funcs(i), s});
+  }
+  return true;
+}
+
+void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a) {
+  a->clear_steps();
+  a->clear_start_deltas_ns();
+  a->clear_durations_ns();
+  a->clear_funcs();
+  a->clear_seq_deltas();
+  const uint64_t stride = uint64_t{1} << a->stride_log2();
+  uint64_t at = 0;
+  int64_t start = 0;
+  std::vector<uint64_t> seq;  // per function: the last one's
+  for (const ArrivalSample& x : v) {
+    if (x.func >= seq.size()) seq.resize(x.func + 1, 0);
+    a->add_seq_deltas(x.seq - seq[x.func]);
+    seq[x.func] = x.seq;
+    a->add_steps(x.position / stride - at);
+    at = x.position / stride;
+    a->add_start_deltas_ns(x.start_ns - start);
+    start = x.start_ns;
+    a->add_durations_ns(x.duration_ns);
+    a->add_funcs(x.func);
+  }
+}
+
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root) {
   uint64_t h = Fnv(0xcbf29ce484222325ull ^ chain, func.data(), func.size());
   h = Fnv(h, "\0", 1);
@@ -149,6 +208,33 @@ uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, cons
 }
 
 namespace {
+
+// The arrivals of one communicator's collectives (`cf`, in file order)
+// sampled every 2^l-th position over the whole file, window included: the
+// positions then depend only on the rank's own count, never on where its
+// window begins, and the merge lines members up by position alone.
+void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>& ops, summary::SummaryProcess* out) {
+  uint64_t n = 0;
+  for (size_t x : cf.ops) n += !ops[x].p2p;
+  summary::ArrivalSamples* a = out->add_samples();
+  a->set_comm_hash(hash);
+  a->set_collectives(n);
+  a->set_stride_log2(SampleStrideLog2(n));
+  const uint64_t stride = uint64_t{1} << a->stride_log2();
+  std::map<std::string, uint32_t> func_index;
+  std::vector<ArrivalSample> v;
+  uint64_t position = 0;
+  for (size_t x : cf.ops) {
+    const WinOp& op = ops[x];
+    if (op.p2p) continue;
+    ++position;
+    if (position % stride != 0 || !op.completed) continue;
+    auto [f, fresh] = func_index.try_emplace(op.func, static_cast<uint32_t>(a->functions_size()));
+    if (fresh) a->add_functions(op.func);
+    v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second, op.seq});
+  }
+  EncodeSamples(v, a);
+}
 
 // A file's window (read whole) summarized into `out`: path, size, the
 // records kept and the prefixes let go; not yet the whole file's facts nor
@@ -301,6 +387,9 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
       l->set_seq(s);
     }
     let_go += k;
+    // Kept for every communicator here; Summarize drops those a node's
+    // arrival digests judge whole.
+    if (hash != 0) SampleArrivals(hash, cf, ops, out);
   }
 
   out->set_path(path);
@@ -383,6 +472,28 @@ void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryPr
                                 [](const summary::CommPrefix& p) { return p.checkpoints_size() <= 1; }))
       break;
     sp->set_checkpoint_every(static_cast<uint32_t>(std::min<uint64_t>(every, UINT32_MAX)));
+  }
+  if (sp->ByteSizeLong() <= max_bytes) return;
+  // Then the arrival samples, each communicator's stride doubling while it
+  // keeps twice the fewest that judge: that costs how closely a rank's
+  // share of late arrivals is counted, not the verdict's ground (the merge
+  // takes the largest stride among the members anyway).
+  std::vector<ArrivalSample> samples;
+  while (sp->ByteSizeLong() > max_bytes) {
+    bool thinned = false;
+    for (summary::ArrivalSamples& a : *sp->mutable_samples()) {
+      if (static_cast<size_t>(a.steps_size()) < 2 * kMinSampledCollectives || a.stride_log2() >= 62 ||
+          !DecodeSamples(a, &samples))
+        continue;
+      const uint64_t twice = uint64_t{2} << a.stride_log2();
+      samples.erase(std::remove_if(samples.begin(), samples.end(),
+                                   [&](const ArrivalSample& x) { return x.position % twice != 0; }),
+                    samples.end());
+      a.set_stride_log2(a.stride_log2() + 1);
+      EncodeSamples(samples, &a);
+      thinned = true;
+    }
+    if (!thinned) break;
   }
   if (sp->ByteSizeLong() <= max_bytes) return;
   // Then the window's oldest finished operations; then what stuck reports
@@ -516,6 +627,16 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
     digests = DigestProcesses(node);
     arrivals = DigestArrivals(node);
   }
+  // The communicators whose arrivals are sampled: every one of a process
+  // without a whole arrival digest, on each of its members here too (so
+  // that all of them have the positions the merge lines up).
+  std::set<uint64_t> sampled;
+  for (uint32_t pi = 0; pi < arrivals.size(); ++pi) {
+    if (arrivals[pi].valid) continue;
+    for (const Comm& c : node.comms)
+      for (const CommMember& mem : c.members)
+        if (mem.proc == pi) sampled.insert(c.hash);
+  }
   out->header.set_format(kSummaryFormat);
   out->header.set_version(kSummaryVersion);
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
@@ -548,6 +669,12 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
           pr->set_max_lag_s(r.max_lag_s);
         }
       }
+    }
+    if (di != index_of.end() && di->second < arrivals.size()) {
+      auto* v = sp.mutable_samples();
+      v->erase(std::remove_if(v->begin(), v->end(),
+                              [&](const summary::ArrivalSamples& a) { return !sampled.count(a.comm_hash()); }),
+               v->end());
     }
     FinishProcess(it == by_path.end() ? seen : *it->second, opts, &sp);
     out->procs.push_back(std::move(sp));

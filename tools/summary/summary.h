@@ -10,7 +10,10 @@
 // and keeps of them what the merge needs to settle them across ranks: per
 // collective function the last seq let go, per p2p function and peer the
 // last p2p_seq, and a chain of the collectives' signatures with
-// checkpoints, so that a mismatch among them is still seen. What reading
+// checkpoints, so that a mismatch among them is still seen; and, where the
+// node cannot count a process's arrivals whole (a communicator spans
+// nodes), its arrivals at every S-th collective over the whole file
+// (ArrivalSamples), which the merge judges across nodes. What reading
 // the whole file found (damage, a cut tail, the whole-file checks) is kept
 // as the model's Proc facts. The merge is in job.h.
 //
@@ -89,6 +92,33 @@ inline constexpr int64_t kLateWaitNs = 10000000000;
 std::vector<bool> FinishedOps(const std::vector<const std::string*>& records, uint64_t* first_open);
 // The same, of records already parsed (null: one that did not parse).
 std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, uint64_t* first_open);
+
+// Arrival samples (summary.proto ArrivalSamples): at most this many per
+// rank and communicator, whatever the job's length.
+inline constexpr uint64_t kMaxArrivalSamples = 256;
+// The stride's log2 for a rank with `collectives` on a communicator: the
+// smallest power of two S with collectives / S <= kMaxArrivalSamples.
+// Powers of two so that members with different counts (one stopped
+// earlier) share every multiple of the largest stride among them.
+uint32_t SampleStrideLog2(uint64_t collectives);
+
+// One sample of ArrivalSamples, decoded: its chain position, start (file
+// time), duration, function (an index into `functions`) and seq.
+struct ArrivalSample {
+  uint64_t position = 0;
+  int64_t start_ns = 0;
+  uint64_t duration_ns = 0;
+  uint32_t func = 0;
+  uint64_t seq = 0;
+};
+// The samples of `a`, positions ascending; false on a damaged message
+// (fields of different lengths, more than kMaxArrivalSamples, a position
+// that is no multiple of the stride or past the collectives, a start
+// before the file's or past 2^58 ns, a function not in `functions`).
+bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out);
+// `v` into `a`'s per-sample fields, replacing them (its comm, stride,
+// collectives and functions stay).
+void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a);
 
 // The chain's step over one collective's signature.
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root);

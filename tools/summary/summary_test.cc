@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -274,6 +276,166 @@ TEST(SummaryFileTest, ANodeOfTheHighestRanksDigestsAsTheLowest) {
   for (const summary::SummaryProcess& p : hi.procs)
     for (const summary::RowDigest& r : p.rows()) calls += r.calls();
   EXPECT_GT(calls, 0u);
+}
+
+// The stride: a power of two, the smallest that keeps at most 256 samples.
+TEST(ArrivalSamplesTest, TheStrideIsTheSmallestPowerOfTwoWithinTheBound) {
+  EXPECT_EQ(SampleStrideLog2(0), 0u);
+  EXPECT_EQ(SampleStrideLog2(256), 0u);
+  EXPECT_EQ(SampleStrideLog2(257), 1u);
+  EXPECT_EQ(SampleStrideLog2(2000), 3u);
+  EXPECT_EQ(SampleStrideLog2(20000), 7u);
+  for (uint64_t n : {uint64_t{1}, uint64_t{511}, uint64_t{512}, uint64_t{513}, uint64_t{99999}, uint64_t{1} << 40,
+                     UINT64_MAX}) {
+    const uint32_t l = SampleStrideLog2(n);
+    EXPECT_LE(n >> l, kMaxArrivalSamples) << n;
+    if (l > 0) {
+      EXPECT_GT(n >> (l - 1), kMaxArrivalSamples) << n;
+    }
+  }
+}
+
+// Rank 7 stops after 600 of 1,100 collectives (the others' later ones
+// never complete): it samples every 4th, the others every 8th; every
+// multiple of 8 they completed is in each member's samples, and the merge
+// lines them up there.
+TEST(ArrivalSamplesTest, MembersWithDifferentStridesShareTheLargestOnesPositions) {
+  JobSpec spec;
+  spec.nranks = 8;
+  spec.ranks_per_host = 4;
+  spec.ncolls = 1100;
+  spec.op_hook = [](int rank, int op, testing::OpPlan& p) {
+    if (rank == 7 && op >= 600) p.skip = true;
+  };
+  const std::string dir = Dir("strides");
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  std::vector<summary::SummaryProcess> procs;
+  std::vector<std::string> sources;
+  for (size_t first : {size_t{0}, size_t{4}}) {
+    SummaryResult s;
+    std::string error;
+    ASSERT_TRUE(Summarize({files.begin() + first, files.begin() + first + 4}, SummarizeOptions(), &s, &error)) << error;
+    for (summary::SummaryProcess& p : s.procs) {
+      procs.push_back(std::move(p));
+      sources.push_back("node" + std::to_string(first));
+    }
+  }
+  ASSERT_EQ(procs.size(), 8u);
+  for (size_t i = 0; i < procs.size(); ++i) {
+    ASSERT_EQ(procs[i].samples_size(), 1) << i;
+    const summary::ArrivalSamples& a = procs[i].samples(0);
+    EXPECT_EQ(a.collectives(), i == 7 ? 600u : 1100u) << i;
+    EXPECT_EQ(a.stride_log2(), i == 7 ? 2u : 3u) << i;
+    std::vector<ArrivalSample> v;
+    ASSERT_TRUE(DecodeSamples(a, &v)) << i;
+    EXPECT_LE(v.size(), kMaxArrivalSamples);
+    std::set<uint64_t> at;
+    for (const ArrivalSample& x : v) {
+      EXPECT_EQ(x.position % (uint64_t{1} << a.stride_log2()), 0u) << i;
+      EXPECT_GT(x.duration_ns, 0u);
+      at.insert(x.position);
+    }
+    for (uint64_t p = 8; p <= 600; p += 8) EXPECT_TRUE(at.count(p)) << i << " lacks " << p;
+    // Encoded back, the same bytes.
+    summary::ArrivalSamples again = a;
+    EncodeSamples(v, &again);
+    EXPECT_EQ(again.SerializeAsString(), a.SerializeAsString()) << i;
+  }
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModelFromSummaries(procs, {}, {}, LoadOptions(), &m, &error, &sources)) << error;
+  ASSERT_EQ(m.sampled.size(), 1u);
+  const SampledComm& sc = m.sampled[0];
+  EXPECT_EQ(sc.stride, 8u);
+  EXPECT_TRUE(sc.covered);
+  ASSERT_EQ(sc.positions.size(), 75u);
+  for (size_t k = 0; k < sc.positions.size(); ++k) EXPECT_EQ(sc.positions[k], 8 * (k + 1));
+  EXPECT_EQ(sc.local_starts_ns.size(), 75u * 8);
+
+  // A member without samples (an older summary): nothing lined up.
+  std::vector<summary::SummaryProcess> older = procs;
+  older[3].clear_samples();
+  Model o;
+  ASSERT_TRUE(BuildModelFromSummaries(older, {}, {}, LoadOptions(), &o, &error, &sources)) << error;
+  EXPECT_TRUE(o.sampled.empty());
+
+  // Under a tighter cap the samples thin (the stride doubling, the
+  // positions still multiples of it) before any operation is cut.
+  summary::SummaryProcess capped = procs[0];
+  CapSummaryProcess(capped.ByteSizeLong() - 800, 64, &capped);
+  EXPECT_EQ(capped.cut_ops(), 0u);
+  ASSERT_EQ(capped.samples_size(), 1);
+  EXPECT_GT(capped.samples(0).stride_log2(), 3u);
+  std::vector<ArrivalSample> v;
+  ASSERT_TRUE(DecodeSamples(capped.samples(0), &v));
+  EXPECT_GE(v.size(), kMinSampledCollectives);
+  for (const ArrivalSample& x : v) EXPECT_EQ(x.position % (uint64_t{1} << capped.samples(0).stride_log2()), 0u);
+}
+
+// A damaged message decodes to nothing.
+TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
+  summary::ArrivalSamples a;
+  a.set_comm_hash(1);
+  a.set_collectives(100);
+  a.set_stride_log2(2);
+  a.add_functions("AllReduce");
+  a.add_functions("Broadcast");
+  EncodeSamples({{4, 1000, 10, 0, 3}, {8, 2000, 10, 1, 3}, {12, 3000, 10, 0, 5}}, &a);
+  std::vector<ArrivalSample> v;
+  ASSERT_TRUE(DecodeSamples(a, &v));
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[2].position, 12u);
+  EXPECT_EQ(v[2].start_ns, 3000);
+  EXPECT_EQ(v[1].seq, 3u);
+  EXPECT_EQ(v[2].seq, 5u);
+  EXPECT_EQ(a.seq_deltas(2), 2u);  // from the last AllReduce's, not the Broadcast's
+  auto refused = [&](const std::function<void(summary::ArrivalSamples*)>& damage) {
+    summary::ArrivalSamples b = a;
+    damage(&b);
+    return !DecodeSamples(b, &v);
+  };
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->add_steps(1); }));         // lengths differ
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_funcs(1, 2); }));      // no such function
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_steps(1, 0); }));      // a position twice
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_steps(1, 100); }));    // past the collectives
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_start_deltas_ns(0, -5); }));  // before the file
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_stride_log2(63); }));
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->clear_seq_deltas(); }));
+}
+
+// Rank 5 skips the 101st collective (one function only): from there its
+// positions name the others' next collectives. The merge lines up only
+// where every member's sample is the same collective (function and seq).
+TEST(ArrivalSamplesTest, PositionsAfterASkippedCollectiveAreNotLinedUp) {
+  JobSpec spec;
+  spec.nranks = 8;
+  spec.ranks_per_host = 4;
+  spec.ncolls = 1000;
+  spec.op_hook = [](int rank, int op, testing::OpPlan& p) {
+    if (rank == 5 && op == 100) p.skip = true;
+  };
+  const std::string dir = Dir("skipped");
+  const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+  std::vector<summary::SummaryProcess> procs;
+  std::vector<std::string> sources;
+  for (size_t first : {size_t{0}, size_t{4}}) {
+    SummaryResult s;
+    std::string error;
+    ASSERT_TRUE(Summarize({files.begin() + first, files.begin() + first + 4}, SummarizeOptions(), &s, &error)) << error;
+    for (summary::SummaryProcess& p : s.procs) {
+      procs.push_back(std::move(p));
+      sources.push_back("node" + std::to_string(first));
+    }
+  }
+  Model m;
+  std::string error;
+  ASSERT_TRUE(BuildModelFromSummaries(procs, {}, {}, LoadOptions(), &m, &error, &sources)) << error;
+  ASSERT_EQ(m.sampled.size(), 1u);
+  const SampledComm& sc = m.sampled[0];
+  EXPECT_EQ(sc.stride, 4u);
+  // Positions 4 to 100 are the same collectives on every rank; none after.
+  ASSERT_EQ(sc.positions.size(), 25u);
+  EXPECT_EQ(sc.positions.back(), 100u);
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ TEST(SummaryTestdataTest, DefaultWindowGivesTheTracesVerdict) {
 }
 
 TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
-  int same = 0, incomplete = 0, chains = 0, asked = 0, exact = 0, chains_first = 0;
+  int same = 0, incomplete = 0, chains = 0, asked = 0, exact = 0, chains_first = 0, sampled = 0;
   for (const std::string& folder : Folders()) {
     const Verdict full = Judge({folder});
     int made = 0;
@@ -199,13 +199,24 @@ TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
       EXPECT_EQ(s.exit, full.exit) << folder;
       continue;
     }
+    // A straggler the arrival samples show (at these lengths every
+    // collective is sampled: the traces' count and line), behind what they
+    // cannot show (a rank held on its GPU, with completions from CUDA events).
+    if (full.line.rfind("STRAGGLER: ", 0) == 0 && s.line.rfind("INCOMPLETE EVIDENCE (", 0) == 0 &&
+        s.line.size() > full.line.size() &&
+        s.line.compare(s.line.size() - full.line.size(), full.line.size(), full.line) == 0) {
+      ++sampled;
+      EXPECT_EQ(s.exit, 3) << folder;
+      continue;
+    }
     ++incomplete;
     EXPECT_EQ(s.line.rfind("INCOMPLETE: ", 0), 0u) << folder << ":\n  summaries: " << s.line << "\n  traces:    " << full.line;
     EXPECT_EQ(s.exit, 3) << folder;
   }
-  printf("window 2: %d the same, %d MISMATCH by the chains with the traces' culprits, %d incomplete; "
+  printf("window 2: %d the same, %d MISMATCH by the chains with the traces' culprits, %d the traces' STRAGGLER "
+         "from the samples behind INCOMPLETE EVIDENCE, %d incomplete; "
          "%d asked a second round (%d after the chains' MISMATCH), %d of them the traces' line\n",
-         same, chains, incomplete, asked, chains_first, exact);
+         same, chains, sampled, incomplete, asked, chains_first, exact);
 }
 
 stats::Stats StatsOf(const std::vector<std::string>& paths, bool* ok) {
