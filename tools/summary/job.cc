@@ -208,12 +208,16 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
     size_t kept = 0;
     for (size_t c = 0; c < l.positions.size(); ++c) {
       if (!present[c]) continue;
-      l.positions[kept] = l.positions[c];
-      l.funcs[kept] = std::move(l.funcs[c]);
-      std::copy_n(l.starts.begin() + static_cast<std::ptrdiff_t>(c * n), n,
-                  l.starts.begin() + static_cast<std::ptrdiff_t>(kept * n));
-      std::copy_n(l.durations.begin() + static_cast<std::ptrdiff_t>(c * n), n,
-                  l.durations.begin() + static_cast<std::ptrdiff_t>(kept * n));
+      // Not onto itself: a string moved onto itself is left empty (a
+      // short one, in libstdc++), and every sample's function was lost.
+      if (kept != c) {
+        l.positions[kept] = l.positions[c];
+        l.funcs[kept] = std::move(l.funcs[c]);
+        std::copy_n(l.starts.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                    l.starts.begin() + static_cast<std::ptrdiff_t>(kept * n));
+        std::copy_n(l.durations.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                    l.durations.begin() + static_cast<std::ptrdiff_t>(kept * n));
+      }
       ++kept;
     }
     l.positions.resize(kept);
