@@ -42,8 +42,8 @@ struct Tally {
   std::vector<std::map<std::pair<uint32_t, uint16_t>, Row>> rows;
   // Counted with each collective's weight: 1 for whole arrivals, the
   // stride for samples (each stands for that many of its communicator's),
-  // so that a communicator sampled every 4th does not weigh as much as one
-  // sampled every 16th in a rank's share of late arrivals.
+  // so that a communicator sampled one in 4 does not weigh as much as one
+  // sampled one in 16 in a rank's share of late arrivals.
   std::vector<uint64_t> weighted_total, weighted_late;
 };
 
@@ -192,15 +192,11 @@ Tally CountSampled(const Model& m, double thr, double fraction) {
   return t;
 }
 
-// "every collective", "every 2nd", "every 16th", "every 32nd".
-std::string EveryNth(uint64_t n) {
-  if (n <= 1) return "every collective";
-  const uint64_t tens = n % 100, ones = n % 10;
-  const char* suffix = tens >= 11 && tens <= 13 ? "th" : ones == 1 ? "st" : ones == 2 ? "nd" : ones == 3 ? "rd" : "th";
-  return "every " + Thousands(n) + suffix;
-}
+// "every collective", "one in 2", "one in 16": not "every n-th", since
+// summarize picks them by a hash of their position (SampledPosition).
+std::string EveryNth(uint64_t n) { return n <= 1 ? "every collective" : "one in " + Thousands(n); }
 
-// "every 16th on comm 'world' (8 ranks)", for each communicator of `pi`
+// "one in 16 on comm 'world' (8 ranks)", for each communicator of `pi`
 // sampled.
 std::string SampledWhere(const Ctx& c, uint32_t pi) {
   std::string s;

@@ -138,8 +138,8 @@ struct LinedUp {
 };
 
 // Each communicator's samples at the positions every member sampled:
-// multiples of the largest stride among them (with strides powers of two,
-// each member sampled those unless its collective there was not: no
+// those of the largest stride among them (SampledPosition: the sets nest,
+// so each member sampled those unless its collective there was not: no
 // completion, a file that began later or ended sooner), where each
 // member's is the same collective (function and seq: after a collective
 // one rank skipped, positions name different ones). A position some member
@@ -182,7 +182,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
       }
       if (j == 0) {
         for (const ArrivalSample& x : v)
-          if (x.position % l.stride == 0) {
+          if (SampledPosition(x.position, log2)) {
             l.positions.push_back(x.position);
             l.funcs.push_back(a.functions(static_cast<int>(x.func)));
             l.seqs.push_back(x.seq);

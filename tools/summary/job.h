@@ -25,8 +25,8 @@
 //    finder names the operation; they are neither settled nor let go in
 //    the totals, and the straggler counts skip them (Model::asked_ops);
 //  - each communicator's arrival samples (ArrivalSamples, where no node
-//    held every rank) are lined up at the multiples of the largest stride
-//    among its members, where every member sampled the same collective
+//    held every rank) are lined up at the positions of the largest stride
+//    among its members (SampledPosition), where every member sampled the same collective
 //    (function and seq) (Model::sampled), so that the straggler finder
 //    judges the whole job, not the windows; a position some member lacks
 //    is left out, and a communicator some member of which has no samples

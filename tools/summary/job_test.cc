@@ -347,7 +347,7 @@ TEST(SummaryJobTest, AnOperationOneRankLetGoAndAnotherNeverFinishedIsIncomplete)
 }
 
 // 'world' spans the two nodes: no summary holds every rank's arrivals, but
-// each samples them across the whole job (every 8th of 2,000 collectives),
+// each samples them across the whole job (one in 8 of 2,000 collectives),
 // and the merge judges the samples: a healthy job is OK, as from the
 // traces, even with the hosts' clocks 40 ms apart (the alignment's error
 // raises no false straggler).
@@ -395,11 +395,33 @@ TEST(SummaryJobTest, AStragglerBeforeTheWindowIsFound) {
   spec.ranks_per_host = 4;
   const Outcome across = Judge(spec, "straggler-across");
   EXPECT_EQ(across.summaries_exit, across.traces_exit) << across.summaries_line;
-  EXPECT_EQ(across.summaries_line.rfind("STRAGGLER: rank 3 arrived last at 187 of 250 collectives sampled across "
-                                        "the job (every 8th on comm 'world' (8 ranks); 75%), a median 2.0 ms",
+  EXPECT_EQ(across.summaries_line.rfind("STRAGGLER: rank 3 arrived last at 177 of 246 collectives sampled across "
+                                        "the job (one in 8 on comm 'world' (8 ranks); 72%), a median 2.0 ms",
                                         0),
             0u)
       << across.summaries_line;
+}
+
+// Rank 6 late at every AllReduce only, a quarter of its collectives, in a
+// step of AllReduce, Broadcast, AllGather, ReduceScatter (it sleeps before
+// each all_reduce): the traces name it from its AllReduce row. Across
+// nodes only the samples can; were they every 8th position, all would be
+// ReduceScatters, on time, and the summaries would say OK.
+TEST(SummaryJobTest, AStragglerAtOneFunctionOfTheStepIsSampled) {
+  JobSpec spec = LongJob();
+  spec.funcs = {"AllReduce", "Broadcast", "AllGather", "ReduceScatter"};
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 6 && p.func == "AllReduce") p.start_ns += 2 * testing::kMs;
+  };
+  const Outcome r = Judge(spec, "straggler-one-function");
+  EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 6 ", 0), 0u) << r.traces_line;
+  EXPECT_NE(r.traces_line.find("AllReduce"), std::string::npos) << r.traces_line;
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 ", 0), 0u) << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("AllReduce"), std::string::npos) << r.summaries_line;
+  EXPECT_NE(r.summaries_line.find("sampled across the job (one in 8 on comm 'world'"), std::string::npos)
+      << r.summaries_line;
+  EXPECT_EQ(r.summaries_exit, r.traces_exit);
 }
 
 // The merge of `dir`'s summaries with their arrival samples removed: what
@@ -443,8 +465,8 @@ TEST(SummaryJobTest, AStragglerAtEveryCollectiveIsNamedFromTheSamples) {
   EXPECT_EQ(f.kind(), report::STRAGGLER);
   ASSERT_EQ(f.culprits_size(), 1);
   EXPECT_EQ(f.culprits(0).name(), r.traces.findings(0).culprits(0).name());
-  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 250 of 250 collectives sampled across the job "
-                                   "(every 8th on comm 'world' (8 ranks); 100%), a median 2.0 ms after the median rank",
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 246 of 246 collectives sampled across the job "
+                                   "(one in 8 on comm 'world' (8 ranks); 100%), a median 2.0 ms after the median rank",
                                    0),
             0u)
       << r.summaries_line;
@@ -469,7 +491,7 @@ TEST(SummaryJobTest, AStragglerOnlyInTheFirstHalfIsFoundFromTheSamples) {
   EXPECT_EQ(r.summaries.findings(0).kind(), r.traces.findings(0).kind());
   ASSERT_EQ(r.summaries.findings(0).culprits_size(), 1);
   EXPECT_EQ(r.summaries.findings(0).culprits(0).name(), r.traces.findings(0).culprits(0).name());
-  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 2 arrived last at 125 of 250 collectives sampled across the job", 0),
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 2 arrived last at 124 of 246 collectives sampled across the job", 0),
             0u)
       << r.summaries_line;
   // Without the samples: what the summaries said before.
@@ -508,15 +530,15 @@ TEST(SummaryJobTest, TracesBesideSummariesAreJudgedFromTheSamples) {
   ASSERT_TRUE(BuildJobModel(inputs, LoadOptions(), &m, &error)) << error;
   const report::Diagnosis d = Diagnose(m);
   EXPECT_EQ(ExitStatus(d), ExitStatus(traces)) << d.verdict();
-  EXPECT_EQ(d.verdict().rfind("STRAGGLER: rank 6 arrived last at 125 of 250 collectives sampled across the job", 0),
+  EXPECT_EQ(d.verdict().rfind("STRAGGLER: rank 6 arrived last at 124 of 246 collectives sampled across the job", 0),
             0u)
       << d.verdict();
 }
 
 // Rank 6 late at every collective on 'world' (across the nodes), on time
 // on its 'tp' with rank 7 (a fifth of its collectives): 'tp' is sampled
-// every 2nd, 'world' every 8th, 200 samples each, so half its samples are
-// late; weighted by stride they stand for the traces' 80%.
+// one in 2, 'world' one in 8, about 200 samples each, so about half its
+// samples are late; weighted by stride they stand for the traces' 80%.
 TEST(SummaryJobTest, ASampledShareIsWeightedByStride) {
   JobSpec spec = LongJob();
   spec.comms = {{"world", 0, {}}, {"tp", 0, {6, 7}}};
@@ -533,8 +555,8 @@ TEST(SummaryJobTest, ASampledShareIsWeightedByStride) {
   EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 6 arrived last at 1,600 of 2,000 collectives (80%)", 0), 0u)
       << r.traces_line;
   EXPECT_EQ(r.summaries_exit, r.traces_exit) << r.summaries_line;
-  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 200 of 400 collectives sampled across the job ("
-                                   "every 8th on comm 'world' (8 ranks), every 2nd on comm 'tp' (2 ranks); 80% "
+  EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 6 arrived last at 186 of 383 collectives sampled across the job ("
+                                   "one in 8 on comm 'world' (8 ranks), one in 2 on comm 'tp' (2 ranks); 79% "
                                    "of the collectives they stand for)",
                                    0),
             0u)
@@ -563,7 +585,7 @@ TEST(SummaryJobTest, SamplesStayBoundedInALongJob) {
   EXPECT_EQ(r.traces_line.rfind("STRAGGLER: rank 3 arrived last at 20,000 of 20,000 collectives", 0), 0u)
       << r.traces_line;
   EXPECT_EQ(r.summaries_line.rfind("STRAGGLER: rank 3 arrived last at ", 0), 0u) << r.summaries_line;
-  EXPECT_NE(r.summaries_line.find("sampled across the job (every 128th on comm 'world' (4 ranks)"), std::string::npos)
+  EXPECT_NE(r.summaries_line.find("sampled across the job (one in 128 on comm 'world' (4 ranks)"), std::string::npos)
       << r.summaries_line;
   printf("20,000 collectives: samples every %llu, at least %llu a rank, at most %llu bytes a rank; largest "
          "process record %llu bytes\n",

@@ -145,14 +145,22 @@ uint32_t SampleStrideLog2(uint64_t collectives) {
   return l;
 }
 
+bool SampledPosition(uint64_t position, uint32_t log2) {
+  // SplitMix64's finalizer: every bit of the position moves the low ones.
+  uint64_t z = position + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return log2 >= 64 || (z & ((uint64_t{1} << log2) - 1)) == 0;
+}
+
 bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out) {
   out->clear();
   const int n = a.steps_size();
   if (a.start_deltas_ns_size() != n || a.durations_ns_size() != n || a.funcs_size() != n || a.seq_deltas_size() != n ||
       static_cast<uint64_t>(n) > kMaxArrivalSamples || a.stride_log2() > 62)
     return false;
-  const uint64_t stride = uint64_t{1} << a.stride_log2();
-  const uint64_t most = a.collectives() / stride;  // in strides
+  const uint64_t most = a.collectives();
   uint64_t at = 0;
   int64_t start = 0;
   constexpr int64_t kMaxStartNs = int64_t{1} << 58;  // the loader's bound on a file time
@@ -167,10 +175,10 @@ bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>*
       return false;
     at += step;
     start += d;
-    if (start < 0 || start > kMaxStartNs) return false;
+    if (start < 0 || start > kMaxStartNs || !SampledPosition(at, a.stride_log2())) return false;
     uint64_t& s = seq[a.funcs(i)];
     s += a.seq_deltas(i);  // modulo 2^64, as encoded
-    out->push_back({at * stride, start, a.durations_ns(i), a.funcs(i), s});
+    out->push_back({at, start, a.durations_ns(i), a.funcs(i), s});
   }
   return true;
 }
@@ -181,7 +189,6 @@ void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples*
   a->clear_durations_ns();
   a->clear_funcs();
   a->clear_seq_deltas();
-  const uint64_t stride = uint64_t{1} << a->stride_log2();
   uint64_t at = 0;
   int64_t start = 0;
   std::vector<uint64_t> seq;  // per function: the last one's
@@ -189,8 +196,8 @@ void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples*
     if (x.func >= seq.size()) seq.resize(x.func + 1, 0);
     a->add_seq_deltas(x.seq - seq[x.func]);
     seq[x.func] = x.seq;
-    a->add_steps(x.position / stride - at);
-    at = x.position / stride;
+    a->add_steps(x.position - at);
+    at = x.position;
     a->add_start_deltas_ns(x.start_ns - start);
     start = x.start_ns;
     a->add_durations_ns(x.duration_ns);
@@ -210,7 +217,8 @@ uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, cons
 namespace {
 
 // The arrivals of one communicator's collectives (`cf`, in file order)
-// sampled every 2^l-th position over the whole file, window included: the
+// sampled at one position in 2^l (SampledPosition) over the whole file,
+// window included: the
 // positions then depend only on the rank's own count, never on where its
 // window begins, and the merge lines members up by position alone.
 void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>& ops, summary::SummaryProcess* out) {
@@ -219,8 +227,16 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
   summary::ArrivalSamples* a = out->add_samples();
   a->set_comm_hash(hash);
   a->set_collectives(n);
-  a->set_stride_log2(SampleStrideLog2(n));
-  const uint64_t stride = uint64_t{1} << a->stride_log2();
+  // The hash picks S's share only on average: wider while more than the
+  // bound would be kept.
+  uint32_t l = SampleStrideLog2(n);
+  auto count = [&](uint32_t log2) {
+    uint64_t k = 0;
+    for (uint64_t p = 1; p <= n; ++p) k += SampledPosition(p, log2);
+    return k;
+  };
+  while (l < 62 && count(l) > kMaxArrivalSamples) ++l;
+  a->set_stride_log2(l);
   std::map<std::string, uint32_t> func_index;
   std::vector<ArrivalSample> v;
   uint64_t position = 0;
@@ -228,7 +244,7 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
     const WinOp& op = ops[x];
     if (op.p2p) continue;
     ++position;
-    if (position % stride != 0 || !op.completed) continue;
+    if (!SampledPosition(position, l) || !op.completed) continue;
     auto [f, fresh] = func_index.try_emplace(op.func, static_cast<uint32_t>(a->functions_size()));
     if (fresh) a->add_functions(op.func);
     v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second, op.seq});
@@ -485,10 +501,12 @@ void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryPr
       if (static_cast<size_t>(a.steps_size()) < 2 * kMinSampledCollectives || a.stride_log2() >= 62 ||
           !DecodeSamples(a, &samples))
         continue;
-      const uint64_t twice = uint64_t{2} << a.stride_log2();
+      const uint32_t wider = a.stride_log2() + 1;
       samples.erase(std::remove_if(samples.begin(), samples.end(),
-                                   [&](const ArrivalSample& x) { return x.position % twice != 0; }),
+                                   [&](const ArrivalSample& x) { return !SampledPosition(x.position, wider); }),
                     samples.end());
+      // The hash halves them only on average: never below what judges.
+      if (samples.size() < kMinSampledCollectives) continue;
       a.set_stride_log2(a.stride_log2() + 1);
       EncodeSamples(samples, &a);
       thinned = true;

@@ -12,7 +12,7 @@
 // last p2p_seq, and a chain of the collectives' signatures with
 // checkpoints, so that a mismatch among them is still seen; and, where the
 // node cannot count a process's arrivals whole (a communicator spans
-// nodes), its arrivals at every S-th collective over the whole file
+// nodes), its arrivals at one collective in S over the whole file
 // (ArrivalSamples), which the merge judges across nodes. What reading
 // the whole file found (damage, a cut tail, the whole-file checks) is kept
 // as the model's Proc facts. The merge is in job.h.
@@ -98,9 +98,16 @@ std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, 
 inline constexpr uint64_t kMaxArrivalSamples = 256;
 // The stride's log2 for a rank with `collectives` on a communicator: the
 // smallest power of two S with collectives / S <= kMaxArrivalSamples.
-// Powers of two so that members with different counts (one stopped
-// earlier) share every multiple of the largest stride among them.
 uint32_t SampleStrideLog2(uint64_t collectives);
+// Whether stride 2^log2 samples chain position `position`: one position in
+// S on average, chosen by a hash of the position, not its multiples. A
+// training step repeats its collectives with a period; multiples of S
+// would fall on the same one of them every time (every 8th of AllReduce,
+// Broadcast, ... is always a Broadcast), and a rank late at the others
+// would never be sampled late. The sets nest (a position sampled at 2S is
+// sampled at S), so members with different counts, and so strides, share
+// every position of the largest stride among them.
+bool SampledPosition(uint64_t position, uint32_t log2);
 
 // One sample of ArrivalSamples, decoded: its chain position, start (file
 // time), duration, function (an index into `functions`) and seq.
@@ -113,7 +120,7 @@ struct ArrivalSample {
 };
 // The samples of `a`, positions ascending; false on a damaged message
 // (fields of different lengths, more than kMaxArrivalSamples, a position
-// that is no multiple of the stride or past the collectives, a start
+// its stride does not sample or past the collectives, a start
 // before the file's or past 2^58 ns, a function not in `functions`).
 bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out);
 // `v` into `a`'s per-sample fields, replacing them (its comm, stride,
