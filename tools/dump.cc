@@ -62,7 +62,7 @@ bool DumpSummary(const std::string& path, const DumpOptions& opts, std::ostream&
     for (const summary::ArrivalSamples& a : p.samples()) {
       char hash[32];
       snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(a.comm_hash()));
-      out << "    comm " << hash << ": " << a.steps_size() << " arrivals sampled, every "
+      out << "    comm " << hash << ": " << a.count() << " arrivals sampled, one in "
           << (uint64_t{1} << std::min<uint32_t>(a.stride_log2(), 63)) << " of " << a.collectives() << " collectives\n";
     }
     if (p.asked_collectives_size() > 0)

@@ -196,12 +196,12 @@ Tally CountSampled(const Model& m, double thr, double fraction) {
 // summarize picks them by a hash of their position (SampledPosition).
 std::string EveryNth(uint64_t n) { return n <= 1 ? "every collective" : "one in " + Thousands(n); }
 
-// "one in 16 on comm 'world' (8 ranks)", for each communicator of `pi`
-// sampled.
-std::string SampledWhere(const Ctx& c, uint32_t pi) {
+// "one in 16 on comm 'world' (8 ranks)", for each of a process's sampled
+// communicators (`of_proc`, Model::sampled indices).
+std::string SampledWhere(const Ctx& c, const std::vector<uint32_t>& of_proc) {
   std::string s;
-  for (const SampledComm& sc : c.m.sampled) {
-    if (sc.positions.empty() || std::find(sc.procs.begin(), sc.procs.end(), pi) == sc.procs.end()) continue;
+  for (uint32_t k : of_proc) {
+    const SampledComm& sc = c.m.sampled[k];
     s += (s.empty() ? "" : ", ") + EveryNth(sc.stride) + " on " + c.CommLabel(sc.comm);
   }
   return s;
@@ -309,6 +309,14 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   // Said so where samples are: at stride 1 they are every collective, the
   // traces' count, said in the traces' words.
   std::vector<bool> from_samples(np, false), say_sampled(np, false);
+  // Each process's sampled communicators (Model::sampled indices, those
+  // with positions), listed once: looked up per process and communicator,
+  // 'world' of 16,384 members made this quadratic.
+  std::vector<std::vector<uint32_t>> sampled_of(np);
+  for (uint32_t k = 0; k < m.sampled.size(); ++k)
+    if (!m.sampled[k].positions.empty())
+      for (uint32_t pi : m.sampled[k].procs)
+        if (pi < np && (sampled_of[pi].empty() || sampled_of[pi].back() != k)) sampled_of[pi].push_back(k);
   // Its communicators sampled at different strides: its share of late
   // arrivals is weighted by them, and said so.
   std::vector<bool> mixed(np, false);
@@ -318,8 +326,8 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       continue;
     from_samples[pi] = true;
     uint64_t stride = 0;
-    for (const SampledComm& sc : m.sampled) {
-      if (sc.positions.empty() || std::find(sc.procs.begin(), sc.procs.end(), pi) == sc.procs.end()) continue;
+    for (uint32_t k : sampled_of[pi]) {
+      const SampledComm& sc = m.sampled[k];
       say_sampled[pi] = say_sampled[pi] || sc.stride > 1;
       mixed[pi] = mixed[pi] || (stride != 0 && sc.stride != stride);
       stride = sc.stride;
@@ -411,7 +419,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
       } else {
         f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
                       Thousands(r.total) + " " + c->Str(worst->first.second) + " on " +
-                      c->CommLabel(worst->first.first) + " sampled across the job (" + SampledWhere(*c, pi) +
+                      c->CommLabel(worst->first.first) + " sampled across the job (" + SampledWhere(*c, sampled_of[pi]) +
                       Printf("; %.0f%%)", rf * 100) + ", a median " + Dur(med) + " after the median rank (max " +
                       Dur(mx) + "); at its other collectives it is on time");
         AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of its " + Thousands(total[pi]) +
@@ -441,7 +449,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     else
       f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
                     Plural(total[pi], "collective", "collectives") + " sampled across the job (" +
-                    SampledWhere(*c, pi) +
+                    SampledWhere(*c, sampled_of[pi]) +
                     Printf(mixed[pi] ? "; %.0f%% of the collectives they stand for)" : "; %.0f%%)", frac * 100) +
                     ", a median " + Dur(med) +
                     " after the median rank (max " + Dur(mx) + ")");

@@ -355,10 +355,12 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
   std::vector<Proc> digests(procs.size());
   std::vector<bool> digests_ok(procs.size(), true);
   std::map<uint64_t, std::vector<ChainMember>> chains;  // by communicator hash
-  // The arrival samples lined up now, while every summary is parsed: each
-  // process's are freed as its window is fed.
+  // The arrival samples lined up now, while every summary is parsed, and
+  // freed at once: the model built below reuses their memory (at 16,384
+  // ranks they were a quarter of the merge's peak, BENCHMARKS.md).
   uint64_t damaged_samples = 0;
   std::vector<LinedUp> lined_up = LineUpSamples(procs, keep, &damaged_samples);
+  for (summary::SummaryProcess& sp : procs) Release(sp.mutable_samples());
   trace::Record r;
   for (size_t i = 0; i < procs.size(); ++i) {
     if (!keep[i]) continue;
@@ -520,7 +522,6 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     // The loader holds the window now, `chains` the prefixes; below only
     // the process's facts are read, not these.
     digests_ok[i] = ReadDigests(sp, &digests[i]);
-    Release(sp.mutable_samples());
     Release(sp.mutable_records());
     Release(sp.mutable_prefixes());
     Release(sp.mutable_asked_collectives());

@@ -65,7 +65,7 @@ std::vector<std::string> SummarizeHosts(const JobSpec& spec, const std::vector<s
       for (const summary::ArrivalSamples& a : p.samples()) {
         r->largest_samples_bytes = std::max<uint64_t>(r->largest_samples_bytes, a.ByteSizeLong());
         r->largest_stride_log2 = std::max(r->largest_stride_log2, a.stride_log2());
-        r->fewest_samples = std::min<uint64_t>(r->fewest_samples, static_cast<uint64_t>(a.steps_size()));
+        r->fewest_samples = std::min<uint64_t>(r->fewest_samples, static_cast<uint64_t>(a.count()));
       }
     }
     const std::string bytes = EncodeSummary(s);

@@ -7,6 +7,9 @@
 #include <utility>
 
 #include <google/protobuf/arena.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
@@ -156,10 +159,8 @@ bool SampledPosition(uint64_t position, uint32_t log2) {
 
 bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out) {
   out->clear();
-  const int n = a.steps_size();
-  if (a.start_deltas_ns_size() != n || a.durations_ns_size() != n || a.funcs_size() != n || a.seq_deltas_size() != n ||
-      static_cast<uint64_t>(n) > kMaxArrivalSamples || a.stride_log2() > 62)
-    return false;
+  const uint64_t n = a.count();
+  if (n > kMaxArrivalSamples || a.stride_log2() > 62 || a.packed().size() > n * 5 * 10) return false;
   const uint64_t most = a.collectives();
   uint64_t at = 0;
   int64_t start = 0;
@@ -167,42 +168,49 @@ bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>*
   // NCCL has a dozen collective functions: thousands is damage, not a list.
   if (a.functions_size() > 4096) return false;
   std::vector<uint64_t> seq(static_cast<size_t>(a.functions_size()), 0);  // per function
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(a.packed().data()),
+                                            static_cast<int>(a.packed().size()));
   out->reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    const uint64_t step = a.steps(i);
-    const int64_t d = a.start_deltas_ns(i);
-    if (step == 0 || step > most - at || d < -kMaxStartNs || d > kMaxStartNs || a.funcs(i) >= seq.size())
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t step = 0, zigzag = 0, duration = 0, seq_delta = 0;
+    uint32_t func = 0;
+    if (!in.ReadVarint64(&step) || !in.ReadVarint64(&zigzag) || !in.ReadVarint64(&duration) ||
+        !in.ReadVarint32(&func) || !in.ReadVarint64(&seq_delta))
       return false;
+    const int64_t d = google::protobuf::internal::WireFormatLite::ZigZagDecode64(zigzag);
+    if (step == 0 || step > most - at || d < -kMaxStartNs || d > kMaxStartNs || func >= seq.size()) return false;
     at += step;
     start += d;
     if (start < 0 || start > kMaxStartNs || !SampledPosition(at, a.stride_log2())) return false;
-    uint64_t& s = seq[a.funcs(i)];
-    s += a.seq_deltas(i);  // modulo 2^64, as encoded
-    out->push_back({at, start, a.durations_ns(i), a.funcs(i), s});
+    uint64_t& s = seq[func];
+    s += seq_delta;  // modulo 2^64, as encoded
+    out->push_back({at, start, duration, func, s});
   }
-  return true;
+  return in.CurrentPosition() == static_cast<int>(a.packed().size());  // nothing after them
 }
 
 void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a) {
-  a->clear_steps();
-  a->clear_start_deltas_ns();
-  a->clear_durations_ns();
-  a->clear_funcs();
-  a->clear_seq_deltas();
-  uint64_t at = 0;
-  int64_t start = 0;
-  std::vector<uint64_t> seq;  // per function: the last one's
-  for (const ArrivalSample& x : v) {
-    if (x.func >= seq.size()) seq.resize(x.func + 1, 0);
-    a->add_seq_deltas(x.seq - seq[x.func]);
-    seq[x.func] = x.seq;
-    a->add_steps(x.position - at);
-    at = x.position;
-    a->add_start_deltas_ns(x.start_ns - start);
-    start = x.start_ns;
-    a->add_durations_ns(x.duration_ns);
-    a->add_funcs(x.func);
+  std::string packed;
+  {
+    google::protobuf::io::StringOutputStream raw(&packed);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    uint64_t at = 0;
+    int64_t start = 0;
+    std::vector<uint64_t> seq;  // per function: the last one's
+    for (const ArrivalSample& x : v) {
+      if (x.func >= seq.size()) seq.resize(x.func + 1, 0);
+      out.WriteVarint64(x.position - at);
+      out.WriteVarint64(google::protobuf::internal::WireFormatLite::ZigZagEncode64(x.start_ns - start));
+      out.WriteVarint64(x.duration_ns);
+      out.WriteVarint32(x.func);
+      out.WriteVarint64(x.seq - seq[x.func]);
+      seq[x.func] = x.seq;
+      at = x.position;
+      start = x.start_ns;
+    }
   }
+  a->set_count(static_cast<uint32_t>(v.size()));
+  a->set_packed(std::move(packed));
 }
 
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root) {
@@ -498,7 +506,7 @@ void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryPr
   while (sp->ByteSizeLong() > max_bytes) {
     bool thinned = false;
     for (summary::ArrivalSamples& a : *sp->mutable_samples()) {
-      if (static_cast<size_t>(a.steps_size()) < 2 * kMinSampledCollectives || a.stride_log2() >= 62 ||
+      if (a.count() < 2 * kMinSampledCollectives || a.stride_log2() >= 62 ||
           !DecodeSamples(a, &samples))
         continue;
       const uint32_t wider = a.stride_log2() + 1;

@@ -430,22 +430,27 @@ TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
   EXPECT_EQ(v[2].start_ns, 3000);
   EXPECT_EQ(v[1].seq, 3u);
   EXPECT_EQ(v[2].seq, 5u);
-  EXPECT_EQ(a.seq_deltas(2), 2u);  // from the last AllReduce's, not the Broadcast's
   auto refused = [&](const std::function<void(summary::ArrivalSamples*)>& damage) {
     summary::ArrivalSamples b = a;
     damage(&b);
     return !DecodeSamples(b, &v);
   };
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->add_steps(1); }));         // lengths differ
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_funcs(1, 2); }));      // no such function
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_steps(1, 0); }));      // a position twice
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_steps(1, 100); }));    // past the collectives
+  // Samples encoded as given, whatever they say.
+  auto encoded = [&](std::vector<ArrivalSample> x) {
+    return [x](summary::ArrivalSamples* b) { EncodeSamples(x, b); };
+  };
   uint64_t unsampled = at[0] + 1;
   while (SampledPosition(unsampled, 2)) ++unsampled;
-  EXPECT_TRUE(refused([&](summary::ArrivalSamples* b) { b->set_steps(0, unsampled); }));  // not its stride's
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_start_deltas_ns(0, -5); }));  // before the file
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_count(4); }));  // fewer than it says
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_count(2); }));  // bytes after them
+  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->mutable_packed()->pop_back(); }));  // cut short
+  EXPECT_TRUE(refused(encoded({{at[0], 1000, 10, 0, 3}, {at[1], 2000, 10, 2, 3}})));  // no such function
+  EXPECT_TRUE(refused(encoded({{at[0], 1000, 10, 0, 3}, {at[0], 2000, 10, 1, 3}})));  // a position twice
+  EXPECT_TRUE(refused([&](summary::ArrivalSamples* b) { b->set_collectives(at[1]); }));  // past the collectives
+  EXPECT_TRUE(refused(encoded({{unsampled, 1000, 10, 0, 3}})));                    // not its stride's
+  EXPECT_TRUE(refused(encoded({{at[0], -5, 10, 0, 3}})));                          // before the file
   EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->set_stride_log2(63); }));
-  EXPECT_TRUE(refused([](summary::ArrivalSamples* b) { b->clear_seq_deltas(); }));
+  EXPECT_FALSE(refused([](summary::ArrivalSamples*) {}));
 }
 
 // Rank 5 skips the 101st collective (one function only): from there its
