@@ -30,6 +30,21 @@ std::string Dir(const std::string& name) {
   return d;
 }
 
+// Each node's summary of `files`, four ranks a node: the processes in
+// order, each with its node's name.
+void SummarizeNodesOfFour(const std::vector<std::string>& files, std::vector<summary::SummaryProcess>* procs,
+                          std::vector<std::string>* sources) {
+  for (size_t first = 0; first + 4 <= files.size(); first += 4) {
+    SummaryResult s;
+    std::string error;
+    EXPECT_TRUE(Summarize({files.begin() + first, files.begin() + first + 4}, SummarizeOptions(), &s, &error)) << error;
+    for (summary::SummaryProcess& p : s.procs) {
+      procs->push_back(std::move(p));
+      sources->push_back("node" + std::to_string(first));
+    }
+  }
+}
+
 // A healthy 4-rank job's files and its summary's bytes.
 std::string JobSummary(const std::string& dir, std::vector<std::string>* files = nullptr) {
   JobSpec spec;
@@ -342,15 +357,7 @@ TEST(ArrivalSamplesTest, MembersWithDifferentStridesShareTheLargestOnesPositions
   const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
   std::vector<summary::SummaryProcess> procs;
   std::vector<std::string> sources;
-  for (size_t first : {size_t{0}, size_t{4}}) {
-    SummaryResult s;
-    std::string error;
-    ASSERT_TRUE(Summarize({files.begin() + first, files.begin() + first + 4}, SummarizeOptions(), &s, &error)) << error;
-    for (summary::SummaryProcess& p : s.procs) {
-      procs.push_back(std::move(p));
-      sources.push_back("node" + std::to_string(first));
-    }
-  }
+  SummarizeNodesOfFour(files, &procs, &sources);
   ASSERT_EQ(procs.size(), 8u);
   for (size_t i = 0; i < procs.size(); ++i) {
     ASSERT_EQ(procs[i].samples_size(), 1) << i;
@@ -468,15 +475,7 @@ TEST(ArrivalSamplesTest, PositionsAfterASkippedCollectiveAreNotLinedUp) {
   const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
   std::vector<summary::SummaryProcess> procs;
   std::vector<std::string> sources;
-  for (size_t first : {size_t{0}, size_t{4}}) {
-    SummaryResult s;
-    std::string error;
-    ASSERT_TRUE(Summarize({files.begin() + first, files.begin() + first + 4}, SummarizeOptions(), &s, &error)) << error;
-    for (summary::SummaryProcess& p : s.procs) {
-      procs.push_back(std::move(p));
-      sources.push_back("node" + std::to_string(first));
-    }
-  }
+  SummarizeNodesOfFour(files, &procs, &sources);
   Model m;
   std::string error;
   ASSERT_TRUE(BuildModelFromSummaries(procs, {}, {}, LoadOptions(), &m, &error, &sources)) << error;
