@@ -194,10 +194,6 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     const std::vector<uint32_t>& odd = first_uv.size() < first_vu.size() ? first_uv : first_vu;
     const std::vector<uint32_t>& rest = &odd == &first_uv ? first_vu : first_uv;
     const bool odd_uv = &odd == &first_uv;
-    // "rank 3" / "ranks 0-16,18-23": in rank order and ranges, as every
-    // finding names ranks (processes come in the order their files were
-    // named, and a job of thousands would fill the line).
-    auto names = [&](const std::vector<uint32_t>& ps) { return c->Names(ps); };
     auto opname = [&](const Op& o) { return c->OpName(o) + (one_comm ? "" : " on " + c->CommLabel(o.comm)); };
     const std::string a = opname(odd_uv ? ou : ov), b = opname(odd_uv ? ov : ou);
     double waited = 0;
@@ -216,8 +212,11 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out) {
     for (uint32_t pi : odd) *f.add_culprits() = c->Ref(pi, ou.comm);
     for (uint32_t pi : rest) *(majority ? f.add_waiting() : f.add_culprits()) = c->Ref(pi, ou.comm);
     std::string sum = one_comm ? "ORDER MISMATCH: " : "DEADLOCK: ";
-    sum += names(odd) + " issued " + a + " before " + b + (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) +
-           " where " + names(rest) + " issued " + b + " first";
+    // Ranks in rank order and ranges ("ranks 0-16,18-23"), as every finding
+    // names them: processes come in the order their files were named.
+    sum += c->Names(odd) + " issued " + a + " before " + b +
+           (one_comm ? " on " + c->CommLabel(ou.comm) : std::string()) + " where " + c->Names(rest) + " issued " + b +
+           " first";
     sum += majority ? "" : " (no majority: every side is named)";
     // The pair's own state, not the cycle's: in a long cycle ending in a
     // hang, an early pair may have completed against each other.

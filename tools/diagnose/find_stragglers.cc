@@ -172,12 +172,28 @@ std::vector<bool> SampledProcs(const Model& m) {
 
 // The sampled arrivals judged as Count judges whole ones, on the aligned
 // clock (each member's start plus its Proc::offset_ns).
+// Whether CountSampled judges `sc`'s positions.
+bool Judgeable(const Model& m, const SampledComm& sc) {
+  const size_t n = sc.procs.size();
+  return n >= 2 && sc.comm < m.comms.size() && sc.local_starts_ns.size() == sc.positions.size() * n;
+}
+
+// How many sampled collectives CountSampled judges per process (its
+// Tally::total), without judging them.
+std::vector<uint32_t> SampledTotals(const Model& m) {
+  std::vector<uint32_t> total(m.procs.size(), 0);
+  for (const SampledComm& sc : m.sampled)
+    if (Judgeable(m, sc))
+      for (uint32_t pi : sc.procs) total[pi] += static_cast<uint32_t>(sc.positions.size());
+  return total;
+}
+
 Tally CountSampled(const Model& m, double thr, double fraction) {
   Tally t = NewTally(m.procs.size());
   std::vector<double> starts, durs;
   for (const SampledComm& sc : m.sampled) {
     const size_t n = sc.procs.size();
-    if (n < 2 || sc.comm >= m.comms.size() || sc.local_starts_ns.size() != sc.positions.size() * n) continue;
+    if (!Judgeable(m, sc)) continue;
     for (size_t k = 0; k < sc.positions.size(); ++k) {
       starts.clear();
       durs.clear();
@@ -527,14 +543,16 @@ bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
   // Operations put back from summaries (Model::asked_ops) are not judged.
   const std::vector<bool> lacks = WindowLacks(m);
   const std::vector<bool> by_samples = SampledProcs(m);
-  const Tally sampled = CountSampled(m, thr, opts.straggler_duration_fraction);
+  // Only how many: FindStragglers has judged them (at 16,384 ranks a
+  // median over every member at every position, done once).
+  const std::vector<uint32_t> sampled_total = SampledTotals(m);
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];
     if (UsesDigest(p, thr, opts.straggler_duration_fraction)) continue;
     // Judged from samples across the whole job, as FindStragglers does;
     // not with completions from CUDA events, whose GPU-held lateness
     // (FindGpuHeld) the samples do not show, as the digest does not.
-    if (by_samples[pi] && sampled.total[pi] >= kMinSampledCollectives && !p.event_completions &&
+    if (by_samples[pi] && sampled_total[pi] >= kMinSampledCollectives && !p.event_completions &&
         std::none_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].polled; }))
       continue;
     if (lacks[pi]) return false;

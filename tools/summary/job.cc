@@ -143,8 +143,9 @@ struct LinedUp {
 // completion, a file that began later or ended sooner), where each
 // member's is the same collective (function and seq: after a collective
 // one rank skipped, positions name different ones). A position some member
-// lacks is left out, never guessed. One member is decoded at a time: at 16,384 ranks the decoded
-// samples of all would be hundreds of MB beside the table kept.
+// lacks is left out, never guessed. One member is decoded at a time: at
+// 16,384 ranks the decoded samples of all would be hundreds of MB beside
+// the table kept.
 // `damaged`: members whose samples do not decode (their communicator gets
 // none).
 std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& procs, const std::vector<bool>& keep,

@@ -226,9 +226,9 @@ namespace {
 
 // The arrivals of one communicator's collectives (`cf`, in file order)
 // sampled at one position in 2^l (SampledPosition) over the whole file,
-// window included: the
-// positions then depend only on the rank's own count, never on where its
-// window begins, and the merge lines members up by position alone.
+// window included: the positions then depend only on the rank's own count,
+// never on where its window begins, and the merge lines members up by
+// position alone.
 void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>& ops, summary::SummaryProcess* out) {
   uint64_t n = 0;
   for (size_t x : cf.ops) n += !ops[x].p2p;
