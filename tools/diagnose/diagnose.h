@@ -108,9 +108,10 @@ std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions&
 // collectives: each a summary's with a valid ArrivalDigest made with the
 // thresholds `opts` gives on `m`, one whose every communicator's arrivals
 // the summaries sampled across the job (Model::sampled, at least
-// kMinSampledCollectives of its collectives; not with completions from
-// CUDA events, whose waits held on the GPU they do not show), or one whose
-// operations are all in `m`.
+// kMinSampledCollectives of its collectives), or one whose operations are
+// all in `m`. With completions from CUDA events, the digest or samples must
+// carry the kernels' GPU-held times as well (ArrivalDigest::gpu_held,
+// Proc::samples_held).
 bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts = {});
 
 // The text view: the verdict on the first line, then findings with their

@@ -229,23 +229,48 @@ bool UsesDigest(const Proc& p, double thr, double fraction) {
   return p.digested && p.arrivals.valid && p.arrivals.threshold_s == thr && p.arrivals.fraction == fraction;
 }
 
-// A rank whose kernels wait on its GPU behind other work (GpuHeldNs) while
-// its host enqueues in time: the others wait for it on their GPUs, and no
-// host arrival shows it. Judged per (communicator, function) with the
-// stricter per-function bar of the host-side finder (five collectives at
-// least, late at three in four), late meaning held more than the median
-// rank by more than the threshold and two polling intervals. `host_named`:
-// processes the host-side finder already named.
-void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::vector<Ranked>* out) {
-  const Model& m = c->m;
+// Its completions come from CUDA events, which alone show a kernel held on
+// its GPU (GpuHeldNs).
+bool ShowsGpuHeld(const Model& m, const Proc& p) {
+  return p.event_completions || std::any_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].polled; });
+}
+
+// The GPU-held finder's rows (FindGpuHeld), per process and (communicator,
+// function): collectives whose every rank's held time is known, those where
+// it was held longest and past the bar, its held lags and its host's
+// arrival lags behind the median rank's.
+struct HeldRow {
+  uint32_t total = 0, late = 0;
+  std::vector<double> lags, host_lags;
+};
+using HeldRows = std::vector<std::map<std::pair<uint32_t, uint16_t>, HeldRow>>;
+
+// Late on the GPU means held more than the median rank by more than the
+// threshold and two polling intervals (a held time is known to one).
+double HeldBar(double thr) { return std::max(thr, 2.0 * static_cast<double>(kGpuHeldResolutionNs) / 1e9); }
+
+// One collective's held times and host arrivals (s), per rank its process:
+// one rule for windows, digests and samples.
+void JudgeHeld(const std::vector<uint32_t>& procs, const std::vector<double>& helds, const std::vector<double>& starts,
+               const std::pair<uint32_t, uint16_t>& key, double bar, HeldRows* rows) {
+  const double med = MedianOf(helds), med_start = MedianOf(starts);
+  size_t last = 0;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    HeldRow& row = (*rows)[procs[i]][key];
+    ++row.total;
+    row.lags.push_back(helds[i] - med);
+    row.host_lags.push_back(starts[i] - med_start);
+    if (helds[i] > helds[last]) last = i;
+  }
+  if (helds[last] - med > bar) ++(*rows)[procs[last]][key].late;
+}
+
+// Over the windows' collectives seen on every rank.
+HeldRows CountHeld(const Model& m, double bar) {
+  HeldRows rows(m.procs.size());
   const std::vector<int64_t> held = GpuHeldNs(m);
-  struct HeldRow {
-    uint32_t total = 0, late = 0;
-    std::vector<double> lags, host_lags;
-  };
-  std::vector<std::map<std::pair<uint32_t, uint16_t>, HeldRow>> rows(m.procs.size());
-  const double bar = std::max(thr, 2.0 * static_cast<double>(kGpuHeldResolutionNs) / 1e9);
   std::vector<double> helds, starts;
+  std::vector<uint32_t> procs;
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
     auto present = Present(m, mt);
@@ -254,38 +279,102 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
       continue;  // as in Count
     helds.clear();
     starts.clear();
+    procs.clear();
     for (auto& [r, oi] : present) {
       if (held[oi] == kNoTime) break;
       helds.push_back(static_cast<double>(held[oi]) / 1e9);
       starts.push_back(static_cast<double>(m.ops[oi].start_ns) / 1e9);
+      procs.push_back(m.ops[oi].proc);
     }
     if (helds.size() != present.size()) continue;
-    const double med = MedianOf(helds), med_start = MedianOf(starts);
-    size_t last = 0;
-    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
-    for (size_t i = 0; i < present.size(); ++i) {
-      HeldRow& row = rows[m.ops[present[i].second].proc][key];
-      ++row.total;
-      row.lags.push_back(helds[i] - med);
-      row.host_lags.push_back(starts[i] - med_start);
-      if (helds[i] > helds[last]) last = i;
-    }
-    if (helds[last] - med > bar) ++rows[m.ops[present[last].second].proc][key].late;
+    JudgeHeld(procs, helds, starts, {mt.comm, m.ops[present[0].second].func}, bar, &rows);
   }
+  return rows;
+}
+
+// Over the summaries' samples (SampledComm::held_ns), on the aligned clock.
+HeldRows CountHeldSampled(const Model& m, double bar) {
+  HeldRows rows(m.procs.size());
+  std::vector<double> helds, starts;
+  for (const SampledComm& sc : m.sampled) {
+    const size_t n = sc.procs.size();
+    if (!Judgeable(m, sc) || sc.held_ns.size() != sc.positions.size() * n) continue;
+    for (size_t k = 0; k < sc.positions.size(); ++k) {
+      helds.clear();
+      starts.clear();
+      for (size_t j = 0; j < n; ++j) {
+        const int64_t h = sc.held_ns[k * n + j];
+        if (h == kNoTime) break;
+        helds.push_back(static_cast<double>(h) / 1e9);
+        starts.push_back(static_cast<double>(SaturatingAdd(sc.local_starts_ns[k * n + j],
+                                                           m.procs[sc.procs[j]].offset_ns)) /
+                         1e9);
+      }
+      if (helds.size() != n) continue;
+      JudgeHeld(sc.procs, helds, starts, {sc.comm, sc.funcs[k]}, bar, &rows);
+    }
+  }
+  return rows;
+}
+
+// A row's counts and lags (s): what the finder reads, from rows counted
+// here or from a summary's digest.
+struct HeldJudged {
+  uint32_t total = 0, late = 0;
+  double median_lag = 0, max_lag = 0, host_lag = 0;
+};
+HeldJudged Judged(const HeldRow& r) {
+  HeldJudged j{r.total, r.late, MedianOf(r.lags), 0, MedianOf(r.host_lags)};
+  if (!r.lags.empty()) j.max_lag = *std::max_element(r.lags.begin(), r.lags.end());
+  return j;
+}
+
+// A rank whose kernels wait on its GPU behind other work (GpuHeldNs) while
+// its host enqueues in time: the others wait for it on their GPUs, and no
+// host arrival shows it. Judged per (communicator, function) with the
+// stricter per-function bar of the host-side finder (five collectives at
+// least, late at three in four), late meaning held more than the median
+// rank by more than the threshold and two polling intervals
+// (HeldBar). Where summaries let operations go, a process is judged as the
+// host-side finder judges it: from its digest (every collective, on its
+// node's communicators), else from the samples across the job, else from
+// its window. `host_named`: processes the host-side finder already named.
+void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::vector<Ranked>* out) {
+  const Model& m = c->m;
+  const double bar = HeldBar(thr);
+  const HeldRows window = CountHeld(m, bar);
+  const std::vector<bool> by_samples = SampledProcs(m), lacks = WindowLacks(m);
+  HeldRows sampled;
   const uint32_t min_n = std::max<uint32_t>(5, static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives)));
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (host_named[pi]) continue;
-    const std::pair<const std::pair<uint32_t, uint16_t>, HeldRow>* worst = nullptr;
-    for (const auto& kv : rows[pi]) {
-      const HeldRow& r = kv.second;
+    const Proc& p = m.procs[pi];
+    std::map<std::pair<uint32_t, uint16_t>, HeldJudged> rows;
+    bool from_samples = false;
+    if (UsesDigest(p, thr, c->o.straggler_duration_fraction) && p.arrivals.gpu_held) {
+      for (const ArrivalRow& r : p.arrivals.rows) {
+        auto ci = m.comm_of_hash.find(r.comm_hash);
+        auto fi = m.string_ids.find(r.func);
+        if (ci == m.comm_of_hash.end() || fi == m.string_ids.end() || r.held_total == 0) continue;
+        rows[{ci->second, fi->second}] =
+            HeldJudged{r.held_total, r.held_late, r.held_median_lag_s, r.held_max_lag_s, r.held_host_lag_s};
+      }
+    } else if (by_samples[pi] && lacks[pi] && p.samples_held) {
+      if (sampled.empty()) sampled = CountHeldSampled(m, bar);
+      for (const auto& [key, r] : sampled[pi]) rows[key] = Judged(r);
+      from_samples = true;
+    } else {
+      for (const auto& [key, r] : window[pi]) rows[key] = Judged(r);
+    }
+    const std::pair<const std::pair<uint32_t, uint16_t>, HeldJudged>* worst = nullptr;
+    for (const auto& kv : rows) {
+      const HeldJudged& r = kv.second;
       if (r.total < min_n || 4 * r.late < 3 * r.total) continue;
       if (worst == nullptr || r.late * worst->second.total > worst->second.late * r.total) worst = &kv;
     }
     if (worst == nullptr) continue;
-    const HeldRow& r = worst->second;
+    const HeldJudged& r = worst->second;
     const double rf = static_cast<double>(r.late) / r.total;
-    const double med = MedianOf(r.lags), mx = *std::max_element(r.lags.begin(), r.lags.end());
-    const double host = MedianOf(r.host_lags);
     Finding f;
     f.set_kind(report::STRAGGLER);
     *f.add_culprits() = c->Ref(pi);
@@ -295,17 +384,34 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
     st->set_collectives(r.total);
     st->set_late(r.late);
     st->set_late_fraction(rf);
-    st->set_median_lag_ms(med * 1e3);
-    st->set_max_lag_ms(mx * 1e3);
+    st->set_median_lag_ms(r.median_lag * 1e3);
+    st->set_max_lag_ms(r.max_lag * 1e3);
+    // Which of its communicators were sampled, and how often.
+    // At stride 1 the samples are every collective: the traces' count,
+    // said in the traces' words, as FindStragglers does.
+    std::vector<uint32_t> of_proc;
+    bool say_sampled = false;
+    if (from_samples)
+      for (uint32_t k = 0; k < m.sampled.size(); ++k)
+        if (!m.sampled[k].positions.empty() &&
+            std::find(m.sampled[k].procs.begin(), m.sampled[k].procs.end(), pi) != m.sampled[k].procs.end()) {
+          of_proc.push_back(k);
+          say_sampled = say_sampled || m.sampled[k].stride > 1;
+        }
+    const std::string where = SampledWhere(*c, of_proc);
     f.set_summary("STRAGGLER: " + c->Name(pi) + "'s GPU got to " + c->Str(worst->first.second) + " on " +
                   c->CommLabel(worst->first.first) + " last at " + Thousands(r.late) + " of " + Thousands(r.total) +
-                  Printf(" (%.0f%%)", rf * 100) + ", a median " + Dur(med) + " after the median rank's (max " + Dur(mx) +
+                  (say_sampled ? " sampled across the job (" + where + Printf("; %.0f%%)", rf * 100)
+                               : Printf(" (%.0f%%)", rf * 100)) +
+                  ", a median " + Dur(r.median_lag) + " after the median rank's (max " + Dur(r.max_lag) +
                   "), behind other work on its GPU; its host enqueued them " +
-                  (host < bar ? std::string("in time") : "a median " + Dur(host) + " late"));
+                  (r.host_lag < bar ? std::string("in time") : "a median " + Dur(r.host_lag) + " late"));
     AddEvidence(&f, c->Name(pi),
                 "its kernels waited behind other work on its GPU (the stream reached them late, as the plugin's "
-                "CUDA events saw it, every ~10 ms); threshold " + Dur(bar));
+                "CUDA events saw it, every ~10 ms); threshold " + Dur(bar) +
+                    (say_sampled ? "; over the collectives the summaries sampled across the job" : ""));
     Emit(out, 0, std::move(f));
+    out->back().sampled = from_samples;
   }
 }
 
@@ -498,17 +604,13 @@ std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions&
   }
   const double thr = Threshold(m, opts);
   const Tally t = Count(m, thr, opts.straggler_duration_fraction);
+  HeldRows held;  // counted once, where some process shows GPU-held times
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     ArrivalDigest& d = out[pi];
     d.valid = true;
     for (size_t ci = 0; ci < m.comms.size(); ++ci)
       for (const CommMember& mem : m.comms[ci].members)
         if (mem.proc == pi && !whole[ci]) d.valid = false;
-    // Completions from CUDA events may show a rank held on its GPU
-    // (FindGpuHeld), which the digest does not count: judged from the
-    // window only, and a summary that let operations go says so.
-    for (uint32_t oi : m.procs[pi].ops)
-      if (m.ops[oi].polled) d.valid = false;
     if (!d.valid) continue;
     d.threshold_s = thr;
     d.fraction = opts.straggler_duration_fraction;
@@ -533,6 +635,29 @@ std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions&
       if (r.comm_hash == 0) d.valid = false;
       d.rows.push_back(std::move(r));
     }
+    // Completions from CUDA events may show a rank held on its GPU: the
+    // GPU-held finder's rows too, beside the host's (a row of either).
+    if (!ShowsGpuHeld(m, m.procs[pi])) continue;
+    if (held.empty()) held = CountHeld(m, HeldBar(thr));
+    d.gpu_held = true;
+    for (const auto& [key, row] : held[pi]) {
+      const uint64_t hash = m.comms[key.first].hash;
+      const std::string func = m.Str(key.second);
+      auto it = std::find_if(d.rows.begin(), d.rows.end(),
+                             [&](const ArrivalRow& r) { return r.comm_hash == hash && r.func == func; });
+      if (it == d.rows.end()) {
+        d.rows.push_back(ArrivalRow{});
+        it = d.rows.end() - 1;
+        it->comm_hash = hash;
+        it->func = func;
+      }
+      const HeldJudged j = Judged(row);
+      it->held_total = j.total;
+      it->held_late = j.late;
+      it->held_median_lag_s = j.median_lag;
+      it->held_max_lag_s = j.max_lag;
+      it->held_host_lag_s = j.host_lag;
+    }
   }
   return out;
 }
@@ -548,13 +673,13 @@ bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
   const std::vector<uint32_t> sampled_total = SampledTotals(m);
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];
-    if (UsesDigest(p, thr, opts.straggler_duration_fraction)) continue;
-    // Judged from samples across the whole job, as FindStragglers does;
-    // not with completions from CUDA events, whose GPU-held lateness
-    // (FindGpuHeld) the samples do not show, as the digest does not.
-    if (by_samples[pi] && sampled_total[pi] >= kMinSampledCollectives && !p.event_completions &&
-        std::none_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].polled; }))
-      continue;
+    // With completions from CUDA events, the GPU-held finder's too: a
+    // digest or samples from a summary made before they carried it judge
+    // only the host's arrivals.
+    const bool gpu = ShowsGpuHeld(m, p);
+    if (UsesDigest(p, thr, opts.straggler_duration_fraction) && (!gpu || p.arrivals.gpu_held)) continue;
+    // Judged from samples across the whole job, as FindStragglers does.
+    if (by_samples[pi] && sampled_total[pi] >= kMinSampledCollectives && (!gpu || p.samples_held)) continue;
     if (lacks[pi]) return false;
   }
   return true;

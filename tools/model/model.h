@@ -254,15 +254,20 @@ struct RankDigest {
 // summarized node held every rank of each of its communicators: exact
 // counts and lags, judged with `threshold_s` and `fraction` (the finder
 // reads them only when it would judge with the same). Made by
-// DigestArrivals (diagnose.h).
+// DigestArrivals (diagnose.h). The held_* counts are the GPU-held finder's
+// (FindGpuHeld: a kernel waiting on its GPU behind other work), counted
+// where `gpu_held` (completions from CUDA events show it).
 struct ArrivalRow {
   uint64_t comm_hash = 0;
   std::string func;
   uint32_t total = 0, late = 0;
   double median_lag_s = 0, max_lag_s = 0;
+  uint32_t held_total = 0, held_late = 0;
+  double held_median_lag_s = 0, held_max_lag_s = 0, held_host_lag_s = 0;
 };
 struct ArrivalDigest {
   bool valid = false;
+  bool gpu_held = false;
   double threshold_s = 0, fraction = 0;
   uint32_t total = 0, late = 0;
   double median_lag_s = 0, max_lag_s = 0;
@@ -293,6 +298,10 @@ struct SampledComm {
   std::vector<uint16_t> funcs;      // per position: the function's string id
   // [position index * procs.size() + member]
   std::vector<int64_t> local_starts_ns, durations_ns;
+  // The same, how long the member's kernel waited on its GPU behind other
+  // work (gpu_held.h), kNoTime where not known; empty where no member's
+  // summary carried it (no completion from CUDA events).
+  std::vector<int64_t> held_ns;
 };
 // Fewer sampled collectives than this judge nothing: a rank late at half of
 // a handful is chance.
@@ -363,6 +372,10 @@ struct Proc {
   std::vector<RankDigest> rank_digests;
   std::vector<std::string> whole_comms;
   ArrivalDigest arrivals;
+  // Its summary's arrival samples carry GPU-held times (ArrivalSamples.held,
+  // SampledComm::held_ns): with completions from CUDA events, what lets
+  // them stand for the whole job in that respect too.
+  bool samples_held = false;
   std::vector<StuckReport> stucks;
   std::vector<MaskChange> mask_changes;  // in file order
   std::vector<KernelPhaseSpan> phases;   // LoadOptions::kernel_phases: by op, channel, start

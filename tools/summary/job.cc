@@ -135,6 +135,7 @@ struct LinedUp {
   std::vector<std::string> funcs;
   std::vector<uint64_t> seqs;
   std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
+  std::vector<int64_t> held;  // the same, GPU-held ns (-1: not known); empty: no member's samples carry them
 };
 
 // Each communicator's samples at the positions every member sampled:
@@ -192,6 +193,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
         l.starts.assign(l.positions.size() * n, 0);
         l.durations.assign(l.positions.size() * n, 0);
       }
+      if (!a.held().empty() && l.held.empty()) l.held.assign(l.positions.size() * n, -1);
       size_t at = 0;
       for (size_t c = 0; c < l.positions.size(); ++c) {
         while (at < v.size() && v[at].position < l.positions[c]) ++at;
@@ -202,6 +204,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
         }
         l.starts[c * n + j] = v[at].start_ns;
         l.durations[c * n + j] = static_cast<int64_t>(std::min<uint64_t>(v[at].duration_ns, uint64_t{1} << 58));
+        if (!l.held.empty()) l.held[c * n + j] = v[at].held_ns;
       }
     }
     if (!ok) continue;
@@ -218,6 +221,9 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
                     l.starts.begin() + static_cast<std::ptrdiff_t>(kept * n));
         std::copy_n(l.durations.begin() + static_cast<std::ptrdiff_t>(c * n), n,
                     l.durations.begin() + static_cast<std::ptrdiff_t>(kept * n));
+        if (!l.held.empty())
+          std::copy_n(l.held.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                      l.held.begin() + static_cast<std::ptrdiff_t>(kept * n));
       }
       ++kept;
     }
@@ -225,8 +231,10 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
     l.funcs.resize(kept);
     l.starts.resize(kept * n);
     l.durations.resize(kept * n);
+    if (!l.held.empty()) l.held.resize(kept * n);
     l.starts.shrink_to_fit();
     l.durations.shrink_to_fit();
+    l.held.shrink_to_fit();
     out.push_back(std::move(l));
   }
   return out;
@@ -361,6 +369,13 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
   // ranks they were a quarter of the merge's peak, BENCHMARKS.md).
   uint64_t damaged_samples = 0;
   std::vector<LinedUp> lined_up = LineUpSamples(procs, keep, &damaged_samples);
+  // Every communicator's samples carry GPU-held times, or the process's
+  // are not judged whole for them (Proc::samples_held).
+  std::vector<bool> samples_held(procs.size(), false);
+  for (size_t i = 0; i < procs.size(); ++i)
+    samples_held[i] = procs[i].samples_size() > 0 &&
+                      std::all_of(procs[i].samples().begin(), procs[i].samples().end(),
+                                  [](const summary::ArrivalSamples& a) { return !a.held().empty(); });
   for (summary::SummaryProcess& sp : procs) Release(sp.mutable_samples());
   trace::Record r;
   for (size_t i = 0; i < procs.size(); ++i) {
@@ -561,6 +576,7 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     p.settled_completed = sp.let_go_completed() - std::min(back, sp.let_go_completed()) + settled[i].completed;
     const bool from_summary = sources != nullptr && i < sources->size() && !(*sources)[i].empty();
     MoveDigests(&digests[i], &p);
+    p.samples_held = samples_held[i];
     if (!digests_ok[i] || (from_summary && !p.digested))
       m->undigested.push_back(sp.path() + (from_summary ? " (in " + (*sources)[i] + ")" : std::string()) + ": " +
                               (sp.digested() ? "its stats rows are damaged"
@@ -621,6 +637,9 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
         t = SaturatingAdd(t, static_cast<int64_t>(m->procs[sc.procs[j]].mono_base_ns));
       }
     sc.durations_ns = std::move(l.durations);
+    sc.held_ns = std::move(l.held);
+    for (int64_t& h : sc.held_ns)
+      if (h < 0) h = kNoTime;
     // Enough, or every collective (the stride 1, and each member's every
     // collective sampled: none is missing).
     sc.covered = sc.positions.size() >= kMinSampledCollectives || (sc.stride == 1 && sc.positions.size() == l.most);

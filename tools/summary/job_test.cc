@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -424,17 +425,18 @@ TEST(SummaryJobTest, AStragglerAtOneFunctionOfTheStepIsSampled) {
   EXPECT_EQ(r.summaries_exit, r.traces_exit);
 }
 
-// The merge of `dir`'s summaries with their arrival samples removed: what
-// the summaries said before they kept any (the windows only).
-report::Diagnosis WithoutSamples(const std::string& dir) {
+// The merge of `dir`'s summaries (`nodes`), each process changed by
+// `strip` first: what a summary without some of its parts says.
+report::Diagnosis Remerged(const std::string& dir, const std::vector<std::string>& nodes,
+                           const std::function<void(summary::SummaryProcess*)>& strip) {
   std::vector<summary::SummaryProcess> procs;
   std::vector<std::string> sources;
-  for (const char* node : {"/node0.ncclsummary", "/node4.ncclsummary"}) {
+  for (const std::string& node : nodes) {
     SummaryResult s;
     std::string error;
     EXPECT_TRUE(ReadSummaryFile(dir + node, &s, &error)) << error;
     for (summary::SummaryProcess& p : s.procs) {
-      p.clear_samples();
+      strip(&p);
       procs.push_back(std::move(p));
       sources.push_back(dir + node);
     }
@@ -445,6 +447,23 @@ report::Diagnosis WithoutSamples(const std::string& dir) {
   MatchOps(&m);
   AlignClocks(&m);
   return Diagnose(m);
+}
+
+// With their arrival samples removed: what the summaries said before they
+// kept any (the windows only).
+report::Diagnosis WithoutSamples(const std::string& dir) {
+  return Remerged(dir, {"/node0.ncclsummary", "/node4.ncclsummary"},
+                  [](summary::SummaryProcess* p) { p->clear_samples(); });
+}
+
+// With the kernels' GPU-held times removed from the arrival digests and
+// samples: what summaries made before they carried them say.
+report::Diagnosis WithoutHeldTimes(const std::string& dir, const std::vector<std::string>& nodes) {
+  return Remerged(dir, nodes, [](summary::SummaryProcess* p) {
+    for (summary::ArrivalSamples& a : *p->mutable_samples()) a.clear_held();
+    // An older summary made no digest for a process with such completions.
+    if (p->has_arrivals() && p->arrivals().gpu_held()) p->clear_arrivals();
+  });
 }
 
 // Rank 6 (on the second node) late by 2 ms at every collective, no error:
@@ -498,6 +517,72 @@ TEST(SummaryJobTest, AStragglerOnlyInTheFirstHalfIsFoundFromTheSamples) {
   const report::Diagnosis windows = WithoutSamples(std::string(getenv("TEST_TMPDIR")) + "/straggler-first-half");
   EXPECT_EQ(ExitStatus(windows), 3) << windows.verdict();
   EXPECT_EQ(windows.verdict().rfind("INCOMPLETE: ", 0), 0u) << windows.verdict();
+}
+
+// Completions from CUDA events (the default from profiler API v5): a
+// healthy long job is OK from the summaries, across nodes (the samples
+// carry each kernel's GPU-held time) and within one (the digest counts
+// them), where summaries without them said INCOMPLETE.
+TEST(SummaryJobTest, AHealthyJobWithEventCompletionsIsOkFromTheSummaries) {
+  JobSpec spec = LongJob();
+  spec.event_completions = true;
+  for (int per_host : {4, 8}) {
+    spec.ranks_per_host = per_host;
+    const std::string name = "healthy-events-" + std::to_string(per_host);
+    const Outcome r = Judge(spec, name);
+    EXPECT_EQ(r.traces_line.rfind("OK: ", 0), 0u) << r.traces_line;
+    EXPECT_EQ(r.summaries_line, r.traces_line) << per_host;
+    EXPECT_EQ(r.summaries_exit, 0) << per_host;
+    const std::vector<std::string> nodes =
+        per_host == 4 ? std::vector<std::string>{"/node0.ncclsummary", "/node4.ncclsummary"}
+                      : std::vector<std::string>{"/node0.ncclsummary"};
+    const report::Diagnosis older = WithoutHeldTimes(std::string(getenv("TEST_TMPDIR")) + "/" + name, nodes);
+    EXPECT_EQ(older.verdict().rfind("INCOMPLETE: ", 0), 0u) << per_host << ": " << older.verdict();
+  }
+}
+
+// Rank 5's GPU gets to its AllReduce kernels 40 ms late (other work ahead
+// of them on its GPU) at the first 1,800 of 2,000 collectives, while its
+// host enqueues them in time; the windows (the last 64) are all on time.
+// Within a node the digest names it in the traces' words; across nodes the
+// samples do, said to be sampled. Without held times: INCOMPLETE.
+TEST(SummaryJobTest, ARankHeldOnItsGpuBeforeTheWindowIsFound) {
+  JobSpec spec = LongJob();
+  spec.event_completions = true;
+  spec.step_ns = 60 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 5 && op < 1800 && p.func == "AllReduce") p.gpu_held_ns = 40 * testing::kMs;
+  };
+  spec.ranks_per_host = 8;
+  const Outcome node = Judge(spec, "held-node");
+  EXPECT_EQ(node.traces_line.rfind("STRAGGLER: rank 5's GPU got to AllReduce on comm 'world' (8 ranks) last at 900 "
+                                   "of 1,000 (90%), a median 40.0 ms",
+                                   0),
+            0u)
+      << node.traces_line;
+  EXPECT_NE(node.traces_line.find("its host enqueued them in time"), std::string::npos) << node.traces_line;
+  EXPECT_EQ(node.summaries_line, node.traces_line);
+  EXPECT_EQ(node.summaries_exit, node.traces_exit);
+  EXPECT_EQ(WithoutHeldTimes(std::string(getenv("TEST_TMPDIR")) + "/held-node", {"/node0.ncclsummary"})
+                .verdict()
+                .rfind("INCOMPLETE: ", 0),
+            0u);
+
+  spec.ranks_per_host = 4;
+  const Outcome across = Judge(spec, "held-across");
+  EXPECT_EQ(across.traces_line, node.traces_line);
+  EXPECT_EQ(across.summaries_exit, across.traces_exit) << across.summaries_line;
+  // 89% of the AllReduces sampled, where the traces count 90% of all.
+  EXPECT_EQ(across.summaries_line.rfind("STRAGGLER: rank 5's GPU got to AllReduce on comm 'world' (8 ranks) last at "
+                                        "119 of 134 sampled across the job (one in 8 on comm 'world' (8 ranks); "
+                                        "89%), a median 40.0 ms",
+                                        0),
+            0u)
+      << across.summaries_line;
+  EXPECT_NE(across.summaries_line.find("its host enqueued them in time"), std::string::npos) << across.summaries_line;
+  const report::Diagnosis older = WithoutHeldTimes(std::string(getenv("TEST_TMPDIR")) + "/held-across",
+                                                   {"/node0.ncclsummary", "/node4.ncclsummary"});
+  EXPECT_EQ(older.verdict().rfind("INCOMPLETE: ", 0), 0u) << older.verdict();
 }
 
 // One node's summary beside the other node's trace files (read whole):

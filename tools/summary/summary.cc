@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include <google/protobuf/wire_format_lite.h>
 
 #include "tools/diagnose/diagnose.h"
+#include "tools/model/gpu_held.h"
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
 #include "tools/model/op_key.h"
@@ -184,12 +186,22 @@ bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>*
     if (start < 0 || start > kMaxStartNs || !SampledPosition(at, a.stride_log2())) return false;
     uint64_t& s = seq[func];
     s += seq_delta;  // modulo 2^64, as encoded
-    out->push_back({at, start, duration, func, s});
+    out->push_back({at, start, duration, func, s, -1});
   }
-  return in.CurrentPosition() == static_cast<int>(a.packed().size());  // nothing after them
+  if (in.CurrentPosition() != static_cast<int>(a.packed().size())) return false;  // nothing after them
+  if (a.held().empty()) return true;
+  if (a.held().size() > n * 10) return false;
+  google::protobuf::io::CodedInputStream held(reinterpret_cast<const uint8_t*>(a.held().data()),
+                                              static_cast<int>(a.held().size()));
+  for (ArrivalSample& x : *out) {
+    uint64_t us = 0;
+    if (!held.ReadVarint64(&us) || us > static_cast<uint64_t>(kMaxStartNs / 1000)) return false;
+    x.held_ns = us == 0 ? -1 : static_cast<int64_t>(us - 1) * 1000;
+  }
+  return held.CurrentPosition() == static_cast<int>(a.held().size());
 }
 
-void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a) {
+void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a, bool held) {
   std::string packed;
   {
     google::protobuf::io::StringOutputStream raw(&packed);
@@ -211,6 +223,15 @@ void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples*
   }
   a->set_count(static_cast<uint32_t>(v.size()));
   a->set_packed(std::move(packed));
+  std::string times;
+  if (held) {
+    // To the us: a held time is known to a polling interval (~10 ms), and
+    // most are 0, a byte each.
+    google::protobuf::io::StringOutputStream raw(&times);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    for (const ArrivalSample& x : v) out.WriteVarint64(x.held_ns < 0 ? 0 : static_cast<uint64_t>(x.held_ns / 1000) + 1);
+  }
+  a->set_held(std::move(times));
 }
 
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root) {
@@ -258,6 +279,38 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
     v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second, op.seq});
   }
   EncodeSamples(v, a);
+}
+
+// Each sample's GPU-held time (`held`, GpuHeldNs of the node's model),
+// found by its communicator, function and seq among process `pi`'s
+// operations: only where its completions came from CUDA events, which
+// alone show it. A sample whose operation the model lacks gets none.
+void AddHeldTimes(const Model& node, uint32_t pi, const std::vector<int64_t>& held,
+                  google::protobuf::RepeatedPtrField<summary::ArrivalSamples>* samples) {
+  const Proc& p = node.procs[pi];
+  if (!p.event_completions &&
+      std::none_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return node.ops[oi].polled; }))
+    return;
+  struct Key {
+    uint64_t hash, seq;
+    std::string func;
+    bool operator<(const Key& o) const { return std::tie(hash, seq, func) < std::tie(o.hash, o.seq, o.func); }
+  };
+  std::map<Key, int64_t> of;
+  for (uint32_t oi : p.ops) {
+    const Op& o = node.ops[oi];
+    if (o.kind != OpKind::kColl || o.comm >= node.comms.size() || oi >= held.size()) continue;
+    of.emplace(Key{node.comms[o.comm].hash, o.seq, node.Str(o.func)}, held[oi] == kNoTime ? -1 : held[oi]);
+  }
+  std::vector<ArrivalSample> v;
+  for (summary::ArrivalSamples& a : *samples) {
+    if (!DecodeSamples(a, &v)) continue;
+    for (ArrivalSample& x : v) {
+      auto it = of.find(Key{a.comm_hash(), x.seq, a.functions(static_cast<int>(x.func))});
+      x.held_ns = it == of.end() ? -1 : it->second;
+    }
+    EncodeSamples(v, &a, true);
+  }
 }
 
 // A file's window (read whole) summarized into `out`: path, size, the
@@ -516,7 +569,7 @@ void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryPr
       // The hash halves them only on average: never below what judges.
       if (samples.size() < kMinSampledCollectives) continue;
       a.set_stride_log2(a.stride_log2() + 1);
-      EncodeSamples(samples, &a);
+      EncodeSamples(samples, &a, !a.held().empty());
       thinned = true;
     }
     if (!thinned) break;
@@ -663,6 +716,10 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
       for (const CommMember& mem : c.members)
         if (mem.proc == pi) sampled.insert(c.hash);
   }
+  // How long each kernel waited on its GPU behind other work, judged over
+  // the whole file as the traces are (FindGpuHeld): the samples carry it.
+  std::vector<int64_t> held;
+  if (!sampled.empty()) held = GpuHeldNs(node);
   out->header.set_format(kSummaryFormat);
   out->header.set_version(kSummaryVersion);
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
@@ -685,6 +742,7 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
         pa->set_late(a.late);
         pa->set_median_lag_s(a.median_lag_s);
         pa->set_max_lag_s(a.max_lag_s);
+        pa->set_gpu_held(a.gpu_held);
         for (const ArrivalRow& r : a.rows) {
           summary::ArrivalRow* pr = pa->add_rows();
           pr->set_comm_hash(r.comm_hash);
@@ -693,6 +751,11 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
           pr->set_late(r.late);
           pr->set_median_lag_s(r.median_lag_s);
           pr->set_max_lag_s(r.max_lag_s);
+          pr->set_held_total(r.held_total);
+          pr->set_held_late(r.held_late);
+          pr->set_held_median_lag_s(r.held_median_lag_s);
+          pr->set_held_max_lag_s(r.held_max_lag_s);
+          pr->set_held_host_lag_s(r.held_host_lag_s);
         }
       }
     }
@@ -701,6 +764,7 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
       v->erase(std::remove_if(v->begin(), v->end(),
                               [&](const summary::ArrivalSamples& a) { return !sampled.count(a.comm_hash()); }),
                v->end());
+      if (!v->empty()) AddHeldTimes(node, di->second, held, v);
     }
     FinishProcess(it == by_path.end() ? seen : *it->second, opts, &sp);
     out->procs.push_back(std::move(sp));
@@ -840,8 +904,11 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
     a.late = pa.late();
     a.median_lag_s = pa.median_lag_s();
     a.max_lag_s = pa.max_lag_s();
+    a.gpu_held = pa.gpu_held();
     for (const summary::ArrivalRow& pr : pa.rows())
-      a.rows.push_back(ArrivalRow{pr.comm_hash(), pr.func(), pr.total(), pr.late(), pr.median_lag_s(), pr.max_lag_s()});
+      a.rows.push_back(ArrivalRow{pr.comm_hash(), pr.func(), pr.total(), pr.late(), pr.median_lag_s(), pr.max_lag_s(),
+                                  pr.held_total(), pr.held_late(), pr.held_median_lag_s(), pr.held_max_lag_s(),
+                                  pr.held_host_lag_s()});
   }
   return true;
 }

@@ -110,22 +110,26 @@ uint32_t SampleStrideLog2(uint64_t collectives);
 bool SampledPosition(uint64_t position, uint32_t log2);
 
 // One sample of ArrivalSamples, decoded: its chain position, start (file
-// time), duration, function (an index into `functions`) and seq.
+// time), duration, function (an index into `functions`), seq, and how long
+// its kernel waited on the GPU behind other work (to the us; -1: not known).
 struct ArrivalSample {
   uint64_t position = 0;
   int64_t start_ns = 0;
   uint64_t duration_ns = 0;
   uint32_t func = 0;
   uint64_t seq = 0;
+  int64_t held_ns = -1;
 };
 // The samples of `a`, positions ascending; false on a damaged message
 // (fields of different lengths, more than kMaxArrivalSamples, a position
 // its stride does not sample or past the collectives, a start
-// before the file's or past 2^58 ns, a function not in `functions`).
+// before the file's or past 2^58 ns, a function not in `functions`, held
+// times not one per sample or past 2^58 ns).
 bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out);
 // `v` into `a`'s per-sample fields, replacing them (its comm, stride,
-// collectives and functions stay).
-void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a);
+// collectives and functions stay). `held`: write the held times (the
+// rank's completions come from CUDA events), else none.
+void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a, bool held = false);
 
 // The chain's step over one collective's signature.
 uint64_t ChainStep(uint64_t chain, const std::string& func, uint64_t count, const std::string& datatype, int64_t root);

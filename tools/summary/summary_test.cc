@@ -460,6 +460,40 @@ TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
   EXPECT_FALSE(refused([](summary::ArrivalSamples*) {}));
 }
 
+// GPU-held times ride beside the samples, to the us, unknown ones kept
+// unknown; a list that is not one per sample is damage.
+TEST(ArrivalSamplesTest, HeldTimesRoundTripAndAWrongCountIsRefused) {
+  summary::ArrivalSamples a;
+  a.set_comm_hash(1);
+  a.set_collectives(100);
+  a.set_stride_log2(2);
+  a.add_functions("AllReduce");
+  std::vector<uint64_t> at;
+  for (uint64_t p = 1; at.size() < 3; ++p)
+    if (SampledPosition(p, 2)) at.push_back(p);
+  std::vector<ArrivalSample> in = {{at[0], 1000, 10, 0, 3, 0},
+                                   {at[1], 2000, 10, 0, 4, -1},
+                                   {at[2], 3000, 10, 0, 5, 40'000'123}};
+  std::vector<ArrivalSample> v;
+  EncodeSamples(in, &a);  // without: none carried
+  EXPECT_TRUE(a.held().empty());
+  ASSERT_TRUE(DecodeSamples(a, &v));
+  for (const ArrivalSample& x : v) EXPECT_EQ(x.held_ns, -1);
+  EncodeSamples(in, &a, true);
+  ASSERT_TRUE(DecodeSamples(a, &v));
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0].held_ns, 0);
+  EXPECT_EQ(v[1].held_ns, -1);
+  EXPECT_EQ(v[2].held_ns, 40'000'000);
+  EXPECT_EQ(v[2].seq, 5u);
+  summary::ArrivalSamples b = a;
+  b.mutable_held()->pop_back();  // two
+  EXPECT_FALSE(DecodeSamples(b, &v));
+  b = a;
+  b.mutable_held()->push_back('\x01');  // four
+  EXPECT_FALSE(DecodeSamples(b, &v));
+}
+
 // Rank 5 skips the 101st collective (one function only): from there its
 // positions name the others' next collectives. The merge lines up only
 // where every member's sample is the same collective (function and seq).

@@ -885,7 +885,7 @@ std::vector<TraceBuilder> BuildJob(const JobSpec& spec, JobPlan* plan_out) {
           if (q.done_ns < 0) never = true;
           else ready_at = std::max<uint64_t>(ready_at, static_cast<uint64_t>(q.done_ns));
         }
-        at = std::max(at, ready_at);
+        at = std::max(at, ready_at + p.gpu_held_ns);
         dur = std::max(dur, p.duration_ns);
       }
       if (!ready) continue;
@@ -897,6 +897,11 @@ std::vector<TraceBuilder> BuildJob(const JobSpec& spec, JobPlan* plan_out) {
       for (auto [r, k] : parts[i]) {
         OpPlan& p = plan.ops[r][k];
         p.done_ns = (never || !p.issued || p.never_completes) ? kNever : static_cast<int64_t>(done);
+        if (p.done_ns >= 0) {
+          uint64_t ready_at = p.start_ns;
+          if (auto prev = prev_of(r, k)) ready_at = std::max<uint64_t>(ready_at, plan.ops[r][*prev].done_ns);
+          p.reached_ns = static_cast<int64_t>(ready_at + p.gpu_held_ns);
+        }
         state[r][k] = 1;
       }
       progress = true;
@@ -949,6 +954,9 @@ std::vector<TraceBuilder> BuildJob(const JobSpec& spec, JobPlan* plan_out) {
       const uint64_t start = plan.Local(r, p.start_ns);
       int64_t done = p.done_ns >= 0 ? static_cast<int64_t>(plan.Local(r, static_cast<uint64_t>(p.done_ns))) : kNever;
       OpOpts o = p.opts;
+      o.from_event = o.from_event || spec.event_completions;
+      if (o.from_event && o.event_started_ns < 0 && p.reached_ns >= 0)
+        o.event_started_ns = static_cast<int64_t>(plan.Local(r, static_cast<uint64_t>(p.reached_ns)));
       if (o.gpu_start_ns >= 0) o.gpu_start_ns = static_cast<int64_t>(plan.Local(r, static_cast<uint64_t>(o.gpu_start_ns)));
       if (o.gpu_stop_ns >= 0) o.gpu_stop_ns = static_cast<int64_t>(plan.Local(r, static_cast<uint64_t>(o.gpu_stop_ns)));
       if (p.p2p) {

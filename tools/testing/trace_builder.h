@@ -349,10 +349,17 @@ struct OpPlan {
   uint64_t duration_ns = 0;
   bool skip = false;            // never called
   bool never_completes = false;
+  // Its GPU gets to its kernel this long after it is ready on this rank
+  // (issued, and its previous operation on the communicator done): work
+  // ahead of it on the GPU. Every rank's completion waits for it.
+  uint64_t gpu_held_ns = 0;
   OpOpts opts;                  // datatype, root, algo, completion encoding...
   // Worked out by BuildJob:
   bool issued = false;
   int64_t done_ns = kNever;     // true time
+  // True time its GPU got to its kernel; with opts.from_event and
+  // event_started_ns -1, what the completion says it saw (OpDone.started_ns).
+  int64_t reached_ns = kNever;
   uint64_t event_id = 0;
 };
 
@@ -392,6 +399,9 @@ struct JobSpec {
   uint32_t api = 5;
   uint32_t heartbeat_ms = 1000;
   double stuck_sec = 60;
+  // Every completion from a CUDA event (OpOpts.from_event), the stream seen
+  // at each kernel when its GPU got there (OpPlan::reached_ns).
+  bool event_completions = false;
   std::function<void(int rank, RankPlan&)> rank_hook;
   std::function<void(int rank, int op_index, OpPlan&)> op_hook;
 };
