@@ -302,6 +302,12 @@ struct SampledComm {
   // work (gpu_held.h), kNoTime where not known; empty where no member's
   // summary carried it (no completion from CUDA events).
   std::vector<int64_t> held_ns;
+  // Per position: its size bucket (StatRow.bucket_log2), and whether it is
+  // its function's first collective on the communicator (warm-up, left out
+  // of stats' lateness). Empty where some member's summary carried none
+  // (made before them): stats then takes the windows.
+  std::vector<int32_t> buckets;
+  std::vector<bool> warmup;
 };
 // Fewer sampled collectives than this judge nothing: a rank late at half of
 // a handful is chance.

@@ -50,6 +50,7 @@ struct RankAcc {
   std::map<uint16_t, std::vector<int64_t>> gpu_lateness;
   std::vector<std::string> procs;
   std::vector<uint32_t> proc_ids;  // Model::procs, as `procs`
+  uint64_t stride = 0;  // from samples across the job: one collective in this many (RankRow.stride)
 };
 
 // Each rank's lateness at each collective (RankRow): its enqueue start
@@ -107,6 +108,72 @@ std::map<RankKey, RankAcc> Lateness(const Model& m, const std::vector<bool>& ski
   return out;
 }
 
+// The lower median of `v`, which it reorders; v non-empty.
+int64_t LowerMedian(std::vector<int64_t>* v) {
+  auto mid = v->begin() + static_cast<std::ptrdiff_t>((v->size() - 1) / 2);
+  std::nth_element(v->begin(), mid, v->end());
+  return *mid;
+}
+
+// Communicators spanning summaries whose arrivals stats takes from the
+// summaries' samples across the job (Model::sampled indices; -1: from the
+// windows): where some member's window lacks operations (a whole window is
+// the exact count), the samples stand for the whole communicator
+// (SampledComm::covered) and carry sizes and warm-ups (a summary made
+// before them carries none).
+std::vector<int32_t> SampledForStats(const Model& m, const std::vector<bool>& whole) {
+  std::vector<int32_t> of(m.comms.size(), -1);
+  for (size_t k = 0; k < m.sampled.size(); ++k) {
+    const SampledComm& sc = m.sampled[k];
+    const size_t n = sc.procs.size();
+    if (sc.comm >= m.comms.size() || whole[sc.comm] || !sc.covered || sc.positions.empty() || n < 2 ||
+        sc.buckets.size() != sc.positions.size() || sc.warmup.size() != sc.positions.size() ||
+        sc.local_starts_ns.size() != sc.positions.size() * n)
+      continue;
+    bool lacks = false;
+    for (uint32_t pi : sc.procs) lacks = lacks || m.procs[pi].settled_ops > 0 || m.procs[pi].cut_ops > 0;
+    if (lacks) of[sc.comm] = static_cast<int32_t>(k);
+  }
+  return of;
+}
+
+// Each rank's lateness at the sampled collectives of `sc`, as Lateness
+// counts it at every collective, on the aligned clock.
+void SampledLateness(const Model& m, const SampledComm& sc, std::map<RankKey, RankAcc>* out) {
+  const Comm& c = m.comms[sc.comm];
+  const size_t n = sc.procs.size();
+  std::vector<int32_t> rank(n, -1);
+  for (size_t j = 0; j < n; ++j)
+    for (const CommMember& mem : c.members)
+      if (mem.proc == sc.procs[j]) rank[j] = mem.rank;
+  std::vector<int64_t> starts(n), sorted, helds;
+  for (size_t k = 0; k < sc.positions.size(); ++k) {
+    if (sc.warmup[k]) continue;
+    for (size_t j = 0; j < n; ++j)
+      starts[j] = SaturatingAdd(sc.local_starts_ns[k * n + j], m.procs[sc.procs[j]].offset_ns);
+    sorted = starts;
+    const int64_t median = LowerMedian(&sorted);
+    helds.clear();
+    if (sc.held_ns.size() == sc.positions.size() * n)
+      for (size_t j = 0; j < n; ++j)
+        if (sc.held_ns[k * n + j] != kNoTime) helds.push_back(sc.held_ns[k * n + j]);
+    const int64_t gpu_median = helds.size() >= 2 ? LowerMedian(&helds) : kNoTime;
+    for (size_t j = 0; j < n; ++j) {
+      if (rank[j] < 0) continue;
+      RankAcc& a = (*out)[RankKey{CommKey(c), c.nranks, rank[j]}];
+      a.stride = std::max(a.stride, sc.stride);
+      a.lateness.push_back(starts[j] - median);
+      if (gpu_median != kNoTime && sc.held_ns[k * n + j] != kNoTime)
+        a.gpu_lateness[sc.funcs[k]].push_back(sc.held_ns[k * n + j] - gpu_median);
+      const std::string name = ProcName(m, sc.procs[j]);
+      if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) {
+        a.procs.push_back(name);
+        a.proc_ids.push_back(sc.procs[j]);
+      }
+    }
+  }
+}
+
 int32_t Log2Floor(uint64_t v) {
   int32_t k = -1;
   while (v != 0) {
@@ -136,6 +203,7 @@ struct Acc {
   uint32_t warmup = 0;
   std::vector<uint32_t> warmed;  // per process: its timed ops of the row left out so far
   std::vector<int64_t> gpu, cpu, polled, delay, skew;
+  uint64_t skew_stride = 0;  // skew from samples across the job (StatRow.skew_stride)
   // From per-node summaries (Proc::row_digests): every operation of those
   // processes; their window ops are not counted again.
   bool sketched = false;
@@ -229,10 +297,9 @@ std::string FuncName(const Model& m, uint16_t id) {
 
 // Bucket of an op and, when known, its bytes.
 int32_t BucketOf(const Model& m, const Op& o, double* bytes, bool* known) {
-  const Comm& c = m.comms[o.comm];
-  *known = OpBytes(o.fn, m.Str(o.datatype), o.count, c.nranks, bytes);
-  if (!*known) return -2;
-  return Log2Floor(static_cast<uint64_t>(std::llround(*bytes)));  // -1 for 0 bytes
+  const int32_t b = BucketLog2(o.fn, m.Str(o.datatype), o.count, m.comms[o.comm].nranks, bytes);
+  *known = b != -2;
+  return b;
 }
 
 }  // namespace
@@ -244,6 +311,13 @@ int64_t Percentile(std::vector<int64_t>* v, double p) {
   auto nth = v->begin() + static_cast<std::ptrdiff_t>(rank - 1);
   std::nth_element(v->begin(), nth, v->end());
   return *nth;
+}
+
+int32_t BucketLog2(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes) {
+  double b = 0;
+  if (!OpBytes(f, datatype, count, nranks, &b)) return -2;
+  if (bytes != nullptr) *bytes = b;
+  return Log2Floor(static_cast<uint64_t>(std::llround(b)));  // -1 for 0 bytes
 }
 
 std::string CommKey(const Comm& c) {
@@ -287,6 +361,10 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
   std::set<std::string> whole_keys;
   for (size_t ci = 0; ci < m.comms.size(); ++ci)
     if (whole[ci]) whole_keys.insert(CommKey(m.comms[ci]));
+  const std::vector<int32_t> sampled = SampledForStats(m, whole);
+  // Skipped where the digests or the samples give skew and lateness.
+  std::vector<bool> elsewhere(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size(); ++ci) elsewhere[ci] = whole[ci] || sampled[ci] >= 0;
   // Each process's ops in program order: its first timed ops of a row are
   // warm-up (StatsOptions), left out of the timings. A summary's process
   // brings every op as its digests instead.
@@ -342,11 +420,31 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
   for (const Match& match : m.matches) {
     uint32_t first;
     int64_t skew;
-    if (match.comm < whole.size() && whole[match.comm]) continue;  // in the digests
+    if (match.comm < elsewhere.size() && elsewhere[match.comm]) continue;  // in the digests or samples
     if (!Skew(m, match, &first, &skew)) continue;
     double bytes;
     bool known;
     row_of(m.ops[first], &bytes, &known).skew.push_back(skew);
+  }
+  // And at the collectives sampled across the job, on the aligned clock.
+  for (int32_t k : sampled) {
+    if (k < 0) continue;
+    const SampledComm& sc = m.sampled[static_cast<size_t>(k)];
+    const Comm& c = m.comms[sc.comm];
+    const size_t n = sc.procs.size();
+    for (size_t p = 0; p < sc.positions.size(); ++p) {
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (size_t j = 0; j < n; ++j) {
+        const int64_t t = SaturatingAdd(sc.local_starts_ns[p * n + j], m.procs[sc.procs[j]].offset_ns);
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+      Acc& a = rows[RowKey{CommKey(c), FuncName(m, sc.funcs[p]), sc.buckets[p]}];
+      a.nranks = std::max(a.nranks, c.nranks);
+      a.fn = FuncFromName(m.Str(sc.funcs[p]));
+      a.skew.push_back(hi - lo);
+      a.skew_stride = std::max(a.skew_stride, sc.stride);
+    }
   }
 
   stats::Stats out;
@@ -413,6 +511,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       r->set_delay_p99_us(Us(delay.Quantile(99)));
     }
     r->set_skew_samples(static_cast<uint32_t>(skew.size()));
+    if (a.skew_stride > 0) r->set_skew_stride(a.skew_stride);
     if (!skew.empty()) {
       r->set_skew_p50_us(Us(skew.Quantile(50)));
       r->set_skew_p99_us(Us(skew.Quantile(99)));
@@ -425,7 +524,9 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
   // Lateness: of the communicators whole in a summary from its digests,
   // of the others from the collectives in the model (windows, for a
   // summary's ranks).
-  std::map<RankKey, RankAcc> late = Lateness(m, whole);
+  std::map<RankKey, RankAcc> late = Lateness(m, elsewhere);
+  for (int32_t k : sampled)
+    if (k >= 0) SampledLateness(m, m.sampled[static_cast<size_t>(k)], &late);
   std::map<RankKey, Sketch> late_sketch;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (!m.procs[pi].digested) continue;
@@ -456,6 +557,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     r->set_lateness_p99_us(Us(d.Quantile(99)));
     for (double v : d.SamplesUs()) r->add_lateness_us(v);
     if (sketched) r->set_sketched(true);
+    if (a.stride > 0) r->set_stride(a.stride);
     // The function at which the rank is the most held on its GPU, at the
     // median (of the model's collectives: summaries' windows).
     int64_t best_p50 = 0;
@@ -474,13 +576,33 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
                   " value; counts are exact");
     bool partial = false;
     for (size_t ci = 0; ci < m.comms.size(); ++ci)
-      if (!whole[ci])
+      if (!elsewhere[ci])
         for (const CommMember& mem : m.comms[ci].members)
           partial |= mem.proc < m.procs.size() && m.procs[mem.proc].digested;
     if (partial)
       out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the summaries'"
                     " windows only (each rank's last operations)");
   }
+  // Which communicators' skew and lateness are sampled, and how often: per
+  // row key once (thousands of 'tp' groups share one), its strides' range.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> strides;
+  for (int32_t k : sampled) {
+    if (k < 0) continue;
+    const SampledComm& sc = m.sampled[static_cast<size_t>(k)];
+    auto [it, fresh] = strides.try_emplace(CommKey(m.comms[sc.comm]), sc.stride, sc.stride);
+    it->second = {std::min(it->second.first, sc.stride), std::max(it->second.second, sc.stride)};
+  }
+  std::string where;
+  for (const auto& [key, range] : strides) {
+    const auto [lo, hi] = range;
+    where += std::string(where.empty() ? "" : ", ") +
+             (hi <= 1 ? std::string("every collective")
+                      : "one in " + (lo == hi ? std::to_string(hi) : std::to_string(lo) + " to " + std::to_string(hi))) +
+             " on '" + key + "'";
+  }
+  if (!where.empty())
+    out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the collectives the"
+                  " summaries sampled across the job: " + where + " (in JSON, the rows' skew_stride and stride)");
   return out;
 }
 

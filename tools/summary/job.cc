@@ -136,6 +136,12 @@ struct LinedUp {
   std::vector<uint64_t> seqs;
   std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
   std::vector<int64_t> held;  // the same, GPU-held ns (-1: not known); empty: no member's samples carry them
+  // Per position: the first member's size bucket, and the lowest of the
+  // members' first seqs of its function (the warm-up); both cleared when a
+  // member's samples carry none.
+  std::vector<int32_t> buckets;
+  std::vector<uint64_t> warmup_seqs;
+  bool stats_ok = true;
 };
 
 // Each communicator's samples at the positions every member sampled:
@@ -188,6 +194,8 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
             l.positions.push_back(x.position);
             l.funcs.push_back(a.functions(static_cast<int>(x.func)));
             l.seqs.push_back(x.seq);
+            l.buckets.push_back(x.bucket);
+            l.warmup_seqs.push_back(UINT64_MAX);
           }
         present.assign(l.positions.size(), true);
         l.starts.assign(l.positions.size() * n, 0);
@@ -205,6 +213,8 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
         l.starts[c * n + j] = v[at].start_ns;
         l.durations[c * n + j] = static_cast<int64_t>(std::min<uint64_t>(v[at].duration_ns, uint64_t{1} << 58));
         if (!l.held.empty()) l.held[c * n + j] = v[at].held_ns;
+        if (v[at].bucket == kNoBucket || a.first_seqs_size() == 0) l.stats_ok = false;
+        else l.warmup_seqs[c] = std::min<uint64_t>(l.warmup_seqs[c], a.first_seqs(static_cast<int>(v[at].func)));
       }
     }
     if (!ok) continue;
@@ -217,6 +227,9 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
       if (kept != c) {
         l.positions[kept] = l.positions[c];
         l.funcs[kept] = std::move(l.funcs[c]);
+        l.seqs[kept] = l.seqs[c];
+        l.buckets[kept] = l.buckets[c];
+        l.warmup_seqs[kept] = l.warmup_seqs[c];
         std::copy_n(l.starts.begin() + static_cast<std::ptrdiff_t>(c * n), n,
                     l.starts.begin() + static_cast<std::ptrdiff_t>(kept * n));
         std::copy_n(l.durations.begin() + static_cast<std::ptrdiff_t>(c * n), n,
@@ -229,6 +242,13 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
     }
     l.positions.resize(kept);
     l.funcs.resize(kept);
+    l.seqs.resize(kept);
+    l.buckets.resize(kept);
+    l.warmup_seqs.resize(kept);
+    if (!l.stats_ok) {
+      l.buckets.clear();
+      l.warmup_seqs.clear();
+    }
     l.starts.resize(kept * n);
     l.durations.resize(kept * n);
     if (!l.held.empty()) l.held.resize(kept * n);
@@ -638,6 +658,8 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
       }
     sc.durations_ns = std::move(l.durations);
     sc.held_ns = std::move(l.held);
+    sc.buckets = std::move(l.buckets);
+    for (size_t c = 0; c < l.warmup_seqs.size(); ++c) sc.warmup.push_back(l.seqs[c] == l.warmup_seqs[c]);
     for (int64_t& h : sc.held_ns)
       if (h < 0) h = kNoTime;
     // Enough, or every collective (the stride 1, and each member's every

@@ -13,6 +13,7 @@
 
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
+#include "tools/stats/stats.h"
 #include "tools/summary/summary.h"
 #include "tools/testing/trace_builder.h"
 
@@ -583,6 +584,78 @@ TEST(SummaryJobTest, ARankHeldOnItsGpuBeforeTheWindowIsFound) {
   const report::Diagnosis older = WithoutHeldTimes(std::string(getenv("TEST_TMPDIR")) + "/held-across",
                                                    {"/node0.ncclsummary", "/node4.ncclsummary"});
   EXPECT_EQ(older.verdict().rfind("INCOMPLETE: ", 0), 0u) << older.verdict();
+}
+
+// `stats` of the summaries in `dir` (node0 and node4) and of its traces.
+struct StatsPair {
+  stats::Stats traces, summaries;
+};
+StatsPair StatsOfBoth(const JobSpec& spec, const std::string& name) {
+  Judge(spec, name);
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  StatsPair out;
+  Model tm, sm;
+  std::string error;
+  EXPECT_TRUE(BuildJobModel({dir + "/node0.ncclsummary", dir + "/node4.ncclsummary"}, LoadOptions(), &sm, &error))
+      << error;
+  out.summaries = ComputeStats(sm);
+  std::vector<std::string> traces;
+  for (const std::string& f : testing::WriteJob(BuildJob(spec), dir)) traces.push_back(f);
+  EXPECT_TRUE(BuildJobModel(traces, LoadOptions(), &tm, &error)) << error;
+  out.traces = ComputeStats(tm);
+  return out;
+}
+const stats::RankRow* RankRowOf(const stats::Stats& s, int rank) {
+  for (const stats::RankRow& r : s.ranks())
+    if (r.comm() == "world" && r.rank() == rank) return &r;
+  return nullptr;
+}
+const stats::StatRow* RowOf(const stats::Stats& s, const std::string& func) {
+  for (const stats::StatRow& r : s.rows())
+    if (r.comm() == "world" && r.func() == func) return &r;
+  return nullptr;
+}
+
+// Rank 6 (second node) 2 ms late at the first 1,400 of 2,000 collectives;
+// the windows (the last 64) are all on time. `stats` from the summaries
+// takes each rank's lateness and each row's arrival skew on 'world', which
+// spans both summaries, from the collectives sampled across the job, as the
+// traces take them from all: rank 6 late by 2 ms at the median, where the
+// windows would show it on time. Said in a note and in the rows' stride.
+TEST(SummaryJobTest, StatsTakeSkewAndLatenessAcrossNodesFromTheSamples) {
+  JobSpec spec = LongJob();
+  spec.step_ns = 5 * testing::kMs;
+  spec.op_hook = [](int rank, int op, OpPlan& p) {
+    if (rank == 6 && op < 1400) p.start_ns += 2 * testing::kMs;
+  };
+  const StatsPair s = StatsOfBoth(spec, "stats-across");
+  const stats::RankRow* t6 = RankRowOf(s.traces, 6);
+  const stats::RankRow* s6 = RankRowOf(s.summaries, 6);
+  const stats::RankRow* s1 = RankRowOf(s.summaries, 1);
+  ASSERT_NE(t6, nullptr);
+  ASSERT_NE(s6, nullptr);
+  ASSERT_NE(s1, nullptr);
+  EXPECT_NEAR(t6->lateness_p50_us(), 2000, 50);
+  EXPECT_NEAR(s6->lateness_p50_us(), 2000, 50);
+  EXPECT_NEAR(s1->lateness_p50_us(), 0, 50);
+  EXPECT_EQ(s6->stride(), 8u);
+  EXPECT_EQ(t6->stride(), 0u);
+  EXPECT_GT(s6->samples(), 200u);  // about 2,000 / 8, warm-up left out
+  EXPECT_LT(s6->samples(), 300u);
+  const stats::StatRow* tr = RowOf(s.traces, "AllReduce");
+  const stats::StatRow* sr = RowOf(s.summaries, "AllReduce");
+  ASSERT_NE(tr, nullptr);
+  ASSERT_NE(sr, nullptr);
+  EXPECT_NEAR(tr->skew_p50_us(), 2000, 50);
+  EXPECT_NEAR(sr->skew_p50_us(), 2000, 50);
+  EXPECT_EQ(sr->skew_stride(), 8u);
+  EXPECT_GT(sr->skew_samples(), 100u);
+  bool noted = false;
+  for (const std::string& n : s.summaries.notes()) {
+    EXPECT_EQ(n.find("windows only"), std::string::npos) << n;
+    noted |= n.find("sampled across the job: one in 8 on 'world' (in JSON") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
 }
 
 // One node's summary beside the other node's trace files (read whole):

@@ -75,6 +75,7 @@ struct WinOp {
 
 struct CommFacts {
   int32_t rank = -1;
+  int32_t nranks = 0;
   uint64_t finalize = UINT64_MAX;
   std::vector<size_t> ops;  // WinOp indices in file order
 };
@@ -189,6 +190,18 @@ bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>*
     out->push_back({at, start, duration, func, s, -1});
   }
   if (in.CurrentPosition() != static_cast<int>(a.packed().size())) return false;  // nothing after them
+  if (a.first_seqs_size() != 0 && a.first_seqs_size() != a.functions_size()) return false;
+  if (!a.buckets().empty()) {
+    if (a.buckets().size() > n * 10) return false;
+    google::protobuf::io::CodedInputStream b(reinterpret_cast<const uint8_t*>(a.buckets().data()),
+                                             static_cast<int>(a.buckets().size()));
+    for (ArrivalSample& x : *out) {
+      uint32_t v = 0;
+      if (!b.ReadVarint32(&v) || v > 65) return false;  // -2 .. 63, plus 2
+      x.bucket = static_cast<int32_t>(v) - 2;
+    }
+    if (b.CurrentPosition() != static_cast<int>(a.buckets().size())) return false;
+  }
   if (a.held().empty()) return true;
   if (a.held().size() > n * 10) return false;
   google::protobuf::io::CodedInputStream held(reinterpret_cast<const uint8_t*>(a.held().data()),
@@ -223,6 +236,13 @@ void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples*
   }
   a->set_count(static_cast<uint32_t>(v.size()));
   a->set_packed(std::move(packed));
+  std::string buckets;
+  if (!v.empty() && std::none_of(v.begin(), v.end(), [](const ArrivalSample& x) { return x.bucket == kNoBucket; })) {
+    google::protobuf::io::StringOutputStream raw(&buckets);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    for (const ArrivalSample& x : v) out.WriteVarint32(static_cast<uint32_t>(x.bucket + 2));
+  }
+  a->set_buckets(std::move(buckets));
   std::string times;
   if (held) {
     // To the us: a held time is known to a polling interval (~10 ms), and
@@ -267,6 +287,12 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
   while (l < 62 && count(l) > kMaxArrivalSamples) ++l;
   a->set_stride_log2(l);
   std::map<std::string, uint32_t> func_index;
+  std::map<std::string, uint64_t> first_seq;  // each function's warm-up
+  for (size_t x : cf.ops)
+    if (!ops[x].p2p) {
+      auto [it, fresh] = first_seq.try_emplace(ops[x].func, ops[x].seq);
+      if (!fresh) it->second = std::min(it->second, ops[x].seq);
+    }
   std::vector<ArrivalSample> v;
   uint64_t position = 0;
   for (size_t x : cf.ops) {
@@ -275,8 +301,13 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
     ++position;
     if (!SampledPosition(position, l) || !op.completed) continue;
     auto [f, fresh] = func_index.try_emplace(op.func, static_cast<uint32_t>(a->functions_size()));
-    if (fresh) a->add_functions(op.func);
-    v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second, op.seq});
+    if (fresh) {
+      a->add_functions(op.func);
+      a->add_first_seqs(first_seq[op.func]);
+    }
+    const int32_t bucket = BucketLog2(FuncFromName(op.func), op.datatype, op.count, cf.nranks);
+    v.push_back({position, static_cast<int64_t>(op.start), op.done - op.start, f->second, op.seq, -1,
+                 std::clamp(bucket, -2, 63)});
   }
   EncodeSamples(v, a);
 }
@@ -340,6 +371,7 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
       case trace::Record::kCommInit:
         comm[r.comm_init().comm()] = {r.comm_init().comm_hash(), r.comm_init().rank()};
         comms[r.comm_init().comm_hash()].rank = r.comm_init().rank();
+        comms[r.comm_init().comm_hash()].nranks = r.comm_init().nranks();
         break;
       case trace::Record::kCommFinalize: {
         auto it = comm.find(r.comm_finalize().comm());

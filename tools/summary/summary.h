@@ -109,6 +109,7 @@ uint32_t SampleStrideLog2(uint64_t collectives);
 // every position of the largest stride among them.
 bool SampledPosition(uint64_t position, uint32_t log2);
 
+inline constexpr int32_t kNoBucket = INT32_MIN;
 // One sample of ArrivalSamples, decoded: its chain position, start (file
 // time), duration, function (an index into `functions`), seq, and how long
 // its kernel waited on the GPU behind other work (to the us; -1: not known).
@@ -119,16 +120,21 @@ struct ArrivalSample {
   uint32_t func = 0;
   uint64_t seq = 0;
   int64_t held_ns = -1;
+  // Its size bucket (StatRow.bucket_log2: -2 unknown); kNoBucket where the
+  // summary carries none.
+  int32_t bucket = kNoBucket;
 };
 // The samples of `a`, positions ascending; false on a damaged message
 // (fields of different lengths, more than kMaxArrivalSamples, a position
 // its stride does not sample or past the collectives, a start
 // before the file's or past 2^58 ns, a function not in `functions`, held
-// times not one per sample or past 2^58 ns).
+// times or buckets not one per sample, a held time past 2^58 ns, a bucket
+// past 63, first_seqs not one per function).
 bool DecodeSamples(const summary::ArrivalSamples& a, std::vector<ArrivalSample>* out);
 // `v` into `a`'s per-sample fields, replacing them (its comm, stride,
-// collectives and functions stay). `held`: write the held times (the
-// rank's completions come from CUDA events), else none.
+// collectives, functions and first_seqs stay). `held`: write the held
+// times (the rank's completions come from CUDA events), else none. Buckets
+// are written where every sample has one.
 void EncodeSamples(const std::vector<ArrivalSample>& v, summary::ArrivalSamples* a, bool held = false);
 
 // The chain's step over one collective's signature.

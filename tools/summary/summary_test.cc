@@ -494,6 +494,45 @@ TEST(ArrivalSamplesTest, HeldTimesRoundTripAndAWrongCountIsRefused) {
   EXPECT_FALSE(DecodeSamples(b, &v));
 }
 
+// Size buckets ride beside the samples where every sample has one; a list
+// that is not one per sample, a bucket past 63, or warm-up seqs that are
+// not one per function are damage.
+TEST(ArrivalSamplesTest, BucketsRoundTripAndDamageIsRefused) {
+  summary::ArrivalSamples a;
+  a.set_comm_hash(1);
+  a.set_collectives(100);
+  a.set_stride_log2(2);
+  a.add_functions("AllReduce");
+  a.add_first_seqs(0);
+  std::vector<uint64_t> at;
+  for (uint64_t p = 1; at.size() < 3; ++p)
+    if (SampledPosition(p, 2)) at.push_back(p);
+  std::vector<ArrivalSample> in = {{at[0], 1000, 10, 0, 3, -1, -2}, {at[1], 2000, 10, 0, 4, -1, 20},
+                                   {at[2], 3000, 10, 0, 5, -1, 63}};
+  std::vector<ArrivalSample> v;
+  EncodeSamples(in, &a);
+  ASSERT_TRUE(DecodeSamples(a, &v));
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0].bucket, -2);
+  EXPECT_EQ(v[1].bucket, 20);
+  EXPECT_EQ(v[2].bucket, 63);
+  summary::ArrivalSamples b = a;
+  b.mutable_buckets()->pop_back();
+  EXPECT_FALSE(DecodeSamples(b, &v));
+  b = a;
+  (*b.mutable_buckets())[2] = 66;  // 64 plus 2
+  EXPECT_FALSE(DecodeSamples(b, &v));
+  b = a;
+  b.add_first_seqs(7);  // two for one function
+  EXPECT_FALSE(DecodeSamples(b, &v));
+  // One sample without a bucket: none written.
+  in[1].bucket = kNoBucket;
+  EncodeSamples(in, &a);
+  EXPECT_TRUE(a.buckets().empty());
+  ASSERT_TRUE(DecodeSamples(a, &v));
+  EXPECT_EQ(v[0].bucket, kNoBucket);
+}
+
 // Rank 5 skips the 101st collective (one function only): from there its
 // positions name the others' next collectives. The merge lines up only
 // where every member's sample is the same collective (function and seq).

@@ -214,6 +214,8 @@ TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
          same, chains, sampled, incomplete, asked, chains_first, exact);
 }
 
+stats::Stats StatsOf(const std::vector<std::string>& paths, bool* ok);
+
 // Each rank summarized alone, so that no summary holds a whole
 // communicator: the merge judges arrivals from the samples across the job,
 // and, with completions from CUDA events, the kernels' GPU-held times the
@@ -236,6 +238,25 @@ TEST(SummaryTestdataTest, EachRankAloneGivesTheTracesStragglerOrOk) {
     EXPECT_EQ(s.line, full.line) << folder;
     EXPECT_EQ(s.exit, full.exit) << folder;
     ++compared;
+    // And `stats`' lateness per rank: at these lengths every collective is
+    // sampled, so from the samples it is the traces' own.
+    bool ok = false;
+    const stats::Stats ts = StatsOf({folder}, &ok), ss = StatsOf(sums, &ok);
+    ASSERT_EQ(ss.ranks_size(), ts.ranks_size()) << folder;
+    for (int i = 0; i < ts.ranks_size(); ++i) {
+      const stats::RankRow &t = ts.ranks(i), &r = ss.ranks(i);
+      EXPECT_EQ(r.rank(), t.rank()) << folder;
+      EXPECT_EQ(r.samples(), t.samples()) << folder << " rank " << t.rank();
+      EXPECT_EQ(r.lateness_p50_us(), t.lateness_p50_us()) << folder << " rank " << t.rank();
+      // Held times are carried to the us (a polling interval is ~10 ms).
+      EXPECT_NEAR(r.gpu_lateness_p50_us(), t.gpu_lateness_p50_us(), 1.0) << folder << " rank " << t.rank();
+      // Which function a rank is the most held at is chance below a
+      // polling interval; past it, the held rank's.
+      if (t.gpu_lateness_p50_us() >= 10'000) {
+        EXPECT_EQ(r.gpu_func(), t.gpu_func()) << folder << " rank " << t.rank();
+      }
+      EXPECT_EQ(r.stride(), 1u) << folder;
+    }
     held += full.line.find("'s GPU got to ") != std::string::npos;
   }
   // healthy-events-4r/8r, straggler-events-4r/8r, gpu-slow-events-4r and -4gpu.
