@@ -511,7 +511,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       r->set_delay_p99_us(Us(delay.Quantile(99)));
     }
     r->set_skew_samples(static_cast<uint32_t>(skew.size()));
-    if (a.skew_stride > 0) r->set_skew_stride(a.skew_stride);
+    if (a.skew_stride > 0) r->set_skew_stride(static_cast<uint32_t>(std::min<uint64_t>(a.skew_stride, UINT32_MAX)));
     if (!skew.empty()) {
       r->set_skew_p50_us(Us(skew.Quantile(50)));
       r->set_skew_p99_us(Us(skew.Quantile(99)));
@@ -557,7 +557,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
     r->set_lateness_p99_us(Us(d.Quantile(99)));
     for (double v : d.SamplesUs()) r->add_lateness_us(v);
     if (sketched) r->set_sketched(true);
-    if (a.stride > 0) r->set_stride(a.stride);
+    if (a.stride > 0) r->set_stride(static_cast<uint32_t>(std::min<uint64_t>(a.stride, UINT32_MAX)));
     // The function at which the rank is the most held on its GPU, at the
     // median (of the model's collectives: summaries' windows).
     int64_t best_p50 = 0;

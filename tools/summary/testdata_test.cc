@@ -215,6 +215,7 @@ TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
 }
 
 stats::Stats StatsOf(const std::vector<std::string>& paths, bool* ok);
+bool Near(double want, double have);
 
 // Each rank summarized alone, so that no summary holds a whole
 // communicator: the merge judges arrivals from the samples across the job,
@@ -257,6 +258,22 @@ TEST(SummaryTestdataTest, EachRankAloneGivesTheTracesStragglerOrOk) {
       }
       EXPECT_EQ(r.stride(), 1u) << folder;
     }
+    // And each row's arrival skew.
+    int skews = 0;
+    for (const stats::StatRow& t : ts.rows()) {
+      if (t.skew_samples() == 0) continue;
+      const stats::StatRow* r = nullptr;
+      for (const stats::StatRow& x : ss.rows())
+        if (x.comm() == t.comm() && x.func() == t.func() && x.bucket_log2() == t.bucket_log2()) r = &x;
+      ASSERT_NE(r, nullptr) << folder << " " << t.func() << " " << t.bucket();
+      EXPECT_EQ(r->skew_samples(), t.skew_samples()) << folder << " " << t.func() << " " << t.bucket();
+      // The row's other samples are the summaries' sketches: skew joins them.
+      EXPECT_TRUE(Near(t.skew_p50_us(), r->skew_p50_us()))
+          << folder << " " << t.func() << " " << t.bucket() << ": " << r->skew_p50_us() << " vs " << t.skew_p50_us();
+      EXPECT_EQ(r->skew_stride(), 1u) << folder;
+      ++skews;
+    }
+    EXPECT_GT(skews, 0) << folder;
     held += full.line.find("'s GPU got to ") != std::string::npos;
   }
   // healthy-events-4r/8r, straggler-events-4r/8r, gpu-slow-events-4r and -4gpu.
