@@ -397,10 +397,16 @@ int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ost
 
 int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& out,
                  std::ostream& err) {
-  Model m;
-  std::string error;
-  if (!Load("stats", inputs, true, &m, err, &error, false, true)) return 2;
-  stats::Stats s = ComputeStats(m);
+  stats::Stats s;
+  {
+    Model m;
+    std::string error;
+    if (!Load("stats", inputs, true, &m, err, &error, false, true)) return 2;
+    s = ComputeStats(m);
+  }
+  // The model is freed first: protobuf's JSON printer holds about ten times
+  // its output, and at 16,384 ranks that came on top of the model's peak
+  // (BENCHMARKS.md, "Per-node summaries").
   if (format == "json") out << StatsToJson(s);
   else if (format == "openmetrics") WriteOpenMetrics(s, out);
   else PrintStatsTable(s, out);

@@ -142,10 +142,27 @@ std::vector<int32_t> SampledForStats(const Model& m, const std::vector<bool>& wh
 void SampledLateness(const Model& m, const SampledComm& sc, std::map<RankKey, RankAcc>* out) {
   const Comm& c = m.comms[sc.comm];
   const size_t n = sc.procs.size();
-  std::vector<int32_t> rank(n, -1);
-  for (size_t j = 0; j < n; ++j)
-    for (const CommMember& mem : c.members)
-      if (mem.proc == sc.procs[j]) rank[j] = mem.rank;
+  // Each member's row, looked up once: 'world' of 16,384 members at ~250
+  // positions is 4 M values (a lookup per value, or per member a scan of
+  // the members, took seconds).
+  std::vector<int32_t> rank_of(m.procs.size(), -1);
+  for (const CommMember& mem : c.members)
+    if (mem.proc < rank_of.size()) rank_of[mem.proc] = mem.rank;
+  const std::string key = CommKey(c);
+  std::vector<RankAcc*> acc(n, nullptr);
+  for (size_t j = 0; j < n; ++j) {
+    const int32_t rank = rank_of[sc.procs[j]];
+    if (rank < 0) continue;
+    RankAcc& a = (*out)[RankKey{key, c.nranks, rank}];
+    acc[j] = &a;
+    a.stride = std::max(a.stride, sc.stride);
+    a.lateness.reserve(a.lateness.size() + sc.positions.size());
+    const std::string name = ProcName(m, sc.procs[j]);
+    if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) {
+      a.procs.push_back(name);
+      a.proc_ids.push_back(sc.procs[j]);
+    }
+  }
   std::vector<int64_t> starts(n), sorted, helds;
   for (size_t k = 0; k < sc.positions.size(); ++k) {
     if (sc.warmup[k]) continue;
@@ -159,17 +176,10 @@ void SampledLateness(const Model& m, const SampledComm& sc, std::map<RankKey, Ra
         if (sc.held_ns[k * n + j] != kNoTime) helds.push_back(sc.held_ns[k * n + j]);
     const int64_t gpu_median = helds.size() >= 2 ? LowerMedian(&helds) : kNoTime;
     for (size_t j = 0; j < n; ++j) {
-      if (rank[j] < 0) continue;
-      RankAcc& a = (*out)[RankKey{CommKey(c), c.nranks, rank[j]}];
-      a.stride = std::max(a.stride, sc.stride);
-      a.lateness.push_back(starts[j] - median);
+      if (acc[j] == nullptr) continue;
+      acc[j]->lateness.push_back(starts[j] - median);
       if (gpu_median != kNoTime && sc.held_ns[k * n + j] != kNoTime)
-        a.gpu_lateness[sc.funcs[k]].push_back(sc.held_ns[k * n + j] - gpu_median);
-      const std::string name = ProcName(m, sc.procs[j]);
-      if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) {
-        a.procs.push_back(name);
-        a.proc_ids.push_back(sc.procs[j]);
-      }
+        acc[j]->gpu_lateness[sc.funcs[k]].push_back(sc.held_ns[k * n + j] - gpu_median);
     }
   }
 }
