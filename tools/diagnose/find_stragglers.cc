@@ -229,12 +229,6 @@ bool UsesDigest(const Proc& p, double thr, double fraction) {
   return p.digested && p.arrivals.valid && p.arrivals.threshold_s == thr && p.arrivals.fraction == fraction;
 }
 
-// Its completions come from CUDA events, which alone show a kernel held on
-// its GPU (GpuHeldNs).
-bool ShowsGpuHeld(const Model& m, const Proc& p) {
-  return p.event_completions || std::any_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].polled; });
-}
-
 // The GPU-held finder's rows (FindGpuHeld), per process and (communicator,
 // function): collectives whose every rank's held time is known, those where
 // it was held longest and past the bar, its held lags and its host's

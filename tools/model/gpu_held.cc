@@ -23,4 +23,8 @@ std::vector<int64_t> GpuHeldNs(const Model& m) {
   return held;
 }
 
+bool ShowsGpuHeld(const Model& m, const Proc& p) {
+  return p.event_completions || std::any_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return m.ops[oi].polled; });
+}
+
 }  // namespace ncclwatch::tools

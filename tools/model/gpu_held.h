@@ -34,6 +34,10 @@ inline constexpr int64_t kGpuHeldResolutionNs = 10'000'000;
 // earlier operation of its process never completed).
 std::vector<int64_t> GpuHeldNs(const Model& m);
 
+// Whether `p`'s completions come from CUDA events (its header says so, or
+// some operation's completion was polled): only those show a held kernel.
+bool ShowsGpuHeld(const Model& m, const Proc& p);
+
 }  // namespace ncclwatch::tools
 
 #endif  // TOOLS_MODEL_GPU_HELD_H_

@@ -135,7 +135,7 @@ struct LinedUp {
   std::vector<std::string> funcs;
   std::vector<uint64_t> seqs;
   std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
-  std::vector<int64_t> held;  // the same, GPU-held ns (-1: not known); empty: no member's samples carry them
+  std::vector<int64_t> held;  // the same, GPU-held ns (kNoTime: not known); empty: no member's samples carry them
   // Per position: the first member's size bucket, and the lowest of the
   // members' first seqs of its function (the warm-up); both cleared when a
   // member's samples carry none.
@@ -201,7 +201,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
         l.starts.assign(l.positions.size() * n, 0);
         l.durations.assign(l.positions.size() * n, 0);
       }
-      if (!a.held().empty() && l.held.empty()) l.held.assign(l.positions.size() * n, -1);
+      if (!a.held().empty() && l.held.empty()) l.held.assign(l.positions.size() * n, kNoTime);
       size_t at = 0;
       for (size_t c = 0; c < l.positions.size(); ++c) {
         while (at < v.size() && v[at].position < l.positions[c]) ++at;
@@ -212,7 +212,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<summary::SummaryProcess>& p
         }
         l.starts[c * n + j] = v[at].start_ns;
         l.durations[c * n + j] = static_cast<int64_t>(std::min<uint64_t>(v[at].duration_ns, uint64_t{1} << 58));
-        if (!l.held.empty()) l.held[c * n + j] = v[at].held_ns;
+        if (!l.held.empty()) l.held[c * n + j] = v[at].held_ns < 0 ? kNoTime : v[at].held_ns;
         if (v[at].bucket == kNoBucket || a.first_seqs_size() == 0) l.stats_ok = false;
         else l.warmup_seqs[c] = std::min<uint64_t>(l.warmup_seqs[c], a.first_seqs(static_cast<int>(v[at].func)));
       }
@@ -660,8 +660,6 @@ bool BuildModelFromSummaries(std::vector<summary::SummaryProcess> procs, std::ve
     sc.held_ns = std::move(l.held);
     sc.buckets = std::move(l.buckets);
     for (size_t c = 0; c < l.warmup_seqs.size(); ++c) sc.warmup.push_back(l.seqs[c] == l.warmup_seqs[c]);
-    for (int64_t& h : sc.held_ns)
-      if (h < 0) h = kNoTime;
     // Enough, or every collective (the stride 1, and each member's every
     // collective sampled: none is missing).
     sc.covered = sc.positions.size() >= kMinSampledCollectives || (sc.stride == 1 && sc.positions.size() == l.most);

@@ -319,9 +319,7 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
 void AddHeldTimes(const Model& node, uint32_t pi, const std::vector<int64_t>& held,
                   google::protobuf::RepeatedPtrField<summary::ArrivalSamples>* samples) {
   const Proc& p = node.procs[pi];
-  if (!p.event_completions &&
-      std::none_of(p.ops.begin(), p.ops.end(), [&](uint32_t oi) { return node.ops[oi].polled; }))
-    return;
+  if (!ShowsGpuHeld(node, p)) return;
   struct Key {
     uint64_t hash, seq;
     std::string func;

@@ -418,16 +418,24 @@ TEST(ArrivalSamplesTest, MembersWithDifferentStridesShareTheLargestOnesPositions
 }
 
 // A damaged message decodes to nothing.
-TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
+// Samples of communicator 1 over 100 collectives at stride 4, with the
+// functions `funcs`, none encoded yet; `at`: the first three positions
+// stride 4 samples.
+summary::ArrivalSamples StrideFour(const std::vector<std::string>& funcs, std::vector<uint64_t>* at) {
   summary::ArrivalSamples a;
   a.set_comm_hash(1);
   a.set_collectives(100);
   a.set_stride_log2(2);
-  a.add_functions("AllReduce");
-  a.add_functions("Broadcast");
-  std::vector<uint64_t> at;  // the first three positions stride 4 samples
-  for (uint64_t p = 1; at.size() < 3; ++p)
-    if (SampledPosition(p, 2)) at.push_back(p);
+  for (const std::string& f : funcs) a.add_functions(f);
+  at->clear();
+  for (uint64_t p = 1; at->size() < 3; ++p)
+    if (SampledPosition(p, 2)) at->push_back(p);
+  return a;
+}
+
+TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
+  std::vector<uint64_t> at;
+  summary::ArrivalSamples a = StrideFour({"AllReduce", "Broadcast"}, &at);
   ASSERT_LT(at[2], 90u);
   EncodeSamples({{at[0], 1000, 10, 0, 3}, {at[1], 2000, 10, 1, 3}, {at[2], 3000, 10, 0, 5}}, &a);
   std::vector<ArrivalSample> v;
@@ -463,14 +471,8 @@ TEST(ArrivalSamplesTest, DamagedSamplesAreRefused) {
 // GPU-held times ride beside the samples, to the us, unknown ones kept
 // unknown; a list that is not one per sample is damage.
 TEST(ArrivalSamplesTest, HeldTimesRoundTripAndAWrongCountIsRefused) {
-  summary::ArrivalSamples a;
-  a.set_comm_hash(1);
-  a.set_collectives(100);
-  a.set_stride_log2(2);
-  a.add_functions("AllReduce");
   std::vector<uint64_t> at;
-  for (uint64_t p = 1; at.size() < 3; ++p)
-    if (SampledPosition(p, 2)) at.push_back(p);
+  summary::ArrivalSamples a = StrideFour({"AllReduce"}, &at);
   std::vector<ArrivalSample> in = {{at[0], 1000, 10, 0, 3, 0},
                                    {at[1], 2000, 10, 0, 4, -1},
                                    {at[2], 3000, 10, 0, 5, 40'000'123}};
@@ -498,15 +500,9 @@ TEST(ArrivalSamplesTest, HeldTimesRoundTripAndAWrongCountIsRefused) {
 // that is not one per sample, a bucket past 63, or warm-up seqs that are
 // not one per function are damage.
 TEST(ArrivalSamplesTest, BucketsRoundTripAndDamageIsRefused) {
-  summary::ArrivalSamples a;
-  a.set_comm_hash(1);
-  a.set_collectives(100);
-  a.set_stride_log2(2);
-  a.add_functions("AllReduce");
-  a.add_first_seqs(0);
   std::vector<uint64_t> at;
-  for (uint64_t p = 1; at.size() < 3; ++p)
-    if (SampledPosition(p, 2)) at.push_back(p);
+  summary::ArrivalSamples a = StrideFour({"AllReduce"}, &at);
+  a.add_first_seqs(0);
   std::vector<ArrivalSample> in = {{at[0], 1000, 10, 0, 3, -1, -2}, {at[1], 2000, 10, 0, 4, -1, 20},
                                    {at[2], 3000, 10, 0, 5, -1, 63}};
   std::vector<ArrivalSample> v;
