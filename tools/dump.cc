@@ -63,7 +63,8 @@ bool DumpSummary(const std::string& path, const DumpOptions& opts, std::ostream&
       char hash[32];
       snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(a.comm_hash()));
       out << "    comm " << hash << ": " << a.count() << " arrivals sampled, one in "
-          << (uint64_t{1} << std::min<uint32_t>(a.stride_log2(), 63)) << " of " << a.collectives() << " collectives\n";
+          << (uint64_t{1} << std::min<uint32_t>(a.stride_log2(), 63)) << " of " << a.collectives() << " collectives"
+          << (a.buckets().empty() ? "" : ", with sizes") << (a.held().empty() ? "" : ", with GPU-held times") << "\n";
     }
     if (p.asked_collectives_size() > 0)
       out << "    " << p.asked_collectives_size() << " let-go collectives kept as asked\n";

@@ -1,15 +1,20 @@
 // `ncclwatch dump` on a file from the trace builder: a MaskChange (NCCL
 // 2.31's RAS changing the event mask) is printed with its bits named, in
-// the record lines and in the file's summary.
+// the record lines and in the file's summary; on a per-node summary, what
+// its arrival samples carry.
 
 #include "tools/dump.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "tools/summary/summary.h"
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {
@@ -42,6 +47,35 @@ TEST(Dump, PrintsAMaskChangeWithItsBitsNamed) {
                    "need\n"),
             std::string::npos)
       << s;
+}
+
+// A node of a job whose communicator spans two: its summary's samples
+// carry each collective's size bucket, and with completions from CUDA
+// events its GPU-held time, which dump says.
+TEST(Dump, SaysWhatASummarysSamplesCarry) {
+  const std::string tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  for (bool events : {false, true}) {
+    testing::JobSpec spec;
+    spec.nranks = 8;
+    spec.ranks_per_host = 4;
+    spec.ncolls = 400;
+    spec.event_completions = events;
+    const std::string dir = tmp + (events ? "/dump-events" : "/dump-channels");
+    mkdir(dir.c_str(), 0755);
+    const std::vector<std::string> files = testing::WriteJob(testing::BuildJob(spec), dir);
+    SummarizeOptions opts;
+    opts.window = 16;
+    SummaryResult r;
+    std::string error;
+    ASSERT_TRUE(Summarize({files.begin(), files.begin() + 4}, opts, &r, &error)) << error;
+    const std::string path = dir + "/node0.ncclsummary";
+    std::ofstream(path, std::ios::binary) << EncodeSummary(r);
+    std::ostringstream out, err;
+    EXPECT_EQ(Dump({path}, DumpOptions(), out, err), 0) << err.str();
+    const std::string want = events ? " arrivals sampled, one in 2 of 400 collectives, with sizes, with GPU-held times\n"
+                                    : " arrivals sampled, one in 2 of 400 collectives, with sizes\n";
+    EXPECT_NE(out.str().find(want), std::string::npos) << out.str();
+  }
 }
 
 }  // namespace
