@@ -5,8 +5,11 @@
 // `ncclwatch diagnose` on the summaries and on the traces.
 //
 //   bazel build -c opt //tools/summary:summary_benchmark //tools:ncclwatch
-//   bazel-bin/tools/summary/summary_benchmark DIR [RANKS] [COLLS] [JOB_ID]
+//   bazel-bin/tools/summary/summary_benchmark DIR [RANKS] [COLLS] [JOB_ID] [events]
 //
+// With `events`, every completion comes from a CUDA event (the default
+// capture from profiler API v5), the stream seen at each kernel 5 us after
+// its enqueue: the summaries then carry each sample's GPU-held time.
 // Files go to DIR/nodeN/ (one folder per host), so that a node's files are
 // what `summarize DIR/nodeN` reads. Rank 5's 11th collective (a
 // ReduceScatter on world, #2) has another count; rank 7 arrives 2 ms after
@@ -27,13 +30,14 @@ namespace t = ncclwatch::tools::testing;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: summary_benchmark DIR [RANKS] [COLLS] [JOB_ID]\n");
+    fprintf(stderr, "usage: summary_benchmark DIR [RANKS] [COLLS] [JOB_ID] [events]\n");
     return 2;
   }
   const std::string dir = argv[1];
   const int ranks = argc > 2 ? atoi(argv[2]) : 1024;
   const int colls = argc > 3 ? atoi(argv[3]) : 10000;
   const std::string job = argc > 4 ? argv[4] : "";
+  const bool events = argc > 5 && std::string(argv[5]) == "events";
   mkdir(dir.c_str(), 0755);
   const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
   const uint64_t step = 3 * t::kMs;
@@ -66,6 +70,10 @@ int main(int argc, char** argv) {
       t::OpOpts o;
       o.nchannels = 8;
       o.completion = t::Completion::kFolded;
+      if (events) {
+        o.from_event = true;
+        o.event_started_ns = static_cast<int64_t>(start + 5 * t::kUs);
+      }
       uint64_t count = uint64_t{1} << (10 + k % 12);
       if (r == 5 && k == 10) count *= 2;
       if (on_tp) b.Coll(tp, funcs[f], seq_tp[f]++, count, start, done, o);
