@@ -243,20 +243,21 @@ using HeldRows = std::vector<std::map<std::pair<uint32_t, uint16_t>, HeldRow>>;
 // threshold and two polling intervals (a held time is known to one).
 double HeldBar(double thr) { return std::max(thr, 2.0 * static_cast<double>(kGpuHeldResolutionNs) / 1e9); }
 
-// One collective's held times and host arrivals (s), per rank its process:
-// one rule for windows, digests and samples.
-void JudgeHeld(const std::vector<uint32_t>& procs, const std::vector<double>& helds, const std::vector<double>& starts,
-               const std::pair<uint32_t, uint16_t>& key, double bar, HeldRows* rows) {
+// One collective's held times and host arrivals (s), per rank its row (its
+// process's, at this communicator and function): one rule for windows,
+// digests and samples.
+void JudgeHeld(const std::vector<HeldRow*>& rows, const std::vector<double>& helds, const std::vector<double>& starts,
+               double bar) {
   const double med = MedianOf(helds), med_start = MedianOf(starts);
   size_t last = 0;
-  for (size_t i = 0; i < procs.size(); ++i) {
-    HeldRow& row = (*rows)[procs[i]][key];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    HeldRow& row = *rows[i];
     ++row.total;
     row.lags.push_back(helds[i] - med);
     row.host_lags.push_back(starts[i] - med_start);
     if (helds[i] > helds[last]) last = i;
   }
-  if (helds[last] - med > bar) ++(*rows)[procs[last]][key].late;
+  if (helds[last] - med > bar) ++rows[last]->late;
 }
 
 // Over the windows' collectives seen on every rank.
@@ -264,24 +265,25 @@ HeldRows CountHeld(const Model& m, double bar) {
   HeldRows rows(m.procs.size());
   const std::vector<int64_t> held = GpuHeldNs(m);
   std::vector<double> helds, starts;
-  std::vector<uint32_t> procs;
+  std::vector<HeldRow*> of;
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
     auto present = Present(m, mt);
     if (present.size() < 2 || static_cast<int32_t>(present.size()) < m.comms[mt.comm].nranks) continue;
     if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return AskedOp(m, x.second); }))
       continue;  // as in Count
+    if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return held[x.second] == kNoTime; }))
+      continue;
     helds.clear();
     starts.clear();
-    procs.clear();
+    of.clear();
+    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
     for (auto& [r, oi] : present) {
-      if (held[oi] == kNoTime) break;
       helds.push_back(static_cast<double>(held[oi]) / 1e9);
       starts.push_back(static_cast<double>(m.ops[oi].start_ns) / 1e9);
-      procs.push_back(m.ops[oi].proc);
+      of.push_back(&rows[m.ops[oi].proc][key]);
     }
-    if (helds.size() != present.size()) continue;
-    JudgeHeld(procs, helds, starts, {mt.comm, m.ops[present[0].second].func}, bar, &rows);
+    JudgeHeld(of, helds, starts, bar);
   }
   return rows;
 }
@@ -293,6 +295,9 @@ HeldRows CountHeldSampled(const Model& m, double bar) {
   for (const SampledComm& sc : m.sampled) {
     const size_t n = sc.procs.size();
     if (!Judgeable(m, sc) || sc.held_ns.size() != sc.positions.size() * n) continue;
+    // Each member's row per function, found once: 'world' of 16,384
+    // members at ~250 positions is 4 M values.
+    std::map<uint16_t, std::vector<HeldRow*>> of_func;
     for (size_t k = 0; k < sc.positions.size(); ++k) {
       helds.clear();
       starts.clear();
@@ -305,7 +310,10 @@ HeldRows CountHeldSampled(const Model& m, double bar) {
                          1e9);
       }
       if (helds.size() != n) continue;
-      JudgeHeld(sc.procs, helds, starts, {sc.comm, sc.funcs[k]}, bar, &rows);
+      std::vector<HeldRow*>& of = of_func[sc.funcs[k]];
+      if (of.empty())
+        for (uint32_t pi : sc.procs) of.push_back(&rows[pi][{sc.comm, sc.funcs[k]}]);
+      JudgeHeld(of, helds, starts, bar);
     }
   }
   return rows;
