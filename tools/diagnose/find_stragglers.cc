@@ -208,6 +208,18 @@ Tally CountSampled(const Model& m, double thr, double fraction) {
   return t;
 }
 
+// Each process's sampled communicators (Model::sampled indices, those
+// with positions), listed once: looked up per process and communicator,
+// 'world' of 16,384 members made this quadratic.
+std::vector<std::vector<uint32_t>> SampledOf(const Model& m) {
+  std::vector<std::vector<uint32_t>> of(m.procs.size());
+  for (uint32_t k = 0; k < m.sampled.size(); ++k)
+    if (!m.sampled[k].positions.empty())
+      for (uint32_t pi : m.sampled[k].procs)
+        if (pi < of.size() && (of[pi].empty() || of[pi].back() != k)) of[pi].push_back(k);
+  return of;
+}
+
 // "every collective", "one in 2", "one in 16": not "every n-th", since
 // summarize picks them by a hash of their position (SampledPosition).
 std::string EveryNth(uint64_t n) { return n <= 1 ? "every collective" : "one in " + Thousands(n); }
@@ -340,8 +352,10 @@ HeldJudged Judged(const HeldRow& r) {
 // (HeldBar). Where summaries let operations go, a process is judged as the
 // host-side finder judges it: from its digest (every collective, on its
 // node's communicators), else from the samples across the job, else from
-// its window. `host_named`: processes the host-side finder already named.
-void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::vector<Ranked>* out) {
+// its window. `host_named`: processes the host-side finder already named;
+// `sampled_of`: SampledOf(m).
+void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
+                 const std::vector<std::vector<uint32_t>>& sampled_of, std::vector<Ranked>* out) {
   const Model& m = c->m;
   const double bar = HeldBar(thr);
   const HeldRows window = CountHeld(m, bar);
@@ -391,16 +405,10 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named, std::v
     // Which of its communicators were sampled, and how often.
     // At stride 1 the samples are every collective: the traces' count,
     // said in the traces' words, as FindStragglers does.
-    std::vector<uint32_t> of_proc;
     bool say_sampled = false;
     if (from_samples)
-      for (uint32_t k = 0; k < m.sampled.size(); ++k)
-        if (!m.sampled[k].positions.empty() &&
-            std::find(m.sampled[k].procs.begin(), m.sampled[k].procs.end(), pi) != m.sampled[k].procs.end()) {
-          of_proc.push_back(k);
-          say_sampled = say_sampled || m.sampled[k].stride > 1;
-        }
-    const std::string where = SampledWhere(*c, of_proc);
+      for (uint32_t k : sampled_of[pi]) say_sampled = say_sampled || m.sampled[k].stride > 1;
+    const std::string where = SampledWhere(*c, sampled_of[pi]);
     f.set_summary("STRAGGLER: " + c->Name(pi) + "'s GPU got to " + c->Str(worst->first.second) + " on " +
                   c->CommLabel(worst->first.first) + " last at " + Thousands(r.late) + " of " + Thousands(r.total) +
                   (say_sampled ? " sampled across the job (" + where + Printf("; %.0f%%)", rf * 100)
@@ -433,14 +441,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
   // Said so where samples are: at stride 1 they are every collective, the
   // traces' count, said in the traces' words.
   std::vector<bool> from_samples(np, false), say_sampled(np, false);
-  // Each process's sampled communicators (Model::sampled indices, those
-  // with positions), listed once: looked up per process and communicator,
-  // 'world' of 16,384 members made this quadratic.
-  std::vector<std::vector<uint32_t>> sampled_of(np);
-  for (uint32_t k = 0; k < m.sampled.size(); ++k)
-    if (!m.sampled[k].positions.empty())
-      for (uint32_t pi : m.sampled[k].procs)
-        if (pi < np && (sampled_of[pi].empty() || sampled_of[pi].back() != k)) sampled_of[pi].push_back(k);
+  const std::vector<std::vector<uint32_t>> sampled_of = SampledOf(m);
   // Its communicators sampled at different strides: its share of late
   // arrivals is weighted by them, and said so.
   std::vector<bool> mixed(np, false);
@@ -587,7 +588,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     out->back().sampled = from_samples[pi];
     named[pi] = true;
   }
-  FindGpuHeld(c, thr, named, out);
+  FindGpuHeld(c, thr, named, sampled_of, out);
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -53,6 +53,13 @@ struct RankAcc {
   uint64_t stride = 0;  // from samples across the job: one collective in this many (RankRow.stride)
 };
 
+// The lower median of `v`, which it reorders; v non-empty.
+int64_t LowerMedian(std::vector<int64_t>* v) {
+  auto mid = v->begin() + static_cast<std::ptrdiff_t>((v->size() - 1) / 2);
+  std::nth_element(v->begin(), mid, v->end());
+  return *mid;
+}
+
 // Each rank's lateness at each collective (RankRow): its enqueue start
 // minus the lower median start of the collective's ranks. Each
 // communicator's first collective (the lowest seq of each function) is
@@ -87,10 +94,8 @@ std::map<RankKey, RankAcc> Lateness(const Model& m, const std::vector<bool>& ski
         if (held[oi] != kNoTime) arrivals.push_back(held[oi]);
       }
     if (starts.size() < 2 || first_seq[std::make_pair(match.comm, func)] == match.seq) continue;
-    std::sort(starts.begin(), starts.end());
-    const int64_t median = starts[(starts.size() - 1) / 2];
-    std::sort(arrivals.begin(), arrivals.end());
-    const int64_t gpu_median = arrivals.size() >= 2 ? arrivals[(arrivals.size() - 1) / 2] : kNoTime;
+    const int64_t median = LowerMedian(&starts);
+    const int64_t gpu_median = arrivals.size() >= 2 ? LowerMedian(&arrivals) : kNoTime;
     const Comm& c = m.comms[match.comm];
     for (uint32_t oi : match.ops) {
       if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
@@ -106,13 +111,6 @@ std::map<RankKey, RankAcc> Lateness(const Model& m, const std::vector<bool>& ski
     }
   }
   return out;
-}
-
-// The lower median of `v`, which it reorders; v non-empty.
-int64_t LowerMedian(std::vector<int64_t>* v) {
-  auto mid = v->begin() + static_cast<std::ptrdiff_t>((v->size() - 1) / 2);
-  std::nth_element(v->begin(), mid, v->end());
-  return *mid;
 }
 
 // Communicators spanning summaries whose arrivals stats takes from the
