@@ -800,13 +800,16 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
       for (summary::SummaryProcess& p : s.procs) procs.push_back(std::move(p));
       sources.resize(procs.size());
     }
-    for (const std::string& f : summaries) {
-      SummaryResult s;
-      std::string e;
-      if (!ReadSummaryFile(f, &s, &e)) errors.push_back(e + (s.procs.empty() ? "" : " (the processes before it are read)"));
+    std::vector<SummaryResult> read;
+    std::vector<std::string> read_errors;
+    ReadSummaryFiles(summaries, &read, &read_errors);
+    for (size_t i = 0; i < summaries.size(); ++i) {
+      SummaryResult& s = read[i];
+      if (!read_errors[i].empty())
+        errors.push_back(read_errors[i] + (s.procs.empty() ? "" : " (the processes before it are read)"));
       for (summary::SummaryProcess& p : s.procs) {
         procs.push_back(std::move(p));
-        sources.push_back(f);
+        sources.push_back(summaries[i]);
       }
     }
     if (procs.empty()) {

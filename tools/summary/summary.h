@@ -177,6 +177,13 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
 // The same on a file (a regular file of at most kMaxSummaryBytes).
 inline constexpr uint64_t kMaxSummaryBytes = 4ull << 30;
 bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* error);
+// The same on many files, on two threads (at 2,048 summaries, parsing one
+// by one was a quarter of the merge: BENCHMARKS.md, "The 16k merge on more
+// than one core"). Each file goes to its own slot, out[i] and errors[i]
+// (empty when read whole), so that nothing depends on the threads' order.
+// Thread safety: call from one thread; it joins its own before returning.
+void ReadSummaryFiles(const std::vector<std::string>& files, std::vector<SummaryResult>* out,
+                      std::vector<std::string>* errors);
 
 }  // namespace ncclwatch::tools
 

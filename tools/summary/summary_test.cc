@@ -136,6 +136,40 @@ TEST(SummaryFileTest, DamageIsNamedWithItsOffset) {
   EXPECT_EQ(s.procs.size(), 0u);
 }
 
+// Many files read together (on several threads where the host has cores)
+// give each file what reading it alone gives, in its own place: a cut
+// file's error and the processes before its cut, a missing file's error.
+TEST(SummaryFileTest, ManyFilesReadTogetherAsEachAlone) {
+  const std::string dir = Dir("many");
+  const std::string bytes = JobSummary(Dir("many-job"));
+  std::vector<std::string> files;
+  for (int i = 0; i < 40; ++i) {
+    files.push_back(dir + "/node" + std::to_string(i) + ".ncclsummary");
+    if (i == 13) continue;  // never written
+    std::ofstream(files.back(), std::ios::binary) << (i == 7 || i == 31 ? bytes.substr(0, bytes.size() * i / 40) : bytes);
+  }
+  std::vector<SummaryResult> together;
+  std::vector<std::string> errors;
+  ReadSummaryFiles(files, &together, &errors);
+  ASSERT_EQ(together.size(), files.size());
+  ASSERT_EQ(errors.size(), files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    SummaryResult alone;
+    std::string error;
+    const bool ok = ReadSummaryFile(files[i], &alone, &error);
+    EXPECT_EQ(errors[i].empty(), ok) << i;
+    EXPECT_EQ(errors[i], ok ? "" : error) << i;
+    ASSERT_EQ(together[i].procs.size(), alone.procs.size()) << i;
+    for (size_t p = 0; p < alone.procs.size(); ++p)
+      EXPECT_EQ(together[i].procs[p].SerializeAsString(), alone.procs[p].SerializeAsString()) << i << " " << p;
+  }
+  EXPECT_NE(errors[13].find("node13.ncclsummary"), std::string::npos) << errors[13];
+  EXPECT_NE(errors[31].find("past the end of the file"), std::string::npos) << errors[31];
+  EXPECT_GT(together[31].procs.size(), 0u);
+  EXPECT_LT(together[31].procs.size(), together[0].procs.size());
+  EXPECT_EQ(together[39].procs.size(), 4u);
+}
+
 TEST(SummaryFileTest, ACutSummaryMakesTheVerdictIncomplete) {
   const std::string dir = Dir("cutjob");
   std::vector<std::string> files;
