@@ -73,8 +73,8 @@ Tally NewTally(size_t np) {
 // median start is counted, and the last arriver is late when by more than
 // `thr` and `fraction` of its own collective's length. One rule for both,
 // so that samples are judged as the traces are.
-void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts, const std::vector<double>& durs,
-           const std::pair<uint32_t, uint16_t>& key, uint64_t weight, double thr, double fraction, Tally* t) {
+void Judge(const std::vector<uint32_t>& procs, const std::vector<Row*>& rows, const std::vector<double>& starts,
+           const std::vector<double>& durs, uint32_t comm, uint64_t weight, double thr, double fraction, Tally* t) {
   const double med = MedianOf(starts);
   size_t last = 0;
   for (size_t i = 0; i < procs.size(); ++i) {
@@ -82,9 +82,8 @@ void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts
     ++t->total[pr];
     t->weighted_total[pr] += weight;
     t->lags[pr].push_back(starts[i] - med);
-    Row& row = t->rows[pr][key];
-    ++row.total;
-    row.lags.push_back(starts[i] - med);
+    ++rows[i]->total;
+    rows[i]->lags.push_back(starts[i] - med);
     if (starts[i] > starts[last]) last = i;
   }
   // The collective's own length is the last arriver's: the others'
@@ -95,8 +94,8 @@ void Judge(const std::vector<uint32_t>& procs, const std::vector<double>& starts
     const uint32_t pr = procs[last];
     ++t->late[pr];
     t->weighted_late[pr] += weight;
-    ++t->late_comm[pr][key.first];
-    ++t->rows[pr][key].late;
+    ++t->late_comm[pr][comm];
+    ++rows[last]->late;
   }
 }
 
@@ -104,6 +103,7 @@ Tally Count(const Model& m, double thr, double fraction) {
   Tally t = NewTally(m.procs.size());
   std::vector<double> starts, durs;
   std::vector<uint32_t> procs;
+  std::vector<Row*> rows;
   for (const Match& mt : m.matches) {
     if (mt.kind != OpKind::kColl) continue;
     auto present = Present(m, mt);
@@ -115,6 +115,8 @@ Tally Count(const Model& m, double thr, double fraction) {
     starts.clear();
     durs.clear();
     procs.clear();
+    rows.clear();
+    const std::pair<uint32_t, uint16_t> key{mt.comm, m.ops[present[0].second].func};
     for (auto& [r, oi] : present) {
       const Op& op = m.ops[oi];
       if (op.state != OpState::kCompleted || op.start_ns == kNoTime || op.done_ns == kNoTime) {
@@ -124,9 +126,10 @@ Tally Count(const Model& m, double thr, double fraction) {
       starts.push_back(static_cast<double>(op.start_ns) / 1e9);
       durs.push_back(static_cast<double>(op.done_ns - op.start_ns) / 1e9);
       procs.push_back(op.proc);
+      rows.push_back(&t.rows[op.proc][key]);
     }
     if (!all_done) continue;
-    Judge(procs, starts, durs, {mt.comm, m.ops[present[0].second].func}, 1, thr, fraction, &t);
+    Judge(procs, rows, starts, durs, mt.comm, 1, thr, fraction, &t);
   }
   return t;
 }
@@ -190,10 +193,25 @@ std::vector<uint32_t> SampledTotals(const Model& m) {
 
 Tally CountSampled(const Model& m, double thr, double fraction) {
   Tally t = NewTally(m.procs.size());
+  // Each lag list sized once: 'world' of 16,384 members at ~250 positions
+  // is 4 M values, which growing vectors copied again and again.
+  const std::vector<uint32_t> totals = SampledTotals(m);
+  for (size_t pi = 0; pi < totals.size(); ++pi) t.lags[pi].reserve(totals[pi]);
   std::vector<double> starts, durs;
   for (const SampledComm& sc : m.sampled) {
     const size_t n = sc.procs.size();
     if (!Judgeable(m, sc)) continue;
+    // Each member's row per function, found once and sized for it.
+    std::map<uint16_t, std::vector<Row*>> of_func;
+    std::map<uint16_t, size_t> per_func;
+    for (uint16_t f : sc.funcs) ++per_func[f];
+    for (const auto& [f, count] : per_func) {
+      std::vector<Row*>& of = of_func[f];
+      for (uint32_t pi : sc.procs) {
+        of.push_back(&t.rows[pi][{sc.comm, f}]);
+        of.back()->lags.reserve(of.back()->lags.size() + count);
+      }
+    }
     for (size_t k = 0; k < sc.positions.size(); ++k) {
       starts.clear();
       durs.clear();
@@ -202,7 +220,7 @@ Tally CountSampled(const Model& m, double thr, double fraction) {
         starts.push_back(static_cast<double>(at) / 1e9);
         durs.push_back(static_cast<double>(sc.durations_ns[k * n + j]) / 1e9);
       }
-      Judge(sc.procs, starts, durs, {sc.comm, sc.funcs[k]}, sc.stride, thr, fraction, &t);
+      Judge(sc.procs, of_func[sc.funcs[k]], starts, durs, sc.comm, sc.stride, thr, fraction, &t);
     }
   }
   return t;
@@ -307,9 +325,19 @@ HeldRows CountHeldSampled(const Model& m, double bar) {
   for (const SampledComm& sc : m.sampled) {
     const size_t n = sc.procs.size();
     if (!Judgeable(m, sc) || sc.held_ns.size() != sc.positions.size() * n) continue;
-    // Each member's row per function, found once: 'world' of 16,384
-    // members at ~250 positions is 4 M values.
+    // Each member's row per function, found once and sized for it: 'world'
+    // of 16,384 members at ~250 positions is 4 M values.
     std::map<uint16_t, std::vector<HeldRow*>> of_func;
+    std::map<uint16_t, size_t> per_func;
+    for (uint16_t f : sc.funcs) ++per_func[f];
+    for (const auto& [f, count] : per_func) {
+      std::vector<HeldRow*>& of = of_func[f];
+      for (uint32_t pi : sc.procs) {
+        of.push_back(&rows[pi][{sc.comm, f}]);
+        of.back()->lags.reserve(of.back()->lags.size() + count);
+        of.back()->host_lags.reserve(of.back()->host_lags.size() + count);
+      }
+    }
     for (size_t k = 0; k < sc.positions.size(); ++k) {
       helds.clear();
       starts.clear();
@@ -322,10 +350,7 @@ HeldRows CountHeldSampled(const Model& m, double bar) {
                          1e9);
       }
       if (helds.size() != n) continue;
-      std::vector<HeldRow*>& of = of_func[sc.funcs[k]];
-      if (of.empty())
-        for (uint32_t pi : sc.procs) of.push_back(&rows[pi][{sc.comm, sc.funcs[k]}]);
-      JudgeHeld(of, helds, starts, bar);
+      JudgeHeld(of_func[sc.funcs[k]], helds, starts, bar);
     }
   }
   return rows;
@@ -355,12 +380,11 @@ HeldJudged Judged(const HeldRow& r) {
 // its window. `host_named`: processes the host-side finder already named;
 // `sampled_of`: SampledOf(m).
 void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
-                 const std::vector<std::vector<uint32_t>>& sampled_of, std::vector<Ranked>* out) {
+                 const std::vector<std::vector<uint32_t>>& sampled_of, const HeldRows& window,
+                 const HeldRows& sampled, std::vector<Ranked>* out) {
   const Model& m = c->m;
   const double bar = HeldBar(thr);
-  const HeldRows window = CountHeld(m, bar);
   const std::vector<bool> by_samples = SampledProcs(m), lacks = WindowLacks(m);
-  HeldRows sampled;
   const uint32_t min_n = std::max<uint32_t>(5, static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives)));
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (host_named[pi]) continue;
@@ -376,7 +400,6 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
             HeldJudged{r.held_total, r.held_late, r.held_median_lag_s, r.held_max_lag_s, r.held_host_lag_s};
       }
     } else if (by_samples[pi] && lacks[pi] && p.samples_held) {
-      if (sampled.empty()) sampled = CountHeldSampled(m, bar);
       for (const auto& [key, r] : sampled[pi]) rows[key] = Judged(r);
       from_samples = true;
     } else {
@@ -427,17 +450,41 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
 
 }  // namespace
 
-void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
+struct StragglerCounts {
+  Tally window, sampled;               // arrivals on the host
+  HeldRows held_window, held_sampled;  // GPU-held times (FindGpuHeld)
+};
+
+void StragglerCountsDeleter::operator()(StragglerCounts* p) const { delete p; }
+
+StragglerCountsPtr CountForStragglers(const Model& m, const DiagnoseOptions& o) {
+  StragglerCountsPtr n(new StragglerCounts);
+  const double thr = Threshold(m, o), bar = HeldBar(thr);
+  n->window = Count(m, thr, o.straggler_duration_fraction);
+  n->sampled = CountSampled(m, thr, o.straggler_duration_fraction);
+  n->held_window = CountHeld(m, bar);
+  // Only where some process may be judged from them (FindGpuHeld).
+  const std::vector<bool> by_samples = SampledProcs(m), lacks = WindowLacks(m);
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+    if (by_samples[pi] && lacks[pi] && m.procs[pi].samples_held) {
+      n->held_sampled = CountHeldSampled(m, bar);
+      break;
+    }
+  return n;
+}
+
+void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out) {
   const Model& m = c->m;
   const size_t np = m.procs.size();
   const double thr = Threshold(m, c->o);
-  Tally t = Count(m, thr, c->o.straggler_duration_fraction);
+  if (counts == nullptr) counts = CountForStragglers(m, c->o);
+  Tally& t = counts->window;
   // Where summaries sampled every communicator of a process, its samples
   // stand for the whole job, its window only for the last operations.
   // A whole window is the exact count: judged from it, as from the traces.
   const std::vector<bool> by_samples = SampledProcs(m);
   const std::vector<bool> lacks = WindowLacks(m);
-  const Tally sampled = CountSampled(m, thr, c->o.straggler_duration_fraction);
+  Tally& sampled = counts->sampled;
   // Said so where samples are: at stride 1 they are every collective, the
   // traces' count, said in the traces' words.
   std::vector<bool> from_samples(np, false), say_sampled(np, false);
@@ -461,9 +508,9 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     t.weighted_total[pi] = sampled.weighted_total[pi];
     t.weighted_late[pi] = sampled.weighted_late[pi];
     t.late[pi] = sampled.late[pi];
-    t.lags[pi] = sampled.lags[pi];
-    t.late_comm[pi] = sampled.late_comm[pi];
-    t.rows[pi] = sampled.rows[pi];
+    t.lags[pi] = std::move(sampled.lags[pi]);
+    t.late_comm[pi] = std::move(sampled.late_comm[pi]);
+    t.rows[pi] = std::move(sampled.rows[pi]);
   }
   std::vector<uint32_t>& total = t.total;
   std::vector<uint32_t>& late = t.late;
@@ -588,7 +635,7 @@ void FindStragglers(Ctx* c, std::vector<Ranked>* out) {
     out->back().sampled = from_samples[pi];
     named[pi] = true;
   }
-  FindGpuHeld(c, thr, named, sampled_of, out);
+  FindGpuHeld(c, thr, named, sampled_of, counts->held_window, counts->held_sampled, out);
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -5,6 +5,7 @@
 #ifndef TOOLS_DIAGNOSE_FINDERS_H_
 #define TOOLS_DIAGNOSE_FINDERS_H_
 
+#include <memory>
 #include <vector>
 
 #include "tools/diagnose/context.h"
@@ -33,8 +34,20 @@ void FindOrderCycles(Ctx* c, std::vector<Ranked>* out);
 // and a MISMATCH or ORDER_MISMATCH among `out` on the communicator names
 // one of them, that finding is the range's, said once.
 void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out);
-// find_stragglers.cc
-void FindStragglers(Ctx* c, std::vector<Ranked>* out);
+// find_stragglers.cc. The straggler finders' counts (the host's arrivals
+// and the GPU-held times, over the windows and over the samples) read only
+// the model and the options: Diagnose counts them on a thread of its own
+// beside the other finders, since at 16,384 ranks they were half the
+// diagnosis (BENCHMARKS.md, "The 16k merge on more than one core").
+// Thread safety: reads `m` and `o`, which nothing may change meanwhile.
+struct StragglerCounts;
+struct StragglerCountsDeleter {
+  void operator()(StragglerCounts* p) const;
+};
+using StragglerCountsPtr = std::unique_ptr<StragglerCounts, StragglerCountsDeleter>;
+StragglerCountsPtr CountForStragglers(const Model& m, const DiagnoseOptions& o);
+// `counts`: CountForStragglers(c->m, c->o), or null to count here.
+void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out);
 // find_ended.cc. Last: judged only when no other error was found.
 void FindEnded(Ctx* c, std::vector<Ranked>* out);
 
