@@ -63,9 +63,10 @@ for c in $configs; do
     default) run_config default //... ;;
     asan) run_config asan //plugin/... //tools/... ;;
     # The plugin's threads, and the tools' two: the merge's second reader
-    # (summary_test) and the straggler counts beside the finders (diagnose).
-    tsan) run_config tsan //plugin/... //tools/summary:summary_test //tools/diagnose:diagnose_test \
-      //tools/diagnose:testdata_test ;;
+    # (summary_test, job_test) and the straggler counts beside the finders
+    # (diagnose, job_test's sampled stragglers).
+    tsan) run_config tsan //plugin/... //tools/summary:summary_test //tools/summary:job_test \
+      //tools/diagnose:diagnose_test //tools/diagnose:testdata_test ;;
     *) echo "unknown configuration '$c'" >&2; overall=1; total_failed=$((total_failed + 1)) ;;
   esac
 done
