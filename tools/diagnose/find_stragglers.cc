@@ -31,6 +31,7 @@ double MedianOf(std::vector<double> v) {
 struct Row {
   uint32_t total = 0, late = 0;
   std::vector<double> lags;
+  void Reserve(size_t more) { lags.reserve(lags.size() + more); }
 };
 struct Tally {
   std::vector<uint32_t> total, late;
@@ -191,27 +192,36 @@ std::vector<uint32_t> SampledTotals(const Model& m) {
   return total;
 }
 
+// Each member's row per function of `sc` (rows: per process, by
+// (communicator, function)), found once and sized for the function's
+// positions: 'world' of 16,384 members at ~250 positions is 4 M values,
+// which growing lists copied again and again.
+template <typename R>
+std::map<uint16_t, std::vector<R*>> RowsPerFunc(const SampledComm& sc,
+                                                std::vector<std::map<std::pair<uint32_t, uint16_t>, R>>* rows) {
+  std::map<uint16_t, size_t> positions;
+  for (uint16_t f : sc.funcs) ++positions[f];
+  std::map<uint16_t, std::vector<R*>> of_func;
+  for (const auto& [f, count] : positions) {
+    std::vector<R*>& of = of_func[f];
+    for (uint32_t pi : sc.procs) {
+      of.push_back(&(*rows)[pi][{sc.comm, f}]);
+      of.back()->Reserve(count);
+    }
+  }
+  return of_func;
+}
+
 Tally CountSampled(const Model& m, double thr, double fraction) {
   Tally t = NewTally(m.procs.size());
-  // Each lag list sized once: 'world' of 16,384 members at ~250 positions
-  // is 4 M values, which growing vectors copied again and again.
+  // Each process's lag list sized once, as RowsPerFunc sizes the rows'.
   const std::vector<uint32_t> totals = SampledTotals(m);
   for (size_t pi = 0; pi < totals.size(); ++pi) t.lags[pi].reserve(totals[pi]);
   std::vector<double> starts, durs;
   for (const SampledComm& sc : m.sampled) {
     const size_t n = sc.procs.size();
     if (!Judgeable(m, sc)) continue;
-    // Each member's row per function, found once and sized for it.
-    std::map<uint16_t, std::vector<Row*>> of_func;
-    std::map<uint16_t, size_t> per_func;
-    for (uint16_t f : sc.funcs) ++per_func[f];
-    for (const auto& [f, count] : per_func) {
-      std::vector<Row*>& of = of_func[f];
-      for (uint32_t pi : sc.procs) {
-        of.push_back(&t.rows[pi][{sc.comm, f}]);
-        of.back()->lags.reserve(of.back()->lags.size() + count);
-      }
-    }
+    std::map<uint16_t, std::vector<Row*>> of_func = RowsPerFunc(sc, &t.rows);
     for (size_t k = 0; k < sc.positions.size(); ++k) {
       starts.clear();
       durs.clear();
@@ -266,6 +276,10 @@ bool UsesDigest(const Proc& p, double thr, double fraction) {
 struct HeldRow {
   uint32_t total = 0, late = 0;
   std::vector<double> lags, host_lags;
+  void Reserve(size_t more) {
+    lags.reserve(lags.size() + more);
+    host_lags.reserve(host_lags.size() + more);
+  }
 };
 using HeldRows = std::vector<std::map<std::pair<uint32_t, uint16_t>, HeldRow>>;
 
@@ -325,19 +339,7 @@ HeldRows CountHeldSampled(const Model& m, double bar) {
   for (const SampledComm& sc : m.sampled) {
     const size_t n = sc.procs.size();
     if (!Judgeable(m, sc) || sc.held_ns.size() != sc.positions.size() * n) continue;
-    // Each member's row per function, found once and sized for it: 'world'
-    // of 16,384 members at ~250 positions is 4 M values.
-    std::map<uint16_t, std::vector<HeldRow*>> of_func;
-    std::map<uint16_t, size_t> per_func;
-    for (uint16_t f : sc.funcs) ++per_func[f];
-    for (const auto& [f, count] : per_func) {
-      std::vector<HeldRow*>& of = of_func[f];
-      for (uint32_t pi : sc.procs) {
-        of.push_back(&rows[pi][{sc.comm, f}]);
-        of.back()->lags.reserve(of.back()->lags.size() + count);
-        of.back()->host_lags.reserve(of.back()->host_lags.size() + count);
-      }
-    }
+    std::map<uint16_t, std::vector<HeldRow*>> of_func = RowsPerFunc(sc, &rows);
     for (size_t k = 0; k < sc.positions.size(); ++k) {
       helds.clear();
       starts.clear();
