@@ -286,8 +286,9 @@ class Beside {
 
 Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   // The straggler finders' counts beside the other finders (finders.h),
-  // on one thread: a second (the host's and the GPU's counts apart) was
-  // faster, but its heap added 0.2 GB to the peak at 16,384 ranks.
+  // on one thread: a second (the host's and the GPU's counts apart) gained
+  // nothing clear on two cores, and its heap added 0.2 GB to the peak at
+  // 16,384 ranks.
   StragglerCountsPtr counts;
   Beside beside;
   beside.Start([&] { counts = CountForStragglers(model, opts); });
