@@ -4,7 +4,6 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -237,49 +236,31 @@ std::string Reasons(const std::vector<std::string>& why) {
   return s;
 }
 
-// Work run on threads of its own beside the caller, done when Join
-// returns. Where no thread can be had, or the work threw there (out of
-// memory), it runs again in Join, on the caller's thread, whose errors go
-// where they always went. Joined also when the caller throws meanwhile.
+// `work` on a thread of its own beside the caller, done when Join returns;
+// run by Join instead where no thread can be had. Joined also when the
+// caller throws meanwhile.
 class Beside {
  public:
-  Beside() = default;
+  explicit Beside(std::function<void()> work) : work_(std::move(work)) {
+    try {
+      thread_ = std::thread(work_);
+    } catch (const std::system_error&) {
+      // No thread to be had (a limit on the host): Join runs it.
+    }
+  }
   Beside(const Beside&) = delete;
   Beside& operator=(const Beside&) = delete;
   ~Beside() {
-    for (std::thread& t : threads_)
-      if (t.joinable()) t.join();
-  }
-  void Start(std::function<void()> f) {
-    work_.push_back({std::move(f), false});
-    Work* w = &work_.back();  // a deque: its elements stay put
-    try {
-      threads_.emplace_back([w] {
-        try {
-          w->f();
-        } catch (...) {
-          w->again = true;
-        }
-      });
-    } catch (const std::system_error&) {
-      w->again = true;
-    }
+    if (thread_.joinable()) thread_.join();
   }
   void Join() {
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-    for (Work& w : work_)
-      if (w.again) w.f();
-    work_.clear();
+    if (thread_.joinable()) thread_.join();
+    else work_();
   }
 
  private:
-  struct Work {
-    std::function<void()> f;
-    bool again;
-  };
-  std::deque<Work> work_;
-  std::vector<std::thread> threads_;
+  std::function<void()> work_;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -290,8 +271,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   // nothing clear on two cores, and its heap added 0.2 GB to the peak at
   // 16,384 ranks.
   StragglerCountsPtr counts;
-  Beside beside;
-  beside.Start([&] { counts = CountForStragglers(model, opts); });
+  Beside beside([&] { counts = CountForStragglers(model, opts); });
   Ctx c(model, opts);
   Prepare(&c);
   std::vector<Ranked> found;
