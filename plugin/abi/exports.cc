@@ -150,9 +150,37 @@ bool KernelLaunchFast(void* context, void** handle, EventKind kind, const D& e) 
   if (kind != kEvKernelLaunch) return false;
   auto* c = static_cast<Context*>(context);
   if (!c->prof->LaunchFast()) return false;
-  void* h = c->prof->StartKernelLaunch(c, e.kernelLaunch.stream);
+  void* h = c->prof->StartKernelLaunch(c, e.kernelLaunch.stream, e.parentObj);
   if (handle != nullptr) *handle = h;
   return true;
+}
+
+// v5+: NCCL's own answer to "is this group captured into a CUDA graph?",
+// kept where the group's kernel launches find it, so that they need not ask
+// the driver (Context::capture_hint). NCCL starts GroupApi, CollApi and
+// P2pApi whenever its mask asks for KernelLaunch, Coll or P2p, whatever the
+// plugin's own: a GroupApi the plugin keeps nothing for gets a token of its
+// own (NewGroupApiToken) when launches take completions from CUDA events,
+// and each CollApi or P2pApi under such a token notes its graphCaptured on
+// its communicator. True when the event needs nothing more (not wanted, or
+// not our context); false: the usual path (captured raw).
+template <typename D>
+bool ApiEvent(void* context, void** handle, EventKind kind, const D& e) {
+  // One lookup of the context for both: these come with every NCCL call.
+  Context* c = Profiler::KnownContext(context);
+  if (c == nullptr) return true;
+  Profiler* p = c->prof;
+  if (kind == kEvGroupApi) {
+    if (p->Wants(kEvGroupApi)) return false;
+    if (handle != nullptr && p->LaunchFast()) *handle = NewGroupApiToken();
+    return true;
+  }
+  if (IsGroupApiToken(e.parentObj)) {
+    const bool captured = kind == kEvCollApi ? e.collApi.graphCaptured : e.p2pApi.graphCaptured;
+    c->capture_hint.store(reinterpret_cast<uintptr_t>(e.parentObj) | (captured ? 1u : 0u),
+                          std::memory_order_relaxed);
+  }
+  return !p->Wants(kind);
 }
 
 void StartCommon(void* context, void** handle, const EventDesc& d) {
@@ -171,15 +199,20 @@ void GroupFallback(int api, void* context, void** handle, EventKind kind) {
   if (Profiler::KnownContext(context) != nullptr) *handle = GroupToken();
 }
 
+// A handle behind which the plugin keeps nothing: Stop and State ignore it.
+// A GroupApi token is tested first: NCCL 2.28+ hands one back twice per
+// group (its states) and once at its stop, on the launching thread.
+inline bool Empty(void* handle) { return handle == nullptr || IsGroupApiToken(handle) || handle == GroupToken(); }
+
 nccl::Result Stop(void* handle) noexcept {
-  if (handle == nullptr || handle == GroupToken()) return nccl::kSuccess;
+  if (Empty(handle)) return nccl::kSuccess;
   SlotOfHandle(handle)->ctx->prof->Stop(handle);
   return nccl::kSuccess;
 }
 
 // State arguments of v1..v3: a union whose member depends on the state.
 nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept {
-  if (handle == nullptr || handle == GroupToken()) return nccl::kSuccess;
+  if (Empty(handle)) return nccl::kSuccess;
   StateArgs a;
   if (args != nullptr) {
     if ((state >= nccl::kProxyOpSendPosted && state <= nccl::kProxyOpRecvDone) || state == nccl::kProxyOpInProgress) {
@@ -194,7 +227,7 @@ nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept 
 }
 
 nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept {
-  if (handle == nullptr || handle == GroupToken()) return nccl::kSuccess;
+  if (Empty(handle)) return nccl::kSuccess;
   StateArgs a;
   if (args != nullptr) {
     if ((state >= nccl::kProxyStepSendGPUWait && state <= nccl::kProxyStepRecvGPUWait) ||
@@ -565,6 +598,10 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
+  if constexpr (kApi >= 5) {
+    if ((kind == kEvGroupApi || kind == kEvCollApi || kind == kEvP2pApi) && ApiEvent(context, handle, kind, *e))
+      return nccl::kSuccess;
+  }
   if (!Wanted(context, kind)) {
     GroupFallback(kApi, context, handle, kind);
     return nccl::kSuccess;

@@ -80,9 +80,32 @@ void Prefault(void* addr, size_t len) {
 
 alignas(64) char g_group_token[64];
 
+// GroupApi tokens (NewGroupApiToken): each thread takes a block of numbers
+// at a time, so that a group costs its thread no locked instruction (NCCL
+// starts a GroupApi for every call outside a user's group).
+constexpr uint64_t kTokenBlock = 1u << 16;
+std::atomic<uint64_t> g_group_api_blocks{0};
+struct TokenBlock {
+  uint64_t next;  // 0: none taken yet
+  uint64_t end;
+};
+thread_local TokenBlock t_tokens{0, 0};
+
 }  // namespace
 
 void* GroupToken() { return g_group_token; }
+
+void* NewGroupApiToken() {
+  TokenBlock& b = t_tokens;
+  if (b.next == b.end) {
+    const uint64_t block = g_group_api_blocks.fetch_add(1, std::memory_order_relaxed) + 1;
+    b.next = block * kTokenBlock;
+    b.end = b.next + kTokenBlock;
+  }
+  const uint64_t n = b.next++;
+  // 62 bits of numbers: unique while the process lives.
+  return reinterpret_cast<void*>((uint64_t{1} << 63) | ((n << 1) & ~(uint64_t{1} << 63)));
+}
 
 // On the hot path (ValidParent): kept here so that it inlines.
 bool Profiler::SlotIsOurs(const void* p) const {
@@ -212,7 +235,7 @@ Slot* Profiler::SpareSlot(ThreadBuf* tb) {
 }
 
 Slot* Profiler::ValidParent(void* p) {
-  if (p == nullptr || p == g_group_token) return nullptr;
+  if (p == nullptr || p == g_group_token || IsGroupApiToken(p)) return nullptr;
   auto* s = static_cast<Slot*>(p);
   if (SlotIsOurs(p) && s->state.load(std::memory_order_acquire) != kSlotFree) return s;
   // Rare: the thread's buffer is looked up only to count it.
@@ -308,7 +331,7 @@ void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now) {
   s->tracked.store(tracked ? 1 : 0, std::memory_order_relaxed);
 }
 
-void* Profiler::StartKernelLaunch(Context* ctx, const void* stream) {
+void* Profiler::StartKernelLaunch(Context* ctx, const void* stream, const void* group_api) {
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) {
@@ -317,10 +340,11 @@ void* Profiler::StartKernelLaunch(Context* ctx, const void* stream) {
     t_launch = {generation_, ctx, 0, kFlagNoEvent};
     return nullptr;
   }
-  return StartLaunch(tb, ctx, stream, nullptr);
+  return StartLaunch(tb, ctx, stream, group_api, nullptr);
 }
 
-void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg, const EventDesc* raw) {
+void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg, const void* group_api,
+                           const EventDesc* raw) {
   // No clock read here unless the launch is captured raw: the writer needs
   // only the launch's number on its stream (every read is paid on NCCL's
   // launching thread, BENCHMARKS.md).
@@ -344,9 +368,15 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   r.launch.unsampled = 0;
   s->state.store(kSlotLive, std::memory_order_release);
   // An event recorded into a stream being captured would become a node of
-  // the user's graph: none there, and its ops say why.
+  // the user's graph: none there, and its ops say why. NCCL's own answer for
+  // this group, when its API events gave one (Context::capture_hint), spares
+  // the launching thread a driver call; without it the driver is asked.
   int capturing = 0;
-  if (cuda_.stream_is_capturing(stream, &capturing) != kCudaSuccess) {
+  const uint64_t hint = ctx->capture_hint.load(std::memory_order_relaxed);
+  const bool answered =
+      IsGroupApiToken(group_api) && (hint & ~uint64_t{1}) == reinterpret_cast<uintptr_t>(group_api);
+  if (answered) capturing = static_cast<int>(hint & 1);
+  if (!answered && cuda_.stream_is_capturing(stream, &capturing) != kCudaSuccess) {
     r.flags = kFlagNoEvent;
   } else if (capturing != 0) {
     r.flags = kFlagGraph;
@@ -610,7 +640,7 @@ void* Profiler::Start(Context* ctx, const EventDesc& d) {
   }
   const bool raw = (config_.raw_kinds >> d.kind) & 1;
 
-  if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d.stream, raw ? &d : nullptr);
+  if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d.stream, d.parent, raw ? &d : nullptr);
   if (IsOp(d.kind)) return StartOpIn(tb, ctx, OpOf(d));
 
   // Children of an operation feed its completion.

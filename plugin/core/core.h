@@ -119,7 +119,9 @@ class Profiler {
   // calls it before every kernel; the adapters skip the descriptor's copy
   // when LaunchFast()). Thread safety: as Start.
   bool LaunchFast() const { return events_ && !((config_.raw_kinds >> kEvKernelLaunch) & 1); }
-  void* StartKernelLaunch(Context* ctx, const void* stream);
+  // `group_api`: the launch's parent, a GroupApi token when NCCL's
+  // CollApi or P2pApi events told whether its group is captured.
+  void* StartKernelLaunch(Context* ctx, const void* stream, const void* group_api);
   // A Coll or P2p: what Start does for one, from its OpDesc (the v4+
   // adapters call it without building an EventDesc). Thread safety: as Start.
   void* StartOp(Context* ctx, const OpDesc& d);
@@ -232,7 +234,7 @@ class Profiler {
   // the launch stream at start (before the kernel) and at stop (after it);
   // sampled, only when the stream's interval has passed.
   // `raw`: the descriptor when the launch is captured raw, else null.
-  void* StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream, const EventDesc* raw);
+  void* StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream, const void* group_api, const EventDesc* raw);
   void StopLaunch(ThreadBuf* tb, Slot* s);
   // Decides where completions come from (Init), adjusting the mask.
   void ChooseCompletions();
@@ -318,6 +320,17 @@ inline Slot* SlotOfHandle(void* handle) {
 // parent it is no parent. 64-byte aligned: never mistaken for a tagged
 // kernel-channel handle.
 void* GroupToken();
+
+// v5+: the handle a GroupApi event gets when the plugin keeps nothing for it
+// and its launches take their completions from CUDA events. Each group gets
+// its own (a process-wide count, top bit set: never one of our slots, which
+// are user-space addresses, nor a tagged kernel-channel handle, low bit
+// clear). NCCL hands it back as the parent of the group's CollApi, P2pApi and
+// KernelLaunch events, so a launch learns from it whether NCCL captured its
+// group (Context::capture_hint) without asking the driver. Stop and State
+// ignore it; as a parent it is no parent.
+inline bool IsGroupApiToken(const void* h) { return (reinterpret_cast<uintptr_t>(h) >> 63) != 0; }
+void* NewGroupApiToken();
 
 }  // namespace ncclwatch::plugin
 

@@ -44,6 +44,15 @@ struct Context {
   std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
   std::atomic<bool> finalized{false};
   std::atomic<bool> finalize_written{false};  // its CommFinalize is in the file (set by the writer)
+  // v5+: whether NCCL captures this communicator's current group into a CUDA
+  // graph, as its last CollApi or P2pApi event said (their graphCaptured):
+  // the group's GroupApi token (IsGroupApiToken), bit 0 set when captured; 0
+  // before any. NCCL requires every stream of a communicator's group to be
+  // captured by the same graph or by none, and its own launch path acts on
+  // that one answer. A launch under the same token need not ask the driver
+  // (cuStreamIsCapturing, on NCCL's launching thread); under any other
+  // parent it still asks.
+  std::atomic<uint64_t> capture_hint{0};
 };
 
 // One event handle. Fields read by the writer thread are atomics; the rest

@@ -43,7 +43,7 @@ std::map<void*, Event> events;
 std::map<uintptr_t, bool> destroyed;
 thread_local uintptr_t current = 0;
 uintptr_t next_event = 0x10000;
-uint64_t records = 0, queries = 0, creates = 0;
+uint64_t records = 0, queries = 0, creates = 0, capture_checks = 0;
 
 }  // namespace
 
@@ -102,6 +102,7 @@ int cuEventQuery(void* ev) {
 int cuStreamIsCapturing(void* stream, int* status) {
   std::lock_guard<std::mutex> lock(mu);
   if (status == nullptr) return kInvalidValue;
+  ++capture_checks;
   *status = streams[stream].capturing ? 1 : 0;
   return kSuccess;
 }
@@ -158,6 +159,18 @@ void fakecuda_unblock(void* stream) {
 void fakecuda_set_capturing(void* stream, int on) {
   std::lock_guard<std::mutex> lock(mu);
   streams[stream].capturing = on != 0;
+}
+
+// What NCCL asks the runtime at an API call; not counted as the plugin's.
+int fakecuda_is_capturing(void* stream) {
+  std::lock_guard<std::mutex> lock(mu);
+  return streams[stream].capturing ? 1 : 0;
+}
+
+// The plugin's cuStreamIsCapturing calls so far.
+uint64_t fakecuda_capture_checks() {
+  std::lock_guard<std::mutex> lock(mu);
+  return capture_checks;
 }
 
 void fakecuda_destroy_context(uintptr_t ctx) {

@@ -33,6 +33,8 @@ FakeCuda* LoadFakeCuda() {
     f->block = reinterpret_cast<void (*)(void*)>(get("fakecuda_block"));
     f->unblock = reinterpret_cast<void (*)(void*)>(get("fakecuda_unblock"));
     f->set_capturing = reinterpret_cast<void (*)(void*, int)>(get("fakecuda_set_capturing"));
+    f->is_capturing = reinterpret_cast<int (*)(void*)>(get("fakecuda_is_capturing"));
+    f->capture_checks = reinterpret_cast<uint64_t (*)()>(get("fakecuda_capture_checks"));
     f->destroy_context = reinterpret_cast<void (*)(uintptr_t)>(get("fakecuda_destroy_context"));
     f->counts = reinterpret_cast<void (*)(uint64_t*, uint64_t*, uint64_t*)>(get("fakecuda_counts"));
     return f;

@@ -24,6 +24,10 @@ struct FakeCuda {
   void (*block)(void* stream);
   void (*unblock)(void* stream);
   void (*set_capturing)(void* stream, int on);
+  // Whether `stream` is capturing (what NCCL asks at an API call), and how
+  // many times the plugin asked the driver (cuStreamIsCapturing).
+  int (*is_capturing)(void* stream);
+  uint64_t (*capture_checks)();
   void (*destroy_context)(uintptr_t ctx);
   void (*counts)(uint64_t* records, uint64_t* queries, uint64_t* creates);
 };

@@ -958,9 +958,11 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   void* api = nullptr;
   const bool api_events = version_ >= 5 && s.api_events;
   if (api_events) {
+    const bool captured = s.captured && s.captured(s.stream);
     Ev g;
     g.type = nccl::kGroupApi;
     g.group_depth = 1;
+    g.graph_captured = captured;
     group_api = Start(g);
     State(group_api, nccl::kGroupStartApiStop);
     Ev a;
@@ -972,6 +974,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     a.root = s.root;
     a.stream = s.stream;
     a.user_tag = s.user_tag;
+    a.graph_captured = captured;
     api = Start(a);
     Stop(api);
     State(group_api, nccl::kGroupEndApiStart);

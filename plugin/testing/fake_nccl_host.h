@@ -260,6 +260,10 @@ struct OpSpec {
   // and stop (queue the kernel on the stream: fake_cuda_host.h, or a real
   // launch on a GPU); null: nothing.
   std::function<void(void* stream)> launch;
+  // v5+: whether the stream is being captured into a CUDA graph, as NCCL
+  // asks the runtime at the API call (its CollApi or P2pApi graphCaptured,
+  // the GroupApi's from the group's first call); null: not captured.
+  std::function<bool(void* stream)> captured;
   // v5+: false leaves the kernel's channels silent (the GPU never ran it),
   // as well as the ProxyOps' stops.
   bool kernel_runs = true;

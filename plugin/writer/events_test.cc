@@ -59,6 +59,7 @@ class EventsTest : public ::testing::Test {
     s.proxy_peers = {};
     FakeCuda* cuda = cuda_;
     s.launch = [cuda](void* st) { cuda->launch(st); };
+    s.captured = [cuda](void* st) { return cuda->is_capturing(st) != 0; };
     return s;
   }
   static const trace::Op* OpWithSeq(const Trace& t, uint64_t seq, const OpView** view = nullptr) {
@@ -253,12 +254,14 @@ TEST_F(EventsTest, AGraphCaptureRecordsNoEventAndSaysWhy) {
   ASSERT_EQ(c.Init(0xE2, "graph", 1, 2, 0), 0);
   uint64_t rec0 = 0, q = 0, cr = 0;
   cuda_->counts(&rec0, &q, &cr);
+  const uint64_t checks0 = cuda_->capture_checks();
   cuda_->set_capturing(kStreamB, 1);
   c.RunOp(Op(1, kStreamB));
   cuda_->set_capturing(kStreamB, 0);
   uint64_t rec1 = 0;
   cuda_->counts(&rec1, &q, &cr);
   EXPECT_EQ(rec1, rec0) << "no event may be recorded into a capturing stream";
+  EXPECT_EQ(cuda_->capture_checks(), checks0) << "NCCL's CollApi said captured: the driver need not be asked";
   c.RunOp(Op(2, kStreamB));  // captured no more: tracked again
   std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 2) != nullptr; });
   const trace::Op* graph = OpWithSeq(*t, 1);
@@ -269,6 +272,97 @@ TEST_F(EventsTest, AGraphCaptureRecordsNoEventAndSaysWhy) {
   cuda_->run(kStreamB);
   t = WaitForTrace(dir_, [](const Trace& x) { return Done(x, 2); });
   EXPECT_FALSE(Done(*t, 1));
+  ASSERT_EQ(c.Finalize(), 0);
+}
+
+// NCCL 2.28+ tells at each API call whether the group is captured
+// (CollApi/P2pApi graphCaptured). The plugin gives each GroupApi a token of
+// its own and keeps that answer per communicator under it, so a launch
+// under the same token asks the driver nothing; under any other parent (a
+// null one, a group whose API events said nothing) it still asks.
+TEST_F(EventsTest, NcclsCaptureAnswerIsTrustedOnlyForItsOwnGroup) {
+  FakeComm x(PluginLib::Shared(), 5);
+  FakeComm y(PluginLib::Shared(), 5);
+  ASSERT_EQ(x.Init(0xE6, "x", 1, 2, 0), 0);
+  ASSERT_EQ(y.Init(0xE7, "y", 1, 2, 0), 0);
+  auto records = [&] {
+    uint64_t rec = 0, q = 0, cr = 0;
+    cuda_->counts(&rec, &q, &cr);
+    return rec;
+  };
+  auto launch = [&](FakeComm& c, void* parent, void* stream) {
+    Ev k;
+    k.type = nccl::kKernelLaunch;
+    k.parent = parent;
+    k.stream = stream;
+    void* h = c.Start(k);
+    cuda_->launch(stream);
+    c.Stop(h);
+  };
+  auto api = [&](FakeComm& c, void* group, bool captured) {
+    Ev a;
+    a.type = nccl::kCollApi;
+    a.parent = group;
+    a.func = "AllReduce";
+    a.graph_captured = captured;
+    c.Stop(c.Start(a));
+  };
+  // One group spanning both communicators: x's streams captured, y's not.
+  Ev g;
+  g.type = nccl::kGroupApi;
+  g.group_depth = 1;
+  void* group = x.Start(g);
+  ASSERT_NE(group, nullptr);
+  EXPECT_NE(reinterpret_cast<uintptr_t>(group) >> 63, 0u) << "a token, never one of the plugin's slots";
+  x.State(group, nccl::kGroupStartApiStop);
+  api(x, group, true);
+  api(y, group, false);
+  x.State(group, nccl::kGroupEndApiStart);
+  cuda_->set_capturing(kStreamA, 1);
+  uint64_t checks = cuda_->capture_checks();
+  uint64_t rec = records();
+  launch(y, group, kStreamB);
+  EXPECT_EQ(records(), rec + 2) << "y's group is not captured: both events";
+  launch(x, group, kStreamA);
+  EXPECT_EQ(records(), rec + 2) << "x's is: none";
+  EXPECT_EQ(cuda_->capture_checks(), checks) << "NCCL answered for both";
+  x.Stop(group);
+  cuda_->set_capturing(kStreamA, 0);
+
+  // A later group whose API events said nothing for y (or x): the old
+  // answer is another group's, so the driver is asked.
+  void* later = y.Start(g);
+  ASSERT_NE(later, nullptr);
+  EXPECT_NE(later, group);
+  rec = records();
+  launch(y, later, kStreamB);
+  EXPECT_EQ(cuda_->capture_checks(), checks + 1);
+  EXPECT_EQ(records(), rec + 2);
+  launch(x, later, kStreamA);  // x's answer was "captured", in the first group
+  EXPECT_EQ(cuda_->capture_checks(), checks + 2);
+  EXPECT_EQ(records(), rec + 4) << "stream A captured no more: asked, then recorded";
+  launch(y, nullptr, kStreamB);  // no parent at all
+  EXPECT_EQ(cuda_->capture_checks(), checks + 3);
+  y.Stop(later);
+  cuda_->run(kStreamA);  // the streams are shared with later tests
+  cuda_->run(kStreamB);
+  ASSERT_EQ(x.Finalize(), 0);
+  ASSERT_EQ(y.Finalize(), 0);
+}
+
+// Where the plugin keeps a GroupApi raw (NCCLWATCH_EVENTS names it), its
+// handle is a slot, not a token: launches under it ask the driver.
+TEST_F(EventsTest, ARawGroupApiLeavesTheCaptureCheckToTheDriver) {
+  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                {"NCCLWATCH_COMPLETIONS", "events"},
+                {"NCCLWATCH_EVENTS", "default,groupapi"},
+                {"NCCLWATCH_FLUSH_MS", "10"}});
+  FakeComm c(PluginLib::Shared(), 5);
+  ASSERT_EQ(c.Init(0xE8, "raw", 1, 2, 0), 0);
+  const uint64_t checks = cuda_->capture_checks();
+  c.RunOp(Op(1, kStreamA));
+  EXPECT_EQ(cuda_->capture_checks(), checks + 1);
+  cuda_->run(kStreamA);
   ASSERT_EQ(c.Finalize(), 0);
 }
 
