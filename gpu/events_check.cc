@@ -7,8 +7,11 @@
 //
 //   events_check PLUGIN_SO OUT_DIR check   traces of the cases below, in OUT_DIR/<case>/
 //   events_check PLUGIN_SO OUT_DIR bench   host time per launch: no plugin, channels, events
-//   events_check PLUGIN_SO OUT_DIR ablate  the same, the driver's calls alone beside the plugin
 //                                          (and events-sampled: EVENT_INTERVAL_US, default 50)
+//   events_check PLUGIN_SO OUT_DIR ablate  the same, the driver's calls alone beside the plugin;
+//                                          with BASE_PLUGIN=<an earlier .so>, its plans beside
+//                                          this one's, with NCCL 2.28's API events (GroupApi,
+//                                          CollApi) before each launch, and their ratio per round
 //
 // check: `ok` (200 ops, the stream synchronized), `graph` (a launch into a
 // stream being captured), `blocked` (a host function holds the stream past
@@ -95,20 +98,49 @@ Plugin Load(const char* so) {
 // One NCCL plan: the launch (with its profiler events when `p`), then the
 // plan's Group and AllReduce, their stop meaning "enqueued".
 // `parts`: 1 the launch's events, 2 the plan's Group and op (the bench
-// times each part alone too).
-void Plan(Plugin* p, CUstream s, CUdeviceptr buf, int parts = 3) {
+// times each part alone too), 4 the API events NCCL 2.28 sends before the
+// launch whatever the plugin's mask (GroupApi, its two states, CollApi),
+// `captured` being NCCL's answer in them (NCCL asks the runtime at the
+// call: its cost, not the plugin's, so not played here); GroupApi stops
+// last.
+void Plan(Plugin* p, CUstream s, CUdeviceptr buf, int parts = 3, bool captured = false) {
   if (p == nullptr) {
     CK(cuMemsetD8Async(buf, 0, 8, s));
     return;
   }
+  void* gah = nullptr;
+  void* cah = nullptr;
+  if (parts & 4) {
+    nccl::DescrV5 ga{};
+    ga.type = nccl::kGroupApi;
+    ga.groupApi.graphCaptured = captured;
+    ga.groupApi.groupDepth = 1;
+    p->t->startEvent(p->ctx, &gah, &ga);
+    p->t->recordEventState(gah, nccl::kGroupStartApiStop, nullptr);
+    nccl::DescrV5 ca{};
+    ca.type = nccl::kCollApi;
+    ca.parentObj = gah;
+    ca.collApi.func = "AllReduce";
+    ca.collApi.count = 2;
+    ca.collApi.datatype = "ncclFloat32";
+    ca.collApi.stream = s;
+    ca.collApi.graphCaptured = captured;
+    p->t->startEvent(p->ctx, &cah, &ca);
+    p->t->stopEvent(cah);
+    p->t->recordEventState(gah, nccl::kGroupEndApiStart, nullptr);
+  }
   nccl::DescrV5 k{};
   k.type = nccl::kKernelLaunch;
+  k.parentObj = gah;
   k.kernelLaunch.stream = s;
   void* kh = nullptr;
   if (parts & 1) p->t->startEvent(p->ctx, &kh, &k);
   CK(cuMemsetD8Async(buf, 0, 8, s));
   if (parts & 1) p->t->stopEvent(kh);
-  if (!(parts & 2)) return;
+  if (!(parts & 2)) {
+    if (gah != nullptr) p->t->stopEvent(gah);
+    return;
+  }
   nccl::DescrV5 g{};
   g.type = nccl::kGroup;
   void* gh = nullptr;
@@ -124,10 +156,12 @@ void Plan(Plugin* p, CUstream s, CUdeviceptr buf, int parts = 3) {
   c.coll.algo = "RING";
   c.coll.proto = "LL";
   c.coll.parentGroup = gh;
+  c.parentObj = cah;  // v5: a Coll's parent is its (stopped) CollApi
   void* ch = nullptr;
   p->t->startEvent(p->ctx, &ch, &c);
   p->t->stopEvent(ch);
   p->t->stopEvent(gh);
+  if (gah != nullptr) p->t->stopEvent(gah);
 }
 
 std::atomic<int> g_release{0};
@@ -168,13 +202,15 @@ int Check(const char* so, const std::string& out, const std::string& which) {
     CK(cuStreamSynchronize(s));
     usleep(100 * 1000);  // a few writer cycles see the events complete
   } else if (which == "graph") {
-    Plan(&p, s, buf);  // seq 0: tracked
+    // As NCCL 2.28 calls: API events first, with NCCL's answer to whether
+    // the stream is captured.
+    Plan(&p, s, buf, 7, false);  // seq 0: tracked
     CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    Plan(&p, s, buf);  // seq 1: captured
+    Plan(&p, s, buf, 7, true);  // seq 1: captured
     CUgraph graph;
     CK(cuStreamEndCapture(s, &graph));
     CK(cuGraphDestroy(graph));
-    Plan(&p, s, buf);  // seq 2: tracked
+    Plan(&p, s, buf, 7, false);  // seq 2: tracked
     CK(cuStreamSynchronize(s));
     usleep(100 * 1000);
   } else if (which == "blocked") {
@@ -363,6 +399,11 @@ int Ablate(const char* so, const std::string& out) {
     }
   });
   Plugin evp = LoadCopy(so, out + "/ablate_events", "events");
+  // BASE_PLUGIN: an earlier build, timed beside this one in the same rounds
+  // (its plans with the API events, as NCCL 2.28 sends them).
+  const char* base_so = getenv("BASE_PLUGIN");
+  const bool with_base = base_so != nullptr && base_so[0] != '\0';
+  Plugin base = with_base ? LoadCopy(base_so, out + "/ablate_base", "events") : Plugin();
   int ri = 0;
   auto ring = [&](int size, bool cap) {
     if (cap) {
@@ -375,10 +416,21 @@ int Ablate(const char* so, const std::string& out) {
     CK(cuEventRecord(after[ri], s));
     latest.store(ri, std::memory_order_relaxed);
   };
-  constexpr int kModes = 10;
-  const char* names[kModes] = {"none", "after-event (one event)", "pair (fixed)", "ring 128", "ring 8",
-                               "ring 128 + capture check", "ring 128 + capture + queries", "plugin: launch events",
-                               "plugin: plan", "plugin: ops only"};
+  const int kModes = with_base ? 14 : 12;
+  const char* names[14] = {"none",
+                           "after-event (one event)",
+                           "pair (fixed)",
+                           "ring 128",
+                           "ring 8",
+                           "ring 128 + capture check",
+                           "ring 128 + capture + queries",
+                           "plugin: launch events",
+                           "plugin: plan",
+                           "plugin: ops only",
+                           "plugin: launch + API events",
+                           "plugin: plan + API events",
+                           "base: launch + API events",
+                           "base: plan + API events"};
   auto run = [&](int m) {
     switch (m) {
       case 0: CK(cuMemsetD8Async(buf, 0, 8, s)); break;
@@ -398,13 +450,17 @@ int Ablate(const char* so, const std::string& out) {
       case 7: Plan(&evp, s, buf, 1); break;
       case 8: Plan(&evp, s, buf, 3); break;
       case 9: Plan(&evp, s, buf, 2); break;
+      case 10: Plan(&evp, s, buf, 5); break;
+      case 11: Plan(&evp, s, buf, 7); break;
+      case 12: Plan(&base, s, buf, 5); break;
+      case 13: Plan(&base, s, buf, 7); break;
     }
   };
   constexpr int kBlock = 500, kRounds = 60;
   for (int m = 0; m < kModes; ++m)
     for (int i = 0; i < 2000; ++i) run(m);
   CK(cuStreamSynchronize(s));
-  std::vector<double> per[kModes];
+  std::vector<double> per[14], rounds[14];  // rounds: in round order, per keeps them sorted at the end
   for (int round = 0; round < kRounds; ++round) {
     for (int k = 0; k < kModes; ++k) {
       const int m = (round + k) % kModes;
@@ -412,6 +468,7 @@ int Ablate(const char* so, const std::string& out) {
       const uint64_t t0 = Now();
       for (int i = 0; i < kBlock; ++i) run(m);
       per[m].push_back(double(Now() - t0) / kBlock);
+      rounds[m].push_back(per[m].back());
       querying.store(false);
       CK(cuStreamSynchronize(s));
       usleep(2000);
@@ -427,6 +484,20 @@ int Ablate(const char* so, const std::string& out) {
     printf("ablate %-30s ns per launch: median %.1f (p25 %.1f, p75 %.1f), beyond none %.1f\n", names[m], med,
            per[m][per[m].size() / 4], per[m][per[m].size() * 3 / 4], med - none);
   }
+  if (with_base) {
+    // Per round, base / this build: the same round's blocks, so the ratio
+    // moves less than either time with the host's load.
+    for (int pair = 0; pair < 2; ++pair) {
+      const int head = pair == 0 ? 10 : 11, old = pair == 0 ? 12 : 13;
+      std::vector<double> ratio;
+      for (int round = 0; round < kRounds; ++round) ratio.push_back(rounds[old][round] / rounds[head][round]);
+      std::sort(ratio.begin(), ratio.end());
+      printf("ablate base / plugin, %-19s median of rounds %.3f (p25 %.3f, p75 %.3f)\n",
+             pair == 0 ? "launch + API events:" : "plan + API events:", ratio[ratio.size() / 2],
+             ratio[ratio.size() / 4], ratio[ratio.size() * 3 / 4]);
+    }
+    base.t->finalize(base.ctx);
+  }
   evp.t->finalize(evp.ctx);
   return 0;
 }
@@ -435,7 +506,7 @@ int Ablate(const char* so, const std::string& out) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: %s PLUGIN_SO OUT_DIR check|bench\n", argv[0]);
+    fprintf(stderr, "usage: %s PLUGIN_SO OUT_DIR check|bench|ablate\n", argv[0]);
     return 2;
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);

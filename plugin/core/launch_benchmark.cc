@@ -3,7 +3,8 @@
 // ncclProfiler_v5 (and v7) with NCCL 2.28's calls for one plan
 // (docs/nccl_call_order.md): KernelLaunch start, cuLaunchKernelEx,
 // KernelLaunch stop, then the plan's Group start, Coll start, Coll stop,
-// Group stop. The CUDA driver is plugin/testing/null_cuda.cc, whose calls do
+// Group stop; the -api configurations with the GroupApi and CollApi events
+// before them too. The CUDA driver is plugin/testing/null_cuda.cc, whose calls do
 // nothing, so what is timed beyond the "none" configuration is the plugin's
 // own work beyond the driver's calls (issue 29's measure). BENCHMARKS.md,
 // "The launching thread's cost", has the method and the numbers.
@@ -85,6 +86,7 @@ void Logger(nccl::LogLevel level, unsigned long, const char*, int, const char* f
 
 void (*g_launch)(void*) = nullptr;  // null_cuda.cc's stand-in for cuLaunchKernelEx
 uint64_t (*g_records)() = nullptr;  // null_cuda.cc's count of cuEventRecord calls
+uint64_t (*g_checks)() = nullptr;   // and of cuStreamIsCapturing calls
 
 struct Plugin {
   int api = 5;
@@ -131,21 +133,46 @@ Plugin LoadCopy(const std::string& name, int api, bool start_events, const std::
 
 void* const kStream = reinterpret_cast<void*>(uintptr_t{0x5A00});
 
-// One plan as NCCL 2.28 makes it: the launch (with its profiler events when
-// parts & 1), then the plan's Group and AllReduce (when parts & 2), their
-// stop meaning "enqueued". D is the version's descriptor.
+// One plan as NCCL 2.28 makes it: the API events NCCL sends whatever the
+// plugin's mask (when parts & 4: GroupApi, its two states and a CollApi
+// before the launch, the GroupApi's stop last), the launch (with its
+// profiler events when parts & 1), then the plan's Group and AllReduce (when
+// parts & 2), their stop meaning "enqueued". D is the version's descriptor.
 template <typename D, typename T>
 inline void PlanOf(T* t, Plugin* p, int parts) {
+  void* gah = nullptr;
+  void* cah = nullptr;
+  if (parts & 4) {
+    D ga{};
+    ga.type = nccl::kGroupApi;
+    ga.groupApi.groupDepth = 1;
+    t->startEvent(p->ctx, &gah, &ga);
+    t->recordEventState(gah, nccl::kGroupStartApiStop, nullptr);
+    D ca{};
+    ca.type = nccl::kCollApi;
+    ca.parentObj = gah;
+    ca.collApi.func = "AllReduce";
+    ca.collApi.count = 2;
+    ca.collApi.datatype = "ncclFloat32";
+    ca.collApi.stream = kStream;
+    t->startEvent(p->ctx, &cah, &ca);
+    t->stopEvent(cah);
+    t->recordEventState(gah, nccl::kGroupEndApiStart, nullptr);
+  }
   void* kh = nullptr;
   if (parts & 1) {
     D k{};
     k.type = nccl::kKernelLaunch;
+    k.parentObj = gah;
     k.kernelLaunch.stream = kStream;
     t->startEvent(p->ctx, &kh, &k);
   }
   g_launch(kStream);
   if (parts & 1) t->stopEvent(kh);
-  if (!(parts & 2)) return;
+  if (!(parts & 2)) {
+    if (gah != nullptr) t->stopEvent(gah);
+    return;
+  }
   D g{};
   g.type = nccl::kGroup;
   void* gh = nullptr;
@@ -161,10 +188,12 @@ inline void PlanOf(T* t, Plugin* p, int parts) {
   c.coll.algo = "RING";
   c.coll.proto = "LL";
   c.coll.parentGroup = gh;
+  c.parentObj = cah;  // v5+: a Coll's parent is its (stopped) CollApi
   void* ch = nullptr;
   t->startEvent(p->ctx, &ch, &c);
   t->stopEvent(ch);
   t->stopEvent(gh);
+  if (gah != nullptr) t->stopEvent(gah);
 }
 
 inline void Plan(Plugin* p, int parts) {
@@ -212,7 +241,8 @@ int main(int argc, char** argv) {
   }
   g_launch = reinterpret_cast<void (*)(void*)>(dlsym(cuda, "nullcuda_launch"));
   g_records = reinterpret_cast<uint64_t (*)()>(dlsym(cuda, "nullcuda_records"));
-  if (g_launch == nullptr || g_records == nullptr) return 2;
+  g_checks = reinterpret_cast<uint64_t (*)()>(dlsym(cuda, "nullcuda_capture_checks"));
+  if (g_launch == nullptr || g_records == nullptr || g_checks == nullptr) return 2;
 
   // LAUNCH_BENCH_SO: another build of the plugin instead of this one's.
   const char* so_env = getenv("LAUNCH_BENCH_SO");
@@ -228,10 +258,14 @@ int main(int argc, char** argv) {
   // ops: the plan's four only (no launch before them: untracked).
   // plan-sampled, launch-sampled: NCCLWATCH_EVENT_INTERVAL_US (the null
   // driver's records cost nothing, so this times the sampling's own work).
-  std::vector<Mode> modes = {{"none", nullptr, 0},         {"plan", &ev, 3},
-                             {"launch", &ev, 1},           {"ops", &ev, 2},
+  // plan-api, launch-api: plan and launch with the API events NCCL 2.28
+  // sends before them (GroupApi, CollApi), as a real NCCL calls.
+  std::vector<Mode> modes = {{"none", nullptr, 0},          {"plan", &ev, 3},
+                             {"launch", &ev, 1},            {"ops", &ev, 2},
                              {"plan-nostart", &nostart, 3}, {"plan-v7", &v7, 3},
-                             {"plan-sampled", &sampled, 3}, {"launch-sampled", &sampled, 1}};
+                             {"plan-sampled", &sampled, 3}, {"launch-sampled", &sampled, 1},
+                             {"plan-api", &ev, 7},          {"launch-api", &ev, 5}};
+  const size_t kPlanApiAt = 8;
   const size_t kBaseAt = modes.size();  // base-plan's index, when there is one
   // Another build of the plugin (an earlier commit's), timed in the same
   // rounds: base-plan / plan is the change's ratio.
@@ -242,6 +276,7 @@ int main(int argc, char** argv) {
     modes.push_back({"base-plan", &base, 3});
     modes.push_back({"base-launch", &base, 1});
     modes.push_back({"base-ops", &base, 2});
+    modes.push_back({"base-plan-api", &base, 7});
   }
 
   if (argc >= 3 && strcmp(argv[1], "--count") == 0) {
@@ -266,15 +301,16 @@ int main(int argc, char** argv) {
     usleep(20000);
     std::vector<std::vector<double>> per(modes.size());
     const size_t n = modes.size();
-    std::vector<uint64_t> records(modes.size(), 0);
+    std::vector<uint64_t> records(modes.size(), 0), checks(modes.size(), 0);
     for (int round = 0; round < rounds; ++round) {
       for (size_t k = 0; k < n; ++k) {
         const Mode& m = modes[(round + k) % n];  // each mode in each position as often
-        const uint64_t r0 = g_records();
+        const uint64_t r0 = g_records(), c0 = g_checks();
         const uint64_t t0 = Now();
         for (int i = 0; i < kBlock; ++i) Plan(m.plugin, m.parts);
         per[(round + k) % n].push_back(double(Now() - t0) / kBlock);
         records[(round + k) % n] += g_records() - r0;
+        checks[(round + k) % n] += g_checks() - c0;
         usleep(3000);  // the writers drain between blocks (every 10 ms)
       }
     }
@@ -290,18 +326,19 @@ int main(int argc, char** argv) {
       std::vector<double> v = per[m];
       std::sort(v.begin(), v.end());
       printf("%-14s ns per plan: p25 %7.1f  median %7.1f  p75 %7.1f; beyond none: median %6.1f  (%d blocks of %d); "
-             "event records per plan %.3f\n",
+             "event records per plan %.3f, capture checks %.3f\n",
              modes[m].name, v[v.size() / 4], v[v.size() / 2], v[v.size() * 3 / 4], median(diff), rounds, kBlock,
-             double(records[m]) / (double(rounds) * kBlock));
+             double(records[m]) / (double(rounds) * kBlock), double(checks[m]) / (double(rounds) * kBlock));
     }
     if (n > kBaseAt) {
       // Per round, (base - none) / (plan - none): the ratio of the plugin's own work.
-      for (size_t k = 0; k < 3; ++k) {
+      for (size_t k = 0; k < 4; ++k) {
+        const size_t head = k < 3 ? 1 + k : kPlanApiAt;
         std::vector<double> r;
         for (int i = 0; i < rounds; ++i)
-          r.push_back((per[kBaseAt + k][i] - per[0][i]) / (per[1 + k][i] - per[0][i]));
+          r.push_back((per[kBaseAt + k][i] - per[0][i]) / (per[head][i] - per[0][i]));
         printf("%s beyond none / %s beyond none: median of rounds %.2f\n", modes[kBaseAt + k].name,
-               modes[1 + k].name, median(r));
+               modes[head].name, median(r));
       }
     }
   }

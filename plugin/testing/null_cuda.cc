@@ -7,7 +7,7 @@
 // always current.
 //
 // Not for tests of behaviour: nothing it answers depends on what was asked.
-// Thread safety: stateless but for an atomic event counter.
+// Thread safety: stateless but for two atomic counters.
 
 #include <stdint.h>
 
@@ -19,6 +19,7 @@ std::atomic<uintptr_t> next_event{0x10000};
 // Records so far: a relaxed load and store, no locked instruction (the
 // benchmark launches from one thread), so every configuration pays alike.
 std::atomic<uint64_t> records{0};
+std::atomic<uint64_t> capture_checks{0};  // likewise
 
 }  // namespace
 
@@ -45,9 +46,13 @@ uint64_t nullcuda_records() { return records.load(std::memory_order_relaxed); }
 int cuEventQuery(void*) { return 0; }
 
 int cuStreamIsCapturing(void*, int* status) {
+  capture_checks.store(capture_checks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   *status = 0;
   return 0;
 }
+
+// The benchmark's count of capture checks (spared where NCCL's API events answered).
+uint64_t nullcuda_capture_checks() { return capture_checks.load(std::memory_order_relaxed); }
 
 int cuThreadExchangeStreamCaptureMode(int* mode) {
   *mode = 0;

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A PyTorch all-reduce captured into a CUDA graph, N ranks on one GPU (NCCL_HOSTID per rank).
+
+    NCCL_NVLS_ENABLE=0 NCCL_PROFILER_PLUGIN=... NCCLWATCH_DIR=... python3 gpu/torch_graph.py [N]
+
+Each rank runs eager all-reduces, captures one into a CUDA graph (after a warm-up on a side
+stream, as PyTorch asks), replays the graph 3 times, then runs eager all-reduces again, and checks
+every result. It prints "rank R ok" per rank and "ok" at the end; any wrong sum, or a capture the
+plugin broke (an event recorded into the capture, or queried during it, invalidates it), ends
+it with an error.
+
+With ncclwatch's default capture, the captured all-reduce must get no CUDA event of the plugin's
+(its Op says NO_COMPLETION_GRAPH) and every eager one must complete: `ncclwatch dump` and
+`ncclwatch diagnose` on NCCLWATCH_DIR tell.
+"""
+import datetime
+import os
+import sys
+
+os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off, here and in every child
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+
+def worker(rank, world):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631", NCCL_HOSTID=f"host{rank}",
+                      NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60),
+                            device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 16, device="cuda")
+
+    def expect(value, what):
+        torch.cuda.synchronize()
+        got = x[0].item()
+        if got != value:
+            raise RuntimeError(f"rank {rank}: {what}: sum {got}, expected {value}")
+
+    for _ in range(3):  # eager: seq 0..2
+        x.fill_(1.0)
+        dist.all_reduce(x)
+        expect(float(world), "eager before the capture")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # the warm-up PyTorch asks for before a capture
+        for _ in range(3):
+            x.fill_(1.0)
+            dist.all_reduce(x)
+    torch.cuda.current_stream().wait_stream(side)
+    expect(float(world), "warm-up")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(x)
+    for i in range(3):
+        x.fill_(1.0)
+        graph.replay()
+        expect(float(world), f"graph replay {i}")
+    for _ in range(3):
+        x.fill_(1.0)
+        dist.all_reduce(x)
+        expect(float(world), "eager after the graph")
+    del graph
+    dist.destroy_process_group()
+    print(f"rank {rank} ok", flush=True)
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    mp.spawn(worker, args=(n,), nprocs=n)
+    print("ok")
