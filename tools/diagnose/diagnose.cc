@@ -85,6 +85,17 @@ std::vector<std::string> Incomplete(const Ctx& c) {
                     " before every rank had finished them");
     if (!p.window_gap.empty()) why.push_back(p.window_gap);
   }
+  // CUDA graph replays (Proc::graph_replays): one reason for every process
+  // that replayed, naming the first number they reuse.
+  std::vector<uint32_t> replayed;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+    if (m.procs[pi].graph_replays > 0) replayed.push_back(pi);
+  if (!replayed.empty()) {
+    const Op& first = m.ops[m.procs[replayed[0]].graph_replay_op];
+    why.push_back(c.Names(replayed) + " replayed CUDA graphs, which NCCL numbers as the captured call (" +
+                  c.OpName(first) + " on " + c.CommLabel(first.comm) +
+                  " held by several operations), so those operations cannot be matched across ranks");
+  }
   // NCCL's mask lost what a verdict needs (MaskChangeLoss): the same loss on
   // several processes (RAS sets the mask for the whole job) is one reason.
   std::map<std::string, std::pair<std::vector<uint32_t>, int64_t>> mask_loss;  // what -> (procs, earliest)

@@ -173,7 +173,14 @@ std::string OpInconsistency(const Model& m, const FileState& fs, const trace::Op
 // file that lost no events has each number once, none missing. A number
 // seen twice or beyond the count is damage in that record (suspect), a
 // number missing is damage somewhere before the next one (an operation
-// moved elsewhere by a damaged byte).
+// moved elsewhere by a damaged byte). One exception: NCCL 2.26 and later
+// number each replay of a CUDA graph as the captured call and do not count
+// it, so replays and the next call share a number; with completions from
+// CUDA events a replay says it ran without a launch of its own (run from
+// CUDA's host-callback thread: Proc::no_launch_ops). A number held again
+// where it or its first holder says so is a replay, not damage: MatchOps
+// leaves it unmatched and counts it (Proc::graph_replays), in every view
+// (this check runs on whole files only).
 void CheckSequences(Model* m, uint32_t pi, FileState* fs) {
   Proc* p = &m->procs[pi];
   if (p->drops.lost() > 0) return;  // lost events leave gaps
@@ -189,11 +196,14 @@ void CheckSequences(Model* m, uint32_t pi, FileState* fs) {
   for (auto& [key, ops] : lines) {
     std::stable_sort(ops.begin(), ops.end());
     uint64_t expected = std::get<1>(key) == OpKind::kP2p ? 1 : 0;
+    size_t holder = 0;  // k of the op that took the last number
     for (const auto& [seq, k] : ops) {
       if (seq == expected) {
         ++expected;
+        holder = k;
         continue;
       }
+      if (seq + 1 == expected && (RanWithoutLaunch(*m, p->ops[k]) || RanWithoutLaunch(*m, p->ops[holder]))) continue;
       Op& op = m->ops[p->ops[k]];
       op.suspect = true;
       Damaged(p, &fs->damage_issues, fs->op_offsets[k],
@@ -935,6 +945,7 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       m->ops.push_back(op);
       p->ops.push_back(oi);
       fs.op_offsets.push_back(off);
+      if (o.no_completion() == trace::NO_COMPLETION_NO_LAUNCH) p->no_launch_ops.push_back(oi);
       break;
     }
     case trace::Record::kOpDone: {

@@ -200,6 +200,10 @@ void MatchOps(Model* m) {
       max_member_rank[ci] = std::max(max_member_rank[ci], std::min(mem.rank, m->comms[ci].nranks - 1));
   SetSlots(m);
   m->matches.clear();
+  for (Proc& p : m->procs) {
+    p.graph_replays = 0;
+    p.graph_replay_op = kNone;
+  }
   for (uint32_t oi = 0; oi < m->ops.size(); ++oi) {
     Op& o = m->ops[oi];
     o.match = kNone;
@@ -249,7 +253,16 @@ void MatchOps(Model* m) {
     }
     Match& match = m->matches[mi];
     if (slot >= match.ops.size()) match.ops.resize(slot + 1, kNone);
-    if (match.ops[slot] != kNone) continue;  // a duplicate on the same rank stays unmatched
+    if (match.ops[slot] != kNone) {
+      // A duplicate on the same rank stays unmatched. Where it or the slot's
+      // holder ran without a launch of its own, it is a CUDA graph's replay
+      // (Proc::graph_replays), which a verdict names.
+      if (RanWithoutLaunch(*m, oi) || RanWithoutLaunch(*m, match.ops[slot])) {
+        Proc& p = m->procs[o.proc];
+        if (p.graph_replays++ == 0) p.graph_replay_op = oi;
+      }
+      continue;
+    }
     match.ops[slot] = oi;
     o.match = mi;
   }
