@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """A PyTorch all-reduce captured into a CUDA graph, N ranks on one GPU (NCCL_HOSTID per rank).
 
-    NCCL_NVLS_ENABLE=0 NCCL_PROFILER_PLUGIN=... NCCLWATCH_DIR=... python3 gpu/torch_graph.py [N]
+    NCCL_NVLS_ENABLE=0 NCCL_PROFILER_PLUGIN=... NCCLWATCH_DIR=... python3 gpu/torch_graph.py [N] [--gpus]
+
+--gpus: rank r on GPU r instead (one node: NVLink or shared memory, no network transfers, so
+NCCL starts the captured call's operations once, at the capture, rather than per replay).
 
 Each rank runs eager all-reduces, captures one into a CUDA graph (after a warm-up on a side
 stream, as PyTorch asks), replays the graph 3 times, then runs eager all-reduces again, and checks
@@ -24,12 +27,14 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 
-def worker(rank, world):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631", NCCL_HOSTID=f"host{rank}",
-                      NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
-    torch.cuda.set_device(0)
+def worker(rank, world, gpus):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631")
+    if not gpus:
+        os.environ.update(NCCL_HOSTID=f"host{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+    device = rank if gpus else 0
+    torch.cuda.set_device(device)
     dist.init_process_group("nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60),
-                            device_id=torch.device("cuda", 0))
+                            device_id=torch.device("cuda", device))
     x = torch.ones(1 << 16, device="cuda")
 
     def expect(value, what):
@@ -67,6 +72,7 @@ def worker(rank, world):
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    mp.spawn(worker, args=(n,), nprocs=n)
+    args = [a for a in sys.argv[1:] if a != "--gpus"]
+    n = int(args[0]) if args else 4
+    mp.spawn(worker, args=(n, "--gpus" in sys.argv[1:]), nprocs=n)
     print("ok")

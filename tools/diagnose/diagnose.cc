@@ -85,15 +85,16 @@ std::vector<std::string> Incomplete(const Ctx& c) {
                     " before every rank had finished them");
     if (!p.window_gap.empty()) why.push_back(p.window_gap);
   }
-  // CUDA graph replays (Proc::graph_replays): one reason for every process
-  // that replayed, naming the first number they reuse.
-  std::vector<uint32_t> replayed;
+  // Numbers NCCL gave again for CUDA graphs (Proc::graph_repeats): one
+  // reason for every process, naming the first number.
+  std::vector<uint32_t> repeated;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-    if (m.procs[pi].graph_replays > 0) replayed.push_back(pi);
-  if (!replayed.empty()) {
-    const Op& first = m.ops[m.procs[replayed[0]].graph_replay_op];
-    why.push_back(c.Names(replayed) + " replayed CUDA graphs, which NCCL numbers as the captured call (" +
-                  c.OpName(first) + " on " + c.CommLabel(first.comm) +
+    if (m.procs[pi].graph_repeats > 0) repeated.push_back(pi);
+  if (!repeated.empty()) {
+    const Op& first = m.ops[m.procs[repeated[0]].graph_repeat_op];
+    why.push_back(c.Names(repeated) +
+                  " ran NCCL calls captured into CUDA graphs, which NCCL does not number apart from the next "
+                  "call (" + c.OpName(first) + " on " + c.CommLabel(first.comm) +
                   " held by several operations), so those operations cannot be matched across ranks");
   }
   // NCCL's mask lost what a verdict needs (MaskChangeLoss): the same loss on

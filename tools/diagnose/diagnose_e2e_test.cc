@@ -112,14 +112,17 @@ TEST(DiagnoseE2E, SkipIsFoundWithoutCommunicatorSizes) {
   EXPECT_EQ(d.verdict().rfind("INCOMPLETE EVIDENCE (", 0), 0u) << d.verdict();
 }
 
-// NCCL 2.26 and later run a CUDA graph's replays from CUDA's host-callback
-// thread (no launch of their own on it: NO_COMPLETION_NO_LAUNCH with
-// completions from CUDA events), numbered as the captured call, and do not
-// count them: the next call takes the same number (seen with PyTorch 2.11,
-// testdata/torch/graph-replay-events-4r). `replays_tracked`: the same
-// numbers on ops with completion tracking, which NCCL never writes: damage.
+// Without kernel channels in its mask NCCL (2.26 and later) does not count
+// a call it captured into a CUDA graph: the next call takes the same number,
+// and so does each replay. A graph with proxy operations (the network) runs
+// its plan per replay from CUDA's host-callback thread (no launch of its own
+// there: NO_COMPLETION_NO_LAUNCH with completions from CUDA events; seen
+// with PyTorch 2.11, testdata/torch/graph-replay-events-4r); one without
+// (NVLink, shared memory) starts its ops once, at the capture, after a
+// launch into the capture (NO_COMPLETION_GRAPH).
+enum class Numbered { kReplays, kCapturedOnce, kRepeatTracked };
 // `skip_last`: rank 1 never issues AllReduce #2.
-std::string ReplayJob(bool replays_tracked, bool skip_last) {
+std::string GraphJob(Numbered how, bool skip_last) {
   const std::string dir = TempDir();
   for (int rank = 0; rank < 2; ++rank) {
     testing::ProcSpec ps;
@@ -132,17 +135,17 @@ std::string ReplayJob(bool replays_tracked, bool skip_last) {
     const int w = b.AddComm(0xabe, "world", 2, rank, kSec);
     testing::OpOpts event;
     event.from_event = true;
-    testing::OpOpts replay;
-    if (!replays_tracked) {
-      replay.completion_tracked = false;
-      replay.no_completion = trace::NO_COMPLETION_NO_LAUNCH;
+    testing::OpOpts graph;
+    if (how != Numbered::kRepeatTracked) {
+      graph.completion_tracked = false;
+      graph.no_completion = how == Numbered::kReplays ? trace::NO_COMPLETION_NO_LAUNCH : trace::NO_COMPLETION_GRAPH;
     }
     const uint64_t t = 2 * kSec;
     b.Coll(w, "AllReduce", 0, 1024, t, static_cast<int64_t>(t + 5 * kMs), event);
-    // Captured as #1 (no Op at the capture: its plan runs per replay), replayed twice.
-    for (int k = 0; k < 2; ++k)
+    // #1 captured: once at the capture, or once per replay (twice).
+    for (int k = 0; k < (how == Numbered::kCapturedOnce ? 1 : 2); ++k)
       b.Coll(w, "AllReduce", 1, 1024, t + (10 + k * 10) * kMs,
-             replays_tracked ? static_cast<int64_t>(t + (15 + k * 10) * kMs) : testing::kNever, replay);
+             how == Numbered::kRepeatTracked ? static_cast<int64_t>(t + (15 + k * 10) * kMs) : testing::kNever, graph);
     b.Coll(w, "AllReduce", 1, 1024, t + 40 * kMs, static_cast<int64_t>(t + 45 * kMs), event);  // the next call
     if (rank == 0 || !skip_last)
       b.Coll(w, "AllReduce", 2, 1024, t + 50 * kMs, skip_last ? testing::kNever : static_cast<int64_t>(t + 55 * kMs),
@@ -154,46 +157,51 @@ std::string ReplayJob(bool replays_tracked, bool skip_last) {
   return dir;
 }
 
-TEST(DiagnoseE2E, GraphReplaysAreNamedNotDamage) {
-  Model m;
-  std::string err;
-  ASSERT_TRUE(BuildModel({ReplayJob(false, false)}, LoadOptions(), &m, &err)) << err;
-  for (const Proc& p : m.procs) {
-    EXPECT_FALSE(p.damaged) << p.path;
-    EXPECT_EQ(p.graph_replays, 2u) << p.path;
+constexpr char kGraphReason[] =
+    "ranks 0,1 ran NCCL calls captured into CUDA graphs, which NCCL does not number apart from the next call "
+    "(AllReduce #1 on comm 'world' (2 ranks) held by several operations), so those operations cannot be matched "
+    "across ranks";
+
+TEST(DiagnoseE2E, GraphNumbersAreNamedNotDamage) {
+  for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
+    Model m;
+    std::string err;
+    ASSERT_TRUE(BuildModel({GraphJob(how, false)}, LoadOptions(), &m, &err)) << err;
+    for (const Proc& p : m.procs) {
+      EXPECT_FALSE(p.damaged) << p.path;
+      EXPECT_EQ(p.graph_repeats, how == Numbered::kReplays ? 2u : 1u) << p.path;
+    }
+    report::Diagnosis d = Diagnose(m);
+    std::cout << FormatText(d);
+    EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
+    EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE: no problem found in the 2 processes given, but ") + kGraphReason,
+                                0),
+              0u)
+        << d.verdict();
   }
-  report::Diagnosis d = Diagnose(m);
-  std::cout << FormatText(d);
-  EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
-  EXPECT_EQ(d.verdict().rfind("INCOMPLETE: no problem found in the 2 processes given, but ranks 0,1 replayed CUDA "
-                              "graphs, which NCCL numbers as the captured call (AllReduce #1 on comm 'world' (2 ranks) "
-                              "held by several operations), so those operations cannot be matched across ranks",
-                              0),
-            0u)
-      << d.verdict();
 }
 
-TEST(DiagnoseE2E, ARepeatedNumberWithALaunchIsDamage) {
+TEST(DiagnoseE2E, ARepeatedNumberOfATrackedOperationIsDamage) {
   Model m;
   std::string err;
-  ASSERT_TRUE(BuildModel({ReplayJob(true, false)}, LoadOptions(), &m, &err)) << err;
+  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kRepeatTracked, false)}, LoadOptions(), &m, &err)) << err;
   for (const Proc& p : m.procs) {
     EXPECT_TRUE(p.damaged) << p.path;
-    EXPECT_EQ(p.graph_replays, 0u) << p.path;
+    EXPECT_EQ(p.graph_repeats, 0u) << p.path;
   }
   report::Diagnosis d = Diagnose(m);
   EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
   EXPECT_NE(d.verdict().find("file is damaged at offset"), std::string::npos) << d.verdict();
 }
 
-TEST(DiagnoseE2E, AHangAfterGraphReplaysIsFoundAndSaysWhatItRestsOn) {
+TEST(DiagnoseE2E, AHangAfterGraphsIsFoundAndSaysWhatItRestsOn) {
   Model m;
   std::string err;
-  ASSERT_TRUE(BuildModel({ReplayJob(false, true)}, LoadOptions(), &m, &err)) << err;
+  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kReplays, true)}, LoadOptions(), &m, &err)) << err;
   report::Diagnosis d = Diagnose(m);
   std::cout << FormatText(d);
   EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
-  EXPECT_EQ(d.verdict().rfind("INCOMPLETE EVIDENCE (ranks 0,1 replayed CUDA graphs", 0), 0u) << d.verdict();
+  EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE EVIDENCE (") + kGraphReason + "): ", 0), 0u) << d.verdict();
   EXPECT_NE(d.verdict().find("rank 1 never joined AllReduce #2"), std::string::npos) << d.verdict();
 }
 

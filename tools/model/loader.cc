@@ -173,14 +173,15 @@ std::string OpInconsistency(const Model& m, const FileState& fs, const trace::Op
 // file that lost no events has each number once, none missing. A number
 // seen twice or beyond the count is damage in that record (suspect), a
 // number missing is damage somewhere before the next one (an operation
-// moved elsewhere by a damaged byte). One exception: NCCL 2.26 and later
-// number each replay of a CUDA graph as the captured call and do not count
-// it, so replays and the next call share a number; with completions from
-// CUDA events a replay says it ran without a launch of its own (run from
-// CUDA's host-callback thread: Proc::no_launch_ops). A number held again
-// where it or its first holder says so is a replay, not damage: MatchOps
-// leaves it unmatched and counts it (Proc::graph_replays), in every view
-// (this check runs on whole files only).
+// moved elsewhere by a damaged byte). One exception: without kernel
+// channels in its mask, NCCL (2.26 and later) does not count the calls it
+// captured into a CUDA graph, so the next call takes the same number, and
+// so does each replay; with completions from CUDA events their records say
+// so (captured, or run without a launch of their own from CUDA's
+// host-callback thread: Proc::graph_like_ops). A number held again where it
+// or its first holder is one of those is no damage: MatchOps leaves it
+// unmatched and counts it (Proc::graph_repeats), in every view (this check
+// runs on whole files only).
 void CheckSequences(Model* m, uint32_t pi, FileState* fs) {
   Proc* p = &m->procs[pi];
   if (p->drops.lost() > 0) return;  // lost events leave gaps
@@ -203,7 +204,7 @@ void CheckSequences(Model* m, uint32_t pi, FileState* fs) {
         holder = k;
         continue;
       }
-      if (seq + 1 == expected && (RanWithoutLaunch(*m, p->ops[k]) || RanWithoutLaunch(*m, p->ops[holder]))) continue;
+      if (seq + 1 == expected && (GraphLike(*m, p->ops[k]) || GraphLike(*m, p->ops[holder]))) continue;
       Op& op = m->ops[p->ops[k]];
       op.suspect = true;
       Damaged(p, &fs->damage_issues, fs->op_offsets[k],
@@ -945,7 +946,8 @@ void ModelLoader::Add(const trace::Record& rec, uint64_t off) {
       m->ops.push_back(op);
       p->ops.push_back(oi);
       fs.op_offsets.push_back(off);
-      if (o.no_completion() == trace::NO_COMPLETION_NO_LAUNCH) p->no_launch_ops.push_back(oi);
+      if (o.no_completion() == trace::NO_COMPLETION_NO_LAUNCH || o.no_completion() == trace::NO_COMPLETION_GRAPH)
+        p->graph_like_ops.push_back(oi);
       break;
     }
     case trace::Record::kOpDone: {

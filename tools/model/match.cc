@@ -201,8 +201,8 @@ void MatchOps(Model* m) {
   SetSlots(m);
   m->matches.clear();
   for (Proc& p : m->procs) {
-    p.graph_replays = 0;
-    p.graph_replay_op = kNone;
+    p.graph_repeats = 0;
+    p.graph_repeat_op = kNone;
   }
   for (uint32_t oi = 0; oi < m->ops.size(); ++oi) {
     Op& o = m->ops[oi];
@@ -255,11 +255,11 @@ void MatchOps(Model* m) {
     if (slot >= match.ops.size()) match.ops.resize(slot + 1, kNone);
     if (match.ops[slot] != kNone) {
       // A duplicate on the same rank stays unmatched. Where it or the slot's
-      // holder ran without a launch of its own, it is a CUDA graph's replay
-      // (Proc::graph_replays), which a verdict names.
-      if (RanWithoutLaunch(*m, oi) || RanWithoutLaunch(*m, match.ops[slot])) {
+      // holder is graph-like, NCCL numbered it so (Proc::graph_repeats),
+      // which a verdict names.
+      if (GraphLike(*m, oi) || GraphLike(*m, match.ops[slot])) {
         Proc& p = m->procs[o.proc];
-        if (p.graph_replays++ == 0) p.graph_replay_op = oi;
+        if (p.graph_repeats++ == 0) p.graph_repeat_op = oi;
       }
       continue;
     }

@@ -355,20 +355,21 @@ struct Proc {
   bool damaged = false;
   bool damaged_end = false;
   uint64_t damaged_at = 0;  // the first damaged byte offset
-  // Its operations whose records say they ran without a kernel launch of
-  // their own on their thread (NO_COMPLETION_NO_LAUNCH: NCCL ran their plan
-  // from CUDA's host-callback thread, as it runs a CUDA graph's replays):
-  // Model::ops indices, ascending. Rare, so a list rather than a flag in Op.
-  std::vector<uint32_t> no_launch_ops;
-  // Operations numbered again where they or the number's first holder ran
-  // without a launch of their own: CUDA graph replays, which NCCL 2.26 and
-  // later number as the captured call and do not count, so the next call
-  // takes the same number (docs/nccl_call_order.md). Not damage, but the
+  // Its operations whose records say NCCL captured them into a CUDA graph
+  // (NO_COMPLETION_GRAPH) or ran them without a kernel launch of their own
+  // on their thread (NO_COMPLETION_NO_LAUNCH: from CUDA's host-callback
+  // thread, as a graph's replays run): Model::ops indices, ascending. Rare,
+  // so a list rather than a flag in Op.
+  std::vector<uint32_t> graph_like_ops;
+  // Operations numbered again where they or the number's first holder are
+  // graph-like: without kernel channels in its mask, NCCL (2.26 and later)
+  // does not count captured calls, so the next call takes the same number,
+  // and so does each replay (docs/nccl_call_order.md). Not damage, but the
   // number no longer names one operation: MatchOps leaves them unmatched,
-  // counts them here, and a verdict says so. `graph_replay_op`: the first
+  // counts them here, and a verdict says so. `graph_repeat_op`: the first
   // (Model::ops index).
-  uint64_t graph_replays = 0;
-  uint32_t graph_replay_op = kNone;
+  uint64_t graph_repeats = 0;
+  uint32_t graph_repeat_op = kNone;
   uint64_t header_offset = 0;
   std::vector<std::string> issues;  // read issues, "FILE: offset N: ..."
   Drops drops;
@@ -632,10 +633,9 @@ bool AfterAPeerEnded(const Model& m, const Op& op);
 // "rank 3" (launcher rank) or "pid 1234@host" when the launcher said nothing.
 std::string ProcName(const Model& m, uint32_t proc);
 
-// Whether operation `oi` ran without a kernel launch of its own on its
-// thread (Proc::no_launch_ops).
-inline bool RanWithoutLaunch(const Model& m, uint32_t oi) {
-  const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].no_launch_ops;
+// Whether operation `oi` is one of its process's Proc::graph_like_ops.
+inline bool GraphLike(const Model& m, uint32_t oi) {
+  const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].graph_like_ops;
   return !v.empty() && std::binary_search(v.begin(), v.end(), oi);
 }
 
