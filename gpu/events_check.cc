@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "plugin/abi/profiler_abi.h"
+#include "plugin/testing/api_events.h"
 
 namespace nccl = ncclwatch::nccl;
 
@@ -110,25 +111,7 @@ void Plan(Plugin* p, CUstream s, CUdeviceptr buf, int parts = 3, bool captured =
   }
   void* gah = nullptr;
   void* cah = nullptr;
-  if (parts & 4) {
-    nccl::DescrV5 ga{};
-    ga.type = nccl::kGroupApi;
-    ga.groupApi.graphCaptured = captured;
-    ga.groupApi.groupDepth = 1;
-    p->t->startEvent(p->ctx, &gah, &ga);
-    p->t->recordEventState(gah, nccl::kGroupStartApiStop, nullptr);
-    nccl::DescrV5 ca{};
-    ca.type = nccl::kCollApi;
-    ca.parentObj = gah;
-    ca.collApi.func = "AllReduce";
-    ca.collApi.count = 2;
-    ca.collApi.datatype = "ncclFloat32";
-    ca.collApi.stream = s;
-    ca.collApi.graphCaptured = captured;
-    p->t->startEvent(p->ctx, &cah, &ca);
-    p->t->stopEvent(cah);
-    p->t->recordEventState(gah, nccl::kGroupEndApiStart, nullptr);
-  }
+  if (parts & 4) ncclwatch::testing::StartCallApiEvents<nccl::DescrV5>(p->t, p->ctx, s, captured, &gah, &cah);
   nccl::DescrV5 k{};
   k.type = nccl::kKernelLaunch;
   k.parentObj = gah;

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "plugin/abi/profiler_abi.h"
+#include "plugin/testing/api_events.h"
 
 namespace nccl = ncclwatch::nccl;
 
@@ -142,23 +143,7 @@ template <typename D, typename T>
 inline void PlanOf(T* t, Plugin* p, int parts) {
   void* gah = nullptr;
   void* cah = nullptr;
-  if (parts & 4) {
-    D ga{};
-    ga.type = nccl::kGroupApi;
-    ga.groupApi.groupDepth = 1;
-    t->startEvent(p->ctx, &gah, &ga);
-    t->recordEventState(gah, nccl::kGroupStartApiStop, nullptr);
-    D ca{};
-    ca.type = nccl::kCollApi;
-    ca.parentObj = gah;
-    ca.collApi.func = "AllReduce";
-    ca.collApi.count = 2;
-    ca.collApi.datatype = "ncclFloat32";
-    ca.collApi.stream = kStream;
-    t->startEvent(p->ctx, &cah, &ca);
-    t->stopEvent(cah);
-    t->recordEventState(gah, nccl::kGroupEndApiStart, nullptr);
-  }
+  if (parts & 4) ncclwatch::testing::StartCallApiEvents<D>(t, p->ctx, kStream, false, &gah, &cah);
   void* kh = nullptr;
   if (parts & 1) {
     D k{};
