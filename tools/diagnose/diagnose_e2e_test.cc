@@ -46,6 +46,19 @@ report::Diagnosis RunJob(const JobSpec& spec, std::string* dir_out = nullptr) {
   return d;
 }
 
+// Rank `rank` of a 2-rank job without stuck reports: pid `pid0 + rank`,
+// profiler API `api`, NCCL's event mask `mask`.
+testing::ProcSpec TwoRankSpec(int64_t pid0, int rank, uint32_t api, uint64_t mask) {
+  testing::ProcSpec ps;
+  ps.pid = pid0 + rank;
+  ps.launcher_rank = rank;
+  ps.launcher_world_size = 2;
+  ps.api = api;
+  ps.event_mask = mask;
+  ps.stuck_sec = 0;
+  return ps;
+}
+
 std::vector<std::string> Names(const report::Finding& f) {
   std::vector<std::string> v;
   for (const auto& r : f.culprits()) v.push_back(r.name());
@@ -82,14 +95,7 @@ TEST(DiagnoseE2E, RankKilledThenLauncherEndsTheRest) {
 TEST(DiagnoseE2E, SkipIsFoundWithoutCommunicatorSizes) {
   const std::string dir = TempDir();
   for (int rank = 0; rank < 2; ++rank) {
-    testing::ProcSpec ps;
-    ps.pid = 700 + rank;
-    ps.launcher_rank = rank;
-    ps.launcher_world_size = 2;
-    ps.api = 2;
-    ps.event_mask = 0x6;
-    ps.stuck_sec = 0;
-    testing::TraceBuilder b(ps);
+    testing::TraceBuilder b(TwoRankSpec(700, rank, 2, 0x6));
     const int w = b.AddCommFromEvent(0xabc, kSec);
     for (uint64_t k = 0; k < 4; ++k) {
       b.Coll(w, "AllReduce", k, 1024, 2 * kSec + k * 100 * kMs, testing::kNever);
@@ -125,13 +131,7 @@ enum class Numbered { kReplays, kCapturedOnce, kRepeatTracked };
 std::string GraphJob(Numbered how, bool skip_last) {
   const std::string dir = TempDir();
   for (int rank = 0; rank < 2; ++rank) {
-    testing::ProcSpec ps;
-    ps.pid = 720 + rank;
-    ps.launcher_rank = rank;
-    ps.launcher_world_size = 2;
-    ps.event_mask = 0x806;
-    ps.stuck_sec = 0;
-    testing::TraceBuilder b(ps);
+    testing::TraceBuilder b(TwoRankSpec(720, rank, 5, 0x806));
     const int w = b.AddComm(0xabe, "world", 2, rank, kSec);
     testing::OpOpts event;
     event.from_event = true;
@@ -213,14 +213,7 @@ TEST(DiagnoseE2E, AHangAfterGraphsIsFoundAndSaysWhatItRestsOn) {
 TEST(DiagnoseE2E, PointToPointOfApiV3IsNumberedNotDamaged) {
   const std::string dir = TempDir();
   for (int rank = 0; rank < 2; ++rank) {
-    testing::ProcSpec ps;
-    ps.pid = 710 + rank;
-    ps.launcher_rank = rank;
-    ps.launcher_world_size = 2;
-    ps.api = 3;
-    ps.event_mask = 0x6;
-    ps.stuck_sec = 0;
-    testing::TraceBuilder b(ps);
+    testing::TraceBuilder b(TwoRankSpec(710, rank, 3, 0x6));
     const int w = b.AddCommFromEvent(0xabd, kSec);
     for (uint64_t k = 0; k < 3; ++k) {
       b.Send(w, 1 - rank, 1024, 2 * kSec + k * 100 * kMs, testing::kNever);
