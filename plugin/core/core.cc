@@ -372,9 +372,8 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   // this group, when its API events gave one (Context::capture_hint), spares
   // the launching thread a driver call; without it the driver is asked.
   int capturing = 0;
-  const uint64_t hint = ctx->capture_hint.load(std::memory_order_relaxed);
-  const bool answered =
-      IsGroupApiToken(group_api) && (hint & ~uint64_t{1}) == reinterpret_cast<uintptr_t>(group_api);
+  const uint64_t hint = IsGroupApiToken(group_api) ? ctx->capture_hint.load(std::memory_order_relaxed) : 0;
+  const bool answered = hint != 0 && (hint & ~uint64_t{1}) == reinterpret_cast<uintptr_t>(group_api);
   if (answered) capturing = static_cast<int>(hint & 1);
   if (!answered && cuda_.stream_is_capturing(stream, &capturing) != kCudaSuccess) {
     r.flags = kFlagNoEvent;
