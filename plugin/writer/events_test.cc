@@ -47,6 +47,14 @@ class EventsTest : public ::testing::Test {
                   {"NCCLWATCH_HEARTBEAT_MS", "20"}});
     ClearLogs();
   }
+  // The plugin's settings for a test that needs one more than events and a
+  // short flush (no stuck threshold, no fast heartbeat).
+  void EventsEnv(const std::string& name, const std::string& value) {
+    SetPluginEnv({{"NCCLWATCH_DIR", dir_},
+                  {"NCCLWATCH_COMPLETIONS", "events"},
+                  {name, value},
+                  {"NCCLWATCH_FLUSH_MS", "10"}});
+  }
   // The fork tests below must find no thread of an earlier test's v7
   // kernel channels.
   void TearDown() override { StopFakeProfilerThread(); }
@@ -150,10 +158,7 @@ TEST_F(EventsTest, OpsCompleteWhenTheirStreamPassesTheLaunch) {
 // stop records carry the times they were made, though the launch path reads
 // no clock otherwise; and its ops still complete from its events.
 TEST_F(EventsTest, RawKernelLaunchRecordsCarryTheirTimes) {
-  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
-                {"NCCLWATCH_COMPLETIONS", "events"},
-                {"NCCLWATCH_EVENTS", "default,kernellaunch"},
-                {"NCCLWATCH_FLUSH_MS", "10"}});
+  EventsEnv("NCCLWATCH_EVENTS", "default,kernellaunch");
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xE8, "rawlaunch", 1, 2, 0), 0);
   const uint64_t before = MonoNs();
@@ -353,10 +358,7 @@ TEST_F(EventsTest, NcclsCaptureAnswerIsTrustedOnlyForItsOwnGroup) {
 // Where the plugin keeps a GroupApi raw (NCCLWATCH_EVENTS names it), its
 // handle is a slot, not a token: launches under it ask the driver.
 TEST_F(EventsTest, ARawGroupApiLeavesTheCaptureCheckToTheDriver) {
-  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
-                {"NCCLWATCH_COMPLETIONS", "events"},
-                {"NCCLWATCH_EVENTS", "default,groupapi"},
-                {"NCCLWATCH_FLUSH_MS", "10"}});
+  EventsEnv("NCCLWATCH_EVENTS", "default,groupapi");
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xE8, "raw", 1, 2, 0), 0);
   const uint64_t checks = cuda_->capture_checks();
@@ -598,10 +600,7 @@ TEST_F(EventsTest, CommunicatorsStreamsAndThreadsKeepTheirOwnLaunches) {
 // event at its launch and counts what it drops; the threads that hold the
 // buffers keep their launches' completions.
 TEST_F(EventsTest, ALaunchOnAThreadWithoutABufferRecordsNoEvent) {
-  SetPluginEnv({{"NCCLWATCH_DIR", dir_},
-                {"NCCLWATCH_COMPLETIONS", "events"},
-                {"NCCLWATCH_BUFFER_MB", "1"},
-                {"NCCLWATCH_FLUSH_MS", "10"}});
+  EventsEnv("NCCLWATCH_BUFFER_MB", "1");
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xEC, "nobuf", 1, 2, 0), 0);
   c.RunOp(Op(1, kStreamA));  // this thread's buffer
