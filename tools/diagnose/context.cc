@@ -112,7 +112,7 @@ std::string LastOpText(const Ctx& c, uint32_t proc, uint32_t comm) {
   for (auto it = p.ops.rbegin(); it != p.ops.rend(); ++it) {
     const Op& op = c.m.ops[*it];
     if (comm != kNone && op.comm != comm) continue;
-    std::string s = c.OpName(op);
+    std::string s = c.OpNameOf(*it);
     if (comm == kNone) s += " on " + c.CommLabel(op.comm);
     if (op.state == OpState::kCompleted && op.done_ns != kNoTime) return s + " completed at " + At(c.T(op.done_ns));
     if (op.state == OpState::kCompleted) return s + " enqueued at " + At(c.T(op.start_ns)) + ", completed";
@@ -182,7 +182,7 @@ FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* miss
   for (auto it = p.ops.rbegin(); it != p.ops.rend(); ++it) {
     const Op& op = c.m.ops[*it];
     if (op.comm != comm) continue;
-    after = " after " + c.OpName(op);
+    after = " after " + c.OpNameOf(*it);
     break;
   }
   std::string lost;

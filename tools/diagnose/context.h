@@ -81,6 +81,13 @@ struct Ctx {
                                                           : "comm rank " + std::to_string(op.peer_or_root);
     return f + " #" + std::to_string(op.seq) + (IsRecv(op.fn) ? " from " : " to ") + peer;
   }
+  // OpName, marking an operation that shares its number with the next call
+  // because NCCL did not count it (captured into a CUDA graph, or replayed:
+  // MatchOps leaves it out of that number's match).
+  std::string OpNameOf(uint32_t oi) const {
+    const Op& op = m.ops[oi];
+    return OpName(op) + (op.match == kNone && GraphLike(m, oi) ? " (from a CUDA graph)" : "");
+  }
   std::string PeerName(uint32_t comm, int32_t rank) const {
     return HasFile(comm, rank) ? Name(m.comms[comm].proc_of_rank[rank]) : "comm rank " + std::to_string(rank);
   }

@@ -127,8 +127,14 @@ TEST(DiagnoseE2E, SkipIsFoundWithoutCommunicatorSizes) {
 // (NVLink, shared memory) starts its ops once, at the capture, after a
 // launch into the capture (NO_COMPLETION_GRAPH).
 enum class Numbered { kReplays, kCapturedOnce, kRepeatTracked };
-// `skip_last`: rank 1 never issues AllReduce #2.
-std::string GraphJob(Numbered how, bool skip_last) {
+// How the job goes on after the graph.
+enum class Then {
+  kHealthy,        // the next call (#1, counted) and #2, finalized
+  kRank1SkipsLast, // rank 1 never issues #2
+  kRank1SkipsNext, // rank 1 never issues the next call, nor anything after it
+  kNothing,        // no rank issues anything after the graph, and none finalizes (killed)
+};
+std::string GraphJob(Numbered how, Then then = Then::kHealthy) {
   const std::string dir = TempDir();
   for (int rank = 0; rank < 2; ++rank) {
     testing::TraceBuilder b(TwoRankSpec(720, rank, 5, 0x806));
@@ -146,12 +152,16 @@ std::string GraphJob(Numbered how, bool skip_last) {
     for (int k = 0; k < (how == Numbered::kCapturedOnce ? 1 : 2); ++k)
       b.Coll(w, "AllReduce", 1, 1024, t + (10 + k * 10) * kMs,
              how == Numbered::kRepeatTracked ? static_cast<int64_t>(t + (15 + k * 10) * kMs) : testing::kNever, graph);
-    b.Coll(w, "AllReduce", 1, 1024, t + 40 * kMs, static_cast<int64_t>(t + 45 * kMs), event);  // the next call
-    if (rank == 0 || !skip_last)
+    const bool skip_next = then == Then::kRank1SkipsNext;
+    if (then != Then::kNothing && !(rank == 1 && skip_next))  // the next call
+      b.Coll(w, "AllReduce", 1, 1024, t + 40 * kMs, skip_next ? testing::kNever : static_cast<int64_t>(t + 45 * kMs),
+             event);
+    const bool skip_last = then == Then::kRank1SkipsLast;
+    if (then == Then::kHealthy || (skip_last && rank == 0))
       b.Coll(w, "AllReduce", 2, 1024, t + 50 * kMs, skip_last ? testing::kNever : static_cast<int64_t>(t + 55 * kMs),
              event);
     b.Heartbeats(kSec, 12 * kSec);
-    b.Finalize(12 * kSec, !skip_last);
+    if (then != Then::kNothing) b.Finalize(12 * kSec, then == Then::kHealthy);
     EXPECT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
   }
   return dir;
@@ -166,7 +176,7 @@ TEST(DiagnoseE2E, GraphNumbersAreNamedNotDamage) {
   for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
     Model m;
     std::string err;
-    ASSERT_TRUE(BuildModel({GraphJob(how, false)}, LoadOptions(), &m, &err)) << err;
+    ASSERT_TRUE(BuildModel({GraphJob(how)}, LoadOptions(), &m, &err)) << err;
     for (const Proc& p : m.procs) {
       EXPECT_FALSE(p.damaged) << p.path;
       EXPECT_EQ(p.graph_repeats, how == Numbered::kReplays ? 2u : 1u) << p.path;
@@ -184,7 +194,7 @@ TEST(DiagnoseE2E, GraphNumbersAreNamedNotDamage) {
 TEST(DiagnoseE2E, ARepeatedNumberOfATrackedOperationIsDamage) {
   Model m;
   std::string err;
-  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kRepeatTracked, false)}, LoadOptions(), &m, &err)) << err;
+  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kRepeatTracked)}, LoadOptions(), &m, &err)) << err;
   for (const Proc& p : m.procs) {
     EXPECT_TRUE(p.damaged) << p.path;
     EXPECT_EQ(p.graph_repeats, 0u) << p.path;
@@ -197,12 +207,47 @@ TEST(DiagnoseE2E, ARepeatedNumberOfATrackedOperationIsDamage) {
 TEST(DiagnoseE2E, AHangAfterGraphsIsFoundAndSaysWhatItRestsOn) {
   Model m;
   std::string err;
-  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kReplays, true)}, LoadOptions(), &m, &err)) << err;
+  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kReplays, Then::kRank1SkipsLast)}, LoadOptions(), &m, &err)) << err;
   report::Diagnosis d = Diagnose(m);
   std::cout << FormatText(d);
   EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
   EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE EVIDENCE (") + kGraphReason + "): ", 0), 0u) << d.verdict();
   EXPECT_NE(d.verdict().find("rank 1 never joined AllReduce #2"), std::string::npos) << d.verdict();
+}
+
+// The call after the captured ones takes their number: a rank that
+// captured or replayed them but never issued that call did not join it.
+TEST(DiagnoseE2E, AHangAtTheNumberAGraphSharesIsFound) {
+  for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
+    Model m;
+    std::string err;
+    ASSERT_TRUE(BuildModel({GraphJob(how, Then::kRank1SkipsNext)}, LoadOptions(), &m, &err)) << err;
+    report::Diagnosis d = Diagnose(m);
+    std::cout << FormatText(d);
+    EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
+    EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE EVIDENCE (") + kGraphReason + "): HANG: rank 1 never joined "
+                                "AllReduce #1 on comm 'world' (2 ranks); rank 0 waited",
+                                0),
+              0u)
+        << d.verdict();
+    EXPECT_NE(d.verdict().find("rank 1 left cleanly after AllReduce #1 (from a CUDA graph)"), std::string::npos)
+        << d.verdict();
+  }
+}
+
+// A job killed while its last calls were a graph's: nothing proves them
+// finished, whether or not a rank repeated their number.
+TEST(DiagnoseE2E, AJobKilledAfterItsGraphIsNeverOk) {
+  for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
+    Model m;
+    std::string err;
+    ASSERT_TRUE(BuildModel({GraphJob(how, Then::kNothing)}, LoadOptions(), &m, &err)) << err;
+    report::Diagnosis d = Diagnose(m);
+    std::cout << FormatText(d);
+    EXPECT_NE(ExitStatus(d), 0) << d.verdict();
+    EXPECT_EQ(d.verdict().find("OK"), std::string::npos) << d.verdict();
+    EXPECT_NE(d.verdict().find("AllReduce #1"), std::string::npos) << d.verdict();
+  }
 }
 
 // Profiler API v1 to v3 number no point-to-point operation (the plugin

@@ -156,10 +156,17 @@ Liveness JudgeLiveness(const Model& m, const LivenessOptions& o) {
   for (size_t pi = 0; pi < np; ++pi)
     for (uint32_t oi : m.procs[pi].ops) {
       const Op& op = m.ops[oi];
-      if (op.kind == OpKind::kColl) {
-        uint64_t& s = c.last_seq[pi][SeqKey(op.comm, op.func)];
-        s = std::max(s, op.seq);
+      if (op.kind != OpKind::kColl) continue;
+      // A graph-like operation left out of its number's match shares that
+      // number with the next call NCCL counts (MatchOps): it says only that
+      // the calls before that number were issued.
+      uint64_t seq = op.seq;
+      if (op.match == kNone && GraphLike(m, oi)) {
+        if (seq == 0) continue;
+        --seq;
       }
+      uint64_t& s = c.last_seq[pi][SeqKey(op.comm, op.func)];
+      s = std::max(s, seq);
     }
   MarkUnfinished(m, &c);
   for (size_t pi = 0; pi < np; ++pi)

@@ -135,6 +135,49 @@ size_t RankSlot(const Comm& c, int32_t rank) {
   return static_cast<size_t>(std::lower_bound(c.slot_rank.begin(), c.slot_rank.end(), rank) - c.slot_rank.begin());
 }
 
+// A number some rank's graph-like operation repeated (MatchOps) names,
+// without kernel channels in NCCL's mask, the next call NCCL counts, and a
+// captured or replayed one only shares it: on every rank, a graph-like
+// holder gives up its slot. So a rank that captured, or replayed, but never
+// issued the next call is absent from that call, not taken to have joined
+// it. A match left with no holder at all is removed.
+void ReleaseGraphHolders(Model* m, std::vector<uint32_t>* shared) {
+  if (shared->empty()) return;
+  std::sort(shared->begin(), shared->end());
+  shared->erase(std::unique(shared->begin(), shared->end()), shared->end());
+  bool emptied = false;
+  for (uint32_t mi : *shared) {
+    Match& mt = m->matches[mi];
+    bool any = false;
+    for (uint32_t& oi : mt.ops) {
+      if (oi == kNone) continue;
+      if (GraphLike(*m, oi)) {
+        Proc& p = m->procs[m->ops[oi].proc];
+        ++p.graph_repeats;
+        p.graph_repeat_op = std::min(p.graph_repeat_op, oi);
+        m->ops[oi].match = kNone;
+        oi = kNone;
+      } else {
+        any = true;
+      }
+    }
+    emptied |= !any;
+  }
+  if (!emptied) return;
+  std::vector<uint32_t> renumber(m->matches.size(), kNone);
+  size_t kept = 0;
+  for (size_t mi = 0; mi < m->matches.size(); ++mi) {
+    const std::vector<uint32_t>& ops = m->matches[mi].ops;
+    if (std::all_of(ops.begin(), ops.end(), [](uint32_t oi) { return oi == kNone; })) continue;
+    renumber[mi] = static_cast<uint32_t>(kept);
+    if (kept != mi) m->matches[kept] = std::move(m->matches[mi]);
+    ++kept;
+  }
+  m->matches.resize(kept);
+  for (Op& o : m->ops)
+    if (o.match != kNone) o.match = renumber[o.match];
+}
+
 }  // namespace
 
 uint32_t OpOfRankInSlots(const Model& m, const Match& mt, int32_t rank) {
@@ -200,6 +243,7 @@ void MatchOps(Model* m) {
       max_member_rank[ci] = std::max(max_member_rank[ci], std::min(mem.rank, m->comms[ci].nranks - 1));
   SetSlots(m);
   m->matches.clear();
+  std::vector<uint32_t> graph_shared;  // matches whose number a rank's graph-like op repeated
   for (Proc& p : m->procs) {
     p.graph_repeats = 0;
     p.graph_repeat_op = kNone;
@@ -256,16 +300,33 @@ void MatchOps(Model* m) {
     if (match.ops[slot] != kNone) {
       // A duplicate on the same rank stays unmatched. Where it or the slot's
       // holder is graph-like, NCCL numbered it so (Proc::graph_repeats),
-      // which a verdict names.
-      if (GraphLike(*m, oi) || GraphLike(*m, match.ops[slot])) {
+      // which a verdict names. A rank's calls NCCL counts each take a number
+      // of their own, so of a number's holders at most one is not
+      // graph-like: the call after the captured ones. That one takes the
+      // slot, so that a hang in it is matched across ranks like any other
+      // (and ReleaseGraphHolders below).
+      const uint32_t holder = match.ops[slot];
+      const bool graph_new = GraphLike(*m, oi);
+      const bool graph_holder = GraphLike(*m, holder);
+      if (graph_new || graph_holder) {
+        graph_shared.push_back(mi);
+        uint32_t repeat = oi;
+        if (graph_holder && !graph_new) {
+          match.ops[slot] = oi;
+          o.match = mi;
+          m->ops[holder].match = kNone;
+          repeat = holder;
+        }
         Proc& p = m->procs[o.proc];
-        if (p.graph_repeats++ == 0) p.graph_repeat_op = oi;
+        ++p.graph_repeats;
+        p.graph_repeat_op = std::min(p.graph_repeat_op, repeat);  // kNone is the largest
       }
       continue;
     }
     match.ops[slot] = oi;
     o.match = mi;
   }
+  ReleaseGraphHolders(m, &graph_shared);
   ImplyFromPeers(m);
   AbortedWithoutAMember(m);
 }

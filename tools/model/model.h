@@ -366,8 +366,9 @@ struct Proc {
   // does not count captured calls, so the next call takes the same number,
   // and so does each replay (docs/nccl_call_order.md). Not damage, but the
   // number no longer names one operation: MatchOps leaves them unmatched,
-  // counts them here, and a verdict says so. `graph_repeat_op`: the first
-  // (Model::ops index).
+  // and with them, on every rank, the graph-like holders of a number some
+  // rank repeated so (the call NCCL counted keeps it), counts them here,
+  // and a verdict says so. `graph_repeat_op`: the first (Model::ops index).
   uint64_t graph_repeats = 0;
   uint32_t graph_repeat_op = kNone;
   uint64_t header_offset = 0;
