@@ -155,34 +155,6 @@ bool KernelLaunchFast(void* context, void** handle, EventKind kind, const D& e) 
   return true;
 }
 
-// v5+: NCCL's own answer to "is this group captured into a CUDA graph?",
-// kept where the group's kernel launches find it, so that they need not ask
-// the driver (Context::capture_hint). NCCL starts GroupApi, CollApi and
-// P2pApi whenever its mask asks for KernelLaunch, Coll or P2p, whatever the
-// plugin's own: a GroupApi the plugin keeps nothing for gets a token of its
-// own (NewGroupApiToken) when launches take completions from CUDA events,
-// and each CollApi or P2pApi under such a token notes its graphCaptured on
-// its communicator. True when the event needs nothing more (not wanted, or
-// not our context); false: the usual path (captured raw).
-template <typename D>
-bool ApiEvent(void* context, void** handle, EventKind kind, const D& e) {
-  // One lookup of the context for both: these come with every NCCL call.
-  Context* c = Profiler::KnownContext(context);
-  if (c == nullptr) return true;
-  Profiler* p = c->prof;
-  if (kind == kEvGroupApi) {
-    if (p->Wants(kEvGroupApi)) return false;
-    if (handle != nullptr && p->LaunchFast()) *handle = NewGroupApiToken();
-    return true;
-  }
-  if (IsGroupApiToken(e.parentObj)) {
-    const bool captured = kind == kEvCollApi ? e.collApi.graphCaptured : e.p2pApi.graphCaptured;
-    c->capture_hint.store(reinterpret_cast<uintptr_t>(e.parentObj) | (captured ? 1u : 0u),
-                          std::memory_order_relaxed);
-  }
-  return !p->Wants(kind);
-}
-
 void StartCommon(void* context, void** handle, const EventDesc& d) {
   auto* c = static_cast<Context*>(context);
   void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
@@ -598,10 +570,6 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
   const EventKind kind = KindOfMask(e->type);
-  if constexpr (kApi >= 5) {
-    if ((kind == kEvGroupApi || kind == kEvCollApi || kind == kEvP2pApi) && ApiEvent(context, handle, kind, *e))
-      return nccl::kSuccess;
-  }
   if (!Wanted(context, kind)) {
     GroupFallback(kApi, context, handle, kind);
     return nccl::kSuccess;
@@ -630,10 +598,65 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   return nccl::kSuccess;
 }
 
+// v5+: the events NCCL starts on its launching thread for every call (its
+// API events, and a plan's kernel launch) take a path of their own before
+// StartV4Plus, whose frame holds an EventDesc: six registers saved and 300
+// bytes of stack on every call otherwise (BENCHMARKS.md, "The API events'
+// own path"). The common cases make no call but the one they need; the rest
+// (captured raw, a context not ours) go on to StartV4Plus.
+// NCCL's own answer to "is this group captured into a CUDA graph?" is kept
+// where the group's kernel launches find it, so that they need not ask the
+// driver (Context::capture_hint). NCCL starts GroupApi, CollApi and P2pApi
+// whenever its mask asks for KernelLaunch, Coll or P2p, whatever the
+// plugin's own: a GroupApi the plugin keeps nothing for gets a token of its
+// own (NewGroupApiToken) when launches take completions from CUDA events,
+// and each CollApi or P2pApi under such a token notes its graphCaptured on
+// its communicator.
+constexpr uint64_t kLaunchThreadTypes = nccl::kGroupApi | nccl::kCollApi | nccl::kP2pApi | nccl::kKernelLaunch;
+
+template <typename D, bool (*Copy)(const D&, EventDesc*)>
+__attribute__((noinline)) nccl::Result LaunchThreadStart(void* context, void** handle, D* e) noexcept {
+  const uint64_t type = e->type;
+  Context* c = Profiler::KnownContext(context);
+  if (__builtin_expect(c != nullptr, 1)) {
+    Profiler* p = c->prof;
+    if (type == nccl::kKernelLaunch) {
+      if (p->LaunchFast() && !c->finalized.load(std::memory_order_acquire)) {
+        void* h = p->StartKernelLaunch(c, e->kernelLaunch.stream, e->parentObj);
+        if (handle != nullptr) *handle = h;
+        return nccl::kSuccess;
+      }
+    } else if (type == nccl::kGroupApi) {
+      if (!p->Wants(kEvGroupApi)) {
+        if (handle != nullptr) *handle = p->LaunchFast() ? NewGroupApiToken() : nullptr;
+        return nccl::kSuccess;
+      }
+    } else if (type == nccl::kCollApi || type == nccl::kP2pApi) {
+      // NCCL's answer for this communicator.
+      if (IsGroupApiToken(e->parentObj)) {
+        const bool captured = type == nccl::kCollApi ? e->collApi.graphCaptured : e->p2pApi.graphCaptured;
+        c->capture_hint.store(reinterpret_cast<uintptr_t>(e->parentObj) | (captured ? 1u : 0u),
+                              std::memory_order_relaxed);
+      }
+      if (!p->Wants(type == nccl::kCollApi ? kEvCollApi : kEvP2pApi)) {
+        if (handle != nullptr) *handle = nullptr;
+        return nccl::kSuccess;
+      }
+    }
+  }
+  return StartV4Plus<D, Copy>(context, handle, e);
+}
+
+template <typename D, bool (*Copy)(const D&, EventDesc*)>
+nccl::Result StartV5Plus(void* context, void** handle, D* e) noexcept {
+  if (e != nullptr && (e->type & kLaunchThreadTypes) != 0) return LaunchThreadStart<D, Copy>(context, handle, e);
+  return StartV4Plus<D, Copy>(context, handle, e);
+}
+
 constexpr auto StartV4 = &StartV4Plus<nccl::DescrV4, &CopyCommonV4<nccl::DescrV4>>;
-constexpr auto StartV5 = &StartV4Plus<nccl::DescrV5, &CopyApiV5<nccl::DescrV5>>;
-constexpr auto StartV6 = &StartV4Plus<nccl::DescrV6, &CopyCeV6>;
-constexpr auto StartV7 = &StartV4Plus<nccl::DescrV7, &CopyV7>;
+constexpr auto StartV5 = &StartV5Plus<nccl::DescrV5, &CopyApiV5<nccl::DescrV5>>;
+constexpr auto StartV6 = &StartV5Plus<nccl::DescrV6, &CopyCeV6>;
+constexpr auto StartV7 = &StartV5Plus<nccl::DescrV7, &CopyV7>;
 
 nccl::Result InitV1(void** context, int* mask) noexcept { return InitCommon(1, context, mask, 0, nullptr, 0, 0, 0, nullptr); }
 nccl::Result InitV2(void** context, int* mask) noexcept { return InitCommon(2, context, mask, 0, nullptr, 0, 0, 0, nullptr); }

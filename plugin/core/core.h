@@ -81,6 +81,13 @@ struct ProfilerOptions {
   uint64_t context_grace_ns = kContextGraceNs;
 };
 
+class Profiler;
+namespace profiler_internal {
+// The current instance: Acquire sets it, Release and a forked child clear
+// it (profiler.cc). Read through Profiler::Current.
+extern std::atomic<Profiler*> g_current;
+}  // namespace profiler_internal
+
 class Profiler {
  public:
   // Creates the Profiler on the first call, else takes another reference.
@@ -92,11 +99,16 @@ class Profiler {
   // contexts and handles (see profiler.cc).
   static void Release(Profiler* p);
   // The current instance (tests and the adapters' logging), or null.
-  static Profiler* Current();
+  static Profiler* Current() { return profiler_internal::g_current.load(std::memory_order_acquire); }
   // The context `p` as one of this process's Profilers made it (the current
   // one, or one of the last few closed), or null: nothing at p is read
-  // unless it is one (see OwnsContext).
-  static Context* KnownContext(const void* p);
+  // unless it is one (see OwnsContext). Inline: every event NCCL starts
+  // asks it first, the API events NCCL 2.28+ sends around every call too.
+  static Context* KnownContext(const void* p) {
+    Profiler* cur = Current();
+    if (__builtin_expect(cur != nullptr && cur->OwnsContext(p), 1)) return static_cast<Context*>(const_cast<void*>(p));
+    return KnownRetiredContext(p);
+  }
 
   Context* NewContext(uint64_t comm_hash, const char* name, int nnodes, int nranks, int rank);
   // False for a context finalized before (ignored, with one warning): the
@@ -195,6 +207,7 @@ class Profiler {
   ~Profiler();
 
  private:
+  static Context* KnownRetiredContext(const void* p);
   explicit Profiler(const ProfilerOptions& opts);
   bool Init(std::string* error);
 

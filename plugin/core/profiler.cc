@@ -22,7 +22,6 @@ namespace {
 
 std::mutex g_mu;
 Profiler* g_prof = nullptr;  // guarded by g_mu
-std::atomic<Profiler*> g_current{nullptr};
 std::atomic<uint64_t> g_generation{0};
 // The last Profilers closed (Release), so that a thread still posting on one
 // of their communicators is told apart from a foreign context.
@@ -43,7 +42,7 @@ void AtForkChild() {
     g_prof->Abandon();
     g_prof = nullptr;
   }
-  g_current.store(nullptr, std::memory_order_release);
+  profiler_internal::g_current.store(nullptr, std::memory_order_release);
   g_mu.unlock();
 }
 
@@ -112,7 +111,7 @@ Profiler* Profiler::Acquire(const ProfilerOptions& opts, std::string* error) {
   if (!p->Init(error)) return nullptr;
   p->refs_ = 1;
   g_prof = p.release();
-  g_current.store(g_prof, std::memory_order_release);
+  profiler_internal::g_current.store(g_prof, std::memory_order_release);
   return g_prof;
 }
 
@@ -121,7 +120,7 @@ void Profiler::Release(Profiler* p) {
   if (p == nullptr || p != g_prof) return;  // abandoned in a forked child: kept, never freed
   if (--p->refs_ > 0) return;
   g_prof = nullptr;
-  g_current.store(nullptr, std::memory_order_release);
+  profiler_internal::g_current.store(nullptr, std::memory_order_release);
   // Closed, not freed: other threads may still be inside Start or Stop with
   // this Profiler's contexts and slots (NCCL finalizes one communicator while
   // another thread posts on it), so its memory stays valid for the life of
@@ -134,11 +133,11 @@ void Profiler::Release(Profiler* p) {
   g_retired_next = (g_retired_next + 1) % kRetiredKept;
 }
 
-Profiler* Profiler::Current() { return g_current.load(std::memory_order_acquire); }
+namespace profiler_internal {
+std::atomic<Profiler*> g_current{nullptr};
+}  // namespace profiler_internal
 
-Context* Profiler::KnownContext(const void* p) {
-  Profiler* cur = Current();
-  if (__builtin_expect(cur != nullptr && cur->OwnsContext(p), 1)) return static_cast<Context*>(const_cast<void*>(p));
+Context* Profiler::KnownRetiredContext(const void* p) {
   for (auto& r : g_retired) {
     Profiler* old = r.load(std::memory_order_acquire);
     if (old != nullptr && old->OwnsContext(p)) return static_cast<Context*>(const_cast<void*>(p));

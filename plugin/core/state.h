@@ -28,20 +28,13 @@ class Profiler;
 
 enum SlotState : uint32_t { kSlotFree = 0, kSlotLive = 1, kSlotDone = 2 };
 
-struct Context {
+// One communicator. What every event NCCL starts on it reads (Profiler::
+// KnownContext's range check, the Profiler, the file-local index, whether
+// it is finalized, the capture answer) is in its first cache line; a
+// context is two whole lines, so the range check is a mask.
+struct alignas(64) Context {
   Profiler* prof = nullptr;
   uint16_t comm = 0;  // file-local index
-  uint64_t comm_hash = 0;
-  std::string name;
-  int32_t nranks = 0;
-  int32_t nnodes = 0;
-  int32_t rank = 0;
-  uint64_t init_ns = 0;
-  // v1..v3: the communicator hash learnt from the first event naming it.
-  std::atomic<uint64_t> event_comm_hash{0};
-  // Point-to-point order per peer (indexed by peer rank, size nranks).
-  std::unique_ptr<std::atomic<uint32_t>[]> send_seq;
-  std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
   std::atomic<bool> finalized{false};
   std::atomic<bool> finalize_written{false};  // its CommFinalize is in the file (set by the writer)
   // v5+: whether NCCL captures this communicator's current group into a CUDA
@@ -53,7 +46,19 @@ struct Context {
   // (cuStreamIsCapturing, on NCCL's launching thread); under any other
   // parent it still asks.
   std::atomic<uint64_t> capture_hint{0};
+  uint64_t comm_hash = 0;
+  int32_t nranks = 0;
+  int32_t nnodes = 0;
+  int32_t rank = 0;
+  uint64_t init_ns = 0;
+  // v1..v3: the communicator hash learnt from the first event naming it.
+  std::atomic<uint64_t> event_comm_hash{0};
+  // Point-to-point order per peer (indexed by peer rank, size nranks).
+  std::unique_ptr<std::atomic<uint32_t>[]> send_seq;
+  std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
+  std::string name;
 };
+static_assert(sizeof(Context) == 128, "two cache lines: OwnsContext's range check is a mask");
 
 // One event handle. Fields read by the writer thread are atomics; the rest
 // belong to the threads NCCL calls us from, ordered by NCCL itself.
