@@ -10,6 +10,7 @@
 // Thread safety: stateless but for two atomic counters.
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <atomic>
 
@@ -61,6 +62,19 @@ int cuThreadExchangeStreamCaptureMode(int* mode) {
 
 // What NCCL's cuLaunchKernelEx is in the benchmark's plan: a call that does
 // nothing, kept out of line so that every configuration pays the same.
-__attribute__((noinline)) void nullcuda_launch(void* stream) { __asm__ volatile("" : : "r"(stream) : "memory"); }
+// With NULLCUDA_LAUNCH_TOUCH_KB=N it writes one byte in each cache line of
+// N KiB of its own, as a real driver's launch walks its own state: the
+// lines the plugin touched before it may then be gone (BENCHMARKS.md, "The
+// launching thread's own path").
+__attribute__((noinline)) void nullcuda_launch(void* stream) {
+  static const size_t touch = [] {
+    const char* v = getenv("NULLCUDA_LAUNCH_TOUCH_KB");
+    return v != nullptr ? static_cast<size_t>(strtoul(v, nullptr, 10)) * 1024 : size_t{0};
+  }();
+  static char* const buf = touch > 0 ? static_cast<char*>(calloc(touch, 1)) : nullptr;
+  if (buf != nullptr)
+    for (size_t off = 0; off < touch; off += 64) buf[off] = static_cast<char>(buf[off] + 1);
+  __asm__ volatile("" : : "r"(stream) : "memory");
+}
 
 }  // extern "C"
