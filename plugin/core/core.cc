@@ -282,7 +282,7 @@ void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now) {
   } else {
     r.op.proto = d.proto;
   }
-  const bool full = config_.raw_kinds != 0;
+  const bool full = any_raw_;
   r.op.send_buff = full ? reinterpret_cast<uint64_t>(d.send_buff) : 0;
   r.op.recv_buff = full ? reinterpret_cast<uint64_t>(d.recv_buff) : 0;
   if (d.kind == kEvP2p) {
@@ -395,7 +395,7 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
         n = ev->Next();
         // The event before the kernel tells "never started" from "started" in
         // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
-        ok = !config_.start_events || cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
+        ok = !start_events_ || cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
         // The thread's cached ring may be a destroyed context's whose stream
         // handle came back: the stream's ring in the current context, once.
         if (!ok && (ev = streams_->Again(stream)) != nullptr) {
@@ -406,7 +406,7 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
       if (ok) {
         r.launch.events = ev;
         r.launch.n = n;
-        if (!config_.start_events) r.flags |= kFlagNoStartEvent;
+        if (!start_events_) r.flags |= kFlagNoStartEvent;
       } else {
         r.flags = kFlagNoEvent;
       }

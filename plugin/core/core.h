@@ -124,13 +124,13 @@ class Profiler {
   // A kernel channel of API v4+ without raw capture: what Start does for it,
   // without a descriptor (NCCL's proxy thread calls it for every channel of
   // every operation). The adapters call it when KernelChFast().
-  bool KernelChFast() const { return !((config_.raw_kinds >> kEvKernelCh) & 1); }
+  bool KernelChFast() const { return kernelch_fast_; }
   void* StartKernelCh(void* parent, uint64_t ptimer);
   // A KernelLaunch with completions from CUDA events and no raw capture:
   // what Start does for it, from its stream alone (NCCL's launching thread
   // calls it before every kernel; the adapters skip the descriptor's copy
   // when LaunchFast()). Thread safety: as Start.
-  bool LaunchFast() const { return events_ && !((config_.raw_kinds >> kEvKernelLaunch) & 1); }
+  bool LaunchFast() const { return launch_fast_; }
   // `group_api`: the launch's parent, a GroupApi token when NCCL's
   // CollApi or P2pApi events told whether its group is captured.
   void* StartKernelLaunch(Context* ctx, const void* stream, const void* group_api);
@@ -254,6 +254,31 @@ class Profiler {
   void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
   static void ThreadExit(void* buf);
 
+  // What NCCL's launching thread reads on every event, first and together:
+  // after the driver's launch call, each line the plugin touched before may
+  // be gone from the core's first-level cache, and each costs a miss
+  // (BENCHMARKS.md, "The launching thread's own path"). Set at Init, read
+  // only after.
+  alignas(64) uint32_t wanted_kinds_ = 0;  // bit (1 << EventKind): see Wants
+  bool events_ = false;
+  // NCCLWATCH_EVENT_INTERVAL_US > 0 with events: a launch records its events
+  // only when its stream's interval has passed (StreamEvents::Due).
+  bool sampled_ = false;
+  bool launch_fast_ = false;    // LaunchFast
+  bool kernelch_fast_ = false;  // KernelChFast
+  bool start_events_ = true;    // config_.start_events
+  bool any_raw_ = false;        // config_.raw_kinds != 0
+  uint64_t generation_;
+  // Contexts live in one block of kMaxContexts, reserved at construction
+  // (pages are touched only as contexts are made), so that OwnsContext is a
+  // range check. contexts_[i] is block[i], constructed; ctx_used_ counts them.
+  static constexpr size_t kMaxContexts = 65535;  // file-local ids are 16 bits
+  Context* ctx_block_ = nullptr;
+  std::atomic<size_t> ctx_used_{0};
+  const Slot* slots_begin_ = nullptr;
+  const Slot* slots_end_ = nullptr;
+  CudaDriver cuda_;  // the next line: event_record, stream_is_capturing
+
   Config config_;
   int api_version_;
   nccl::Logger logger_;
@@ -261,20 +286,13 @@ class Profiler {
   ClockProbe clock_probe_;
   pid_t pid_;
   bool info_to_stderr_;  // no logger: print info lines (NCCL_DEBUG=INFO|TRACE)
-  uint32_t wanted_kinds_;  // bit (1 << EventKind): see Wants
-  bool events_ = false;
-  // NCCLWATCH_EVENT_INTERVAL_US > 0 with events: a launch records its events
-  // only when its stream's interval has passed (StreamEvents::Due).
-  bool sampled_ = false;
   std::atomic<uint64_t> interval_ticks_{0};
-  CudaDriver cuda_;
   std::unique_ptr<StreamTable> streams_;
   std::string completions_ = "channels";
   // Set (once) by the first ProxyOp that feeds an operation: from then on,
   // completion also waits for proxy operations. Not set at the default
   // capture, where NCCL starts no ProxyOp events.
   std::atomic<bool> seen_proxy_{false};
-  uint64_t generation_;
   pthread_key_t key_{};
   bool key_ok_ = false;
 
@@ -282,16 +300,8 @@ class Profiler {
   std::unique_ptr<ThreadBuf[]> threads_;
   void* storage_ = nullptr;  // mmap'ed rings and slots
   size_t storage_bytes_ = 0;
-  const Slot* slots_begin_ = nullptr;
-  const Slot* slots_end_ = nullptr;
 
   std::mutex ctx_mu_;
-  // Contexts live in one block of kMaxContexts, reserved at construction
-  // (pages are touched only as contexts are made), so that OwnsContext is a
-  // range check. contexts_[i] is block[i], constructed; ctx_used_ counts them.
-  static constexpr size_t kMaxContexts = 65535;  // file-local ids are 16 bits
-  Context* ctx_block_ = nullptr;
-  std::atomic<size_t> ctx_used_{0};
   std::vector<Context*> contexts_;  // guarded by ctx_mu_
   // Finalized contexts whose CommFinalize is written, with when: given again
   // to new communicators (NewContext).

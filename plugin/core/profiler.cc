@@ -146,16 +146,19 @@ Context* Profiler::KnownRetiredContext(const void* p) {
 }
 
 Profiler::Profiler(const ProfilerOptions& opts)
-    : config_(opts.config),
+    : wanted_kinds_(opts.config.raw_kinds | (1u << kEvColl) | (1u << kEvP2p) | (1u << kEvKernelCh) |
+                    (1u << kEvProxyOp) | (1u << kEvProxyStep)),
+      kernelch_fast_(!((opts.config.raw_kinds >> kEvKernelCh) & 1)),
+      start_events_(opts.config.start_events),
+      any_raw_(opts.config.raw_kinds != 0),
+      generation_(g_generation.fetch_add(1) + 1),
+      config_(opts.config),
       api_version_(opts.api_version),
       logger_(opts.logger),
       file_name_override_(opts.file_name_override),
       clock_probe_(opts.clock_probe),
       pid_(getpid()),
       info_to_stderr_(NcclDebugShowsInfo(getenv("NCCL_DEBUG"))),
-      wanted_kinds_(config_.raw_kinds | (1u << kEvColl) | (1u << kEvP2p) | (1u << kEvKernelCh) |
-                    (1u << kEvProxyOp) | (1u << kEvProxyStep)),
-      generation_(g_generation.fetch_add(1) + 1),
       context_grace_ns_(opts.context_grace_ns) {}
 
 void Profiler::ChooseCompletions() {
@@ -199,6 +202,7 @@ void Profiler::ChooseCompletions() {
   config_.nccl_mask |= nccl::kKernelLaunch;
   if (!((config_.raw_kinds >> kEvKernelCh) & 1)) config_.nccl_mask &= ~static_cast<uint64_t>(nccl::kKernelCh);
   wanted_kinds_ |= 1u << kEvKernelLaunch;
+  launch_fast_ = !((config_.raw_kinds >> kEvKernelLaunch) & 1);
 }
 
 bool Profiler::Init(std::string* error) {
