@@ -2,9 +2,14 @@
 """A PyTorch all-reduce captured into a CUDA graph, N ranks on one GPU (NCCL_HOSTID per rank).
 
     NCCL_NVLS_ENABLE=0 NCCL_PROFILER_PLUGIN=... NCCLWATCH_DIR=... python3 gpu/torch_graph.py [N] [--gpus]
+        [--skip-next R]
 
 --gpus: rank r on GPU r instead (one node: NVLink or shared memory, no network transfers, so
 NCCL starts the captured call's operations once, at the capture, rather than per replay).
+--skip-next R: a hang where the graph's number is shared. Rank R never issues the first eager
+all-reduce after the replays (NCCL gives it the captured call's number): it sleeps outside NCCL
+while the others wait in it, until PyTorch's watchdog (a 10 s process-group timeout in this mode)
+ends the job. ncclwatch must name rank R as the one that never joined it.
 
 Each rank runs eager all-reduces, captures one into a CUDA graph (after a warm-up on a side
 stream, as PyTorch asks), replays the graph 3 times, then runs eager all-reduces again, and checks
@@ -19,6 +24,7 @@ With ncclwatch's default capture, the captured all-reduce must get no CUDA event
 import datetime
 import os
 import sys
+import time
 
 os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off, here and in every child
 
@@ -27,13 +33,14 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 
-def worker(rank, world, gpus):
+def worker(rank, world, gpus, skip_rank):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631")
     if not gpus:
         os.environ.update(NCCL_HOSTID=f"host{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
     device = rank if gpus else 0
     torch.cuda.set_device(device)
-    dist.init_process_group("nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60),
+    timeout = datetime.timedelta(seconds=10 if skip_rank >= 0 else 60)
+    dist.init_process_group("nccl", rank=rank, world_size=world, timeout=timeout,
                             device_id=torch.device("cuda", device))
     x = torch.ones(1 << 16, device="cuda")
 
@@ -62,6 +69,10 @@ def worker(rank, world, gpus):
         x.fill_(1.0)
         graph.replay()
         expect(float(world), f"graph replay {i}")
+    if rank == skip_rank:
+        print(f"rank {rank} skips the next all-reduce and sleeps", flush=True)
+        time.sleep(90)
+        raise RuntimeError(f"rank {rank}: still alive after the others' timeout")
     for _ in range(3):
         x.fill_(1.0)
         dist.all_reduce(x)
@@ -72,7 +83,13 @@ def worker(rank, world, gpus):
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--gpus"]
+    argv = sys.argv[1:]
+    skip = -1
+    if "--skip-next" in argv:
+        i = argv.index("--skip-next")
+        skip = int(argv[i + 1])
+        del argv[i:i + 2]
+    args = [a for a in argv if a != "--gpus"]
     n = int(args[0]) if args else 4
-    mp.spawn(worker, args=(n, "--gpus" in sys.argv[1:]), nprocs=n)
+    mp.spawn(worker, args=(n, "--gpus" in argv, skip), nprocs=n)
     print("ok")
