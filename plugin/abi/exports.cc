@@ -142,19 +142,6 @@ bool KernelChFast(void* context, void** handle, EventKind kind, const D& e) {
   return true;
 }
 
-// v5+: a kernel launch with completions from CUDA events and no raw
-// capture needs its stream only (Profiler::StartKernelLaunch): no
-// descriptor is copied on NCCL's launching thread. True when it did.
-template <typename D>
-bool KernelLaunchFast(void* context, void** handle, EventKind kind, const D& e) {
-  if (kind != kEvKernelLaunch) return false;
-  auto* c = static_cast<Context*>(context);
-  if (!c->prof->LaunchFast()) return false;
-  void* h = c->prof->StartKernelLaunch(c, e.kernelLaunch.stream, e.parentObj);
-  if (handle != nullptr) *handle = h;
-  return true;
-}
-
 void StartCommon(void* context, void** handle, const EventDesc& d) {
   auto* c = static_cast<Context*>(context);
   void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
@@ -575,9 +562,6 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
     return nccl::kSuccess;
   }
   if (KernelChFast(context, handle, kind, *e)) return nccl::kSuccess;
-  if constexpr (kApi >= 5) {
-    if (KernelLaunchFast(context, handle, kind, *e)) return nccl::kSuccess;
-  }
   if (kind == kEvColl || kind == kEvP2p) {
     OpDesc o;
     o.kind = kind;
@@ -601,9 +585,11 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
 // v5+: the events NCCL starts on its launching thread for every call (its
 // API events, and a plan's kernel launch) take a path of their own before
 // StartV4Plus, whose frame holds an EventDesc: six registers saved and 300
-// bytes of stack on every call otherwise (BENCHMARKS.md, "The API events'
-// own path"). The common cases make no call but the one they need; the rest
-// (captured raw, a context not ours) go on to StartV4Plus.
+// bytes of stack on every call otherwise (BENCHMARKS.md, "The launching
+// thread's own path"). The common cases make no call but the one they need;
+// the rest (captured raw, kernel channels, a finalized context, a context
+// not ours) go on to StartV4Plus.
+//
 // NCCL's own answer to "is this group captured into a CUDA graph?" is kept
 // where the group's kernel launches find it, so that they need not ask the
 // driver (Context::capture_hint). NCCL starts GroupApi, CollApi and P2pApi
@@ -621,6 +607,8 @@ __attribute__((noinline)) nccl::Result LaunchThreadStart(void* context, void** h
   if (__builtin_expect(c != nullptr, 1)) {
     Profiler* p = c->prof;
     if (type == nccl::kKernelLaunch) {
+      // With completions from CUDA events and no raw capture, a launch needs
+      // its stream only (Profiler::StartKernelLaunch): no descriptor copied.
       if (p->LaunchFast() && !c->finalized.load(std::memory_order_acquire)) {
         void* h = p->StartKernelLaunch(c, e->kernelLaunch.stream, e->parentObj);
         if (handle != nullptr) *handle = h;
