@@ -134,7 +134,7 @@ enum class Then {
   kRank1SkipsNext, // rank 1 never issues the next call, nor anything after it
   kNothing,        // no rank issues anything after the graph, and none finalizes (killed)
 };
-std::string GraphJob(Numbered how, Then then = Then::kHealthy) {
+std::string GraphJob(Numbered how, Then then) {
   const std::string dir = TempDir();
   for (int rank = 0; rank < 2; ++rank) {
     testing::TraceBuilder b(TwoRankSpec(720, rank, 5, 0x806));
@@ -167,6 +167,15 @@ std::string GraphJob(Numbered how, Then then = Then::kHealthy) {
   return dir;
 }
 
+// GraphJob's model in `m`, and its diagnosis, printed.
+report::Diagnosis DiagnoseGraphJob(Numbered how, Then then, Model* m) {
+  std::string err;
+  EXPECT_TRUE(BuildModel({GraphJob(how, then)}, LoadOptions(), m, &err)) << err;
+  report::Diagnosis d = Diagnose(*m);
+  std::cout << FormatText(d);
+  return d;
+}
+
 constexpr char kGraphReason[] =
     "ranks 0,1 ran NCCL calls captured into CUDA graphs, which NCCL does not number apart from the next call "
     "(AllReduce #1 on comm 'world' (2 ranks) held by several operations), so those operations cannot be matched "
@@ -175,14 +184,11 @@ constexpr char kGraphReason[] =
 TEST(DiagnoseE2E, GraphNumbersAreNamedNotDamage) {
   for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
     Model m;
-    std::string err;
-    ASSERT_TRUE(BuildModel({GraphJob(how)}, LoadOptions(), &m, &err)) << err;
+    report::Diagnosis d = DiagnoseGraphJob(how, Then::kHealthy, &m);
     for (const Proc& p : m.procs) {
       EXPECT_FALSE(p.damaged) << p.path;
       EXPECT_EQ(p.graph_repeats, how == Numbered::kReplays ? 2u : 1u) << p.path;
     }
-    report::Diagnosis d = Diagnose(m);
-    std::cout << FormatText(d);
     EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
     EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE: no problem found in the 2 processes given, but ") + kGraphReason,
                                 0),
@@ -193,23 +199,18 @@ TEST(DiagnoseE2E, GraphNumbersAreNamedNotDamage) {
 
 TEST(DiagnoseE2E, ARepeatedNumberOfATrackedOperationIsDamage) {
   Model m;
-  std::string err;
-  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kRepeatTracked)}, LoadOptions(), &m, &err)) << err;
+  report::Diagnosis d = DiagnoseGraphJob(Numbered::kRepeatTracked, Then::kHealthy, &m);
   for (const Proc& p : m.procs) {
     EXPECT_TRUE(p.damaged) << p.path;
     EXPECT_EQ(p.graph_repeats, 0u) << p.path;
   }
-  report::Diagnosis d = Diagnose(m);
   EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
   EXPECT_NE(d.verdict().find("file is damaged at offset"), std::string::npos) << d.verdict();
 }
 
 TEST(DiagnoseE2E, AHangAfterGraphsIsFoundAndSaysWhatItRestsOn) {
   Model m;
-  std::string err;
-  ASSERT_TRUE(BuildModel({GraphJob(Numbered::kReplays, Then::kRank1SkipsLast)}, LoadOptions(), &m, &err)) << err;
-  report::Diagnosis d = Diagnose(m);
-  std::cout << FormatText(d);
+  report::Diagnosis d = DiagnoseGraphJob(Numbered::kReplays, Then::kRank1SkipsLast, &m);
   EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
   EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE EVIDENCE (") + kGraphReason + "): ", 0), 0u) << d.verdict();
   EXPECT_NE(d.verdict().find("rank 1 never joined AllReduce #2"), std::string::npos) << d.verdict();
@@ -220,10 +221,7 @@ TEST(DiagnoseE2E, AHangAfterGraphsIsFoundAndSaysWhatItRestsOn) {
 TEST(DiagnoseE2E, AHangAtTheNumberAGraphSharesIsFound) {
   for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
     Model m;
-    std::string err;
-    ASSERT_TRUE(BuildModel({GraphJob(how, Then::kRank1SkipsNext)}, LoadOptions(), &m, &err)) << err;
-    report::Diagnosis d = Diagnose(m);
-    std::cout << FormatText(d);
+    report::Diagnosis d = DiagnoseGraphJob(how, Then::kRank1SkipsNext, &m);
     EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
     EXPECT_EQ(d.verdict().rfind(std::string("INCOMPLETE EVIDENCE (") + kGraphReason + "): HANG: rank 1 never joined "
                                 "AllReduce #1 on comm 'world' (2 ranks); rank 0 waited",
@@ -240,10 +238,7 @@ TEST(DiagnoseE2E, AHangAtTheNumberAGraphSharesIsFound) {
 TEST(DiagnoseE2E, AJobKilledAfterItsGraphIsNeverOk) {
   for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
     Model m;
-    std::string err;
-    ASSERT_TRUE(BuildModel({GraphJob(how, Then::kNothing)}, LoadOptions(), &m, &err)) << err;
-    report::Diagnosis d = Diagnose(m);
-    std::cout << FormatText(d);
+    report::Diagnosis d = DiagnoseGraphJob(how, Then::kNothing, &m);
     EXPECT_NE(ExitStatus(d), 0) << d.verdict();
     EXPECT_EQ(d.verdict().find("OK"), std::string::npos) << d.verdict();
     EXPECT_NE(d.verdict().find("AllReduce #1"), std::string::npos) << d.verdict();
