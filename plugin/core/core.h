@@ -256,9 +256,10 @@ class Profiler {
 
   // What NCCL's launching thread reads on every event, first and together:
   // after the driver's launch call, each line the plugin touched before may
-  // be gone from the core's first-level cache, and each costs a miss
-  // (BENCHMARKS.md, "The launching thread's own path"). Set at Init, read
-  // only after.
+  // be gone from the core's first-level cache, and each costs a miss. Over
+  // a stand-in launch that walks memory this saved 3 of 22 misses a launch;
+  // an H200 host resolved no change (BENCHMARKS.md, "The launching thread's
+  // own path"). Set at Init, but ctx_used_, which grows with communicators.
   alignas(64) uint32_t wanted_kinds_ = 0;  // bit (1 << EventKind): see Wants
   bool events_ = false;
   // NCCLWATCH_EVENT_INTERVAL_US > 0 with events: a launch records its events
