@@ -135,12 +135,13 @@ size_t RankSlot(const Comm& c, int32_t rank) {
   return static_cast<size_t>(std::lower_bound(c.slot_rank.begin(), c.slot_rank.end(), rank) - c.slot_rank.begin());
 }
 
-// A number some rank's graph-like operation repeated (MatchOps) names,
-// without kernel channels in NCCL's mask, the next call NCCL counts, and a
-// captured or replayed one only shares it: on every rank, a graph-like
-// holder gives up its slot. So a rank that captured, or replayed, but never
-// issued the next call is absent from that call, not taken to have joined
-// it. A match left with no holder at all is removed.
+// `shared`: matches whose number some rank's graph-like operation repeated
+// (MatchOps). Without kernel channels in its mask NCCL gives such a number
+// to the next call it counts; the captured or replayed operations only
+// share it. So on every rank a graph-like holder of such a number gives up
+// its slot: a rank that captured or replayed but never issued the next call
+// is then absent from that call, not taken to have joined it. A match left
+// with no holder at all is removed.
 void ReleaseGraphHolders(Model* m, std::vector<uint32_t>* shared) {
   if (shared->empty()) return;
   std::sort(shared->begin(), shared->end());
