@@ -200,7 +200,7 @@ void Profiler::ChooseCompletions() {
   // NCCL's kernel-channel instrumentation is what this replaces: it costs
   // the same whatever the plugin does with it. Kept only when asked for raw.
   config_.nccl_mask |= nccl::kKernelLaunch;
-  if (!((config_.raw_kinds >> kEvKernelCh) & 1)) config_.nccl_mask &= ~static_cast<uint64_t>(nccl::kKernelCh);
+  if (kernelch_fast_) config_.nccl_mask &= ~static_cast<uint64_t>(nccl::kKernelCh);
   wanted_kinds_ |= 1u << kEvKernelLaunch;
   launch_fast_ = !((config_.raw_kinds >> kEvKernelLaunch) & 1);
 }

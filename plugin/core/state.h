@@ -30,8 +30,8 @@ enum SlotState : uint32_t { kSlotFree = 0, kSlotLive = 1, kSlotDone = 2 };
 
 // One communicator. What every event NCCL starts on it reads (Profiler::
 // KnownContext's range check, the Profiler, the file-local index, whether
-// it is finalized, the capture answer) is in its first cache line; a
-// context is two whole lines, so the range check is a mask.
+// it is finalized, the capture answer) is in its first cache line; its
+// size is a power of two (two lines), so the range check is a mask.
 struct alignas(64) Context {
   Profiler* prof = nullptr;
   uint16_t comm = 0;  // file-local index
@@ -58,7 +58,7 @@ struct alignas(64) Context {
   std::unique_ptr<std::atomic<uint32_t>[]> recv_seq;
   std::string name;
 };
-static_assert(sizeof(Context) == 128, "two cache lines: OwnsContext's range check is a mask");
+static_assert((sizeof(Context) & (sizeof(Context) - 1)) == 0, "OwnsContext's range check is a mask");
 
 // One event handle. Fields read by the writer thread are atomics; the rest
 // belong to the threads NCCL calls us from, ordered by NCCL itself.
