@@ -32,6 +32,8 @@ ABSL_FLAG(std::vector<std::string>, baseline, {}, "check: the baseline stats JSO
 ABSL_FLAG(std::string, junit, "", "check: also write a JUnit XML report");
 ABSL_FLAG(std::string, tolerance, "", "check: METRIC=PCT,... (repeatable)");
 ABSL_FLAG(bool, strict, false, "check: baseline rows missing from the run fail too");
+ABSL_FLAG(std::vector<std::string>, allow_incomplete, {},
+          "check: incomplete evidence that does not fail the gate (cuda-graphs)");
 ABSL_FLAG(std::string, job, "", "read only the files of this job id");
 ABSL_FLAG(std::vector<std::string>, fr, {},
           "diagnose: PyTorch Flight Recorder dumps (files or folders, comma-separated) besides those among the inputs");
@@ -178,7 +180,8 @@ constexpr char kStatsUsage[] =
 
 constexpr char kCheckUsage[] =
     "usage: ncclwatch check --baseline FILE [--baseline FILE]... [--tolerance METRIC=PCT]...\n"
-    "                       [--junit FILE] [--strict] [--format=text|json] FILE|DIR...\n"
+    "                       [--junit FILE] [--strict] [--allow-incomplete=cuda-graphs]\n"
+    "                       [--format=text|json] FILE|DIR...\n"
     "\n"
     "The CI gate: compares the run's stats with a baseline made by\n"
     "'ncclwatch stats --format=json' (rows of the same communicator name and\n"
@@ -203,6 +206,13 @@ constexpr char kCheckUsage[] =
     "  --junit FILE              also write a JUnit XML report for CI systems\n"
     "  --strict                  baseline rows missing from the run, and NOISY\n"
     "                            metrics, fail too (by default: reported only)\n"
+    "  --allow-incomplete=cuda-graphs\n"
+    "                            pass a job that ran NCCL calls captured into\n"
+    "                            CUDA graphs: those cannot be matched across\n"
+    "                            ranks, so they are not checked, and the PASS\n"
+    "                            line says so. Only where every process that\n"
+    "                            ran them finalized its communicators; any\n"
+    "                            other gap in the evidence still fails\n"
     "  --format=json             the report as JSON (proto/stats.proto CheckReport)\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
@@ -281,7 +291,8 @@ const Command kCommands[] = {
     {"merge", kMergeUsage, {"format", "out", "job"}, {}},
     {"export", kExportUsage, {"format", "out", "job", "from", "to", "around_finding", "ranks"}, {"ranks"}},
     {"stats", kStatsUsage, {"format", "job", "out"}, {}},
-    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "format", "job", "out"}, {"tolerance", "baseline"}},
+    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "allow_incomplete", "format", "job", "out"},
+     {"tolerance", "baseline", "allow_incomplete"}},
     {"dump", kDumpUsage, {"summary", "out"}, {}},
     {"summarize", kSummarizeUsage, {"out", "window", "max_kb_per_rank", "job", "collectives"}, {"collectives"}},
     {"watch",
@@ -514,6 +525,10 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
   const std::string tolerance = absl::GetFlag(FLAGS_tolerance);
   std::string error;
   if (!tolerance.empty() && !ParseTolerance(tolerance, &opts, &error)) {
+    err << who << error << "\n";
+    return 2;
+  }
+  if (!ParseAllowIncomplete(absl::GetFlag(FLAGS_allow_incomplete), &opts, &error)) {
     err << who << error << "\n";
     return 2;
   }

@@ -160,6 +160,9 @@ TEST(Cli, BadValuesAndOtherCommandsFlagsAreUsageErrors) {
   const Result missing = Nw({"merge", "--format"});
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.err.find("--format needs a value"), std::string::npos) << missing.err;
+  const Result allow = Nw({"check", "--baseline", "b.json", "--allow-incomplete=all", kSkip});
+  EXPECT_EQ(allow.status, 2);
+  EXPECT_NE(allow.err.find("--allow-incomplete takes cuda-graphs"), std::string::npos) << allow.err;
   EXPECT_EQ(Nw({"frobnicate", kSkip}).status, 2);
   EXPECT_EQ(Nw({}).status, 2);
 }

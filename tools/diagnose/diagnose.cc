@@ -25,13 +25,25 @@ using namespace diagnose_internal;  // NOLINT: the implementation's own parts
 
 namespace {
 
+// One reason the evidence is incomplete, and its kind (what `check
+// --allow-incomplete` may accept). Made from the text alone for kind OTHER,
+// which most reasons are.
+struct Gap {
+  Gap(std::string t, report::IncompleteKind k = report::INCOMPLETE_OTHER)  // NOLINT: implicit on purpose
+      : text(std::move(t)), kind(k) {}
+  std::string text;
+  report::IncompleteKind kind;
+};
+using Gaps = std::vector<Gap>;
+
 // Why the evidence cannot carry a verdict on its own: what is missing,
 // damaged or lost, one short reason each, the most telling first.
-std::vector<std::string> Incomplete(const Ctx& c) {
+// `error_found`: a finding of error severity explains how the job ended.
+Gaps Incomplete(const Ctx& c, bool error_found) {
   const Model& m = c.m;
-  std::vector<std::string> why;
+  Gaps why;
   if (m.comms.empty() || m.ops.empty())
-    why.push_back(m.comms.empty() ? "the files hold no communicator" : "the files hold no operation");
+    why.emplace_back(m.comms.empty() ? "the files hold no communicator" : "the files hold no operation");
   // Files missing: the communicator missing the most ranks, and the launcher's world.
   uint32_t worst = kNone;
   int32_t worst_missing = 0;
@@ -92,10 +104,24 @@ std::vector<std::string> Incomplete(const Ctx& c) {
     if (m.procs[pi].graph_repeats > 0) repeated.push_back(pi);
   if (!repeated.empty()) {
     const Op& first = m.ops[m.procs[repeated[0]].graph_repeat_op];
-    why.push_back(c.Names(repeated) +
-                  " ran NCCL calls captured into CUDA graphs, which NCCL does not number apart from the next "
-                  "call (" + c.OpName(first) + " on " + c.CommLabel(first.comm) +
-                  " held by several operations), so those operations cannot be matched across ranks");
+    why.emplace_back(c.Names(repeated) +
+                         " ran NCCL calls captured into CUDA graphs, which NCCL does not number apart from the next "
+                         "call (" + c.OpName(first) + " on " + c.CommLabel(first.comm) +
+                         " held by several operations), so those operations cannot be matched across ranks",
+                     report::INCOMPLETE_CUDA_GRAPHS);
+    // NCCL reports no end of a graph's operations. A process that finalized
+    // every communicator did not stop inside one (a replay that hangs holds
+    // the next call behind it on the stream, or the host at its next sync);
+    // one that ended otherwise may have, unless a finding already says how
+    // it ended: a gap the gate never accepts.
+    std::vector<uint32_t> unfinished;
+    for (uint32_t pi = 0; pi < m.procs.size() && !error_found; ++pi)
+      if (!m.procs[pi].graph_like_ops.empty() && !(m.procs[pi].finalized && m.procs[pi].clean))
+        unfinished.push_back(pi);
+    if (!unfinished.empty())
+      why.push_back(c.Names(unfinished) + (unfinished.size() == 1 ? " ended" : " each ended") +
+                    " without finalizing every communicator, after NCCL calls captured into CUDA graphs, whose "
+                    "ends NCCL does not report: whether one of them hung is unknown");
   }
   // NCCL's mask lost what a verdict needs (MaskChangeLoss): the same loss on
   // several processes (RAS sets the mask for the whole job) is one reason.
@@ -241,9 +267,9 @@ std::string CauseTag(const Finding& f) {
   }
 }
 
-std::string Reasons(const std::vector<std::string>& why) {
+std::string Reasons(const Gaps& why) {
   std::string s;
-  for (size_t i = 0; i < why.size() && i < 2; ++i) s += (i ? "; " : "") + why[i];
+  for (size_t i = 0; i < why.size() && i < 2; ++i) s += (i ? "; " : "") + why[i].text;
   if (why.size() > 2) s += "; and " + std::to_string(why.size() - 2) + " more (Input)";
   return s;
 }
@@ -414,11 +440,14 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
     d.set_verdict(v);
   }
   // A verdict on incomplete or damaged evidence says so first, and is never OK.
-  std::vector<std::string> why = Incomplete(c);
+  Gaps why = Incomplete(c, error_found);
   if (arrivals_unjudged && !error_found)
     why.push_back("the summaries let go " + Plural(model.summary_let_go, "operation", "operations") +
                   ", whose arrival times (stragglers, late ranks) are not judged");
-  for (const std::string& w : why) d.add_incomplete(w);
+  for (const Gap& w : why) {
+    d.add_incomplete(w.text);
+    d.add_incomplete_kinds(w.kind);
+  }
   if (gap) {
     // What the summaries could not settle may be where the fault is: no
     // finding of the windows names a culprit.

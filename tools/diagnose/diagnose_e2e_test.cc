@@ -133,6 +133,8 @@ enum class Then {
   kRank1SkipsLast, // rank 1 never issues #2
   kRank1SkipsNext, // rank 1 never issues the next call, nor anything after it
   kNothing,        // no rank issues anything after the graph, and none finalizes (killed)
+  kRank1Unfinalized,  // as kHealthy, but rank 1 never finalizes (killed after its last call)
+  kRank1NotClean,     // as kHealthy, but rank 1's finalize says not every communicator was
 };
 std::string GraphJob(Numbered how, Then then) {
   const std::string dir = TempDir();
@@ -157,11 +159,14 @@ std::string GraphJob(Numbered how, Then then) {
       b.Coll(w, "AllReduce", 1, 1024, t + 40 * kMs, skip_next ? testing::kNever : static_cast<int64_t>(t + 45 * kMs),
              event);
     const bool skip_last = then == Then::kRank1SkipsLast;
-    if (then == Then::kHealthy || (skip_last && rank == 0))
+    const bool all_calls = then == Then::kHealthy || then == Then::kRank1Unfinalized || then == Then::kRank1NotClean;
+    if (all_calls || (skip_last && rank == 0))
       b.Coll(w, "AllReduce", 2, 1024, t + 50 * kMs, skip_last ? testing::kNever : static_cast<int64_t>(t + 55 * kMs),
              event);
-    b.Heartbeats(kSec, 12 * kSec);
-    if (then != Then::kNothing) b.Finalize(12 * kSec, then == Then::kHealthy);
+    const bool killed = then == Then::kRank1Unfinalized && rank == 1;
+    b.Heartbeats(kSec, killed ? 6 * kSec : 12 * kSec);
+    if (then != Then::kNothing && !killed)
+      b.Finalize(12 * kSec, all_calls && !(then == Then::kRank1NotClean && rank == 1));
     EXPECT_TRUE(b.WriteTo(dir + "/" + b.FileName()));
   }
   return dir;
@@ -194,6 +199,37 @@ TEST(DiagnoseE2E, GraphNumbersAreNamedNotDamage) {
                                 0),
               0u)
         << d.verdict();
+    // The one gap `check --allow-incomplete=cuda-graphs` accepts, alone.
+    ASSERT_EQ(d.incomplete_kinds_size(), d.incomplete_size());
+    EXPECT_EQ(d.incomplete_size(), 1) << d.verdict();
+    EXPECT_EQ(d.incomplete_kinds(0), report::INCOMPLETE_CUDA_GRAPHS);
+  }
+}
+
+// A process that ended without finalizing every communicator may have
+// stopped inside a graph's operation, whose end NCCL does not report: a
+// second gap, which no gate option accepts, even though every call NCCL
+// counted completed. One killed outright is a finding of its own.
+TEST(DiagnoseE2E, AGraphJobWithARankNotFinalizedIsNeverOnlyAGraphGap) {
+  for (Numbered how : {Numbered::kReplays, Numbered::kCapturedOnce}) {
+    Model killed_m;
+    report::Diagnosis killed = DiagnoseGraphJob(how, Then::kRank1Unfinalized, &killed_m);
+    ASSERT_GE(killed.findings_size(), 1) << killed.verdict();
+    EXPECT_EQ(killed.findings(0).severity(), report::SEVERITY_ERROR) << killed.verdict();
+    EXPECT_NE(killed.verdict().find("DEAD: rank 1 stopped without finalizing"), std::string::npos) << killed.verdict();
+
+    Model m;
+    report::Diagnosis d = DiagnoseGraphJob(how, Then::kRank1NotClean, &m);
+    EXPECT_EQ(ExitStatus(d), 3) << d.verdict();
+    ASSERT_EQ(d.incomplete_kinds_size(), d.incomplete_size());
+    ASSERT_EQ(d.incomplete_size(), 2) << d.verdict();
+    EXPECT_EQ(d.incomplete(0), kGraphReason);
+    EXPECT_EQ(d.incomplete_kinds(0), report::INCOMPLETE_CUDA_GRAPHS);
+    EXPECT_EQ(d.incomplete(1),
+              "rank 1 ended without finalizing every communicator, after NCCL calls captured into CUDA graphs, "
+              "whose ends NCCL does not report: whether one of them hung is unknown");
+    EXPECT_EQ(d.incomplete_kinds(1), report::INCOMPLETE_OTHER);
+    EXPECT_NE(d.verdict().find(d.incomplete(1)), std::string::npos) << d.verdict();
   }
 }
 

@@ -268,6 +268,45 @@ std::vector<std::string> CheckMetrics() {
   return v;
 }
 
+namespace {
+
+// --allow-incomplete's names, each with the kind it accepts.
+constexpr std::pair<const char*, report::IncompleteKind> kAllowable[] = {
+    {"cuda-graphs", report::INCOMPLETE_CUDA_GRAPHS},
+};
+
+std::string AllowName(report::IncompleteKind kind) {
+  for (const auto& [name, k] : kAllowable)
+    if (k == kind) return name;
+  return report::IncompleteKind_Name(kind);
+}
+
+}  // namespace
+
+bool ParseAllowIncomplete(const std::vector<std::string>& args, CheckOptions* opts, std::string* error) {
+  for (const std::string& arg : args) {
+    std::stringstream ss(arg);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      if (part.empty()) continue;
+      bool known = false;
+      for (const auto& [name, kind] : kAllowable)
+        if (part == name) {
+          opts->allow_incomplete.insert(kind);
+          known = true;
+        }
+      if (!known) {
+        std::string names;
+        for (const auto& [name, kind] : kAllowable) names += (names.empty() ? "" : ", ") + std::string(name);
+        *error = "--allow-incomplete takes " + names +
+                 " (operations captured into CUDA graphs, which cannot be matched across ranks); got '" + part + "'";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool ParseTolerance(const std::string& arg, CheckOptions* opts, std::string* error) {
   std::stringstream ss(arg);
   std::string part;
@@ -470,6 +509,7 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
     else ++res.ok;
   }
   res.strict = opts.strict;
+  res.allow_incomplete = opts.allow_incomplete;
   return res;
 }
 
@@ -478,7 +518,18 @@ void AddFindings(const report::Diagnosis& d, CheckResult* r) {
     r->findings.push_back(f);
     if (f.severity() == report::SEVERITY_ERROR) ++r->error_findings;
   }
-  r->incomplete.assign(d.incomplete().begin(), d.incomplete().end());
+  r->incomplete.clear();
+  r->accepted_incomplete.clear();
+  for (int i = 0; i < d.incomplete_size(); ++i) {
+    // A diagnosis without kinds (older JSON) has none to accept.
+    const report::IncompleteKind kind = i < d.incomplete_kinds_size()
+                                            ? static_cast<report::IncompleteKind>(d.incomplete_kinds(i))
+                                            : report::INCOMPLETE_OTHER;
+    if (kind != report::INCOMPLETE_OTHER && r->allow_incomplete.count(kind) > 0)
+      r->accepted_incomplete.emplace_back(kind, d.incomplete(i));
+    else
+      r->incomplete.push_back(d.incomplete(i));
+  }
   r->diagnose_verdict = d.verdict();
 }
 
@@ -500,9 +551,15 @@ std::string Verdict(const CheckResult& r) {
     // A warning (a straggler) does not fail the gate, but it is said, as
     // diagnose says it.
     const bool warned = !r.findings.empty();
-    return "PASS: " + std::to_string(r.judged()) + " metric(s) judged, none regressed" +
-           (r.noisy ? "; " + std::to_string(r.noisy) + " too noisy to judge" : std::string()) +
-           ", no diagnose error" + (warned ? "; diagnose warns: " + r.diagnose_verdict : std::string());
+    std::string v = "PASS: " + std::to_string(r.judged()) + " metric(s) judged, none regressed" +
+                    (r.noisy ? "; " + std::to_string(r.noisy) + " too noisy to judge" : std::string()) +
+                    ", no diagnose error" + (warned ? "; diagnose warns: " + r.diagnose_verdict : std::string());
+    // What the pass does not cover, on its first line: no one reads a PASS
+    // further.
+    if (!r.accepted_incomplete.empty())
+      v += "; not checked (--allow-incomplete=" + AllowName(r.accepted_incomplete.front().first) +
+           "): " + r.accepted_incomplete.front().second;
+    return v;
   }
   std::vector<std::string> why;
   if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
@@ -572,6 +629,8 @@ void PrintCheck(const CheckResult& r, const CheckOptions& opts, std::ostream& ou
     out << "  " << SeverityName(f.severity()) << " " << report::FindingKind_Name(f.kind()) << ": "
         << Printable(f.summary()) << "\n";
   for (const std::string& w : r.incomplete) out << "  incomplete evidence: " << Printable(w) << "\n";
+  for (const auto& [kind, w] : r.accepted_incomplete)
+    out << "  incomplete evidence, accepted (--allow-incomplete=" << AllowName(kind) << "): " << Printable(w) << "\n";
 }
 
 stats::CheckReport CheckReportOf(const CheckResult& r) {
@@ -590,6 +649,7 @@ stats::CheckReport CheckReportOf(const CheckResult& r) {
   rep.set_baseline_runs(r.baseline_runs);
   for (const std::string& n : r.run_notes) rep.add_run_notes(SanitizeUtf8(n));
   for (const std::string& e : GateErrors(r)) rep.add_errors(SanitizeUtf8(e));
+  for (const auto& [kind, w] : r.accepted_incomplete) rep.add_accepted_incomplete(SanitizeUtf8(AllowName(kind) + ": " + w));
   for (const report::Finding& f : r.findings)
     (f.severity() == report::SEVERITY_ERROR ? rep.add_diagnose_errors() : rep.add_diagnose_warnings())
         ->assign(SanitizeUtf8(f.summary()));
@@ -650,26 +710,35 @@ std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
   // The gate itself: two cases of stable names, errors when it could not
   // judge (a gate that judged nothing has not passed; neither has one on
   // incomplete evidence), so that no FAIL reads as green in CI.
-  int gate_errors = 0;
-  auto gate_case = [&](const char* name, const std::string& error) {
+  int gate_errors = 0, gate_skipped = 0;
+  auto gate_case = [&](const char* name, const std::string& error, const std::string& skipped = "") {
     gate_cases << "    <testcase classname=\"check\" name=\"" << name << "\" time=\"0\"";
-    if (error.empty()) {
+    if (error.empty() && skipped.empty()) {
       gate_cases << "/>\n";
+      return;
+    }
+    if (error.empty()) {
+      // Accepted incomplete evidence: not checked, and said so.
+      ++gate_skipped;
+      gate_cases << ">\n      <skipped message=\"" << XmlEscape(skipped) << "\"/>\n    </testcase>\n";
       return;
     }
     ++gate_errors;
     gate_cases << ">\n      <error type=\"gate\" message=\"" << XmlEscape(error) << "\">" << XmlEscape(error)
                << "</error>\n    </testcase>\n";
   };
-  gate_case("evidence complete",
-            r.incomplete.empty() ? "" : "the evidence is incomplete: " + r.incomplete.front());
+  gate_case("evidence complete", r.incomplete.empty() ? "" : "the evidence is incomplete: " + r.incomplete.front(),
+            r.accepted_incomplete.empty()
+                ? ""
+                : "not checked (--allow-incomplete=" + AllowName(r.accepted_incomplete.front().first) +
+                      "): " + r.accepted_incomplete.front().second);
   std::vector<std::string> errors = GateErrors(r);
   gate_case("something judged", r.judged() == 0 ? errors.back() : "");
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"ncclwatch check\" tests=\"" << stats_tests + diag_tests + 2 << "\" failures=\""
-    << stats_failures + diag_failures << "\" errors=\"" << gate_errors << "\" skipped=\"" << stats_skipped
-    << "\" time=\"0\">\n";
+    << stats_failures + diag_failures << "\" errors=\"" << gate_errors << "\" skipped=\""
+    << stats_skipped + gate_skipped << "\" time=\"0\">\n";
   x << "  <testsuite name=\"stats\" tests=\"" << stats_tests << "\" failures=\"" << stats_failures
     << "\" errors=\"0\" skipped=\"" << stats_skipped << "\" time=\"0\">\n"
     << stats_cases.str() << "  </testsuite>\n";
@@ -677,7 +746,7 @@ std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
     << "\" errors=\"0\" skipped=\"0\" time=\"0\">\n"
     << diag_cases.str() << "  </testsuite>\n";
   x << "  <testsuite name=\"check\" tests=\"2\" failures=\"0\" errors=\"" << gate_errors
-    << "\" skipped=\"0\" time=\"0\">\n"
+    << "\" skipped=\"" << gate_skipped << "\" time=\"0\">\n"
     << gate_cases.str() << "  </testsuite>\n";
   x << "</testsuites>\n";
   return x.str();

@@ -36,7 +36,9 @@
 
 #include <map>
 #include <ostream>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "proto/report.pb.h"
@@ -51,6 +53,10 @@ struct CheckOptions {
   // have at least this many samples (100 for a p99): a bootstrap of fewer
   // sees too few distinct medians.
   uint32_t min_samples = 10;
+  // Kinds of incomplete evidence (Diagnosis.incomplete_kinds) that do not
+  // fail the gate: said on the PASS line, never silently. Only
+  // INCOMPLETE_CUDA_GRAPHS can be named (--allow-incomplete=cuda-graphs).
+  std::set<report::IncompleteKind> allow_incomplete;
 };
 
 // The defaults above.
@@ -60,6 +66,9 @@ std::vector<std::string> CheckMetrics();
 // "metric=pct" ("latency_p50=15", "busbw=5%"), "metric=off", or several of
 // them separated by commas; false with `error` otherwise.
 bool ParseTolerance(const std::string& arg, CheckOptions* opts, std::string* error);
+// The names --allow-incomplete takes ("cuda-graphs"), comma-separated or
+// one per element; false with `error` naming the known ones otherwise.
+bool ParseAllowIncomplete(const std::vector<std::string>& args, CheckOptions* opts, std::string* error);
 
 struct CheckResult {
   std::vector<stats::CheckItem> items;          // one per (row, metric), then missing and new rows
@@ -71,8 +80,12 @@ struct CheckResult {
   int error_findings = 0;
   std::string diagnose_verdict;                 // diagnose's first line, said again when it fails the gate
   bool strict = false;                          // CheckOptions::strict: missing and noisy fail
-  // Diagnosis.incomplete: the run's evidence is incomplete or damaged.
+  // Diagnosis.incomplete: the run's evidence is incomplete or damaged,
+  // less what CheckOptions::allow_incomplete accepts, which goes to
+  // `accepted_incomplete` with its kind.
   std::vector<std::string> incomplete;
+  std::vector<std::pair<report::IncompleteKind, std::string>> accepted_incomplete;
+  std::set<report::IncompleteKind> allow_incomplete;  // CheckOptions::allow_incomplete
   int judged() const { return regressed + improved + ok; }
   // Regressions, error findings, incomplete evidence, nothing judged (a
   // gate that judged nothing has not passed), missing and noisy if strict.
@@ -83,7 +96,8 @@ struct CheckResult {
 CheckResult CompareStats(const stats::Stats& baseline, const stats::Stats& run, const CheckOptions& opts);
 CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats::Stats& run,
                          const CheckOptions& opts);
-// Adds diagnose's findings (fails on those of error severity).
+// Adds diagnose's findings (fails on those of error severity) and why its
+// evidence is incomplete (fails, unless of an allowed kind).
 void AddFindings(const report::Diagnosis& d, CheckResult* r);
 
 // The readable report: "PASS" or "FAIL: why" on the first line, then what

@@ -299,6 +299,46 @@ TEST(CheckRecordings, ALateRankFailsAndJUnitNamesIt) {
 }
 
 // Baselines of several runs of one job pool their samples.
+// Jobs that ran NCCL calls captured into CUDA graphs (PyTorch 2.11 on
+// H200s): the gate fails them on incomplete evidence by default, since a
+// graph's operations cannot be matched. --allow-incomplete=cuda-graphs
+// passes the healthy ones, and says what it did not check; the hangs still
+// fail, on their finding. (graph-capture-events-2r-2gpu is too short to
+// judge any metric: there it takes away the incomplete evidence only.)
+TEST(CheckRecordings, CudaGraphJobsPassOnlyWhenAllowedAndHealthy) {
+  {
+    const char* dir = "testdata/torch/graph-capture-events-2r-2gpu";
+    const std::string self = WriteBaseline(StatsOfRecording(dir), "graph-capture");
+    const Gate g = Check({self}, dir, {"--allow-incomplete=cuda-graphs"});
+    EXPECT_EQ(g.json.verdict().rfind("FAIL: nothing was judged", 0), 0u) << g.json.verdict();
+    EXPECT_EQ(g.json.verdict().find("incomplete"), std::string::npos) << g.json.verdict();
+    EXPECT_EQ(g.json.accepted_incomplete_size(), 1);
+  }
+  for (const char* dir : {"testdata/torch/graph-replay-events-4r"}) {
+    SCOPED_TRACE(dir);
+    const std::string self = WriteBaseline(StatsOfRecording(dir), "graph-self");
+    const Gate by_default = Check({self}, dir);
+    EXPECT_EQ(by_default.status, 1) << by_default.text;
+    EXPECT_EQ(by_default.json.verdict().rfind("FAIL: the evidence is incomplete (ranks 0", 0), 0u)
+        << by_default.json.verdict();
+    const Gate allowed = Check({self}, dir, {"--allow-incomplete=cuda-graphs"});
+    EXPECT_EQ(allowed.status, 0) << allowed.text;
+    EXPECT_NE(allowed.json.verdict().find("; not checked (--allow-incomplete=cuda-graphs): ranks 0"), std::string::npos)
+        << allowed.json.verdict();
+    EXPECT_NE(allowed.json.verdict().find("captured into CUDA graphs"), std::string::npos);
+    ASSERT_EQ(allowed.json.accepted_incomplete_size(), 1);
+    EXPECT_TRUE(allowed.json.errors().empty());
+    EXPECT_NE(allowed.xml.find("<skipped message=\"not checked (--allow-incomplete=cuda-graphs)"), std::string::npos);
+  }
+  for (const char* dir : {"testdata/torch/graph-skip-events-4r", "testdata/torch/graph-skip-events-2r-2gpu"}) {
+    SCOPED_TRACE(dir);
+    const Gate g = Check({WriteBaseline(StatsOfRecording(dir), "graph-skip")}, dir, {"--allow-incomplete=cuda-graphs"});
+    EXPECT_EQ(g.status, 1) << g.text;
+    EXPECT_NE(g.json.verdict().find("HANG: rank 1 never joined AllReduce #6"), std::string::npos) << g.json.verdict();
+    EXPECT_TRUE(Contains(g.junit.failing, "diagnose.MISSING_RANK", "rank 1")) << g.xml;
+  }
+}
+
 TEST(CheckRecordings, SeveralBaselineRuns) {
   const std::string a = WriteBaseline(StatsOfRecording("testdata/torch/healthy-channels-4r"), "r1");
   const std::string b = WriteBaseline(StatsOfRecording("testdata/torch/healthy-events-4r"), "r2");

@@ -271,6 +271,78 @@ TEST(CheckTest, IncompleteEvidenceFails) {
   EXPECT_EQ(out.str().rfind("FAIL: the evidence is incomplete (no file for rank 3", 0), 0u) << out.str();
 }
 
+TEST(CheckTest, ParseAllowIncomplete) {
+  CheckOptions o = DefaultCheckOptions();
+  std::string error;
+  EXPECT_TRUE(o.allow_incomplete.empty());  // nothing accepted unless asked
+  ASSERT_TRUE(ParseAllowIncomplete({"cuda-graphs"}, &o, &error)) << error;
+  EXPECT_EQ(o.allow_incomplete, std::set<report::IncompleteKind>{report::INCOMPLETE_CUDA_GRAPHS});
+  CheckOptions bad = DefaultCheckOptions();
+  EXPECT_FALSE(ParseAllowIncomplete({"cuda-graphs,everything"}, &bad, &error));
+  EXPECT_NE(error.find("--allow-incomplete takes cuda-graphs"), std::string::npos) << error;
+  EXPECT_NE(error.find("got 'everything'"), std::string::npos) << error;
+}
+
+// --allow-incomplete=cuda-graphs accepts that one gap, says so on the PASS
+// line, in the JSON and as a JUnit skip, and nothing else.
+TEST(CheckTest, OnlyTheAllowedKindOfIncompleteEvidencePasses) {
+  stats::Stats s = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50)});
+  const std::string graphs =
+      "ranks 0,1 ran NCCL calls captured into CUDA graphs, which NCCL does not number apart from the next call "
+      "(AllReduce #1 on comm 'world' (2 ranks) held by several operations), so those operations cannot be matched "
+      "across ranks";
+  report::Diagnosis d;
+  d.add_incomplete(graphs);
+  d.add_incomplete_kinds(report::INCOMPLETE_CUDA_GRAPHS);
+  CheckOptions allow = DefaultCheckOptions();
+  std::string error;
+  ASSERT_TRUE(ParseAllowIncomplete({"cuda-graphs"}, &allow, &error)) << error;
+
+  CheckResult by_default = CompareStats(s, s, DefaultCheckOptions());
+  AddFindings(d, &by_default);
+  EXPECT_TRUE(by_default.failed());
+
+  CheckResult r = CompareStats(s, s, allow);
+  AddFindings(d, &r);
+  EXPECT_FALSE(r.failed());
+  std::ostringstream out;
+  PrintCheck(r, allow, out);
+  const std::string first = out.str().substr(0, out.str().find('\n'));
+  EXPECT_EQ(first.rfind("PASS: ", 0), 0u) << first;
+  EXPECT_NE(first.find("; not checked (--allow-incomplete=cuda-graphs): " + graphs), std::string::npos) << first;
+  const stats::CheckReport rep = CheckReportOf(r);
+  EXPECT_TRUE(rep.passed());
+  ASSERT_EQ(rep.accepted_incomplete_size(), 1);
+  EXPECT_EQ(rep.accepted_incomplete(0), "cuda-graphs: " + graphs);
+  const std::string xml = JUnitXml(r, allow);
+  EXPECT_NE(xml.find("<skipped message=\"not checked (--allow-incomplete=cuda-graphs): ranks 0,1"), std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("<testsuite name=\"check\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"1\""),
+            std::string::npos)
+      << xml;
+
+  // Any other gap beside it fails, and the FAIL line names that one.
+  report::Diagnosis more = d;
+  more.add_incomplete("rank 1 ended without finalizing every communicator, after NCCL calls captured into CUDA graphs");
+  more.add_incomplete_kinds(report::INCOMPLETE_OTHER);
+  CheckResult r2 = CompareStats(s, s, allow);
+  AddFindings(more, &r2);
+  EXPECT_TRUE(r2.failed());
+  std::ostringstream out2;
+  PrintCheck(r2, allow, out2);
+  EXPECT_EQ(out2.str().rfind("FAIL: the evidence is incomplete (rank 1 ended without finalizing", 0), 0u) << out2.str();
+  EXPECT_NE(JUnitXml(r2, allow).find("<error type=\"gate\" message=\"the evidence is incomplete: rank 1 ended"),
+            std::string::npos);
+
+  // A reason without its kind (a diagnosis written before kinds) is never
+  // accepted, whatever its words.
+  report::Diagnosis unkinded;
+  unkinded.add_incomplete(graphs);
+  CheckResult r3 = CompareStats(s, s, allow);
+  AddFindings(unkinded, &r3);
+  EXPECT_TRUE(r3.failed());
+}
+
 TEST(CheckTest, FailsOnErrorFindingsOnly) {
   stats::Stats s = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50)});
   report::Diagnosis d;
