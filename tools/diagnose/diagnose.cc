@@ -113,15 +113,16 @@ Gaps Incomplete(const Ctx& c, bool error_found) {
     // every communicator did not stop inside one (a replay that hangs holds
     // the next call behind it on the stream, or the host at its next sync);
     // one that ended otherwise may have, unless a finding already says how
-    // it ended: a gap the gate never accepts.
+    // it ended: a gap the gate never accepts. Every process of the job is
+    // asked, not only those whose graph operations are in view (a summary
+    // or a window may have let them go).
     std::vector<uint32_t> unfinished;
     for (uint32_t pi = 0; pi < m.procs.size() && !error_found; ++pi)
-      if (!m.procs[pi].graph_like_ops.empty() && !(m.procs[pi].finalized && m.procs[pi].clean))
-        unfinished.push_back(pi);
+      if (!(m.procs[pi].finalized && m.procs[pi].clean)) unfinished.push_back(pi);
     if (!unfinished.empty())
       why.push_back(c.Names(unfinished) + (unfinished.size() == 1 ? " ended" : " each ended") +
-                    " without finalizing every communicator, after NCCL calls captured into CUDA graphs, whose "
-                    "ends NCCL does not report: whether one of them hung is unknown");
+                    " without finalizing every communicator, in a job that ran NCCL calls captured into CUDA "
+                    "graphs, whose ends NCCL does not report: whether one of them hung is unknown");
   }
   // NCCL's mask lost what a verdict needs (MaskChangeLoss): the same loss on
   // several processes (RAS sets the mask for the whole job) is one reason.

@@ -226,10 +226,22 @@ TEST(DiagnoseE2E, AGraphJobWithARankNotFinalizedIsNeverOnlyAGraphGap) {
     EXPECT_EQ(d.incomplete(0), kGraphReason);
     EXPECT_EQ(d.incomplete_kinds(0), report::INCOMPLETE_CUDA_GRAPHS);
     EXPECT_EQ(d.incomplete(1),
-              "rank 1 ended without finalizing every communicator, after NCCL calls captured into CUDA graphs, "
-              "whose ends NCCL does not report: whether one of them hung is unknown");
+              "rank 1 ended without finalizing every communicator, in a job that ran NCCL calls captured into "
+              "CUDA graphs, whose ends NCCL does not report: whether one of them hung is unknown");
     EXPECT_EQ(d.incomplete_kinds(1), report::INCOMPLETE_OTHER);
     EXPECT_NE(d.verdict().find(d.incomplete(1)), std::string::npos) << d.verdict();
+
+    // The same from a per-node summary that let the graph's operations go.
+    const std::string dir = GraphJob(how, Then::kRank1NotClean);
+    const std::string summary = dir + "/node.ncclsummary";
+    std::ostringstream sout, serr, out, err;
+    ASSERT_EQ(RunCli({"ncclwatch", "summarize", "--window", "1", "-o", summary, dir}, sout, serr), 0) << serr.str();
+    EXPECT_EQ(RunCli({"ncclwatch", "diagnose", "--format=json", summary}, out, err), 3) << err.str();
+    report::Diagnosis from_summary;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out.str(), &from_summary).ok()) << out.str();
+    ASSERT_EQ(from_summary.incomplete_kinds_size(), 2) << from_summary.verdict();
+    EXPECT_EQ(from_summary.incomplete_kinds(0), report::INCOMPLETE_CUDA_GRAPHS);
+    EXPECT_EQ(from_summary.incomplete(1), d.incomplete(1));
   }
 }
 

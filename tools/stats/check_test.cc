@@ -323,7 +323,7 @@ TEST(CheckTest, OnlyTheAllowedKindOfIncompleteEvidencePasses) {
 
   // Any other gap beside it fails, and the FAIL line names that one.
   report::Diagnosis more = d;
-  more.add_incomplete("rank 1 ended without finalizing every communicator, after NCCL calls captured into CUDA graphs");
+  more.add_incomplete("rank 1 ended without finalizing every communicator, in a job that ran NCCL calls captured into CUDA graphs");
   more.add_incomplete_kinds(report::INCOMPLETE_OTHER);
   CheckResult r2 = CompareStats(s, s, allow);
   AddFindings(more, &r2);
