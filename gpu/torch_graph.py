@@ -2,7 +2,7 @@
 """A PyTorch all-reduce captured into a CUDA graph, N ranks on one GPU (NCCL_HOSTID per rank).
 
     NCCL_NVLS_ENABLE=0 NCCL_PROFILER_PLUGIN=... NCCLWATCH_DIR=... python3 gpu/torch_graph.py [N] [--gpus]
-        [--skip-next R]
+        [--skip-next R] [--replays N] [--eager N]
 
 --gpus: rank r on GPU r instead (one node: NVLink or shared memory, no network transfers, so
 NCCL starts the captured call's operations once, at the capture, rather than per replay).
@@ -11,8 +11,11 @@ all-reduce after the replays (NCCL gives it the captured call's number): it slee
 while the others wait in it, until PyTorch's watchdog (a 10 s process-group timeout in this mode)
 ends the job. ncclwatch must name rank R as the one that never joined it.
 
+--replays N, --eager N: replay the graph N times (default 3), and run N eager all-reduces after
+it (default 3): enough of them for `ncclwatch check` to judge a run against a baseline.
+
 Each rank runs eager all-reduces, captures one into a CUDA graph (after a warm-up on a side
-stream, as PyTorch asks), replays the graph 3 times, then runs eager all-reduces again, and checks
+stream, as PyTorch asks), replays the graph, then runs eager all-reduces again, and checks
 every result. It prints "rank R ok" per rank and "ok" at the end; any wrong sum, or a capture the
 plugin broke (an event recorded into the capture, or queried during it, invalidates it), ends
 it with an error.
@@ -33,7 +36,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 
-def worker(rank, world, gpus, skip_rank):
+def worker(rank, world, gpus, skip_rank, replays, eager):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631")
     if not gpus:
         os.environ.update(NCCL_HOSTID=f"host{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
@@ -65,7 +68,7 @@ def worker(rank, world, gpus, skip_rank):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         dist.all_reduce(x)
-    for i in range(3):
+    for i in range(replays):
         x.fill_(1.0)
         graph.replay()
         expect(float(world), f"graph replay {i}")
@@ -73,7 +76,7 @@ def worker(rank, world, gpus, skip_rank):
         print(f"rank {rank} skips the next all-reduce and sleeps", flush=True)
         time.sleep(90)
         raise RuntimeError(f"rank {rank}: still alive after the others' timeout")
-    for _ in range(3):
+    for _ in range(eager):
         x.fill_(1.0)
         dist.all_reduce(x)
         expect(float(world), "eager after the graph")
@@ -84,12 +87,19 @@ def worker(rank, world, gpus, skip_rank):
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    skip = -1
-    if "--skip-next" in argv:
-        i = argv.index("--skip-next")
-        skip = int(argv[i + 1])
+
+    def option(name, default):
+        if name not in argv:
+            return default
+        i = argv.index(name)
+        value = int(argv[i + 1])
         del argv[i:i + 2]
+        return value
+
+    skip = option("--skip-next", -1)
+    replays = option("--replays", 3)
+    eager = option("--eager", 3)
     args = [a for a in argv if a != "--gpus"]
     n = int(args[0]) if args else 4
-    mp.spawn(worker, args=(n, "--gpus" in argv, skip), nprocs=n)
+    mp.spawn(worker, args=(n, "--gpus" in argv, skip, replays, eager), nprocs=n)
     print("ok")

@@ -330,6 +330,29 @@ TEST(CheckRecordings, CudaGraphJobsPassOnlyWhenAllowedAndHealthy) {
     EXPECT_TRUE(allowed.json.errors().empty());
     EXPECT_NE(allowed.xml.find("<skipped message=\"not checked (--allow-incomplete=cuda-graphs)"), std::string::npos);
   }
+  // Two runs of one graph job (graph-gate): run 2 against run 1 passes
+  // only when allowed, and a slowdown still fails when allowed.
+  const std::string run1 = "testdata/torch/graph-gate-run1-events-4r", run2 = "testdata/torch/graph-gate-run2-events-4r";
+  const std::string base = WriteBaseline(StatsOfRecording(run1), "graph-run1");
+  EXPECT_EQ(Check({base}, run2).status, 1);
+  const Gate rerun = Check({base}, run2, {"--allow-incomplete=cuda-graphs"});
+  EXPECT_EQ(rerun.status, 0) << rerun.text;
+  EXPECT_GE(rerun.json.ok(), 3) << rerun.text;
+  EXPECT_NE(rerun.json.verdict().find("; not checked (--allow-incomplete=cuda-graphs): ranks 0-3 ran NCCL calls"),
+            std::string::npos)
+      << rerun.json.verdict();
+  stats::Stats fast = StatsOfRecording(run1);
+  for (stats::StatRow& r : *fast.mutable_rows()) {
+    for (double& v : *r.mutable_latency_us()) v /= 3;
+    if (r.has_latency_p50_us()) r.set_latency_p50_us(r.latency_p50_us() / 3);
+    if (r.has_busbw_gbps()) r.set_busbw_gbps(r.busbw_gbps() * 3);
+  }
+  const Gate slower = Check({WriteBaseline(fast, "graph-fast")}, run2, {"--allow-incomplete=cuda-graphs"});
+  EXPECT_EQ(slower.status, 1) << slower.text;
+  EXPECT_EQ(slower.json.verdict().rfind("FAIL: ", 0), 0u);
+  EXPECT_GT(slower.json.regressed(), 0) << slower.text;
+  EXPECT_EQ(slower.json.verdict().find("incomplete"), std::string::npos) << slower.json.verdict();
+
   for (const char* dir : {"testdata/torch/graph-skip-events-4r", "testdata/torch/graph-skip-events-2r-2gpu"}) {
     SCOPED_TRACE(dir);
     const Gate g = Check({WriteBaseline(StatsOfRecording(dir), "graph-skip")}, dir, {"--allow-incomplete=cuda-graphs"});
