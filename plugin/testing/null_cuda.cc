@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include <atomic>
 
@@ -65,7 +67,11 @@ int cuThreadExchangeStreamCaptureMode(int* mode) {
 // With NULLCUDA_LAUNCH_TOUCH_KB=N it writes one byte in each cache line of
 // N KiB of its own, as a real driver's launch walks its own state: the
 // lines the plugin touched before it may then be gone (BENCHMARKS.md, "The
-// launching thread's own path").
+// launching thread's own path"). With NULLCUDA_LAUNCH_CODE_KB=N it also
+// runs code in each cache line of N KiB of its own (a jump to the next
+// line, then a return), as a real driver's launch runs far more code than
+// the first-level instruction cache holds: the plugin's own code may then
+// be gone too.
 __attribute__((noinline)) void nullcuda_launch(void* stream) {
   static const size_t touch = [] {
     const char* v = getenv("NULLCUDA_LAUNCH_TOUCH_KB");
@@ -74,6 +80,23 @@ __attribute__((noinline)) void nullcuda_launch(void* stream) {
   static char* const buf = touch > 0 ? static_cast<char*>(calloc(touch, 1)) : nullptr;
   if (buf != nullptr)
     for (size_t off = 0; off < touch; off += 64) buf[off] = static_cast<char>(buf[off] + 1);
+  static void (*const code)() = [] {
+    const char* v = getenv("NULLCUDA_LAUNCH_CODE_KB");
+    const size_t n = v != nullptr ? static_cast<size_t>(strtoul(v, nullptr, 10)) * 1024 : size_t{0};
+    if (n == 0) return static_cast<void (*)()>(nullptr);
+    void* m = mmap(nullptr, n + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return static_cast<void (*)()>(nullptr);
+    auto* bytes = static_cast<unsigned char*>(m);
+    memset(bytes, 0x90, n);  // nop
+    for (size_t off = 0; off + 64 <= n; off += 64) {
+      bytes[off] = 0xeb;  // jmp rel8: to the next line
+      bytes[off + 1] = 62;
+    }
+    bytes[n] = 0xc3;  // ret
+    if (mprotect(m, n + 1, PROT_READ | PROT_EXEC) != 0) return static_cast<void (*)()>(nullptr);
+    return reinterpret_cast<void (*)()>(m);
+  }();
+  if (code != nullptr) code();
   __asm__ volatile("" : : "r"(stream) : "memory");
 }
 
