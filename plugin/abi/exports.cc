@@ -153,7 +153,7 @@ void StartCommon(void* context, void** handle, const EventDesc& d) {
 // on 2x H200: every file held no operation). Not on a context we did not
 // make or one that is turned off.
 // `api`: the calling table's version, not the Profiler's (the first init's).
-void GroupFallback(int api, void* context, void** handle, EventKind kind) {
+__attribute__((hot)) void GroupFallback(int api, void* context, void** handle, EventKind kind) {
   if (api > 4 || kind != kEvGroup || handle == nullptr || *handle != nullptr) return;
   if (Profiler::KnownContext(context) != nullptr) *handle = GroupToken();
 }
@@ -163,7 +163,7 @@ void GroupFallback(int api, void* context, void** handle, EventKind kind) {
 // group (its states) and once at its stop, on the launching thread.
 inline bool Empty(void* handle) { return handle == nullptr || IsGroupApiToken(handle) || handle == GroupToken(); }
 
-nccl::Result Stop(void* handle) noexcept {
+__attribute__((hot)) nccl::Result Stop(void* handle) noexcept {
   if (Empty(handle)) return nccl::kSuccess;
   SlotOfHandle(handle)->ctx->prof->Stop(handle);
   return nccl::kSuccess;
@@ -185,7 +185,7 @@ nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept 
   return nccl::kSuccess;
 }
 
-nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept {
+__attribute__((hot)) nccl::Result StateV4(void* handle, int state, nccl::StateArgsV4* args) noexcept {
   if (Empty(handle)) return nccl::kSuccess;
   StateArgs a;
   if (args != nullptr) {
@@ -552,7 +552,7 @@ bool CopyV7(const nccl::DescrV7& e, EventDesc* d) {
 // startEvent of v4 and later: one body, the version's descriptor copy as a
 // template argument (inlined: this is every event's path).
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
-nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
+__attribute__((hot)) nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
   constexpr int kApi = std::is_same<D, nccl::DescrV4>::value ? 4 : 5;
   if (handle != nullptr) *handle = nullptr;
   if (e == nullptr) return nccl::kSuccess;
@@ -601,7 +601,7 @@ nccl::Result StartV4Plus(void* context, void** handle, D* e) noexcept {
 constexpr uint64_t kLaunchThreadTypes = nccl::kGroupApi | nccl::kCollApi | nccl::kP2pApi | nccl::kKernelLaunch;
 
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
-__attribute__((noinline)) nccl::Result LaunchThreadStart(void* context, void** handle, D* e) noexcept {
+__attribute__((noinline, hot)) nccl::Result LaunchThreadStart(void* context, void** handle, D* e) noexcept {
   const uint64_t type = e->type;
   Context* c = Profiler::KnownContext(context);
   if (__builtin_expect(c != nullptr, 1)) {
@@ -636,7 +636,7 @@ __attribute__((noinline)) nccl::Result LaunchThreadStart(void* context, void** h
 }
 
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
-nccl::Result StartV5Plus(void* context, void** handle, D* e) noexcept {
+__attribute__((hot)) nccl::Result StartV5Plus(void* context, void** handle, D* e) noexcept {
   if (e != nullptr && (e->type & kLaunchThreadTypes) != 0) return LaunchThreadStart<D, Copy>(context, handle, e);
   return StartV4Plus<D, Copy>(context, handle, e);
 }

@@ -93,9 +93,9 @@ thread_local TokenBlock t_tokens{0, 0};
 
 }  // namespace
 
-void* GroupToken() { return g_group_token; }
+__attribute__((hot)) void* GroupToken() { return g_group_token; }
 
-void* NewGroupApiToken() {
+__attribute__((hot)) void* NewGroupApiToken() {
   TokenBlock& b = t_tokens;
   if (b.next == b.end) {
     const uint64_t block = g_group_api_blocks.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -120,7 +120,7 @@ void Profiler::ThreadExit(void* buf) {
   static_cast<ThreadBuf*>(buf)->owner.store(kBufOrphaned, std::memory_order_release);
 }
 
-ThreadBuf* Profiler::CurrentThread() {
+__attribute__((hot)) ThreadBuf* Profiler::CurrentThread() {
   ThreadState& t = t_thread;
   if (__builtin_expect(t.gen == generation_, 1)) {
     if (__builtin_expect(t.buf != nullptr, 1)) return t.buf;
@@ -131,7 +131,7 @@ ThreadBuf* Profiler::CurrentThread() {
   return ClaimThread();
 }
 
-ThreadBuf* Profiler::ClaimThread() {
+__attribute__((cold)) ThreadBuf* Profiler::ClaimThread() {
   ThreadState& t = t_thread;
   t.gen = generation_;
   t.buf = nullptr;
@@ -155,11 +155,11 @@ ThreadBuf* Profiler::ClaimThread() {
   return nullptr;  // callers count what they drop for want of a buffer
 }
 
-void Profiler::NoBuffer() { no_thread_slot_.fetch_add(1, std::memory_order_relaxed); }
+__attribute__((cold)) void Profiler::NoBuffer() { no_thread_slot_.fetch_add(1, std::memory_order_relaxed); }
 
 // A free slot becomes live for a new event: a new id, every field at its
 // initial value, published by the state.
-void Profiler::Claim(ThreadBuf* tb, Slot* s) {
+__attribute__((hot)) void Profiler::Claim(ThreadBuf* tb, Slot* s) {
   s->id.store(NewId(tb), std::memory_order_relaxed);
   s->op_id.store(0, std::memory_order_relaxed);
   s->parent = nullptr;
@@ -198,7 +198,7 @@ void Profiler::InitLaunchSlot(ThreadBuf* tb) {
   s->state.store(kSlotDone, std::memory_order_release);
 }
 
-Slot* Profiler::AllocSlot(ThreadBuf* tb) {
+__attribute__((hot)) Slot* Profiler::AllocSlot(ThreadBuf* tb) {
   const uint32_t mask = tb->nslots - 1;
   for (uint32_t i = 0; i < kAllocTries; ++i) {
     Slot* s = &tb->slots[tb->cursor];
@@ -234,7 +234,7 @@ Slot* Profiler::SpareSlot(ThreadBuf* tb) {
   return nullptr;
 }
 
-Slot* Profiler::ValidParent(void* p) {
+__attribute__((hot)) Slot* Profiler::ValidParent(void* p) {
   if (p == nullptr || p == g_group_token || IsGroupApiToken(p)) return nullptr;
   auto* s = static_cast<Slot*>(p);
   if (SlotIsOurs(p) && s->state.load(std::memory_order_acquire) != kSlotFree) return s;
@@ -243,7 +243,7 @@ Slot* Profiler::ValidParent(void* p) {
   return nullptr;
 }
 
-Rec* Profiler::ReserveOpRecord(ThreadBuf* tb) {
+__attribute__((hot)) Rec* Profiler::ReserveOpRecord(ThreadBuf* tb) {
   Rec* r = tb->ring.Reserve();
   if (r == nullptr) OwnerIncrement(tb->counters.ring_full);
   return r;
@@ -257,7 +257,7 @@ Rec* Profiler::ReserveRawRecord(ThreadBuf* tb) {
 
 // ------------------------------------------------------------------ hot path
 
-void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now) {
+__attribute__((hot)) void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now) {
   Context* ctx = s->ctx;
   Rec& r = s->rec;
   r.kind = kRecOp;
@@ -331,7 +331,7 @@ void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc& d, uint64_t now) {
   s->tracked.store(tracked ? 1 : 0, std::memory_order_relaxed);
 }
 
-void* Profiler::StartKernelLaunch(Context* ctx, const void* stream, const void* group_api) {
+__attribute__((hot)) void* Profiler::StartKernelLaunch(Context* ctx, const void* stream, const void* group_api) {
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) {
@@ -343,12 +343,12 @@ void* Profiler::StartKernelLaunch(Context* ctx, const void* stream, const void* 
   return StartLaunch(tb, ctx, stream, group_api, nullptr);
 }
 
-void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg, const void* group_api,
-                           const EventDesc* raw) {
+__attribute__((hot)) void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
+                                                const void* group_api, const EventDesc* raw) {
   // No clock read here unless the launch is captured raw: the writer needs
   // only the launch's number on its stream (every read is paid on NCCL's
   // launching thread, BENCHMARKS.md).
-  const uint64_t now = raw != nullptr ? Ticks() : 0;
+  const uint64_t now = __builtin_expect(raw != nullptr, 0) ? Ticks() : 0;
   Slot* s = tb->launch;
   const uint64_t id = NewId(tb);
   s->id.store(id, std::memory_order_relaxed);
@@ -374,14 +374,15 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
   int capturing = 0;
   const uint64_t hint = IsGroupApiToken(group_api) ? ctx->capture_hint.load(std::memory_order_relaxed) : 0;
   const bool answered = hint != 0 && (hint & ~uint64_t{1}) == reinterpret_cast<uintptr_t>(group_api);
-  if (answered) capturing = static_cast<int>(hint & 1);
+  if (__builtin_expect(answered, 1)) capturing = static_cast<int>(hint & 1);
   if (!answered && cuda_.stream_is_capturing(stream, &capturing) != kCudaSuccess) {
     r.flags = kFlagNoEvent;
-  } else if (capturing != 0) {
+  } else if (__builtin_expect(capturing != 0, 0)) {
     r.flags = kFlagGraph;
   } else {
     StreamEvents* ev = streams_->For(stream);
-    if (sampled_ && ev != nullptr && !ev->Due(Ticks(), interval_ticks_.load(std::memory_order_relaxed))) {
+    if (__builtin_expect(sampled_, 0) && ev != nullptr &&
+        !ev->Due(Ticks(), interval_ticks_.load(std::memory_order_relaxed))) {
       // Sampled, and the stream recorded events less than the interval ago:
       // none here. Its place in stream order (the number the next launch
       // that records will take) is read at its stop, after its kernel is
@@ -391,19 +392,19 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
     } else {
       uint64_t n = 0;
       bool ok = false;
-      if (ev != nullptr) {
+      if (__builtin_expect(ev != nullptr, 1)) {
         n = ev->Next();
         // The event before the kernel tells "never started" from "started" in
         // a stuck report; NCCLWATCH_START_EVENTS=0 saves its cost.
         ok = !start_events_ || cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
         // The thread's cached ring may be a destroyed context's whose stream
         // handle came back: the stream's ring in the current context, once.
-        if (!ok && (ev = streams_->Again(stream)) != nullptr) {
+        if (__builtin_expect(!ok, 0) && (ev = streams_->Again(stream)) != nullptr) {
           n = ev->Next();
           ok = cuda_.event_record(ev->before(n), stream) == kCudaSuccess;
         }
       }
-      if (ok) {
+      if (__builtin_expect(ok, 1)) {
         r.launch.events = ev;
         r.launch.n = n;
         if (!start_events_) r.flags |= kFlagNoStartEvent;
@@ -412,23 +413,23 @@ void* Profiler::StartLaunch(ThreadBuf* tb, Context* ctx, const void* stream_arg,
       }
     }
   }
-  if (raw != nullptr) StartRaw(tb, s, *raw, now);
+  if (__builtin_expect(raw != nullptr, 0)) StartRaw(tb, s, *raw, now);
   OwnerIncrement(tb->counters.recorded);
   return s;
 }
 
-void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
+__attribute__((hot)) void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   Rec& r = s->rec;
   auto* ev = static_cast<StreamEvents*>(r.launch.events);
   void* stream = reinterpret_cast<void*>(r.launch.stream);
-  if (r.launch.unsampled != 0) {
+  if (__builtin_expect(r.launch.unsampled != 0, 0)) {
     // Read after the kernel was queued: a launch that another thread numbered
     // (and so recorded) before can only have queued its events before this
     // kernel, so this launch is never placed before an event that does not
     // cover it. One numbered in between places it later than it is: its
     // completion is seen later, never early.
     r.launch.n = ev->issued();
-  } else if (ev != nullptr && cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess) {
+  } else if (ev != nullptr && __builtin_expect(cuda_.event_record(ev->after(r.launch.n), stream) != kCudaSuccess, 0)) {
     // Without an event before the kernel, the ring was not tried at the
     // start (StartLaunch): the stream's ring in the current context, once.
     StreamEvents* again = (r.flags & kFlagNoStartEvent) ? streams_->Again(stream) : nullptr;
@@ -442,7 +443,7 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
     }
   }
   bool sent = false;
-  if (tb != nullptr) {
+  if (__builtin_expect(tb != nullptr, 1)) {
     if (Rec* out = ReserveOpRecord(tb)) {
       memcpy(out, &r, sizeof(Rec));
       tb->ring.Commit();
@@ -459,7 +460,7 @@ void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   t_launch = {generation_, s->ctx, r.id, static_cast<uint16_t>(r.flags & (kFlagGraph | kFlagNoEvent))};
 }
 
-void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
+__attribute__((cold)) void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
   Rec* r = ReserveRawRecord(tb);
   if (r == nullptr) return;
   memset(r, 0, sizeof(Rec));
@@ -590,7 +591,7 @@ void Profiler::KernelChStopped(Slot* op, uint64_t now) {
   MaybeComplete(op, now);
 }
 
-void* Profiler::StartOp(Context* ctx, const OpDesc& d) {
+__attribute__((hot)) void* Profiler::StartOp(Context* ctx, const OpDesc& d) {
   if (ctx == nullptr || !IsOp(d.kind)) return nullptr;
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
@@ -601,7 +602,7 @@ void* Profiler::StartOp(Context* ctx, const OpDesc& d) {
   return StartOpIn(tb, ctx, d);
 }
 
-void* Profiler::StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d) {
+__attribute__((hot)) void* Profiler::StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d) {
   const uint64_t now = Ticks();
   Slot* s = AllocSlot(tb);
   const bool spare = s == nullptr;
@@ -776,7 +777,7 @@ void Profiler::CompleteInSlot(Slot* op) {
   threads_[k / kPerThread].done_in_slot.Raise(k % kPerThread);
 }
 
-void Profiler::Stop(void* handle) {
+__attribute__((hot)) void Profiler::Stop(void* handle) {
   if (handle == nullptr) return;
   if (Slot* op = OpOfKernelCh(handle)) {
     KernelChStopped(op, 0);
@@ -785,7 +786,9 @@ void Profiler::Stop(void* handle) {
   auto* s = static_cast<Slot*>(handle);
   ThreadBuf* tb = CurrentThread();
   const uint32_t kind = s->kind.load(std::memory_order_relaxed);
-  if (kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_ && !s->raw) {
+  // The launch's stop first and in line: NCCL's launching thread pays for
+  // every cache line of code it runs after the driver's launch.
+  if (__builtin_expect(kind == kEvKernelLaunch && s->rec.kind == kRecLaunch && events_ && !s->raw, 1)) {
     // No clock read: nothing reads a launch record's times (the writer
     // needs its stream, events and number), and NCCL's launching thread
     // pays for every read. Captured raw, its stop below has a time.

@@ -78,7 +78,7 @@ thread_local StreamCache t_stream_cache{nullptr, nullptr, nullptr};
 
 }  // namespace
 
-StreamEvents* StreamTable::For(void* stream) {
+__attribute__((hot)) StreamEvents* StreamTable::For(void* stream) {
   StreamCache& cache = t_stream_cache;
   // A dead ring (its context destroyed: a destroyed context's or stream's
   // address may come back for a new one) is never handed out again.
@@ -86,7 +86,7 @@ StreamEvents* StreamTable::For(void* stream) {
   return Lookup(stream);
 }
 
-StreamEvents* StreamTable::Lookup(void* stream) {
+__attribute__((cold)) StreamEvents* StreamTable::Lookup(void* stream) {
   void* cu_ctx = nullptr;
   if (cuda_->ctx_get_current(&cu_ctx) != kCudaSuccess || cu_ctx == nullptr) return nullptr;
   auto find = [&](size_t n) -> StreamEvents* {
@@ -116,7 +116,7 @@ StreamEvents* StreamTable::Lookup(void* stream) {
   return events;
 }
 
-StreamEvents* StreamTable::Again(void* stream) {
+__attribute__((cold)) StreamEvents* StreamTable::Again(void* stream) {
   t_stream_cache = {nullptr, nullptr, nullptr};
   return Lookup(stream);
 }
