@@ -86,7 +86,10 @@ __attribute__((hot)) StreamEvents* StreamTable::For(void* stream) {
   return Lookup(stream);
 }
 
-__attribute__((cold)) StreamEvents* StreamTable::Lookup(void* stream) {
+// Not cold: a thread that launches for several communicators on their own
+// streams in turn (tensor and data parallel groups from one thread) comes
+// here on every launch.
+StreamEvents* StreamTable::Lookup(void* stream) {
   void* cu_ctx = nullptr;
   if (cuda_->ctx_get_current(&cu_ctx) != kCudaSuccess || cu_ctx == nullptr) return nullptr;
   auto find = [&](size_t n) -> StreamEvents* {
