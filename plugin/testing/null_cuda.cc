@@ -72,17 +72,18 @@ int cuThreadExchangeStreamCaptureMode(int* mode) {
 // line, then a return), as a real driver's launch runs far more code than
 // the first-level instruction cache holds: the plugin's own code may then
 // be gone too.
+static size_t EnvKiB(const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr ? static_cast<size_t>(strtoul(v, nullptr, 10)) * 1024 : size_t{0};
+}
+
 __attribute__((noinline)) void nullcuda_launch(void* stream) {
-  static const size_t touch = [] {
-    const char* v = getenv("NULLCUDA_LAUNCH_TOUCH_KB");
-    return v != nullptr ? static_cast<size_t>(strtoul(v, nullptr, 10)) * 1024 : size_t{0};
-  }();
+  static const size_t touch = EnvKiB("NULLCUDA_LAUNCH_TOUCH_KB");
   static char* const buf = touch > 0 ? static_cast<char*>(calloc(touch, 1)) : nullptr;
   if (buf != nullptr)
     for (size_t off = 0; off < touch; off += 64) buf[off] = static_cast<char>(buf[off] + 1);
   static void (*const code)() = [] {
-    const char* v = getenv("NULLCUDA_LAUNCH_CODE_KB");
-    const size_t n = v != nullptr ? static_cast<size_t>(strtoul(v, nullptr, 10)) * 1024 : size_t{0};
+    const size_t n = EnvKiB("NULLCUDA_LAUNCH_CODE_KB");
     if (n == 0) return static_cast<void (*)()>(nullptr);
     void* m = mmap(nullptr, n + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return static_cast<void (*)()>(nullptr);

@@ -117,8 +117,9 @@ Gaps Incomplete(const Ctx& c, bool error_found) {
     // asked, not only those whose graph operations are in view (a summary
     // or a window may have let them go).
     std::vector<uint32_t> unfinished;
-    for (uint32_t pi = 0; pi < m.procs.size() && !error_found; ++pi)
-      if (!(m.procs[pi].finalized && m.procs[pi].clean)) unfinished.push_back(pi);
+    if (!error_found)
+      for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
+        if (!(m.procs[pi].finalized && m.procs[pi].clean)) unfinished.push_back(pi);
     if (!unfinished.empty())
       why.push_back(c.Names(unfinished) + (unfinished.size() == 1 ? " ended" : " each ended") +
                     " without finalizing every communicator, in a job that ran NCCL calls captured into CUDA "
