@@ -17,7 +17,7 @@
 #include "tools/export/timeline.h"
 #include "tools/progress.h"
 #include "tools/stats/check.h"
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 
 // Every flag of every subcommand, in one place; each subcommand accepts only
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,

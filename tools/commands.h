@@ -16,7 +16,7 @@
 #include "tools/export/timeline.h"
 #include "tools/model/model.h"
 #include "tools/stats/check.h"
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 
 namespace ncclwatch::tools {
 

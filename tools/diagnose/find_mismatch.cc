@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tools/model/semantics.h"
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 namespace {

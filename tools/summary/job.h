@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "tools/model/model.h"
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 #include "tools/summary/summary.h"
 
 namespace ncclwatch::tools {

@@ -22,7 +22,7 @@
 #include "tools/model/op_key.h"
 #include "tools/reader/reader.h"
 #include "tools/stats/stats.h"
-#include "tools/watch/file_window.h"
+#include "tools/model/file_window.h"
 
 namespace ncclwatch::tools {
 namespace {

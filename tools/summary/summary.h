@@ -2,7 +2,7 @@
 // ranks, reduced to what diagnose needs, so that one merge reads a small
 // file per node instead of every rank's full trace.
 //
-// A summary keeps, per process, its FileWindow (tools/watch/file_window.h:
+// A summary keeps, per process, its FileWindow (tools/model/file_window.h:
 // definitions, operations with completions folded in, the latest heartbeat,
 // drops and stuck reports) with, per (rank, communicator), every operation
 // not safely completed plus the last `window` ones; it lets go the older
@@ -34,7 +34,7 @@
 #include "proto/summary.pb.h"
 #include "proto/trace.pb.h"
 #include "tools/model/model.h"
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 
 namespace ncclwatch::tools {
 

@@ -8,7 +8,7 @@
 // suffices.
 //
 // Each Poll(): list the trace files under the paths (new ones appear as
-// ranks start), read what each gained (tools/watch/file_window.h), build
+// ranks start), read what each gained (tools/model/file_window.h), build
 // the model of the kept windows and diagnose it. It ends:
 //  - when every file is finalized (or damage ended its reading): the
 //    verdict is diagnose's, with diagnose's options;
@@ -60,7 +60,7 @@
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/liveness.h"
 #include "tools/model/model.h"
-#include "tools/watch/file_window.h"
+#include "tools/model/file_window.h"
 
 namespace ncclwatch::tools {
 

@@ -24,7 +24,7 @@
 #include "tools/reader/reader.h"
 #include "tools/testing/memory_limit.h"
 #include "tools/testing/trace_builder.h"
-#include "tools/watch/headerless.h"
+#include "tools/testing/headerless.h"
 
 namespace ncclwatch::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,9 +1,9 @@
-// For the watch tests: a trace file's records framed again without its
+// For the tests of live readers (watch, FileWindow): a trace file's records framed again without its
 // process header, as a live trace truncated while the plugin appends looks
 // (the reader resolves start_delta_ns, so the operations keep their times).
 
-#ifndef TOOLS_WATCH_HEADERLESS_H_
-#define TOOLS_WATCH_HEADERLESS_H_
+#ifndef TOOLS_TESTING_HEADERLESS_H_
+#define TOOLS_TESTING_HEADERLESS_H_
 
 #include <stdint.h>
 
@@ -36,4 +36,4 @@ inline std::string Headerless(const std::string& bytes) {
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_WATCH_HEADERLESS_H_
+#endif  // TOOLS_TESTING_HEADERLESS_H_

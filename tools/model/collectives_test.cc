@@ -1,4 +1,4 @@
-#include "tools/summary/collectives.h"
+#include "tools/model/collectives.h"
 
 #include <gtest/gtest.h>
 

@@ -18,8 +18,8 @@
 //
 // Thread safety: pure functions.
 
-#ifndef TOOLS_SUMMARY_COLLECTIVES_H_
-#define TOOLS_SUMMARY_COLLECTIVES_H_
+#ifndef TOOLS_MODEL_COLLECTIVES_H_
+#define TOOLS_MODEL_COLLECTIVES_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,4 +66,4 @@ std::vector<CollectiveRange> RangesToAsk(uint64_t comm_hash, uint64_t from, uint
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_SUMMARY_COLLECTIVES_H_
+#endif  // TOOLS_MODEL_COLLECTIVES_H_

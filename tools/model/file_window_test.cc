@@ -2,7 +2,7 @@
 // as the whole file does; damage, a replaced or truncated file and a
 // bounded chunk are handled as file_window.h says.
 
-#include "tools/watch/file_window.h"
+#include "tools/model/file_window.h"
 
 #include <gtest/gtest.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include "tools/model/model.h"
 #include "tools/reader/reader.h"
 #include "tools/testing/trace_builder.h"
-#include "tools/watch/headerless.h"
+#include "tools/testing/headerless.h"
 
 namespace ncclwatch::tools {
 namespace {

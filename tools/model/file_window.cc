@@ -1,4 +1,4 @@
-#include "tools/watch/file_window.h"
+#include "tools/model/file_window.h"
 
 #include <errno.h>
 #include <string.h>

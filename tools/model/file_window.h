@@ -39,8 +39,8 @@
 // feeding a loader, up to 4,096 of its records parsed (about 1.5 MB).
 // Thread safety: one thread.
 
-#ifndef TOOLS_WATCH_FILE_WINDOW_H_
-#define TOOLS_WATCH_FILE_WINDOW_H_
+#ifndef TOOLS_MODEL_FILE_WINDOW_H_
+#define TOOLS_MODEL_FILE_WINDOW_H_
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -184,4 +184,4 @@ class FileWindow {
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_WATCH_FILE_WINDOW_H_
+#endif  // TOOLS_MODEL_FILE_WINDOW_H_
