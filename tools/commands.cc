@@ -23,7 +23,8 @@
 #include "tools/reader/reader.h"
 #include "tools/stats/openmetrics.h"
 #include "tools/stats/stats.h"
-#include "tools/summary/job.h"
+#include "tools/model/job.h"
+#include "tools/model/summary_merge.h"
 #include "tools/summary/summary.h"
 #include "tools/watch/watch.h"
 

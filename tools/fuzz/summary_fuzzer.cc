@@ -19,7 +19,8 @@
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
 #include "tools/stats/stats.h"
-#include "tools/summary/job.h"
+#include "tools/model/job.h"
+#include "tools/model/summary_merge.h"
 #include "tools/summary/summary.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

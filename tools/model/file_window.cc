@@ -5,9 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <google/protobuf/arena.h>
-
 #include <algorithm>
+#include <memory>
 
 namespace ncclwatch::tools {
 namespace {
@@ -32,8 +31,6 @@ constexpr uint64_t kMaxStuckBytes = 16ull << 20;
 // bounded whatever the file holds.
 constexpr size_t kMaxPlainRecordBytes = 4096;
 constexpr size_t kMaxWriteErrorBytes = 256;
-// Records parsed on one arena before it is let go (Feed): about 1.5 MB.
-constexpr size_t kFeedArenaRecords = 4096;
 
 void Trim(trace::Record* rec) {
   if (rec->ByteSizeLong() <= kMaxPlainRecordBytes) return;
@@ -177,14 +174,13 @@ void FileWindow::Append(Kind kind, trace::Record* rec, uint64_t offset, size_t* 
   Entry e;
   e.kind = kind;
   e.offset = offset;
-  e.record = rec->SerializeAsString();
+  e.bytes = rec->ByteSizeLong();
+  e.record = std::make_unique<trace::Record>(std::move(*rec));
   entries_.push_back(std::move(e));
 }
 
 void FileWindow::FoldDone(Entry* op, const trace::OpDone& done) {
-  trace::Record r;
-  if (!r.ParseFromString(op->record)) return;
-  trace::Op* o = r.mutable_op();
+  trace::Op* o = op->record->mutable_op();
   trace::OpDone* c = o->mutable_completion();
   *c = done;
   c->clear_event_id();
@@ -192,7 +188,7 @@ void FileWindow::FoldDone(Entry* op, const trace::OpDone& done) {
   // Folded, a completion is timed from the operation's start (trace.proto,
   // Op.completion); one before the start (a corrupt clock) becomes the start.
   c->set_done_after_start_ns(done.done_ns() > o->start_ns() ? done.done_ns() - o->start_ns() : 0);
-  op->record = r.SerializeAsString();
+  op->bytes = op->record->ByteSizeLong();
   op->completed = true;
 }
 
@@ -203,7 +199,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
     // says the file is no trace, as diagnose does. A file truncated while
     // the plugin appends starts so.
     has_records_ = true;
-    latest_batch_.clear();
+    latest_batch_.reset();
     Damage(offset, "the first record is not a process header: not a trace file, or one truncated while written; "
            "nothing of it is kept", true, notes);
     return;
@@ -216,7 +212,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
   switch (rec->body_case()) {
     case trace::Record::kBatch:
       Trim(rec);
-      latest_batch_ = rec->SerializeAsString();
+      latest_batch_ = std::make_unique<trace::Record>(std::move(*rec));
       latest_batch_offset_ = offset;
       return;
     case trace::Record::kStringDef:
@@ -261,13 +257,14 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
                       names_->Id(name == strings_.end() ? std::string() : name->second));
       e.completed = o->has_completion();
       Trim(rec);
-      e.record = rec->SerializeAsString();
+      e.bytes = rec->ByteSizeLong();
+      e.record = std::make_unique<trace::Record>(std::move(*rec));
       if (e.event_id != 0) {
         auto early = early_done_.find(e.event_id);
         if (early != early_done_.end()) {
-          trace::Record d;
-          if (d.ParseFromString(entries_[early->second].record)) FoldDone(&e, d.op_done());
+          FoldDone(&e, entries_[early->second].record->op_done());
           entries_[early->second].dead = true;
+          entries_[early->second].record.reset();
           early_done_.erase(early);
         }
         op_by_event_[e.event_id] = entries_.size();
@@ -284,10 +281,11 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       }
       // Its operation is still to come, or was let go. It waits here for
       // the first case, and is not part of the window's bytes on its own.
-      early_done_[rec->op_done().event_id()] = entries_.size();
+      const uint64_t event_id = rec->op_done().event_id();
+      early_done_[event_id] = entries_.size();
       early_order_.push_back(entries_.size());
       Append(Kind::kEarlyDone, rec, offset, nullptr);
-      entries_.back().event_id = rec->op_done().event_id();
+      entries_.back().event_id = event_id;
       while (early_order_.size() > kMaxEarlyDone) {
         Entry& old = entries_[early_order_.front()];
         early_order_.pop_front();
@@ -310,11 +308,11 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       stucks_.push_back(entries_.size());
       Append(Kind::kStuck, rec, offset, nullptr);
       uint64_t bytes = 0;
-      for (size_t i : stucks_) bytes += entries_[i].record.size();
+      for (size_t i : stucks_) bytes += entries_[i].bytes;
       while (stucks_.size() > kMaxStucks || (stucks_.size() > 1 && bytes > kMaxStuckBytes)) {
         entries_[stucks_.front()].dead = true;
-        bytes -= entries_[stucks_.front()].record.size();
-        entries_[stucks_.front()].record = std::string();  // let go of its bytes now
+        bytes -= entries_[stucks_.front()].bytes;
+        entries_[stucks_.front()].record.reset();  // let go of its bytes now
         stucks_.pop_front();
       }
       return;
@@ -324,7 +322,8 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
   }
   Append(Kind::kDef, rec, offset, nullptr);
   // A string's text is kept twice: in its record and in strings_.
-  def_bytes_ += entries_.back().record.size() + (rec->has_string_def() ? rec->string_def().text().size() : 0);
+  const trace::Record& kept = *entries_.back().record;
+  def_bytes_ += entries_.back().bytes + (kept.has_string_def() ? kept.string_def().text().size() : 0);
   if (++defs_ > kMaxDefs || def_bytes_ > kMaxDefBytes)
     Damage(offset, "more than " + std::to_string(kMaxDefs) + " definitions or " + std::to_string(kMaxDefBytes >> 20) +
            " MiB of them (strings, communicators), which no trace the plugin writes holds; stopped following it",
@@ -363,28 +362,17 @@ bool AsOf(uint64_t until, trace::Record* r) {
 
 bool FileWindow::Feed(ModelLoader* loader, uint64_t until) const {
   loader->BeginFile(path_);
-  // Each record is parsed into a message on an arena, let go every
-  // kFeedArenaRecords: parsed into one message again and again, the parse
-  // freed and allocated its Op and completion each time.
-  google::protobuf::Arena arena;
-  trace::Record* r = nullptr;
-  size_t on_arena = 0;
-  auto add = [&](const std::string& record, uint64_t offset) {
-    if (on_arena == kFeedArenaRecords) {
-      arena.Reset();
-      r = nullptr;
-      on_arena = 0;
-    }
-    if (r == nullptr) r = google::protobuf::Arena::CreateMessage<trace::Record>(&arena);
-    ++on_arena;
-    if (!r->ParseFromString(record) || (until != UINT64_MAX && !AsOf(until, r))) return;
-    loader->Add(*r, offset);
+  trace::Record as_of;  // a record as it stood at `until`, when that differs
+  auto add = [&](const trace::Record& r, uint64_t offset) {
+    if (until == UINT64_MAX) return loader->Add(r, offset);
+    as_of = r;
+    if (AsOf(until, &as_of)) loader->Add(as_of, offset);
   };
   for (const Entry& e : entries_)
-    if (!e.dead && e.kind != Kind::kEarlyDone) add(e.record, e.offset);
+    if (!e.dead && e.kind != Kind::kEarlyDone) add(*e.record, e.offset);
   // Last: the latest write's time is a sign of life. The operations before
   // it carry absolute start times, so the chain it starts matters to none.
-  if (!latest_batch_.empty()) add(latest_batch_, latest_batch_offset_);
+  if (latest_batch_ != nullptr) add(*latest_batch_, latest_batch_offset_);
   // The process wrote after `until`: it was alive then. A heartbeat says so
   // (the window keeps only its latest heartbeat, which may be later).
   if (until != UINT64_MAX && last_time_ > until) {
@@ -395,16 +383,18 @@ bool FileWindow::Feed(ModelLoader* loader, uint64_t until) const {
   return loader->EndFile(false, read_issues_);
 }
 
-void FileWindow::Records(std::vector<std::pair<uint64_t, std::string>>* out) const {
+std::vector<std::pair<uint64_t, const trace::Record*>> FileWindow::Records() const {
+  std::vector<std::pair<uint64_t, const trace::Record*>> out;
   for (const Entry& e : entries_)
-    if (!e.dead && e.kind != Kind::kEarlyDone) out->emplace_back(e.offset, e.record);
-  if (!latest_batch_.empty()) out->emplace_back(latest_batch_offset_, latest_batch_);
+    if (!e.dead && e.kind != Kind::kEarlyDone) out.emplace_back(e.offset, e.record.get());
+  if (latest_batch_ != nullptr) out.emplace_back(latest_batch_offset_, latest_batch_.get());
+  return out;
 }
 
 uint64_t FileWindow::bytes() const {
-  uint64_t n = latest_batch_.size();
+  uint64_t n = latest_batch_ != nullptr ? latest_batch_->ByteSizeLong() : 0;
   for (const Entry& e : entries_)
-    if (!e.dead) n += e.record.size();
+    if (!e.dead) n += e.bytes;
   return n;
 }
 

@@ -29,14 +29,19 @@
 // A file whose first record is not its header is no trace the model can
 // read: nothing of it is kept, and the follow ends with a note.
 //
+// Records are kept parsed, as read: a poll feeds them to the loader
+// without parsing them again (a parse was half of a poll's model building:
+// BENCHMARKS.md). A parsed operation takes about 340 bytes (trace::Record,
+// Op and its folded OpDone), some 6 times its serialized size.
+//
 // Memory, whatever the file holds: one chunk while reading (one record
 // longer than a chunk: up to TraceReader::kMaxRecordBytes), the operations
 // the caller keeps (Cut), each trimmed to the fields the model reads when
-// larger than 4 KiB (the plugin's are about 50 bytes), at most 64 MiB of
-// definitions (past that the follow ends, as damage), the latest 16 stuck
-// reports within 16 MiB (the latest one always), and one each of the
-// latest heartbeat, drops, GPU clock and Batch, trimmed alike; while
-// feeding a loader, up to 4,096 of its records parsed (about 1.5 MB).
+// larger than 4 KiB serialized (the plugin's are about 50 bytes), at most
+// 64 MiB of definitions, serialized (past that the follow ends, as
+// damage), the latest 16 stuck reports within 16 MiB serialized (the
+// latest one always), and one each of the latest heartbeat, drops, GPU
+// clock and Batch, trimmed alike.
 // Thread safety: one thread.
 
 #ifndef TOOLS_MODEL_FILE_WINDOW_H_
@@ -46,6 +51,7 @@
 #include <sys/types.h>
 
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -95,9 +101,10 @@ class FileWindow {
   // (the operation was in flight then), and a heartbeat at `until` when
   // the process wrote later (it was alive then). What EndFile returns.
   bool Feed(ModelLoader* loader, uint64_t until = UINT64_MAX) const;
-  // The records Feed() gives, serialized, each with its offset in the file,
-  // in the same order (a per-node summary keeps them: tools/summary/).
-  void Records(std::vector<std::pair<uint64_t, std::string>>* out) const;
+  // The records Feed() gives, each with its offset in the file, in the
+  // same order (a per-node summary keeps them: tools/summary/). They stay
+  // the window's: valid until its next Follow, LetGo or Cut.
+  std::vector<std::pair<uint64_t, const trace::Record*>> Records() const;
   // What the model of Feed() cannot know: where the real file is damaged
   // (its offsets, as LoadModel would set them), the operations let go, and,
   // `at_end`, that it ends in a cut record.
@@ -128,7 +135,8 @@ class FileWindow {
     OpKey key;
     uint64_t event_id = 0;  // kOp, kEarlyDone
     uint64_t offset = 0;    // in the file
-    std::string record;     // a serialized trace::Record
+    uint64_t bytes = 0;     // the record's serialized size, which the bounds count
+    std::unique_ptr<trace::Record> record;  // parsed once, as read
   };
   void Reset();
   void Ingest(trace::Record* rec, uint64_t offset, std::vector<std::string>* notes);
@@ -160,7 +168,7 @@ class FileWindow {
   bool said_unknown_ = false;  // read_issues_ holds the first record with unknown fields
 
   std::vector<Entry> entries_;
-  std::string latest_batch_;  // serialized; emitted last (a sign of life)
+  std::unique_ptr<trace::Record> latest_batch_;  // emitted last (a sign of life)
   uint64_t latest_batch_offset_ = 0;
   uint64_t last_time_ = 0;    // the latest write's time (file time)
   uint64_t ops_ = 0, defs_ = 0, def_bytes_ = 0;

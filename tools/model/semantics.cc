@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace ncclwatch::tools {
 namespace {
@@ -128,6 +129,26 @@ std::string EventMaskNames(uint64_t mask) {
     out += (out.empty() ? "" : "|") + std::string(hex);
   }
   return out;
+}
+
+namespace {
+
+int32_t Log2Floor(uint64_t v) {
+  int32_t k = -1;
+  while (v != 0) {
+    v >>= 1;
+    ++k;
+  }
+  return k;
+}
+
+}  // namespace
+
+int32_t BucketLog2(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes) {
+  double b = 0;
+  if (!OpBytes(f, datatype, count, nranks, &b)) return -2;
+  if (bytes != nullptr) *bytes = b;
+  return Log2Floor(static_cast<uint64_t>(std::llround(b)));  // -1 for 0 bytes
 }
 
 }  // namespace ncclwatch::tools

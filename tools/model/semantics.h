@@ -60,6 +60,11 @@ bool IsNcclDatatype(std::string_view name);
 // rank (nccl-tests doc/PERFORMANCE.md). False when the datatype is unknown.
 bool OpBytes(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes);
 
+// The size bucket of an operation (stats' StatRow.bucket_log2, a sample's
+// bucket in a summary): log2 of its bytes as OpBytes counts them, -1 for
+// 0 bytes, -2 when unknown. `bytes`: the bytes when known.
+int32_t BucketLog2(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes = nullptr);
+
 // nccl-tests' bus-bandwidth factor; false for a function it does not define.
 bool BusBwFactor(Func f, int32_t nranks, double* factor);
 

@@ -182,15 +182,6 @@ void SampledLateness(const Model& m, const SampledComm& sc, std::map<RankKey, Ra
   }
 }
 
-int32_t Log2Floor(uint64_t v) {
-  int32_t k = -1;
-  while (v != 0) {
-    v >>= 1;
-    ++k;
-  }
-  return k;
-}
-
 struct RowKey {
   std::string comm;
   std::string func;
@@ -321,12 +312,6 @@ int64_t Percentile(std::vector<int64_t>* v, double p) {
   return *nth;
 }
 
-int32_t BucketLog2(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes) {
-  double b = 0;
-  if (!OpBytes(f, datatype, count, nranks, &b)) return -2;
-  if (bytes != nullptr) *bytes = b;
-  return Log2Floor(static_cast<uint64_t>(std::llround(b)));  // -1 for 0 bytes
-}
 
 std::string CommKey(const Comm& c) {
   if (!c.name.empty()) return c.name;

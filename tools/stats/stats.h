@@ -40,10 +40,6 @@ std::string CommKey(const Comm& c);
 // "0 B", "512 B", "1 KiB", "64 MiB", "2 GiB" for 2^log2 bytes; "unknown" for -1.
 std::string BucketLabel(int32_t log2);
 
-// The size bucket (StatRow.bucket_log2) of an operation: log2 of its bytes
-// as nccl-tests counts them, -1 for 0 bytes, -2 when unknown. `bytes`: the
-// bytes when known.
-int32_t BucketLog2(Func f, std::string_view datatype, uint64_t count, int32_t nranks, double* bytes = nullptr);
 
 struct StatsOptions {
   // Each rank's first timed operations of a row left out of the timings as

@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "tools/diagnose/diagnose.h"
-#include "tools/summary/job.h"
+#include "tools/model/job.h"
+#include "tools/model/summary_merge.h"
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools {

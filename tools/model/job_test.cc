@@ -1,7 +1,8 @@
 // Summaries of synthetic long jobs (tools/testing/trace_builder.h): what a
 // merge of per-node summaries says against diagnose on the traces.
 
-#include "tools/summary/job.h"
+#include "tools/model/job.h"
+#include "tools/model/summary_merge.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,0 +1,282 @@
+#include "tools/model/summary_format.h"
+
+#include <algorithm>
+#include <atomic>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "tools/reader/reader.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+// The longest record of a summary: a process's window (kept bounded by
+// FileWindow; a GiB is no summary we write).
+constexpr uint64_t kMaxSummaryRecord = 1ull << 30;
+
+void Frame(const summary::SummaryRecord& r, std::string* out) {
+  google::protobuf::io::StringOutputStream raw(out);
+  google::protobuf::io::CodedOutputStream coded(&raw);
+  coded.WriteVarint64(r.ByteSizeLong());
+  r.SerializeWithCachedSizes(&coded);
+}
+
+// The length at `*pos`, which moves past it; false when the bytes there are
+// no whole varint.
+bool ReadLength(const std::string& b, size_t* pos, uint64_t* len) {
+  const size_t left = b.size() - *pos;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(b.data() + *pos),
+                                            static_cast<int>(std::min<size_t>(left, 10)));
+  if (!in.ReadVarint64(len)) return false;
+  *pos += static_cast<size_t>(in.CurrentPosition());
+  return true;
+}
+
+}  // namespace
+
+void SketchToProto(const Sketch& s, summary::Sketch* out) {
+  out->set_zeros(s.zeros());
+  out->set_sum(s.sum());
+  out->set_min(s.min());
+  out->set_max(s.max());
+  auto dense = [](const Sketch::Buckets& b, int32_t* offset,
+                  google::protobuf::RepeatedField<google::protobuf::uint64>* v) {
+    if (b.empty()) return;
+    *offset = b.begin()->first;
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      while (v->size() < it->first - *offset) v->Add(0);
+      v->Add(it->second);
+    }
+  };
+  int32_t off = 0;
+  dense(s.positive(), &off, out->mutable_pos());
+  out->set_pos_offset(off);
+  off = 0;
+  dense(s.negative(), &off, out->mutable_neg());
+  out->set_neg_offset(off);
+}
+
+bool SketchFromProto(const summary::Sketch& p, Sketch* out) {
+  auto sparse = [](int32_t offset, const google::protobuf::RepeatedField<google::protobuf::uint64>& v,
+                   Sketch::Buckets* b) {
+    // Far past any bound, or an offset no value has: damaged (and no
+    // overflow in offset + i below).
+    if (v.size() > static_cast<int>(Sketch::kMaxBuckets) * 4 || offset < 0 || offset > (1 << 16)) return false;
+    b->reserve(static_cast<size_t>(v.size() - std::count(v.begin(), v.end(), 0)));
+    for (int i = 0; i < v.size(); ++i)
+      if (v[i] != 0) b->push_back({offset + i, v[i]});
+    return true;
+  };
+  Sketch::Buckets pos, neg;
+  if (!sparse(p.pos_offset(), p.pos(), &pos) || !sparse(p.neg_offset(), p.neg(), &neg)) return false;
+  return Sketch::FromParts(std::move(pos), std::move(neg), p.zeros(), p.sum(), p.min(), p.max(), out);
+}
+
+void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest>& ranks,
+                const std::vector<std::string>& whole_comms, summary::SummaryProcess* out) {
+  out->set_digested(true);
+  for (const RowDigest& d : rows) {
+    summary::RowDigest* r = out->add_rows();
+    r->set_comm(d.comm);
+    r->set_nranks(d.nranks);
+    r->set_func(d.func);
+    r->set_bucket(d.bucket);
+    r->set_bytes_sum(d.bytes_sum);
+    r->set_bytes_n(d.bytes_n);
+    r->set_ops(d.ops);
+    r->set_incomplete(d.incomplete);
+    r->set_warmup(d.warmup);
+    r->set_calls(d.calls);
+    // Empty sketches are left out: most rows have GPU or CPU timing, not both.
+    if (!d.gpu.empty()) SketchToProto(d.gpu, r->mutable_gpu());
+    if (!d.cpu.empty()) SketchToProto(d.cpu, r->mutable_cpu());
+    if (!d.polled.empty()) SketchToProto(d.polled, r->mutable_polled());
+    if (!d.delay.empty()) SketchToProto(d.delay, r->mutable_delay());
+    if (!d.skew.empty()) SketchToProto(d.skew, r->mutable_skew());
+  }
+  for (const RankDigest& d : ranks) {
+    summary::RankDigest* r = out->add_ranks();
+    r->set_comm(d.comm);
+    r->set_nranks(d.nranks);
+    r->set_rank(d.rank);
+    if (!d.lateness.empty()) SketchToProto(d.lateness, r->mutable_lateness());
+  }
+  for (const std::string& c : whole_comms) out->add_whole_comms(c);
+}
+
+bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
+  if (!sp.digested()) return true;
+  std::vector<RowDigest> rows;
+  std::vector<RankDigest> ranks;
+  for (const summary::RowDigest& r : sp.rows()) {
+    // -2 unknown, -1 zero bytes, else log2 of a 64-bit size (stats.h BucketLabel).
+    if (r.bucket() < -2 || r.bucket() > 63) return false;
+    RowDigest d;
+    d.comm = r.comm();
+    d.nranks = r.nranks();
+    d.func = r.func();
+    d.bucket = r.bucket();
+    d.bytes_sum = r.bytes_sum();
+    d.bytes_n = r.bytes_n();
+    d.ops = r.ops();
+    d.incomplete = r.incomplete();
+    d.warmup = r.warmup();
+    d.calls = r.calls();
+    if (!SketchFromProto(r.gpu(), &d.gpu) || !SketchFromProto(r.cpu(), &d.cpu) ||
+        !SketchFromProto(r.polled(), &d.polled) || !SketchFromProto(r.delay(), &d.delay) ||
+        !SketchFromProto(r.skew(), &d.skew))
+      return false;
+    rows.push_back(std::move(d));
+  }
+  for (const summary::RankDigest& r : sp.ranks()) {
+    RankDigest d;
+    d.comm = r.comm();
+    d.nranks = r.nranks();
+    d.rank = r.rank();
+    if (!SketchFromProto(r.lateness(), &d.lateness)) return false;
+    ranks.push_back(std::move(d));
+  }
+  out->digested = true;
+  out->row_digests = std::move(rows);
+  out->rank_digests = std::move(ranks);
+  out->whole_comms.assign(sp.whole_comms().begin(), sp.whole_comms().end());
+  if (sp.has_arrivals()) {
+    const summary::ArrivalDigest& pa = sp.arrivals();
+    ArrivalDigest& a = out->arrivals;
+    a.valid = true;
+    a.threshold_s = pa.threshold_s();
+    a.fraction = pa.fraction();
+    a.total = pa.total();
+    a.late = pa.late();
+    a.median_lag_s = pa.median_lag_s();
+    a.max_lag_s = pa.max_lag_s();
+    a.gpu_held = pa.gpu_held();
+    for (const summary::ArrivalRow& pr : pa.rows())
+      a.rows.push_back(ArrivalRow{pr.comm_hash(), pr.func(), pr.total(), pr.late(), pr.median_lag_s(), pr.max_lag_s(),
+                                  pr.held_total(), pr.held_late(), pr.held_median_lag_s(), pr.held_max_lag_s(),
+                                  pr.held_host_lag_s()});
+  }
+  return true;
+}
+
+std::string EncodeSummary(const SummaryResult& s) {
+  std::string out;
+  summary::SummaryRecord r;
+  *r.mutable_header() = s.header;
+  Frame(r, &out);
+  for (const summary::SummaryProcess& p : s.procs) {
+    r.Clear();
+    *r.mutable_process() = p;
+    Frame(r, &out);
+  }
+  return out;
+}
+
+bool LooksLikeSummary(const std::string& head) {
+  size_t pos = 0;
+  uint64_t len = 0;
+  if (!ReadLength(head, &pos, &len) || len > head.size() - pos || len > 4096) return false;
+  summary::SummaryRecord r;
+  return r.ParseFromArray(head.data() + pos, static_cast<int>(len)) && r.has_header() &&
+         r.header().format() == kSummaryFormat;
+}
+
+bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error) {
+  size_t pos = 0;
+  bool first = true;
+  summary::SummaryRecord r;
+  while (pos < bytes.size()) {
+    const size_t at = pos;
+    uint64_t len = 0;
+    const std::string where = name + ": offset " + std::to_string(at) + ": ";
+    if (!ReadLength(bytes, &pos, &len)) {
+      *error = where + "the file ends inside a record's length (cut short?)";
+      return false;
+    }
+    if (len > bytes.size() - pos || len > kMaxSummaryRecord) {
+      *error = where + "a record of " + std::to_string(len) + " bytes, past the end of the file (" +
+               std::to_string(bytes.size() - pos) + " left): cut short or damaged";
+      return false;
+    }
+    if (!r.ParseFromArray(bytes.data() + pos, static_cast<int>(len))) {
+      *error = where + (first ? "not an ncclwatch summary (its first record is no summary header)"
+                              : "a record that does not parse: damaged");
+      return false;
+    }
+    pos += len;
+    if (first) {
+      if (!r.has_header() || r.header().format() != kSummaryFormat) {
+        *error = where + "not an ncclwatch summary (its first record is no summary header)";
+        return false;
+      }
+      if (r.header().version() > kSummaryVersion) {
+        *error = where + "summary format version " + std::to_string(r.header().version()) +
+                 ", newer than this ncclwatch reads (" + std::to_string(kSummaryVersion) +
+                 "): read it with a newer ncclwatch";
+        return false;
+      }
+      out->header = r.header();
+      first = false;
+      continue;
+    }
+    if (!r.has_process()) {
+      *error = where + "a record that is no process summary: damaged";
+      return false;
+    }
+    out->procs.push_back(std::move(*r.mutable_process()));
+  }
+  if (first) {
+    *error = name + ": empty: not an ncclwatch summary";
+    return false;
+  }
+  return true;
+}
+
+bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* error) {
+  std::string bytes;
+  RegularFile f;
+  if (!ReadFileHead(path, kMaxSummaryBytes + 1, &bytes, &f)) {
+    *error = "cannot read " + path + ": " + f.why;
+    return false;
+  }
+  if (bytes.size() > kMaxSummaryBytes) {
+    *error = path + ": more than " + std::to_string(kMaxSummaryBytes >> 30) + " GiB, more than a summary holds";
+    return false;
+  }
+  return ParseSummary(path, bytes, out, error);
+}
+
+void ReadSummaryFiles(const std::vector<std::string>& files, std::vector<SummaryResult>* out,
+                      std::vector<std::string>* errors) {
+  out->assign(files.size(), SummaryResult());
+  errors->assign(files.size(), std::string());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < files.size(); i = next.fetch_add(1)) {
+      std::string e;
+      if (!ReadSummaryFile(files[i], &(*out)[i], &e)) (*errors)[i] = e.empty() ? files[i] + ": unreadable" : e;
+    }
+  };
+  // Two threads at most: glibc gives each thread its own heap, and what a
+  // second thread parsed is freed into its heap as the model is built, out
+  // of the model's reach. At 16,384 ranks the merge's peak was 1.66 GB with
+  // one thread, 1.87 with two, 2.06 with four and 2.22 with eight
+  // (BENCHMARKS.md): a second halves the parsing, more only cost memory.
+  const size_t n = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 2, files.size()});
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had (a limit on the host): this one reads the rest
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace ncclwatch::tools

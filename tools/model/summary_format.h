@@ -1,0 +1,70 @@
+// The per-node summary file (proto/summary.proto), read and written: the
+// format every reader of a job's summaries shares (the job's model,
+// ncclwatch summarize, the fuzzers).
+//
+// A summary file is a stream of length-delimited SummaryRecords: first a
+// header (format, version, the options it was made with), then one
+// SummaryProcess per trace file summarized. Lengths are protobuf varints,
+// written and read with libprotobuf's coded streams.
+//
+// Thread safety: pure functions, but for ReadSummaryFiles (below).
+
+#ifndef TOOLS_MODEL_SUMMARY_FORMAT_H_
+#define TOOLS_MODEL_SUMMARY_FORMAT_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "proto/summary.pb.h"
+#include "tools/model/model.h"
+#include "tools/model/sketch.h"
+
+namespace ncclwatch::tools {
+
+inline constexpr char kSummaryFormat[] = "ncclwatch-summary";
+// 2: every operation's timings as stats rows (SummaryProcess.rows).
+inline constexpr uint32_t kSummaryVersion = 2;
+inline constexpr char kSummaryExtension[] = ".ncclsummary";
+
+struct SummaryResult {
+  summary::SummaryHeader header;
+  std::vector<summary::SummaryProcess> procs;
+  std::vector<std::string> errors;  // paths not summarized, with why
+  std::vector<std::string> notes;   // e.g. an asked communicator no rank here has
+};
+
+// A Sketch to its message and back; false on a damaged one.
+void SketchToProto(const Sketch& s, summary::Sketch* out);
+bool SketchFromProto(const summary::Sketch& p, Sketch* out);
+// The digests of one process (model.h RowDigest, RankDigest) into its summary, and
+// from it into the model's Proc (false: damaged, nothing set).
+void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest>& ranks,
+                const std::vector<std::string>& whole_comms, summary::SummaryProcess* out);
+bool ReadDigests(const summary::SummaryProcess& sp, Proc* out);
+
+// The summary file's bytes: the header, then each process, length-delimited.
+std::string EncodeSummary(const SummaryResult& s);
+
+// Whether `head` (a file's first bytes) starts like a summary file.
+bool LooksLikeSummary(const std::string& head);
+// A summary file's bytes to its header and processes. On damage (a length
+// past the end, a record that does not parse, a foreign or newer file) the
+// processes before it are kept and `error` names the file, the offset and
+// the problem (false).
+bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error);
+// The same on a file (a regular file of at most kMaxSummaryBytes).
+inline constexpr uint64_t kMaxSummaryBytes = 4ull << 30;
+bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* error);
+// The same on many files, on two threads (at 2,048 summaries, parsing one
+// by one was a quarter of the merge: BENCHMARKS.md, "The 16k merge on more
+// than one core"). Each file goes to its own slot, out[i] and errors[i]
+// (empty when read whole), so that nothing depends on the threads' order.
+// Thread safety: call from one thread; it joins its own before returning.
+void ReadSummaryFiles(const std::vector<std::string>& files, std::vector<SummaryResult>* out,
+                      std::vector<std::string>* errors);
+
+}  // namespace ncclwatch::tools
+
+#endif  // TOOLS_MODEL_SUMMARY_FORMAT_H_
