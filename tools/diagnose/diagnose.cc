@@ -4,13 +4,13 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
-#include <functional>
+#include <future>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -276,32 +276,34 @@ std::string Reasons(const Gaps& why) {
   return s;
 }
 
-// `work` on a thread of its own beside the caller, done when Join returns;
-// run by Join instead where no thread can be had. Joined also when the
-// caller throws meanwhile.
-class Beside {
+// The straggler finders' counts (CountForStragglers), made on a thread of
+// their own beside the other finders from a const model and a copy of the
+// options: the thread holds no reference to anything that is not const,
+// and what it makes is handed over when Join returns it. Where no thread
+// can be had (a limit on the host), Join counts on the caller's. A
+// destructor that runs before Join (the caller threw) waits for the thread.
+class StragglerCounter {
  public:
-  explicit Beside(std::function<void()> work) : work_(std::move(work)) {
+  StragglerCounter(const Model& model, DiagnoseOptions opts) {
+    auto count = [&model, opts] { return CountForStragglers(model, opts); };
     try {
-      thread_ = std::thread(work_);
+      counts_ = std::async(std::launch::async, count);
     } catch (const std::system_error&) {
-      // No thread to be had (a limit on the host): Join runs it.
+      counts_ = std::async(std::launch::deferred, count);
     }
   }
-  Beside(const Beside&) = delete;
-  Beside& operator=(const Beside&) = delete;
-  ~Beside() {
-    if (thread_.joinable()) thread_.join();
-  }
-  void Join() {
-    if (thread_.joinable()) thread_.join();
-    else work_();
-  }
+  StragglerCounter(const StragglerCounter&) = delete;
+  StragglerCounter& operator=(const StragglerCounter&) = delete;
+  StragglerCountsPtr Join() { return counts_.get(); }
 
  private:
-  std::function<void()> work_;
-  std::thread thread_;
+  std::future<StragglerCountsPtr> counts_;
 };
+
+// Moves the findings of `more` to the end of `found`.
+void Append(std::vector<Ranked>* found, std::vector<Ranked> more) {
+  found->insert(found->end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
 
 }  // namespace
 
@@ -310,22 +312,28 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   // on one thread: a second (the host's and the GPU's counts apart) gained
   // nothing clear on two cores, and its heap added 0.2 GB to the peak at
   // 16,384 ranks.
-  StragglerCountsPtr counts;
-  Beside beside([&] { counts = CountForStragglers(model, opts); });
-  Ctx c(model, opts);
-  Prepare(&c);
+  StragglerCounter counter(model, opts);
+  const Ctx c(model, opts);
   std::vector<Ranked> found;
-  FindMismatches(&c, &found);  // first: stuck detection defers to it
-  FindMissingAndStuck(&c, &found);
-  FindLate(&c, &found);
-  FindP2p(&c, &found);
-  FindDead(&c, &found);
-  FindCycles(&c, &found);
-  FindOrderCycles(&c, &found);
-  FindChainMismatches(c, &found);  // after those that can name an operation it places
-  beside.Join();
-  FindStragglers(&c, std::move(counts), &found);
-  FindEnded(&c, &found);  // last: only where nothing else explains it
+  Mismatches mismatches = FindMismatches(c);  // first: stuck detection defers to it
+  Append(&found, std::move(mismatches.found));
+  Append(&found, FindMissingAndStuck(c, mismatches.first_seq));
+  Append(&found, FindLate(c));
+  Append(&found, FindP2p(c));
+  Append(&found, FindDead(c));
+  Append(&found, FindCycles(c));
+  Append(&found, FindOrderCycles(c, mismatches.first_seq));
+  // After those that can name an operation it places.
+  ChainMismatches chains = FindChainMismatches(c, found);
+  std::vector<Ranked> kept;
+  for (size_t i = 0; i < found.size(); ++i)
+    if (!chains.absorbed[i]) kept.push_back(std::move(found[i]));
+  found = std::move(kept);
+  Append(&found, std::move(chains.found));
+  Append(&found, FindStragglers(c, counter.Join()));
+  bool error_before = false;
+  for (const Ranked& r : found) error_before |= r.f.severity() == report::SEVERITY_ERROR;
+  Append(&found, FindEnded(c, error_before));  // last: only where nothing else explains it
   for (Ranked& r : found) AssignCause(&r.f);
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);

@@ -73,18 +73,18 @@ std::string OldestUnfinished(const Ctx& c, uint32_t proc) {
 
 }  // namespace
 
-void FindEnded(Ctx* c, std::vector<Ranked>* out) {
-  const Model& m = c->m;
-  if (c->o.live || m.procs.empty() || m.ops.empty()) return;
-  for (const Ranked& r : *out)
-    if (r.f.severity() == report::SEVERITY_ERROR) return;  // a cause of its own is named
+std::vector<Ranked> FindEnded(const Ctx& c, bool error_found) {
+  const Model& m = c.m;
+  std::vector<Ranked> out;
+  if (c.o.live || m.procs.empty() || m.ops.empty()) return out;
+  if (error_found) return out;  // a cause of its own is named
 
   const size_t np = m.procs.size();
   std::vector<bool> open(np, false);  // has an operation that never finished
   bool work_done = true;              // every operation known to have finished
   for (uint32_t oi = 0; oi < m.ops.size(); ++oi) {
     const Op& op = m.ops[oi];
-    if (c->live.Unfinished(oi) || op.ended_by_abort) open[op.proc] = true, work_done = false;
+    if (c.live.Unfinished(oi) || op.ended_by_abort) open[op.proc] = true, work_done = false;
     // Untracked, or in flight after its stream's last event (sampled
     // events): not known to have finished.
     if (op.state == OpState::kUntracked || (op.state == OpState::kInFlight && op.without_event)) work_done = false;
@@ -95,7 +95,7 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
     if (p.last_ns == kNoTime || p.damaged_end) continue;  // nothing known of its end
     if (!p.finalized || open[pi]) unended.push_back(pi);
   }
-  if (unended.empty()) return;
+  if (unended.empty()) return out;
 
   Finding f;
   f.set_kind(report::JOB_ENDED);
@@ -109,7 +109,7 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
       const Proc& p = m.procs[pi];
       const int64_t act = LastActivity(m, pi);
       last_act = std::max(last_act, act);
-      const double limit = std::max(c->o.ended_idle_sec, 3.0 * p.heartbeat_ms / 1e3);
+      const double limit = std::max(c.o.ended_idle_sec, 3.0 * p.heartbeat_ms / 1e3);
       const double idle = act == kNoTime ? 0 : static_cast<double>(p.last_ns - act) / 1e9;
       idle_min = std::min(idle_min, idle >= limit ? idle : -1.0);
     }
@@ -118,7 +118,7 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
     // says the evidence is incomplete.
     bool cut = false;
     for (uint32_t pi : unended) cut |= m.procs[pi].cut_tail;
-    if (idle_min <= 0 && cut) return;
+    if (idle_min <= 0 && cut) return out;
     if (idle_min <= 0) {
       f.set_ending(report::ENDING_UNFINALIZED);
       int64_t t_first = INT64_MAX, t_last = INT64_MIN;
@@ -130,41 +130,41 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
       for (uint32_t pi = 0; pi < np; ++pi)
         if (std::find(unended.begin(), unended.end(), pi) == unended.end()) finalized.push_back(pi);
       const std::string span = unended.size() > 1 ? " within " + Dur(static_cast<double>(t_last - t_first) / 1e9) +
-                                                        " of " + At(c->T(t_first))
-                                                  : " at " + At(c->T(t_first));
+                                                        " of " + At(c.T(t_first))
+                                                  : " at " + At(c.T(t_first));
       f.set_summary(
           finalized.empty()
               ? "ENDED: every rank ended" + span + " without finalizing, after every operation had completed (the last at " +
-                    At(c->T(last_act)) + "): the job was cancelled or its node lost between collectives, or it " +
+                    At(c.T(last_act)) + "): the job was cancelled or its node lost between collectives, or it " +
                     "exited without destroying its communicators (ncclCommDestroy; destroy_process_group in PyTorch)"
-              : "ENDED: " + c->Names(unended) + " ended" + span + " without finalizing, after every operation had " +
-                    "completed, while " + c->Names(finalized) + " finalized: ended at the end, crashed in teardown, " +
+              : "ENDED: " + c.Names(unended) + " ended" + span + " without finalizing, after every operation had " +
+                    "completed, while " + c.Names(finalized) + " finalized: ended at the end, crashed in teardown, " +
                     "or exited without destroying their communicators");
       for (uint32_t pi : unended)
-        AddEvidence(&f, c->Name(pi), "last operation: " + LastOpText(*c, pi, kNone) + "; ended at " +
-                                         At(c->T(m.procs[pi].last_ns)) + ", no finalize");
+        AddEvidence(&f, c.Name(pi), "last operation: " + LastOpText(c, pi, kNone) + "; ended at " +
+                                         At(c.T(m.procs[pi].last_ns)) + ", no finalize");
       f.set_cause(report::CAUSE_UNKNOWN);
       f.set_cause_text("cannot tell: the scheduler's log tells a cancel or a lost node; a job whose ranks destroy "
                        "their communicators before they exit leaves a finalize in every file, and an OK here");
-      Emit(out, last_act, std::move(f));
-      return;
+      Emit(&out, last_act, std::move(f));
+      return out;
     }
     f.set_ending(report::ENDING_IDLE);
     std::vector<uint32_t> idle_procs = unended;
-    for (uint32_t pi : idle_procs) *f.add_culprits() = c->Ref(pi);
+    for (uint32_t pi : idle_procs) *f.add_culprits() = c.Ref(pi);
     f.set_waited_sec(idle_min);
-    f.set_summary("ENDED: " + std::string(idle_procs.size() == np ? "every rank" : c->Names(idle_procs)) +
+    f.set_summary("ENDED: " + std::string(idle_procs.size() == np ? "every rank" : c.Names(idle_procs)) +
                   " sat idle outside NCCL for at least " + Dur(idle_min) +
-                  " before the end, every operation completed (the last at " + At(c->T(last_act)) +
+                  " before the end, every operation completed (the last at " + At(c.T(last_act)) +
                   "); no rank finalized: the job hung outside NCCL (a data loader, a store or barrier, "
                   "communicator creation, a blocked thread) and was ended");
     for (uint32_t pi : idle_procs)
-      AddEvidence(&f, c->Name(pi), "last operation: " + LastOpText(*c, pi, kNone) + "; last sign of life at " +
-                                       At(c->T(m.procs[pi].last_ns)) + "; no finalize");
+      AddEvidence(&f, c.Name(pi), "last operation: " + LastOpText(c, pi, kNone) + "; last sign of life at " +
+                                       At(c.T(m.procs[pi].last_ns)) + "; no finalize");
     f.set_cause(report::CAUSE_RESOURCES);
     f.set_cause_text("the ranks' hosts, outside NCCL; a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
-    Emit(out, last_act, std::move(f));
-    return;
+    Emit(&out, last_act, std::move(f));
+    return out;
   }
 
   // Work was in flight when the job ended. Who stopped first?
@@ -217,29 +217,29 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
   if (first != kNone && !tied.empty()) {
     std::vector<uint32_t> firsts = {first};
     firsts.insert(firsts.end(), tied.begin(), tied.end());
-    std::sort(firsts.begin(), firsts.end(), [&](uint32_t a, uint32_t b) { return c->Name(a) < c->Name(b); });
+    std::sort(firsts.begin(), firsts.end(), [&](uint32_t a, uint32_t b) { return c.Name(a) < c.Name(b); });
     std::vector<uint32_t> rest;
     for (uint32_t pi : by_end)
       if (std::find(firsts.begin(), firsts.end(), pi) == firsts.end()) rest.push_back(pi);
     f.set_ending(report::ENDING_ONE_FIRST);
-    for (uint32_t pi : firsts) *f.add_culprits() = c->Ref(pi);
-    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi);
+    for (uint32_t pi : firsts) *f.add_culprits() = c.Ref(pi);
+    for (uint32_t pi : rest) *f.add_waiting() = c.Ref(pi);
     const double spread = static_cast<double>(m.procs[firsts.size() > 1 ? tied.back() : first].last_ns -
                                               m.procs[first].last_ns) / 1e9;
     std::string in;
     for (uint32_t pi : rest)
-      if (in.empty()) in = OldestUnfinished(*c, pi);
-    f.set_summary("ENDED: one of " + c->Names(firsts) + " ended first, without finalizing, at " +
-                  At(c->T(m.procs[first].last_ns)) + "; both stopped issuing where the others went on, and their files "
+      if (in.empty()) in = OldestUnfinished(c, pi);
+    f.set_summary("ENDED: one of " + c.Names(firsts) + " ended first, without finalizing, at " +
+                  At(c.T(m.procs[first].last_ns)) + "; both stopped issuing where the others went on, and their files "
                   "end within " + Dur(spread) + " of each other, closer than the records can order them; " +
-                  (rest.empty() ? std::string("no other rank") : c->Names(rest)) + " ended after them without finishing" +
+                  (rest.empty() ? std::string("no other rank") : c.Names(rest)) + " ended after them without finishing" +
                   (in.empty() ? std::string() : ", in " + in) + ": the job was ended after one of them ended");
     for (uint32_t pi : firsts)
-      AddEvidence(&f, c->Name(pi), std::string(m.procs[pi].finalized ? "finalized" : "no finalize") +
-                                       "; last sign of life at " + At(c->T(m.procs[pi].last_ns)) +
-                                       "; last operation: " + LastOpText(*c, pi, kNone));
+      AddEvidence(&f, c.Name(pi), std::string(m.procs[pi].finalized ? "finalized" : "no finalize") +
+                                       "; last sign of life at " + At(c.T(m.procs[pi].last_ns)) +
+                                       "; last operation: " + LastOpText(c, pi, kNone));
     f.set_cause(report::CAUSE_UNKNOWN);
-    f.set_cause_text("cannot tell which of " + c->Names(firsts) +
+    f.set_cause_text("cannot tell which of " + c.Names(firsts) +
                      " ended first, nor why: their logs (an exception, a signal, an exit) tell");
     when = m.procs[first].last_ns;
   } else if (first != kNone) {
@@ -248,37 +248,37 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
     for (uint32_t pi : by_end)
       if (pi != first) rest.push_back(pi);
     f.set_ending(report::ENDING_ONE_FIRST);
-    *f.add_culprits() = c->Ref(first);
-    for (uint32_t pi : rest) *f.add_waiting() = c->Ref(pi);
-    f.set_t_last_sign_of_life_sec(c->T(p.last_ns));
+    *f.add_culprits() = c.Ref(first);
+    for (uint32_t pi : rest) *f.add_waiting() = c.Ref(pi);
+    f.set_t_last_sign_of_life_sec(c.T(p.last_ns));
     const double after = static_cast<double>(t_end - p.last_ns) / 1e9;
     f.set_silent_sec(after);
     const std::string how = p.finalized ? "its communicators finalized or aborted (the process exited by itself)"
                                         : "without finalizing (killed or crashed)";
-    std::string sum = "ENDED: " + c->Name(first) + " ended first, " + how + ", at " + At(c->T(p.last_ns)) +
-                      "; last operation: " + LastOpText(*c, first, kNone);
+    std::string sum = "ENDED: " + c.Name(first) + " ended first, " + how + ", at " + At(c.T(p.last_ns)) +
+                      "; last operation: " + LastOpText(c, first, kNone);
     std::string in;
     for (uint32_t pi : rest)
-      if (in.empty()) in = OldestUnfinished(*c, pi);
-    sum += "; " + (rest.empty() ? std::string("no other rank") : c->Names(rest)) + " ended " +
+      if (in.empty()) in = OldestUnfinished(c, pi);
+    sum += "; " + (rest.empty() ? std::string("no other rank") : c.Names(rest)) + " ended " +
            (after > 0 ? "up to " + Dur(after) + " after it" : "with it") + " without finishing" +
-           (in.empty() ? std::string() : ", in " + in) + ": the job was ended after " + c->Name(first) + " ended";
+           (in.empty() ? std::string() : ", in " + in) + ": the job was ended after " + c.Name(first) + " ended";
     f.set_summary(sum);
-    AddEvidence(&f, c->Name(first), std::string(p.finalized ? "finalized" : "no finalize") + "; last sign of life at " +
-                                        At(c->T(p.last_ns)) + "; " + why_first +
+    AddEvidence(&f, c.Name(first), std::string(p.finalized ? "finalized" : "no finalize") + "; last sign of life at " +
+                                        At(c.T(p.last_ns)) + "; " + why_first +
                                         (p.cut_tail ? "; its file ends mid-record" : ""));
     for (uint32_t pi : rest) {
-      const std::string u = OldestUnfinished(*c, pi);
-      AddEvidence(&f, c->Name(pi), (u.empty() ? "nothing in flight" : "in " + u) + "; ended at " +
-                                       At(c->T(m.procs[pi].last_ns)) +
+      const std::string u = OldestUnfinished(c, pi);
+      AddEvidence(&f, c.Name(pi), (u.empty() ? "nothing in flight" : "in " + u) + "; ended at " +
+                                       At(c.T(m.procs[pi].last_ns)) +
                                        (m.procs[pi].finalized ? " (finalized: aborted)" : ", no finalize"));
     }
     if (p.finalized) {
       f.set_cause(report::CAUSE_PROGRAM);
-      f.set_cause_text("program logic: " + c->Name(first) + " exited by itself (an exception, exit()); its log says why");
+      f.set_cause_text("program logic: " + c.Name(first) + " exited by itself (an exception, exit()); its log says why");
     } else {
       f.set_cause(report::CAUSE_RESOURCES);
-      f.set_cause_text(c->Name(first) + "'s process was killed or crashed (the OOM killer, a signal, os._exit); "
+      f.set_cause_text(c.Name(first) + "'s process was killed or crashed (the OOM killer, a signal, os._exit); "
                        "its log or the kernel log says which");
     }
     when = p.last_ns;
@@ -286,26 +286,27 @@ void FindEnded(Ctx* c, std::vector<Ranked>* out) {
     f.set_ending(report::ENDING_ALL_AT_ONCE);
     const int64_t t_first = m.procs[by_end.front()].last_ns;
     uint64_t in_flight = 0;
-    for (uint32_t oi = 0; oi < m.ops.size(); ++oi) in_flight += c->live.Unfinished(oi) || m.ops[oi].ended_by_abort;
+    for (uint32_t oi = 0; oi < m.ops.size(); ++oi) in_flight += c.live.Unfinished(oi) || m.ops[oi].ended_by_abort;
     std::string in;
     for (uint32_t pi : by_end)
-      if (in.empty()) in = OldestUnfinished(*c, pi);
+      if (in.empty()) in = OldestUnfinished(c, pi);
     f.set_summary("ENDED: every rank ended within " + Dur(static_cast<double>(t_end - t_first) / 1e9) + " of " +
-                  At(c->T(t_first)) + " without finishing" +
+                  At(c.T(t_first)) + " without finishing" +
                   (in_flight > 0 ? ", " + Plural(in_flight, "operation", "operations") + " in flight" : std::string()) +
                   (in.empty() ? std::string() : " (" + in + ")") +
                   "; no rank stopped first: the job was cancelled or its node lost, or these files were copied "
                   "while it ran");
     for (uint32_t pi : by_end) {
-      const std::string u = OldestUnfinished(*c, pi);
-      AddEvidence(&f, c->Name(pi), (u.empty() ? "nothing in flight" : "in " + u) + "; ended at " +
-                                       At(c->T(m.procs[pi].last_ns)) + (m.procs[pi].finalized ? " (finalized)" : ", no finalize"));
+      const std::string u = OldestUnfinished(c, pi);
+      AddEvidence(&f, c.Name(pi), (u.empty() ? "nothing in flight" : "in " + u) + "; ended at " +
+                                       At(c.T(m.procs[pi].last_ns)) + (m.procs[pi].finalized ? " (finalized)" : ", no finalize"));
     }
     f.set_cause(report::CAUSE_UNKNOWN);
     f.set_cause_text("cannot tell: the scheduler's log tells a cancel or a lost node, a later copy of the files tells a job still running");
     when = t_first;
   }
-  Emit(out, when, std::move(f));
+  Emit(&out, when, std::move(f));
+  return out;
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

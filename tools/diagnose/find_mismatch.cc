@@ -58,7 +58,9 @@ std::string SigShort(const Ctx& c, const Sig& s) {
 
 }  // namespace
 
-void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
+ChainMismatches FindChainMismatches(const Ctx& c, const std::vector<Ranked>& earlier) {
+  ChainMismatches res;
+  res.absorbed.assign(earlier.size(), false);
   // Per communicator, when the operations put back for the second round
   // were issued (Model::asked_ops): a finding of the operation-level
   // finders there names one of them.
@@ -72,10 +74,13 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
   auto named = [&](uint32_t comm) {
     // Copies, not a structured binding: the lambda below captures them.
     const int64_t lo = asked_span[comm].first, hi = asked_span[comm].second;
-    return std::any_of(out->begin(), out->end(), [&](const Ranked& r) {
+    auto names = [&](const Ranked& r) {
       return (r.f.kind() == report::MISMATCH || r.f.kind() == report::ORDER_MISMATCH) &&
              r.f.comm_hash() == c.m.comms[comm].hash && r.when >= lo && r.when <= hi;
-    });
+    };
+    for (size_t i = 0; i < earlier.size(); ++i)
+      if (!res.absorbed[i] && names(earlier[i])) return true;
+    return std::any_of(res.found.begin(), res.found.end(), names);
   };
   for (const ChainMismatch& cm : c.m.chain_mismatches) {
     if (cm.comm >= c.m.comms.size() || cm.odd.empty()) continue;
@@ -115,30 +120,35 @@ void FindChainMismatches(const Ctx& c, std::vector<Ranked>* out) {
       std::set<std::string> odd_names;
       for (uint32_t p : cm.odd) odd_names.insert(c.Ref(p, cm.comm).name());
       const uint64_t hash = c.m.comms[cm.comm].hash;
-      out->erase(std::remove_if(out->begin(), out->end(),
-                                [&](const Ranked& r) {
-                                  if (r.f.kind() != report::ORDER_MISMATCH) return false;
-                                  if (r.f.comm_hash() != hash || r.f.culprits_size() == 0) return false;
-                                  for (const report::ProcRef& p : r.f.culprits())
-                                    if (!odd_names.count(p.name())) return false;
-                                  AddEvidence(&f, "", "in the windows, later: " + r.f.summary());
-                                  return true;
-                                }),
-                 out->end());
+      auto follows = [&](const Ranked& r) {
+        if (r.f.kind() != report::ORDER_MISMATCH) return false;
+        if (r.f.comm_hash() != hash || r.f.culprits_size() == 0) return false;
+        for (const report::ProcRef& p : r.f.culprits())
+          if (!odd_names.count(p.name())) return false;
+        return true;
+      };
+      for (size_t i = 0; i < earlier.size(); ++i) {
+        if (res.absorbed[i] || !follows(earlier[i])) continue;
+        AddEvidence(&f, "", "in the windows, later: " + earlier[i].f.summary());
+        res.absorbed[i] = true;
+      }
     }
     // Before every operation the windows hold: the collectives it names
     // came earlier (strictly: it goes before a finding of the first of them).
     int64_t when = INT64_MAX;
     for (const Op& op : c.m.ops)
       if (op.comm == cm.comm && op.start_ns != kNoTime) when = std::min(when, op.start_ns);
-    Emit(out, when == INT64_MAX ? 0 : when == INT64_MIN ? when : when - 1, std::move(f));
+    Emit(&res.found, when == INT64_MAX ? 0 : when == INT64_MIN ? when : when - 1, std::move(f));
   }
+  return res;
 }
 
-void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
-  const Model& m = c->m;
+Mismatches FindMismatches(const Ctx& c) {
+  const Model& m = c.m;
+  Mismatches res;
+  res.first_seq.assign(m.comms.size(), 0);
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
-    const std::vector<uint32_t>& ms = c->colls_of_comm[ci];
+    const std::vector<uint32_t>& ms = c.colls_of_comm[ci];
     // Rooted-ness by the majority function, so a differing root is compared only where it matters.
     for (size_t idx = 0; idx < ms.size(); ++idx) {
       const Match& mt = m.matches[ms[idx]];
@@ -147,15 +157,15 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       std::map<uint16_t, int> funcs;
       for (auto& [r, oi] : present) ++funcs[m.ops[oi].func];
       uint16_t maj_func = std::max_element(funcs.begin(), funcs.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-      const bool rooted = IsRooted(FuncFromName(c->Str(maj_func)));
+      const bool rooted = IsRooted(FuncFromName(c.Str(maj_func)));
       std::map<Sig, std::vector<int32_t>> groups;
       // An op whose record failed a consistency check (a damaged file):
       // unknown, not different.
       if (std::any_of(present.begin(), present.end(), [&](const auto& x) { return m.ops[x.second].suspect; }))
         continue;
-      for (auto& [r, oi] : present) groups[SigOf(*c, m.ops[oi], rooted)].push_back(r);
+      for (auto& [r, oi] : present) groups[SigOf(c, m.ops[oi], rooted)].push_back(r);
       if (groups.size() < 2) continue;
-      c->mismatch_seq[ci] = mt.seq;
+      res.first_seq[ci] = mt.seq;
 
       // The majority: the strictly largest group.
       std::vector<std::pair<Sig, std::vector<int32_t>>> g(groups.begin(), groups.end());
@@ -167,7 +177,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       auto names_of = [&](const std::vector<int32_t>& rs) {
         std::vector<uint32_t> ps;
         for (int32_t r : rs) ps.push_back(proc_of(r));
-        return c->Names(ps);
+        return c.Names(ps);
       };
       // Signatures from #seq onwards on one rank, by seq (stops at the first hole).
       auto window = [&](int32_t rank, size_t n) {
@@ -177,12 +187,12 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
           if (x.seq != mt.seq + w.size()) break;
           const uint32_t oi = OpOfRank(m, x, rank);
           if (oi == kNone) break;
-          w.push_back(SigOf(*c, m.ops[oi], rooted));
+          w.push_back(SigOf(c, m.ops[oi], rooted));
         }
         return w;
       };
       // Order: is each odd group's window a permutation of the reference's?
-      const size_t wmax = static_cast<size_t>(std::max(2, c->o.order_window));
+      const size_t wmax = static_cast<size_t>(std::max(2, c.o.order_window));
       const std::vector<Sig> ref_w = window(ref_rank, wmax);
       size_t order_len = 0;  // the shortest permutation window that fits every group
       bool permuted = true;
@@ -234,13 +244,13 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       size_t later = 0;
       for (size_t j = idx + 1; j < ms.size(); ++j) {
         std::set<Sig> s;
-        for (auto& [r, oi] : Present(m, m.matches[ms[j]])) s.insert(SigOf(*c, m.ops[oi], rooted));
+        for (auto& [r, oi] : Present(m, m.matches[ms[j]])) s.insert(SigOf(c, m.ops[oi], rooted));
         if (s.size() > 1) ++later;
       }
 
       Finding f;
-      SetComm(*c, ci, &f);
-      f.set_func(c->Str(ref.func));
+      SetComm(c, ci, &f);
+      f.set_func(c.Str(ref.func));
       f.set_seq(mt.seq);
       SetOp(mt, &f);
       std::vector<int32_t> culprit_ranks, agree_ranks;
@@ -248,16 +258,16 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
         culprit_ranks.insert(culprit_ranks.end(), g[gi].second.begin(), g[gi].second.end());
       if (majority) agree_ranks = g[0].second;
       std::sort(culprit_ranks.begin(), culprit_ranks.end());
-      for (int32_t r : culprit_ranks) *f.add_culprits() = c->Ref(proc_of(r), ci);
-      for (int32_t r : agree_ranks) *f.add_waiting() = c->Ref(proc_of(r), ci);
-      const std::string where = c->CommLabel(ci);
+      for (int32_t r : culprit_ranks) *f.add_culprits() = c.Ref(proc_of(r), ci);
+      for (int32_t r : agree_ranks) *f.add_waiting() = c.Ref(proc_of(r), ci);
+      const std::string where = c.CommLabel(ci);
       const std::string no_maj = majority ? "" : " (no majority: every side is named)";
       if (permuted && order_len >= 2) {
         f.set_kind(report::ORDER_MISMATCH);
         auto seq_text = [&](int32_t rank) {
           std::vector<Sig> w = window(rank, order_len);
           std::string s;
-          for (size_t i = 0; i < w.size(); ++i) s += (i ? " then " : "") + SigShort(*c, w[i]);
+          for (size_t i = 0; i < w.size(); ++i) s += (i ? " then " : "") + SigShort(c, w[i]);
           return s;
         };
         std::string sum = "ORDER MISMATCH: " + where + " #" + std::to_string(mt.seq) + "-#" +
@@ -274,7 +284,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
         const std::vector<Sig> ref_ops = window(ref_rank, static_cast<size_t>(n));
         const std::vector<Sig> odd_ops = window(g[1].second[0], static_cast<size_t>(n));
         const std::vector<Sig>& list = shift > 0 ? ref_ops : odd_ops;
-        for (size_t i = 0; i < list.size(); ++i) ops += (i ? ", " : "") + SigShort(*c, list[i]);
+        for (size_t i = 0; i < list.size(); ++i) ops += (i ? ", " : "") + SigShort(c, list[i]);
         const std::string odd = names_of(g[1].second), maj = names_of(g[0].second);
         const std::string upto = "#" + std::to_string(mt.seq + n - 1);
         const std::string range = "#" + std::to_string(mt.seq) + (n > 1 ? "-" + upto : "");
@@ -287,7 +297,7 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
         for (auto& grp : g) AddEvidence(&f, names_of(grp.second), "from #" + std::to_string(mt.seq) + ": " + [&] {
           std::vector<Sig> w = window(grp.second[0], 4);
           std::string t;
-          for (size_t i = 0; i < w.size(); ++i) t += (i ? ", " : "") + SigShort(*c, w[i]);
+          for (size_t i = 0; i < w.size(); ++i) t += (i ? ", " : "") + SigShort(c, w[i]);
           return t;
         }());
       } else {
@@ -301,19 +311,19 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
           droot |= g[gi].first.root != ref.root;
         }
         const bool show_count = dcount || dfunc;
-        std::string sum = "MISMATCH: " + c->Str(ref.func) + " #" + std::to_string(mt.seq) + " on " + where + ": ";
+        std::string sum = "MISMATCH: " + c.Str(ref.func) + " #" + std::to_string(mt.seq) + " on " + where + ": ";
         for (size_t gi = majority ? 1 : 0; gi < g.size(); ++gi)
           sum += (gi > (majority ? 1u : 0u) ? "; " : "") + names_of(g[gi].second) + " called " +
-                 SigText(*c, g[gi].first, dfunc || !majority, show_count, ddtype, droot);
+                 SigText(c, g[gi].first, dfunc || !majority, show_count, ddtype, droot);
         if (majority)
-          sum += " where " + names_of(g[0].second) + " called " + SigText(*c, ref, dfunc, show_count, ddtype, droot);
+          sum += " where " + names_of(g[0].second) + " called " + SigText(c, ref, dfunc, show_count, ddtype, droot);
         f.set_summary(sum + no_maj);
         for (size_t gi = 1; gi <= g.size(); ++gi)  // the odd ones out first, the majority last
           for (int32_t r : g[gi % g.size()].second) {
             const auto& grp = g[gi % g.size()];
             const Op& op = m.ops[OpOfRank(m, mt, r)];
-            AddEvidence(&f, c->Name(proc_of(r)),
-                        SigShort(*c, grp.first) + " enqueued at " + At(c->T(op.start_ns)) +
+            AddEvidence(&f, c.Name(proc_of(r)),
+                        SigShort(c, grp.first) + " enqueued at " + At(c.T(op.start_ns)) +
                             (op.state == OpState::kCompleted ? ", completed" : ", never completed"));
           }
       }
@@ -335,10 +345,11 @@ void FindMismatches(Ctx* c, std::vector<Ranked>* out) {
       if (later > 0) AddEvidence(&f, "", Plural(later, "later position", "later positions") + " of this communicator disagree too");
       std::vector<uint32_t> ops;
       for (auto& pr : present) ops.push_back(pr.second);
-      Emit(out, EarliestStart(m, ops), std::move(f));
+      Emit(&res.found, EarliestStart(m, ops), std::move(f));
       break;  // later positions follow from this one
     }
   }
+  return res;
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -4,6 +4,7 @@
 #include "tools/model/gpu_held.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -381,19 +382,20 @@ HeldJudged Judged(const HeldRow& r) {
 // node's communicators), else from the samples across the job, else from
 // its window. `host_named`: processes the host-side finder already named;
 // `sampled_of`: SampledOf(m).
-void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
-                 const std::vector<std::vector<uint32_t>>& sampled_of, const HeldRows& window,
-                 const HeldRows& sampled, std::vector<Ranked>* out) {
-  const Model& m = c->m;
+std::vector<Ranked> FindGpuHeld(const Ctx& c, double thr, const std::vector<bool>& host_named,
+                                const std::vector<std::vector<uint32_t>>& sampled_of, const HeldRows& window,
+                                const HeldRows& sampled) {
+  const Model& m = c.m;
+  std::vector<Ranked> out;
   const double bar = HeldBar(thr);
   const std::vector<bool> by_samples = SampledProcs(m), lacks = WindowLacks(m);
-  const uint32_t min_n = std::max<uint32_t>(5, static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives)));
+  const uint32_t min_n = std::max<uint32_t>(5, static_cast<uint32_t>(std::max(1, c.o.straggler_min_collectives)));
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (host_named[pi]) continue;
     const Proc& p = m.procs[pi];
     std::map<std::pair<uint32_t, uint16_t>, HeldJudged> rows;
     bool from_samples = false;
-    if (UsesDigest(p, thr, c->o.straggler_duration_fraction) && p.arrivals.gpu_held) {
+    if (UsesDigest(p, thr, c.o.straggler_duration_fraction) && p.arrivals.gpu_held) {
       for (const ArrivalRow& r : p.arrivals.rows) {
         auto ci = m.comm_of_hash.find(r.comm_hash);
         auto fi = m.string_ids.find(r.func);
@@ -418,9 +420,9 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
     const double rf = static_cast<double>(r.late) / r.total;
     Finding f;
     f.set_kind(report::STRAGGLER);
-    *f.add_culprits() = c->Ref(pi);
-    SetComm(*c, worst->first.first, &f);
-    f.set_func(c->Str(worst->first.second));
+    *f.add_culprits() = c.Ref(pi);
+    SetComm(c, worst->first.first, &f);
+    f.set_func(c.Str(worst->first.second));
     report::StragglerStats* st = f.mutable_straggler();
     st->set_collectives(r.total);
     st->set_late(r.late);
@@ -433,21 +435,22 @@ void FindGpuHeld(Ctx* c, double thr, const std::vector<bool>& host_named,
     bool say_sampled = false;
     if (from_samples)
       for (uint32_t k : sampled_of[pi]) say_sampled = say_sampled || m.sampled[k].stride > 1;
-    const std::string where = SampledWhere(*c, sampled_of[pi]);
-    f.set_summary("STRAGGLER: " + c->Name(pi) + "'s GPU got to " + c->Str(worst->first.second) + " on " +
-                  c->CommLabel(worst->first.first) + " last at " + Thousands(r.late) + " of " + Thousands(r.total) +
+    const std::string where = SampledWhere(c, sampled_of[pi]);
+    f.set_summary("STRAGGLER: " + c.Name(pi) + "'s GPU got to " + c.Str(worst->first.second) + " on " +
+                  c.CommLabel(worst->first.first) + " last at " + Thousands(r.late) + " of " + Thousands(r.total) +
                   (say_sampled ? " sampled across the job (" + where + Printf("; %.0f%%)", rf * 100)
                                : Printf(" (%.0f%%)", rf * 100)) +
                   ", a median " + Dur(r.median_lag) + " after the median rank's (max " + Dur(r.max_lag) +
                   "), behind other work on its GPU; its host enqueued them " +
                   (r.host_lag < bar ? std::string("in time") : "a median " + Dur(r.host_lag) + " late"));
-    AddEvidence(&f, c->Name(pi),
+    AddEvidence(&f, c.Name(pi),
                 "its kernels waited behind other work on its GPU (the stream reached them late, as the plugin's "
                 "CUDA events saw it, every ~10 ms); threshold " + Dur(bar) +
                     (say_sampled ? "; over the collectives the summaries sampled across the job" : ""));
-    Emit(out, 0, std::move(f));
-    out->back().sampled = from_samples;
+    Emit(&out, 0, std::move(f));
+    out.back().sampled = from_samples;
   }
+  return out;
 }
 
 }  // namespace
@@ -475,11 +478,12 @@ StragglerCountsPtr CountForStragglers(const Model& m, const DiagnoseOptions& o) 
   return n;
 }
 
-void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out) {
-  const Model& m = c->m;
+std::vector<Ranked> FindStragglers(const Ctx& c, StragglerCountsPtr counts) {
+  const Model& m = c.m;
+  std::vector<Ranked> out;
   const size_t np = m.procs.size();
-  const double thr = Threshold(m, c->o);
-  if (counts == nullptr) counts = CountForStragglers(m, c->o);
+  const double thr = Threshold(m, c.o);
+  if (counts == nullptr) counts = CountForStragglers(m, c.o);
   Tally& t = counts->window;
   // Where summaries sampled every communicator of a process, its samples
   // stand for the whole job, its window only for the last operations.
@@ -495,7 +499,7 @@ void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out)
   // arrivals is weighted by them, and said so.
   std::vector<bool> mixed(np, false);
   for (uint32_t pi = 0; pi < np; ++pi) {
-    if (!by_samples[pi] || !lacks[pi] || UsesDigest(m.procs[pi], thr, c->o.straggler_duration_fraction) ||
+    if (!by_samples[pi] || !lacks[pi] || UsesDigest(m.procs[pi], thr, c.o.straggler_duration_fraction) ||
         sampled.total[pi] < kMinSampledCollectives)
       continue;
     from_samples[pi] = true;
@@ -523,7 +527,7 @@ void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out)
   std::vector<std::map<std::pair<uint32_t, uint16_t>, std::pair<double, double>>> row_lag(np);
   for (uint32_t pi = 0; pi < np; ++pi) {
     const Proc& p = m.procs[pi];
-    if (UsesDigest(p, thr, c->o.straggler_duration_fraction)) {
+    if (UsesDigest(p, thr, c.o.straggler_duration_fraction)) {
       total[pi] = p.arrivals.total;
       late[pi] = p.arrivals.late;
       med_all[pi] = p.arrivals.median_lag_s;
@@ -551,14 +555,14 @@ void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out)
       if (!row.lags.empty())
         row_lag[pi][key] = {MedianOf(row.lags), *std::max_element(row.lags.begin(), row.lags.end())};
   }
-  const uint32_t min_n = static_cast<uint32_t>(std::max(1, c->o.straggler_min_collectives));
+  const uint32_t min_n = static_cast<uint32_t>(std::max(1, c.o.straggler_min_collectives));
   std::vector<bool> named(np, false);
   for (uint32_t pi = 0; pi < np; ++pi) {
     if (total[pi] < min_n) continue;
     const double frac = from_samples[pi] && t.weighted_total[pi] > 0
                             ? static_cast<double>(t.weighted_late[pi]) / static_cast<double>(t.weighted_total[pi])
                             : static_cast<double>(late[pi]) / total[pi];
-    if (late[pi] == 0 || frac < c->o.straggler_min_fraction) {
+    if (late[pi] == 0 || frac < c.o.straggler_min_fraction) {
       // Late at one function: held to a stricter bar (three in four, and
       // five at least), since one function's rows are few.
       const std::pair<const std::pair<uint32_t, uint16_t>, Row>* worst = nullptr;
@@ -572,9 +576,9 @@ void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out)
       const double rf = static_cast<double>(r.late) / r.total;
       Finding f;
       f.set_kind(report::STRAGGLER);
-      *f.add_culprits() = c->Ref(pi);
-      SetComm(*c, worst->first.first, &f);
-      f.set_func(c->Str(worst->first.second));
+      *f.add_culprits() = c.Ref(pi);
+      SetComm(c, worst->first.first, &f);
+      f.set_func(c.Str(worst->first.second));
       report::StragglerStats* st = f.mutable_straggler();
       st->set_collectives(r.total);
       st->set_late(r.late);
@@ -584,29 +588,29 @@ void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out)
       st->set_median_lag_ms(med * 1e3);
       st->set_max_lag_ms(mx * 1e3);
       if (!say_sampled[pi]) {
-        f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
-                      Thousands(r.total) + " " + c->Str(worst->first.second) + " on " +
-                      c->CommLabel(worst->first.first) + Printf(" (%.0f%%)", rf * 100) + ", a median " + Dur(med) +
+        f.set_summary("STRAGGLER: " + c.Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
+                      Thousands(r.total) + " " + c.Str(worst->first.second) + " on " +
+                      c.CommLabel(worst->first.first) + Printf(" (%.0f%%)", rf * 100) + ", a median " + Dur(med) +
                       " after the median rank (max " + Dur(mx) + "); at its other collectives it is on time");
-        AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of all its " + Thousands(total[pi]) +
+        AddEvidence(&f, c.Name(pi), "late at " + Thousands(late[pi]) + " of all its " + Thousands(total[pi]) +
                                          " collectives; threshold " + Dur(thr));
       } else {
-        f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
-                      Thousands(r.total) + " " + c->Str(worst->first.second) + " on " +
-                      c->CommLabel(worst->first.first) + " sampled across the job (" + SampledWhere(*c, sampled_of[pi]) +
+        f.set_summary("STRAGGLER: " + c.Name(pi) + " arrived last at " + Thousands(r.late) + " of " +
+                      Thousands(r.total) + " " + c.Str(worst->first.second) + " on " +
+                      c.CommLabel(worst->first.first) + " sampled across the job (" + SampledWhere(c, sampled_of[pi]) +
                       Printf("; %.0f%%)", rf * 100) + ", a median " + Dur(med) + " after the median rank (max " +
                       Dur(mx) + "); at its other collectives it is on time");
-        AddEvidence(&f, c->Name(pi), "late at " + Thousands(late[pi]) + " of its " + Thousands(total[pi]) +
+        AddEvidence(&f, c.Name(pi), "late at " + Thousands(late[pi]) + " of its " + Thousands(total[pi]) +
                                          " collectives sampled across the job by the summaries; threshold " + Dur(thr));
       }
-      Emit(out, 0, std::move(f));
-      out->back().sampled = from_samples[pi];
+      Emit(&out, 0, std::move(f));
+      out.back().sampled = from_samples[pi];
       named[pi] = true;
       continue;
     }
     Finding f;
     f.set_kind(report::STRAGGLER);
-    *f.add_culprits() = c->Ref(pi);
+    *f.add_culprits() = c.Ref(pi);
     report::StragglerStats* st = f.mutable_straggler();
     st->set_collectives(total[pi]);
     st->set_late(late[pi]);
@@ -615,29 +619,31 @@ void FindStragglers(Ctx* c, StragglerCountsPtr counts, std::vector<Ranked>* out)
     const double mx = max_all[pi];
     st->set_median_lag_ms(med * 1e3);
     st->set_max_lag_ms(mx * 1e3);
-    if (late_comm[pi].size() == 1) SetComm(*c, late_comm[pi].begin()->first, &f);
+    if (late_comm[pi].size() == 1) SetComm(c, late_comm[pi].begin()->first, &f);
     if (!say_sampled[pi])
-      f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
+      f.set_summary("STRAGGLER: " + c.Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
                     Plural(total[pi], "collective", "collectives") + Printf(" (%.0f%%)", frac * 100) + ", a median " +
                     Dur(med) + " after the median rank (max " + Dur(mx) + ")");
     else
-      f.set_summary("STRAGGLER: " + c->Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
+      f.set_summary("STRAGGLER: " + c.Name(pi) + " arrived last at " + Thousands(late[pi]) + " of " +
                     Plural(total[pi], "collective", "collectives") + " sampled across the job (" +
-                    SampledWhere(*c, sampled_of[pi]) +
+                    SampledWhere(c, sampled_of[pi]) +
                     Printf(mixed[pi] ? "; %.0f%% of the collectives they stand for)" : "; %.0f%%)", frac * 100) +
                     ", a median " + Dur(med) +
                     " after the median rank (max " + Dur(mx) + ")");
     std::string comms;
-    for (auto& [ci, n] : late_comm[pi]) comms += (comms.empty() ? "" : ", ") + c->CommLabel(ci) + ": " + Thousands(n);
-    AddEvidence(&f, c->Name(pi), "late at: " + comms + "; threshold " + Dur(thr) + " and " +
-                                     Printf("%.0f%%", c->o.straggler_duration_fraction * 100) + " of the collective's duration" +
+    for (auto& [ci, n] : late_comm[pi]) comms += (comms.empty() ? "" : ", ") + c.CommLabel(ci) + ": " + Thousands(n);
+    AddEvidence(&f, c.Name(pi), "late at: " + comms + "; threshold " + Dur(thr) + " and " +
+                                     Printf("%.0f%%", c.o.straggler_duration_fraction * 100) + " of the collective's duration" +
                                      (say_sampled[pi] ? "; over the collectives the summaries sampled across the job"
                                                        : ""));
-    Emit(out, 0, std::move(f));
-    out->back().sampled = from_samples[pi];
+    Emit(&out, 0, std::move(f));
+    out.back().sampled = from_samples[pi];
     named[pi] = true;
   }
-  FindGpuHeld(c, thr, named, sampled_of, counts->held_window, counts->held_sampled, out);
+  std::vector<Ranked> held = FindGpuHeld(c, thr, named, sampled_of, counts->held_window, counts->held_sampled);
+  out.insert(out.end(), std::make_move_iterator(held.begin()), std::make_move_iterator(held.end()));
+  return out;
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal
