@@ -340,23 +340,40 @@ std::string BucketLabel(int32_t log2) {
   return std::to_string(uint64_t{1} << (log2 % 10)) + " " + kUnits[log2 / 10];
 }
 
-stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
-  std::map<RowKey, Acc> rows;
-  auto row_of = [&](const Op& o, double* bytes, bool* known) -> Acc& {
-    const Comm& c = m.comms[o.comm];
-    RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
-    Acc& a = rows[k];
-    a.nranks = std::max(a.nranks, c.nranks);
-    a.fn = o.fn;
-    return a;
-  };
-  // Communicators whose skew and lateness come whole from summaries: each
-  // member's summary held every rank of it (a process read from its trace
-  // file instead brings its own samples, which the digests lack).
-  bool any_digest = false;
-  for (const Proc& p : m.procs) any_digest |= p.digested;
-  std::vector<bool> whole(m.comms.size(), false);
-  for (size_t ci = 0; ci < m.comms.size() && any_digest; ++ci) {
+namespace {
+
+using Rows = std::map<RowKey, Acc>;
+
+// The row of an operation (its communicator, function and size bucket), and
+// its bytes when known.
+Acc& RowOf(const Model& m, const Op& o, double* bytes, bool* known, Rows* rows) {
+  const Comm& c = m.comms[o.comm];
+  RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
+  Acc& a = (*rows)[k];
+  a.nranks = std::max(a.nranks, c.nranks);
+  a.fn = o.fn;
+  return a;
+}
+
+// Where each communicator's skew and lateness come from.
+struct Sources {
+  bool any_digest = false;  // some process is a summary's (Proc::digested)
+  // Whole from summaries: each member's summary held every rank of it (a
+  // process read from its trace file instead brings its own samples, which
+  // the digests lack); and their row keys.
+  std::vector<bool> whole;
+  std::set<std::string> whole_keys;
+  std::vector<int32_t> sampled;  // SampledForStats
+  // Whole or sampled: the digests or the samples give skew and lateness,
+  // not the model's collectives.
+  std::vector<bool> elsewhere;
+};
+
+Sources SourcesOf(const Model& m) {
+  Sources src;
+  for (const Proc& p : m.procs) src.any_digest |= p.digested;
+  src.whole.assign(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size() && src.any_digest; ++ci) {
     const std::string key = CommKey(m.comms[ci]);
     bool all = !m.comms[ci].members.empty();
     for (const CommMember& mem : m.comms[ci].members) {
@@ -364,78 +381,81 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       all = all && p != nullptr && p->digested &&
             std::find(p->whole_comms.begin(), p->whole_comms.end(), key) != p->whole_comms.end();
     }
-    whole[ci] = all;
+    src.whole[ci] = all;
   }
-  std::set<std::string> whole_keys;
   for (size_t ci = 0; ci < m.comms.size(); ++ci)
-    if (whole[ci]) whole_keys.insert(CommKey(m.comms[ci]));
-  const std::vector<int32_t> sampled = SampledForStats(m, whole);
-  // Skipped where the digests or the samples give skew and lateness.
-  std::vector<bool> elsewhere(m.comms.size(), false);
-  for (size_t ci = 0; ci < m.comms.size(); ++ci) elsewhere[ci] = whole[ci] || sampled[ci] >= 0;
-  // Each process's ops in program order: its first timed ops of a row are
-  // warm-up (StatsOptions), left out of the timings. A summary's process
-  // brings every op as its digests instead.
-  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
-    if (m.procs[pi].digested) {
-      for (const RowDigest& d : m.procs[pi].row_digests) {
-        Acc& a = rows[RowKey{d.comm, d.func.empty() ? std::string("(unknown)") : d.func, d.bucket}];
-        a.nranks = std::max(a.nranks, d.nranks);
-        a.fn = FuncFromName(d.func);
-        a.sketched = true;
-        a.bytes_sum += d.bytes_sum;
-        a.bytes_n += d.bytes_n;
-        if (whole_keys.count(d.comm)) {
-          a.digest_calls += d.calls;
-        } else {
-          a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
-          a.digest_ops_sum += d.ops;
-        }
-        a.incomplete += static_cast<uint32_t>(d.incomplete);
-        a.warmup += static_cast<uint32_t>(d.warmup);
-        a.sgpu.Merge(d.gpu);
-        a.scpu.Merge(d.cpu);
-        a.spolled.Merge(d.polled);
-        a.sdelay.Merge(d.delay);
-        // Else the model's collectives give the skew.
-        if (whole_keys.count(d.comm)) a.sskew.Merge(d.skew);
-      }
-      continue;
+    if (src.whole[ci]) src.whole_keys.insert(CommKey(m.comms[ci]));
+  src.sampled = SampledForStats(m, src.whole);
+  src.elsewhere.assign(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size(); ++ci) src.elsewhere[ci] = src.whole[ci] || src.sampled[ci] >= 0;
+  return src;
+}
+
+// A summary's process brings every op as its digests (Proc::row_digests).
+void AddDigests(const Proc& p, const Sources& src, Rows* rows) {
+  for (const RowDigest& d : p.row_digests) {
+    Acc& a = (*rows)[RowKey{d.comm, d.func.empty() ? std::string("(unknown)") : d.func, d.bucket}];
+    a.nranks = std::max(a.nranks, d.nranks);
+    a.fn = FuncFromName(d.func);
+    a.sketched = true;
+    a.bytes_sum += d.bytes_sum;
+    a.bytes_n += d.bytes_n;
+    if (src.whole_keys.count(d.comm)) {
+      a.digest_calls += d.calls;
+    } else {
+      a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
+      a.digest_ops_sum += d.ops;
     }
-    for (uint32_t oi : m.procs[pi].ops) {
-      const Op& o = m.ops[oi];
-      if (o.comm >= m.comms.size()) continue;
-      double bytes = 0;
-      bool known = false;
-      Acc& a = row_of(o, &bytes, &known);
-      if (known) {
-        a.bytes_sum += bytes;
-        ++a.bytes_n;
-      }
-      if (o.match != kNone) a.matches.push_back(o.match);
-      else ++a.unmatched;
-      if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
-      const OpSample smp = Sample(o, &a.warmed[pi], opts);
-      a.incomplete += smp.incomplete;
-      a.warmup += smp.warmup;
-      if (smp.gpu) a.gpu.push_back(smp.gpu_ns);
-      if (smp.delay) a.delay.push_back(smp.delay_ns);
-      if (smp.cpu) a.cpu.push_back(smp.cpu_ns);
-      if (smp.polled) a.polled.push_back(smp.cpu_ns);
-    }
+    a.incomplete += static_cast<uint32_t>(d.incomplete);
+    a.warmup += static_cast<uint32_t>(d.warmup);
+    a.sgpu.Merge(d.gpu);
+    a.scpu.Merge(d.cpu);
+    a.spolled.Merge(d.polled);
+    a.sdelay.Merge(d.delay);
+    // Else the model's collectives give the skew.
+    if (src.whole_keys.count(d.comm)) a.sskew.Merge(d.skew);
   }
-  // Arrival skew, per collective seen on two ranks or more.
+}
+
+// Process `pi`'s ops in program order: its first timed ops of a row are
+// warm-up (StatsOptions), left out of the timings.
+void AddOps(const Model& m, uint32_t pi, const StatsOptions& opts, Rows* rows) {
+  for (uint32_t oi : m.procs[pi].ops) {
+    const Op& o = m.ops[oi];
+    if (o.comm >= m.comms.size()) continue;
+    double bytes = 0;
+    bool known = false;
+    Acc& a = RowOf(m, o, &bytes, &known, rows);
+    if (known) {
+      a.bytes_sum += bytes;
+      ++a.bytes_n;
+    }
+    if (o.match != kNone) a.matches.push_back(o.match);
+    else ++a.unmatched;
+    if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
+    const OpSample smp = Sample(o, &a.warmed[pi], opts);
+    a.incomplete += smp.incomplete;
+    a.warmup += smp.warmup;
+    if (smp.gpu) a.gpu.push_back(smp.gpu_ns);
+    if (smp.delay) a.delay.push_back(smp.delay_ns);
+    if (smp.cpu) a.cpu.push_back(smp.cpu_ns);
+    if (smp.polled) a.polled.push_back(smp.cpu_ns);
+  }
+}
+
+// Arrival skew, per collective seen on two ranks or more, and at the
+// collectives sampled across the job, on the aligned clock.
+void AddSkew(const Model& m, const Sources& src, Rows* rows) {
   for (const Match& match : m.matches) {
     uint32_t first;
     int64_t skew;
-    if (match.comm < elsewhere.size() && elsewhere[match.comm]) continue;  // in the digests or samples
+    if (match.comm < src.elsewhere.size() && src.elsewhere[match.comm]) continue;  // in the digests or samples
     if (!Skew(m, match, &first, &skew)) continue;
     double bytes;
     bool known;
-    row_of(m.ops[first], &bytes, &known).skew.push_back(skew);
+    RowOf(m, m.ops[first], &bytes, &known, rows).skew.push_back(skew);
   }
-  // And at the collectives sampled across the job, on the aligned clock.
-  for (int32_t k : sampled) {
+  for (int32_t k : src.sampled) {
     if (k < 0) continue;
     const SampledComm& sc = m.sampled[static_cast<size_t>(k)];
     const Comm& c = m.comms[sc.comm];
@@ -447,99 +467,95 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
         lo = std::min(lo, t);
         hi = std::max(hi, t);
       }
-      Acc& a = rows[RowKey{CommKey(c), FuncName(m, sc.funcs[p]), sc.buckets[p]}];
+      Acc& a = (*rows)[RowKey{CommKey(c), FuncName(m, sc.funcs[p]), sc.buckets[p]}];
       a.nranks = std::max(a.nranks, c.nranks);
       a.fn = FuncFromName(m.Str(sc.funcs[p]));
       a.skew.push_back(hi - lo);
       a.skew_stride = std::max(a.skew_stride, sc.stride);
     }
   }
+}
 
-  stats::Stats out;
-  out.set_format(kFormat);
-  out.set_processes(static_cast<uint32_t>(m.procs.size()));
-  out.set_alignment_method(m.alignment_method);
-  out.set_alignment_error_us(m.alignment_error_ns / 1000.0);
-  for (auto& [key, a] : rows) {
-    std::sort(a.matches.begin(), a.matches.end());
-    a.matches.erase(std::unique(a.matches.begin(), a.matches.end()), a.matches.end());
-    stats::StatRow* r = out.add_rows();
-    r->set_comm(SanitizeUtf8(key.comm));
-    r->set_nranks(a.nranks);
-    r->set_func(SanitizeUtf8(key.func));
-    r->set_bucket_log2(key.bucket);
-    r->set_bucket(BucketLabel(key.bucket));
-    if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
-    uint64_t calls = a.matches.size() + a.unmatched;
-    // A summary keeps each rank's count: a collective is one call on every
-    // rank, a send or receive one call of its own.
-    if (a.sketched) {
-      calls += a.digest_calls;
-      calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
-    }
-    r->set_calls(static_cast<uint32_t>(calls));
-    r->set_incomplete(a.incomplete);
-    r->set_warmup(a.warmup);
-    if (a.sketched) {
-      // The exact samples of the other processes join the sketches.
-      r->set_sketched(true);
-      for (int64_t v : a.gpu) a.sgpu.Add(v);
-      for (int64_t v : a.cpu) a.scpu.Add(v);
-      for (int64_t v : a.polled) a.spolled.Add(v);
-      for (int64_t v : a.delay) a.sdelay.Add(v);
-      for (int64_t v : a.skew) a.sskew.Add(v);
-    }
-    // A structured binding cannot be captured (C++17): the flag is copied.
-    const bool sketched = a.sketched;
-    auto dist = [sketched](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, sketched ? &sk : nullptr); };
-    const Dist gpu = dist(&a.gpu, a.sgpu), cpu = dist(&a.cpu, a.scpu), polled_d = dist(&a.polled, a.spolled);
-    const Dist delay = dist(&a.delay, a.sdelay), skew = dist(&a.skew, a.sskew);
-    // Completions seen by polling a CUDA event time the writer's look, not
-    // the kernel: a latency bound, no bandwidth (0.08 GB/s of polling delay
-    // was printed as a bus bandwidth before).
-    const Dist* lat = !gpu.empty() ? &gpu : !cpu.empty() ? &cpu : !polled_d.empty() ? &polled_d : nullptr;
-    const bool polled = lat == &polled_d;
-    r->set_timing(!gpu.empty() ? "gpu" : !cpu.empty() ? "cpu" : polled ? "polled" : "none");
-    if (lat != nullptr) {
-      r->set_samples(static_cast<uint32_t>(lat->size()));
-      const int64_t p50 = lat->Quantile(50);
-      r->set_latency_p50_us(Us(p50));
-      r->set_latency_p99_us(Us(lat->Quantile(99)));
-      double factor;
-      const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
-      if (has_factor) r->set_busbw_factor(factor);
-      if (r->has_bytes() && p50 > 0 && !polled) {
-        const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s
-        r->set_algbw_gbps(algbw);
-        if (has_factor) r->set_busbw_gbps(algbw * factor);
-      }
-    }
-    if (!delay.empty()) {
-      r->set_delay_p50_us(Us(delay.Quantile(50)));
-      r->set_delay_p99_us(Us(delay.Quantile(99)));
-    }
-    r->set_skew_samples(static_cast<uint32_t>(skew.size()));
-    if (a.skew_stride > 0) r->set_skew_stride(static_cast<uint32_t>(std::min<uint64_t>(a.skew_stride, UINT32_MAX)));
-    if (!skew.empty()) {
-      r->set_skew_p50_us(Us(skew.Quantile(50)));
-      r->set_skew_p99_us(Us(skew.Quantile(99)));
-    }
-    if (lat != nullptr)
-      for (double v : lat->SamplesUs()) r->add_latency_us(v);
-    for (double v : delay.SamplesUs()) r->add_delay_us(v);
-    for (double v : skew.SamplesUs()) r->add_skew_us(v);
+// One row of the output from its accumulator (whose samples it reorders).
+void WriteRow(const RowKey& key, Acc& a, stats::StatRow* r) {
+  std::sort(a.matches.begin(), a.matches.end());
+  a.matches.erase(std::unique(a.matches.begin(), a.matches.end()), a.matches.end());
+  r->set_comm(SanitizeUtf8(key.comm));
+  r->set_nranks(a.nranks);
+  r->set_func(SanitizeUtf8(key.func));
+  r->set_bucket_log2(key.bucket);
+  r->set_bucket(BucketLabel(key.bucket));
+  if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
+  uint64_t calls = a.matches.size() + a.unmatched;
+  // A summary keeps each rank's count: a collective is one call on every
+  // rank, a send or receive one call of its own.
+  if (a.sketched) {
+    calls += a.digest_calls;
+    calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
   }
-  // Lateness: of the communicators whole in a summary from its digests,
-  // of the others from the collectives in the model (windows, for a
-  // summary's ranks).
-  std::map<RankKey, RankAcc> late = Lateness(m, elsewhere);
-  for (int32_t k : sampled)
+  r->set_calls(static_cast<uint32_t>(calls));
+  r->set_incomplete(a.incomplete);
+  r->set_warmup(a.warmup);
+  if (a.sketched) {
+    // The exact samples of the other processes join the sketches.
+    r->set_sketched(true);
+    for (int64_t v : a.gpu) a.sgpu.Add(v);
+    for (int64_t v : a.cpu) a.scpu.Add(v);
+    for (int64_t v : a.polled) a.spolled.Add(v);
+    for (int64_t v : a.delay) a.sdelay.Add(v);
+    for (int64_t v : a.skew) a.sskew.Add(v);
+  }
+  auto dist = [&a](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, a.sketched ? &sk : nullptr); };
+  const Dist gpu = dist(&a.gpu, a.sgpu), cpu = dist(&a.cpu, a.scpu), polled_d = dist(&a.polled, a.spolled);
+  const Dist delay = dist(&a.delay, a.sdelay), skew = dist(&a.skew, a.sskew);
+  // Completions seen by polling a CUDA event time the writer's look, not
+  // the kernel: a latency bound, no bandwidth (0.08 GB/s of polling delay
+  // was printed as a bus bandwidth before).
+  const Dist* lat = !gpu.empty() ? &gpu : !cpu.empty() ? &cpu : !polled_d.empty() ? &polled_d : nullptr;
+  const bool polled = lat == &polled_d;
+  r->set_timing(!gpu.empty() ? "gpu" : !cpu.empty() ? "cpu" : polled ? "polled" : "none");
+  if (lat != nullptr) {
+    r->set_samples(static_cast<uint32_t>(lat->size()));
+    const int64_t p50 = lat->Quantile(50);
+    r->set_latency_p50_us(Us(p50));
+    r->set_latency_p99_us(Us(lat->Quantile(99)));
+    double factor;
+    const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
+    if (has_factor) r->set_busbw_factor(factor);
+    if (r->has_bytes() && p50 > 0 && !polled) {
+      const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s
+      r->set_algbw_gbps(algbw);
+      if (has_factor) r->set_busbw_gbps(algbw * factor);
+    }
+  }
+  if (!delay.empty()) {
+    r->set_delay_p50_us(Us(delay.Quantile(50)));
+    r->set_delay_p99_us(Us(delay.Quantile(99)));
+  }
+  r->set_skew_samples(static_cast<uint32_t>(skew.size()));
+  if (a.skew_stride > 0) r->set_skew_stride(static_cast<uint32_t>(std::min<uint64_t>(a.skew_stride, UINT32_MAX)));
+  if (!skew.empty()) {
+    r->set_skew_p50_us(Us(skew.Quantile(50)));
+    r->set_skew_p99_us(Us(skew.Quantile(99)));
+  }
+  if (lat != nullptr)
+    for (double v : lat->SamplesUs()) r->add_latency_us(v);
+  for (double v : delay.SamplesUs()) r->add_delay_us(v);
+  for (double v : skew.SamplesUs()) r->add_skew_us(v);
+}
+
+// Each rank's lateness (RankRow): of the communicators whole in a summary
+// from its digests, of the others from the collectives in the model
+// (windows, for a summary's ranks) or the samples across the job.
+void WriteRanks(const Model& m, const Sources& src, stats::Stats* out) {
+  std::map<RankKey, RankAcc> late = Lateness(m, src.elsewhere);
+  for (int32_t k : src.sampled)
     if (k >= 0) SampledLateness(m, m.sampled[static_cast<size_t>(k)], &late);
   std::map<RankKey, Sketch> late_sketch;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (!m.procs[pi].digested) continue;
     for (const RankDigest& d : m.procs[pi].rank_digests) {
-      if (!whole_keys.count(d.comm)) continue;  // the model's collectives give it
+      if (!src.whole_keys.count(d.comm)) continue;  // the model's collectives give it
       const RankKey k{d.comm, d.nranks, d.rank};
       late_sketch[k].Merge(d.lateness);
       std::vector<std::string>& procs = late[k].procs;
@@ -554,7 +570,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       for (int64_t v : a.lateness) sk->second.Add(v);
     const Dist d(&a.lateness, sketched ? &sk->second : nullptr);
     if (d.empty()) continue;
-    stats::RankRow* r = out.add_ranks();
+    stats::RankRow* r = out->add_ranks();
     r->set_comm(SanitizeUtf8(key.comm));
     r->set_nranks(key.nranks);
     r->set_rank(key.rank);
@@ -579,22 +595,26 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       r->set_gpu_lateness_p99_us(Us(Percentile(&v, 99)));
     }
   }
-  if (any_digest) {
-    out.add_notes("quantiles and bandwidths marked '~' come from per-node summaries' sketches: each within 1% of the exact"
-                  " value; counts are exact");
+}
+
+// What the numbers rest on: summaries' sketches and windows, and which
+// communicators are sampled, how often.
+void AddNotes(const Model& m, const Sources& src, stats::Stats* out) {
+  if (src.any_digest) {
+    out->add_notes("quantiles and bandwidths marked '~' come from per-node summaries' sketches: each within 1% of the"
+                   " exact value; counts are exact");
     bool partial = false;
     for (size_t ci = 0; ci < m.comms.size(); ++ci)
-      if (!elsewhere[ci])
+      if (!src.elsewhere[ci])
         for (const CommMember& mem : m.comms[ci].members)
           partial |= mem.proc < m.procs.size() && m.procs[mem.proc].digested;
     if (partial)
-      out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the summaries'"
-                    " windows only (each rank's last operations)");
+      out->add_notes("arrival skew and lateness of communicators spanning several summaries are of the summaries'"
+                     " windows only (each rank's last operations)");
   }
-  // Which communicators' skew and lateness are sampled, and how often: per
-  // row key once (thousands of 'tp' groups share one), its strides' range.
+  // Per row key once (thousands of 'tp' groups share one), its strides' range.
   std::map<std::string, std::pair<uint64_t, uint64_t>> strides;
-  for (int32_t k : sampled) {
+  for (int32_t k : src.sampled) {
     if (k < 0) continue;
     const SampledComm& sc = m.sampled[static_cast<size_t>(k)];
     auto [it, fresh] = strides.try_emplace(CommKey(m.comms[sc.comm]), sc.stride, sc.stride);
@@ -609,8 +629,28 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
              " on '" + key + "'";
   }
   if (!where.empty())
-    out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the collectives the"
-                  " summaries sampled across the job: " + where + " (in JSON, the rows' skew_stride and stride)");
+    out->add_notes("arrival skew and lateness of communicators spanning several summaries are of the collectives the"
+                   " summaries sampled across the job: " + where + " (in JSON, the rows' skew_stride and stride)");
+}
+
+}  // namespace
+
+stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
+  const Sources src = SourcesOf(m);
+  Rows rows;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    if (m.procs[pi].digested) AddDigests(m.procs[pi], src, &rows);
+    else AddOps(m, pi, opts, &rows);
+  }
+  AddSkew(m, src, &rows);
+  stats::Stats out;
+  out.set_format(kFormat);
+  out.set_processes(static_cast<uint32_t>(m.procs.size()));
+  out.set_alignment_method(m.alignment_method);
+  out.set_alignment_error_us(m.alignment_error_ns / 1000.0);
+  for (auto& [key, a] : rows) WriteRow(key, a, out.add_rows());
+  WriteRanks(m, src, &out);
+  AddNotes(m, src, &out);
   return out;
 }
 
