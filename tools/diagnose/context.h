@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "proto/report.pb.h"
-#include "tools/diagnose/diagnose.h"
+#include "tools/diagnose/options.h"
 #include "tools/diagnose/format.h"
 #include "tools/model/liveness.h"
 #include "tools/model/model.h"

@@ -294,10 +294,10 @@ class StragglerCounter {
   }
   StragglerCounter(const StragglerCounter&) = delete;
   StragglerCounter& operator=(const StragglerCounter&) = delete;
-  StragglerCountsPtr Join() { return counts_.get(); }
+  StragglerCounts Join() { return counts_.get(); }
 
  private:
-  std::future<StragglerCountsPtr> counts_;
+  std::future<StragglerCounts> counts_;
 };
 
 // Moves the findings of `more` to the end of `found`.
@@ -472,7 +472,7 @@ void SayIncomplete(const Ctx& c, bool error_found, bool arrivals_unjudged, bool 
 }  // namespace
 
 Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
-  // The straggler finders' counts beside the other finders (finders.h),
+  // The straggler finders' counts beside the other finders (straggler_counts.h),
   // on one thread: a second (the host's and the GPU's counts apart) gained
   // nothing clear on two cores, and its heap added 0.2 GB to the peak at
   // 16,384 ranks.

@@ -7,10 +7,10 @@
 #ifndef TOOLS_DIAGNOSE_FINDERS_H_
 #define TOOLS_DIAGNOSE_FINDERS_H_
 
-#include <memory>
 #include <vector>
 
 #include "tools/diagnose/context.h"
+#include "tools/diagnose/straggler_counts.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 
@@ -53,20 +53,9 @@ struct ChainMismatches {
   std::vector<bool> absorbed;  // per finding of `earlier`
 };
 ChainMismatches FindChainMismatches(const Ctx& c, const std::vector<Ranked>& earlier);
-// find_stragglers.cc. The straggler finders' counts (the host's arrivals
-// and the GPU-held times, over the windows and over the samples) read only
-// the model and the options: Diagnose counts them on a thread of its own
-// beside the other finders, since at 16,384 ranks they were half the
-// diagnosis (BENCHMARKS.md, "The 16k merge on more than one core").
-// Thread safety: a function of its const arguments.
-struct StragglerCounts;
-struct StragglerCountsDeleter {
-  void operator()(StragglerCounts* p) const;
-};
-using StragglerCountsPtr = std::unique_ptr<StragglerCounts, StragglerCountsDeleter>;
-StragglerCountsPtr CountForStragglers(const Model& m, const DiagnoseOptions& o);
-// `counts`: CountForStragglers(c.m, c.o), or null to count here.
-std::vector<Ranked> FindStragglers(const Ctx& c, StragglerCountsPtr counts);
+// find_stragglers.cc. `counts`: CountForStragglers(c.m, c.o)
+// (straggler_counts.h), which Diagnose makes on a thread of its own.
+std::vector<Ranked> FindStragglers(const Ctx& c, StragglerCounts counts);
 // find_ended.cc. Last: judged only where no other error was found
 // (`error_found`: a finding of error severity explains how the job ended).
 std::vector<Ranked> FindEnded(const Ctx& c, bool error_found);
