@@ -16,8 +16,18 @@
 #include <vector>
 
 #include "tools/diagnose/context.h"
+#include "tools/diagnose/find_chain_mismatch.h"
+#include "tools/diagnose/find_cycles.h"
+#include "tools/diagnose/find_dead.h"
+#include "tools/diagnose/find_ended.h"
+#include "tools/diagnose/find_late.h"
+#include "tools/diagnose/find_mismatch.h"
+#include "tools/diagnose/find_missing.h"
+#include "tools/diagnose/find_p2p.h"
+#include "tools/diagnose/find_stragglers.h"
+#include "tools/diagnose/sections.h"
+#include "tools/diagnose/straggler_counts.h"
 #include "tools/json.h"
-#include "tools/diagnose/finders.h"
 
 namespace ncclwatch::tools {
 
@@ -305,7 +315,7 @@ void Append(std::vector<Ranked>* found, std::vector<Ranked> more) {
   found->insert(found->end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
 }
 
-// Every finder in its turn (finders.h), each reading what the earlier ones
+// Every finder in its turn (find_*.h), each reading what the earlier ones
 // returned where it needs it; the findings in the verdict's order.
 std::vector<Ranked> RunFinders(const Ctx& c, StragglerCounter* counter) {
   std::vector<Ranked> found;

@@ -1,6 +1,4 @@
-// MISMATCH from the per-node summaries' signature chains: ranks whose
-// collectives on a communicator diverged, where the summaries let the
-// collectives themselves go.
+#include "tools/diagnose/find_chain_mismatch.h"
 
 #include <algorithm>
 #include <set>
@@ -8,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "tools/diagnose/finders.h"
 #include "tools/model/collectives.h"
 
 namespace ncclwatch::tools::diagnose_internal {

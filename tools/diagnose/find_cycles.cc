@@ -1,8 +1,4 @@
-// WAIT_CYCLE and cross-communicator ORDER_MISMATCH: ranks waiting on each
-// other in a cycle, from who waits in which operation, and from the merged
-// order of operations.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_cycles.h"
 
 #include <algorithm>
 #include <functional>

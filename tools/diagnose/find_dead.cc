@@ -1,7 +1,4 @@
-// DEAD_RANK: a process whose file ends without a finalize, with no sign of
-// life for longer than its heartbeats allow.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_dead.h"
 
 #include <algorithm>
 #include <string>

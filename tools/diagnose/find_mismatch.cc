@@ -1,7 +1,4 @@
-// MISMATCH and ORDER_MISMATCH within one communicator: ranks that issued
-// different functions, counts, datatypes or roots at one position.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_mismatch.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,4 @@
-// MISSING_RANK and STUCK_IN_PROGRESS: an operation some rank never joined,
-// and one every rank joined that never finished.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_missing.h"
 
 #include <algorithm>
 #include <string>

@@ -1,6 +1,4 @@
-// UNMATCHED_P2P: a send without its receive, or with another size.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_p2p.h"
 
 #include <algorithm>
 #include <set>

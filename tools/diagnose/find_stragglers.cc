@@ -1,7 +1,4 @@
-// STRAGGLER: a rank that repeatedly joins collectives late, on its host
-// or, behind other work, on its GPU.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_stragglers.h"
 
 #include <algorithm>
 #include <iterator>
