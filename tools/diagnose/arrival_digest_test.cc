@@ -18,7 +18,8 @@ TEST(ArrivalDigest, EachProcessOfAWholeCommunicator) {
   j.Procs(4, 3.0);
   uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
   for (int k = 1; k <= 10; ++k)
-    for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, k, "AllReduce", 1024, 0.1 * k + (p == 2 ? 0.005 : 0), 0.1 * k + 0.009);
+    for (uint32_t p = 0; p < 4; ++p)
+      j.Coll(p, w, k, "AllReduce", 1024, 0.1 * k + (p == 2 ? 0.005 : 0), 0.1 * k + 0.009);
   const Model& m = j.Finish();
   const std::vector<ArrivalDigest> d = DigestArrivals(m);
   ASSERT_EQ(d.size(), 4u);
