@@ -64,9 +64,12 @@ for c in $configs; do
     asan) run_config asan //plugin/... //tools/... ;;
     # The plugin's threads, and the tools' two: the merge's second reader
     # (summary_test, job_test) and the straggler counts beside the finders
-    # (diagnose, job_test's sampled stragglers).
+    # (every Diagnose: diagnose's tests, job_test's sampled stragglers).
     tsan) run_config tsan //plugin/... //tools/summary:summary_test //tools/summary:job_test \
-      //tools/diagnose:diagnose_test //tools/diagnose:testdata_test ;;
+      //tools/diagnose:diagnose_test //tools/diagnose:find_cycles_test //tools/diagnose:find_dead_test \
+      //tools/diagnose:find_ended_test //tools/diagnose:find_late_test //tools/diagnose:find_mismatch_test \
+      //tools/diagnose:find_missing_test //tools/diagnose:find_p2p_test //tools/diagnose:find_stragglers_test \
+      //tools/diagnose:testdata_test ;;
     *) echo "unknown configuration '$c'" >&2; overall=1; total_failed=$((total_failed + 1)) ;;
   esac
 done

@@ -23,9 +23,39 @@ int Precedence(report::FindingKind k) {
   }
 }
 
+// Per process, its oldest operation in flight when the file ends, or when
+// its communicator was finalized (an abort: a clean destroy waits for its
+// operations); without completion tracking, only where proven unfinished
+// (tools/model/liveness.h). kNone: none.
+std::vector<uint32_t> OldestInFlight(const Model& m, const Liveness& live) {
+  std::vector<uint32_t> oldest(m.procs.size(), kNone);
+  for (size_t pi = 0; pi < m.procs.size(); ++pi) {
+    for (uint32_t oi : m.procs[pi].ops) {
+      if (live.Unfinished(oi) && oldest[pi] == kNone) oldest[pi] = oi;
+    }
+  }
+  return oldest;
+}
+
+// Each communicator's collective matches by earliest enqueue: the first one
+// that hung is the one to explain.
+std::vector<std::vector<uint32_t>> CollectivesByComm(const Model& m) {
+  std::vector<std::vector<uint32_t>> colls(m.comms.size());
+  for (uint32_t mi = 0; mi < m.matches.size(); ++mi) {
+    const Match& mt = m.matches[mi];
+    if (mt.kind == OpKind::kColl && mt.comm < m.comms.size()) colls[mt.comm].push_back(mi);
+  }
+  std::vector<int64_t> first_start(m.matches.size(), INT64_MAX);
+  for (uint32_t mi = 0; mi < m.matches.size(); ++mi)
+    for (uint32_t oi : m.matches[mi].ops)
+      if (oi != kNone) first_start[mi] = std::min(first_start[mi], m.ops[oi].start_ns);
+  for (auto& list : colls)
+    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) { return first_start[a] < first_start[b]; });
+  return colls;
+}
+
 }  // namespace
 
-// The function of a match's ops (every op of a collective match has it).
 
 void SetComm(const Ctx& c, uint32_t comm, Finding* f) {
   const Comm& cm = c.m.comms[comm];
@@ -61,36 +91,18 @@ void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
   out->push_back({prec, when, std::move(f), false});
 }
 
-void Prepare(Ctx* c) {
-  const Model& m = c->m;
-  const size_t np = m.procs.size();
-  c->oldest_inflight.assign(np, kNone);
-  for (size_t pi = 0; pi < np; ++pi) {
-    for (uint32_t oi : m.procs[pi].ops) {
-      // In flight when the file ends, or when its communicator was finalized
-      // (an abort: a clean destroy waits for its operations); without
-      // completion tracking, only where proven unfinished (tools/model/liveness.h).
-      if (c->live.Unfinished(oi) && c->oldest_inflight[pi] == kNone) c->oldest_inflight[pi] = oi;
-    }
-  }
-
-  c->colls_of_comm.assign(m.comms.size(), {});
-  for (uint32_t mi = 0; mi < m.matches.size(); ++mi) {
-    const Match& mt = m.matches[mi];
-    if (mt.kind == OpKind::kColl && mt.comm < m.comms.size()) c->colls_of_comm[mt.comm].push_back(mi);
-  }
-  // Each communicator's collectives by earliest enqueue: the first one that
-  // hung is the one to explain.
-  std::vector<int64_t> first_start(m.matches.size(), INT64_MAX);
-  for (uint32_t mi = 0; mi < m.matches.size(); ++mi)
-    for (uint32_t oi : m.matches[mi].ops)
-      if (oi != kNone) first_start[mi] = std::min(first_start[mi], m.ops[oi].start_ns);
-  for (auto& list : c->colls_of_comm)
-    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) { return first_start[a] < first_start[b]; });
-
-  c->mismatch_seq.assign(m.comms.size(), 0);
-}
-
+Ctx::Ctx(const Model& model, const DiagnoseOptions& opts)
+    : m(model),
+      o(opts),
+      live(JudgeLiveness(model, {opts.min_wait_sec, opts.dead_heartbeats, opts.dead_min_sec})),
+      t0(live.t0),
+      t_end(live.t_end),
+      dead(live.dead),
+      last_seq(live.last_seq),
+      stuck_ops(live.stuck_ops),
+      unfinished(live.unfinished),
+      oldest_inflight(OldestInFlight(model, live)),
+      colls_of_comm(CollectivesByComm(model)) {}
 
 std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt) {
   std::vector<std::pair<int32_t, uint32_t>> v;

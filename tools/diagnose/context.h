@@ -1,12 +1,17 @@
 // What every finder of `ncclwatch diagnose` shares: the model with the
-// facts derived from it once (the liveness judgement, tools/liveness.h, and
-// Prepare: each communicator's collectives in order), the verdict
-// order of findings, and what a rank that never joined did instead (FateOf).
+// facts derived from it once (the liveness judgement, tools/model/liveness.h,
+// the oldest operation in flight per process and each communicator's
+// collectives in order), the verdict order of findings, and what a rank that
+// never joined did instead (FateOf).
 //
-// A Ctx is built and prepared on one thread before the finders run; the
-// finders read it. One field is written by a finder and read by later ones:
-// mismatch_seq (FindMismatches first, so that stuck detection defers to a
-// mismatch), which is why Diagnose runs the finders in a fixed order.
+// A Ctx is built on one thread, by its constructor, and is const from then
+// on: every finder reads it through a const reference and returns what it
+// found. What one finder tells a later one (FindMismatches's first
+// disagreeing collective per communicator) is returned by the earlier and
+// passed to the later by Diagnose, which runs them in a fixed order.
+//
+// Thread safety: a Ctx is immutable once made; any number of threads may
+// read it.
 
 #ifndef TOOLS_DIAGNOSE_CONTEXT_H_
 #define TOOLS_DIAGNOSE_CONTEXT_H_
@@ -20,7 +25,7 @@
 #include <vector>
 
 #include "proto/report.pb.h"
-#include "tools/diagnose/diagnose.h"
+#include "tools/diagnose/options.h"
 #include "tools/diagnose/format.h"
 #include "tools/model/liveness.h"
 #include "tools/model/model.h"
@@ -43,20 +48,15 @@ struct Ctx {
   const std::vector<std::map<uint64_t, uint64_t>>& last_seq;  // per proc: SeqKey -> highest seq issued
   const std::set<uint32_t>& stuck_ops;                        // ops a stuck report names
   const std::vector<bool>& unfinished;                        // per op: proven never finished
-  std::vector<uint32_t> oldest_inflight;              // per proc: oldest kInFlight op, kNone
-  std::vector<std::vector<uint32_t>> colls_of_comm;    // coll matches by comm, by earliest enqueue
-  std::vector<uint64_t> mismatch_seq;                  // per comm: first disagreeing seq (0: none)
+  // Per proc: its oldest operation not finished (Liveness::Unfinished), kNone.
+  const std::vector<uint32_t> oldest_inflight;
+  // Per comm: its collective matches, by earliest enqueue: the first one
+  // that hung is the one to explain.
+  const std::vector<std::vector<uint32_t>> colls_of_comm;
 
-  Ctx(const Model& model, const DiagnoseOptions& opts)
-      : m(model),
-        o(opts),
-        live(JudgeLiveness(model, {opts.min_wait_sec, opts.dead_heartbeats, opts.dead_min_sec})),
-        t0(live.t0),
-        t_end(live.t_end),
-        dead(live.dead),
-        last_seq(live.last_seq),
-        stuck_ops(live.stuck_ops),
-        unfinished(live.unfinished) {}
+  Ctx(const Model& model, const DiagnoseOptions& opts);
+  Ctx(const Ctx&) = delete;
+  Ctx& operator=(const Ctx&) = delete;
 
   double T(int64_t ns) const { return ns == kNoTime ? 0.0 : static_cast<double>(ns - t0) / 1e9; }
   std::string Name(uint32_t proc) const { return ProcName(m, proc); }
@@ -108,10 +108,6 @@ struct Ctx {
     return RankList(n);
   }
 };
-
-// Fills the Ctx's derived facts beyond liveness (oldest op in flight per
-// process, collectives per communicator).
-void Prepare(Ctx* c);
 
 void SetComm(const Ctx& c, uint32_t comm, Finding* f);
 // The finding's operation (Finding.op): a Model::ops index, or the first

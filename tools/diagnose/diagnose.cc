@@ -4,20 +4,30 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
-#include <functional>
+#include <future>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "tools/diagnose/context.h"
+#include "tools/diagnose/find_chain_mismatch.h"
+#include "tools/diagnose/find_cycles.h"
+#include "tools/diagnose/find_dead.h"
+#include "tools/diagnose/find_ended.h"
+#include "tools/diagnose/find_late.h"
+#include "tools/diagnose/find_mismatch.h"
+#include "tools/diagnose/find_missing.h"
+#include "tools/diagnose/find_p2p.h"
+#include "tools/diagnose/find_stragglers.h"
+#include "tools/diagnose/sections.h"
+#include "tools/diagnose/straggler_counts.h"
 #include "tools/json.h"
-#include "tools/diagnose/finders.h"
 
 namespace ncclwatch::tools {
 
@@ -276,101 +286,104 @@ std::string Reasons(const Gaps& why) {
   return s;
 }
 
-// `work` on a thread of its own beside the caller, done when Join returns;
-// run by Join instead where no thread can be had. Joined also when the
-// caller throws meanwhile.
-class Beside {
+// The straggler finders' counts (CountForStragglers), made on a thread of
+// their own beside the other finders from a const model and a copy of the
+// options: the thread holds no reference to anything that is not const,
+// and what it makes is handed over when Join returns it. Where no thread
+// can be had (a limit on the host), Join counts on the caller's. A
+// destructor that runs before Join (the caller threw) waits for the thread.
+class StragglerCounter {
  public:
-  explicit Beside(std::function<void()> work) : work_(std::move(work)) {
+  StragglerCounter(const Model& model, DiagnoseOptions opts) {
+    auto count = [&model, opts] { return CountForStragglers(model, opts); };
     try {
-      thread_ = std::thread(work_);
+      counts_ = std::async(std::launch::async, count);
     } catch (const std::system_error&) {
-      // No thread to be had (a limit on the host): Join runs it.
+      counts_ = std::async(std::launch::deferred, count);
     }
   }
-  Beside(const Beside&) = delete;
-  Beside& operator=(const Beside&) = delete;
-  ~Beside() {
-    if (thread_.joinable()) thread_.join();
-  }
-  void Join() {
-    if (thread_.joinable()) thread_.join();
-    else work_();
-  }
+  StragglerCounter(const StragglerCounter&) = delete;
+  StragglerCounter& operator=(const StragglerCounter&) = delete;
+  StragglerCounts Join() { return counts_.get(); }
 
  private:
-  std::function<void()> work_;
-  std::thread thread_;
+  std::future<StragglerCounts> counts_;
 };
 
-}  // namespace
+// Moves the findings of `more` to the end of `found`.
+void Append(std::vector<Ranked>* found, std::vector<Ranked> more) {
+  found->insert(found->end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
 
-Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
-  // The straggler finders' counts beside the other finders (finders.h),
-  // on one thread: a second (the host's and the GPU's counts apart) gained
-  // nothing clear on two cores, and its heap added 0.2 GB to the peak at
-  // 16,384 ranks.
-  StragglerCountsPtr counts;
-  Beside beside([&] { counts = CountForStragglers(model, opts); });
-  Ctx c(model, opts);
-  Prepare(&c);
+// Every finder in its turn (find_*.h), each reading what the earlier ones
+// returned where it needs it; the findings in the verdict's order.
+std::vector<Ranked> RunFinders(const Ctx& c, StragglerCounter* counter) {
   std::vector<Ranked> found;
-  FindMismatches(&c, &found);  // first: stuck detection defers to it
-  FindMissingAndStuck(&c, &found);
-  FindLate(&c, &found);
-  FindP2p(&c, &found);
-  FindDead(&c, &found);
-  FindCycles(&c, &found);
-  FindOrderCycles(&c, &found);
-  FindChainMismatches(c, &found);  // after those that can name an operation it places
-  beside.Join();
-  FindStragglers(&c, std::move(counts), &found);
-  FindEnded(&c, &found);  // last: only where nothing else explains it
+  Mismatches mismatches = FindMismatches(c);  // first: stuck detection defers to it
+  Append(&found, std::move(mismatches.found));
+  Append(&found, FindMissingAndStuck(c, mismatches.first_seq));
+  Append(&found, FindLate(c));
+  Append(&found, FindP2p(c));
+  Append(&found, FindDead(c));
+  Append(&found, FindCycles(c));
+  Append(&found, FindOrderCycles(c, mismatches.first_seq));
+  // After those that can name an operation it places.
+  ChainMismatches chains = FindChainMismatches(c, found);
+  std::vector<Ranked> kept;
+  for (size_t i = 0; i < found.size(); ++i)
+    if (!chains.absorbed[i]) kept.push_back(std::move(found[i]));
+  found = std::move(kept);
+  Append(&found, std::move(chains.found));
+  Append(&found, FindStragglers(c, counter->Join()));
+  bool error_before = false;
+  for (const Ranked& r : found) error_before |= r.f.severity() == report::SEVERITY_ERROR;
+  Append(&found, FindEnded(c, error_before));  // last: only where nothing else explains it
   for (Ranked& r : found) AssignCause(&r.f);
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
   });
+  return found;
+}
 
-  CaveatLostRecords(c, &found);
-
-  // Summaries that let operations go keep no arrival times of them: a
-  // straggler among the windows is not the job's, and no error found means
-  // no OK either (tools/summary/job.h).
-  bool error_found = false;
-  for (const Ranked& r : found) error_found |= r.f.severity() == report::SEVERITY_ERROR;
-  bool gap = false;
-  for (const Proc& p : model.procs) gap |= !p.window_gap.empty();
-  // Unless every process's arrivals are whole (summaries' arrival digests,
-  // ArrivalsWhole) and no stuck report could name a late rank's victim the
-  // summaries let go (a LATE_RANK without one needs a 10 s wait, which a
-  // summary never lets go: summary.h kLateWaitNs).
+// Summaries that let operations go keep no arrival times of them, unless
+// every process's arrivals are whole (summaries' arrival digests,
+// ArrivalsWhole) and no stuck report could name a late rank's victim the
+// summaries let go (a LATE_RANK without one needs a 10 s wait, which a
+// summary never lets go: summary.h kLateWaitNs).
+bool ArrivalsUnjudged(const Model& model, const DiagnoseOptions& opts) {
   bool no_stuck = true;
   for (const Proc& p : model.procs) no_stuck = no_stuck && p.stucks.empty();
-  const bool arrivals_unjudged = model.summary_let_go > 0 && !(ArrivalsWhole(model, opts) && no_stuck);
-  // A straggler the arrivals sampled across the job show stands either way.
-  if (arrivals_unjudged && !error_found)
-    found.erase(std::remove_if(found.begin(), found.end(),
-                               [](const Ranked& r) { return r.f.kind() == report::STRAGGLER && !r.sampled; }),
-                found.end());
-  // Behind an error, a straggler of the windows is told for what it is.
-  if (arrivals_unjudged)
-    for (Ranked& r : found)
-      if (r.f.kind() == report::STRAGGLER && !r.sampled)
-        r.f.set_summary(r.f.summary() + " (over the summaries' windows only: the last operations of each rank)");
+  return model.summary_let_go > 0 && !(ArrivalsWhole(model, opts) && no_stuck);
+}
 
-  Diagnosis d;
+// Where arrivals are unjudged, a straggler among the windows is not the
+// job's: without an error it goes, behind one it is told for what it is.
+// A straggler the arrivals sampled across the job show stands either way.
+void WindowStragglers(bool error_found, std::vector<Ranked>* found) {
+  if (!error_found)
+    found->erase(std::remove_if(found->begin(), found->end(),
+                                [](const Ranked& r) { return r.f.kind() == report::STRAGGLER && !r.sampled; }),
+                 found->end());
+  for (Ranked& r : *found)
+    if (r.f.kind() == report::STRAGGLER && !r.sampled)
+      r.f.set_summary(r.f.summary() + " (over the summaries' windows only: the last operations of each rank)");
+}
+
+// The findings into `d`: the independent ones as findings, those blocked
+// behind the root cause as consequences (their ranks wait: none of them
+// caused it); `d`'s severity the highest.
+void AddFindings(const Model& model, std::vector<Ranked> found, Diagnosis* d) {
   // Operations of one step are issued within microseconds of each other;
   // 10 ms, or four times the clock alignment's error, is generous.
   const int64_t slack_ns = std::max<int64_t>(10'000'000, static_cast<int64_t>(4 * model.alignment_error_ns));
   const std::vector<bool> blocked = Consequences(found, slack_ns);
   for (size_t i = 0; i < found.size(); ++i) {
     Finding& f = found[i].f;
-    if (f.severity() > d.severity()) d.set_severity(f.severity());
+    if (f.severity() > d->severity()) d->set_severity(f.severity());
     if (!blocked[i]) {
-      *d.add_findings() = std::move(f);
+      *d->add_findings() = std::move(f);
       continue;
     }
-    // Its ranks wait: none of them caused it.
     for (const report::ProcRef& p : f.culprits()) {
       bool listed = false;
       for (const report::ProcRef& w : f.waiting()) listed |= w.name() == p.name();
@@ -378,14 +391,13 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
     }
     f.clear_culprits();
     f.clear_fates();
-    *d.add_consequences() = std::move(f);
+    *d->add_consequences() = std::move(f);
   }
-  FillProgress(c, &d);
-  FillStuckReports(c, &d);
-  FillInput(c, &d);
-  FillClock(c, &d);
-  d.set_processes(static_cast<uint32_t>(model.procs.size()));
-  // Which NCCL and driver ran: one line per combination (a mixed job is worth seeing).
+}
+
+// Which NCCL and driver ran: one line per combination (a mixed job is
+// worth seeing), and what the NCCL versions cannot show.
+void AddVersions(const Model& model, Diagnosis* d) {
   std::map<std::string, size_t> versions;
   for (const Proc& p : model.procs) {
     std::string v = "NCCL " + (p.nccl_version.empty() ? std::string("version not recorded") : p.nccl_version);
@@ -395,7 +407,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
                                    : std::string("not recorded");
     ++versions[v];
   }
-  for (const auto& [v, n] : versions) d.add_versions(v + ": " + Plural(n, "process", "processes"));
+  for (const auto& [v, n] : versions) d->add_versions(v + ": " + Plural(n, "process", "processes"));
   // NCCL 2.29 and later run ncclBroadcast as an AllGatherV that emits no
   // Coll event (read in their src/enqueue.cc; docs/nccl_call_order.md): the
   // files hold no Broadcast, and an OK cannot speak for one.
@@ -406,8 +418,97 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
       ++blind;
   }
   if (blind > 0)
-    d.add_versions("NCCL 2.29 and later record no Broadcast (run as AllGatherV without Coll events): a hang "
-                   "inside a Broadcast is not seen (" + Plural(blind, "process", "processes") + ")");
+    d->add_versions("NCCL 2.29 and later record no Broadcast (run as AllGatherV without Coll events): a hang "
+                    "inside a Broadcast is not seen (" + Plural(blind, "process", "processes") + ")");
+}
+
+// The verdict without a finding: what was looked at, and what holds.
+// `operations`, `done`: the job's totals, with those a windowed reader let
+// go (model.h), and of those how many completed.
+std::string OkVerdict(const Ctx& c, uint64_t operations, uint64_t done) {
+  const Model& model = c.m;
+  uint64_t open = 0;
+  for (const Op& op : model.ops) {
+    if (op.state == OpState::kCompleted) ++done;
+    else if (op.state == OpState::kInFlight && c.FinalizeOf(op.proc, op.comm) == kNoTime) ++open;
+  }
+  size_t unfinalized = 0;
+  for (const Proc& p : model.procs) unfinalized += !p.finalized;
+  std::string v = "OK: no problem found in " + Plural(model.procs.size(), "process", "processes") + " (" +
+                  Plural(model.comms.size(), "communicator", "communicators") + ", " +
+                  Plural(operations, "operation", "operations") + ", " + Thousands(done) + " completed)";
+  if (c.o.live) {
+    // While the job runs (watch): what holds so far.
+    v = "OK so far: no problem found in " + v.substr(v.find(" in ") + 4);
+    if (open > 0) v += "; " + Plural(open, "operation", "operations") + " in flight";
+  } else if (unfinalized > 0) {
+    // FindEnded let it pass: every operation had completed, no idle tail.
+    v += "; " + Plural(unfinalized, "process", "processes") +
+         " ended without finalizing, after every operation had completed";
+  }
+  return v;
+}
+
+// A verdict on incomplete or damaged evidence says so first, and is never
+// OK. `gap`: summaries could not settle some processes' windows.
+void SayIncomplete(const Ctx& c, bool error_found, bool arrivals_unjudged, bool gap, Diagnosis* d) {
+  const Model& model = c.m;
+  Gaps why = Incomplete(c, error_found);
+  if (arrivals_unjudged && !error_found)
+    why.push_back("the summaries let go " + Plural(model.summary_let_go, "operation", "operations") +
+                  ", whose arrival times (stragglers, late ranks) are not judged");
+  for (const Gap& w : why) {
+    d->add_incomplete(w.text);
+    d->add_incomplete_kinds(w.kind);
+  }
+  if (gap) {
+    // What the summaries could not settle may be where the fault is: no
+    // finding of the windows names a culprit.
+    for (Finding& f : *d->mutable_findings()) {
+      f.clear_culprits();
+      f.clear_fates();
+    }
+    d->set_verdict("INCOMPLETE: the summaries cannot tell what went wrong: " + Reasons(why));
+  } else if (!why.empty()) {
+    if (d->findings_size() > 0) {
+      d->set_verdict("INCOMPLETE EVIDENCE (" + Reasons(why) + "): " + d->verdict());
+    } else {
+      d->set_verdict("INCOMPLETE: no problem found in the " + Plural(model.procs.size(), "process", "processes") +
+                     " given, but " + Reasons(why) + ": cannot tell whether the job was healthy");
+    }
+  }
+}
+
+}  // namespace
+
+Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
+  // The straggler finders' counts beside the other finders (straggler_counts.h),
+  // on one thread: a second (the host's and the GPU's counts apart) gained
+  // nothing clear on two cores, and its heap added 0.2 GB to the peak at
+  // 16,384 ranks.
+  StragglerCounter counter(model, opts);
+  const Ctx c(model, opts);
+  std::vector<Ranked> found = RunFinders(c, &counter);
+  CaveatLostRecords(c, &found);
+
+  // Summaries that let operations go keep no arrival times of them: a
+  // straggler among the windows is not the job's, and no error found means
+  // no OK either (tools/summary/job.h).
+  bool error_found = false;
+  for (const Ranked& r : found) error_found |= r.f.severity() == report::SEVERITY_ERROR;
+  bool gap = false;
+  for (const Proc& p : model.procs) gap |= !p.window_gap.empty();
+  const bool arrivals_unjudged = ArrivalsUnjudged(model, opts);
+  if (arrivals_unjudged) WindowStragglers(error_found, &found);
+
+  Diagnosis d;
+  AddFindings(model, std::move(found), &d);
+  FillProgress(c, &d);
+  FillStuckReports(c, &d);
+  FillInput(c, &d);
+  FillClock(c, &d);
+  d.set_processes(static_cast<uint32_t>(model.procs.size()));
+  AddVersions(model, &d);
   d.set_communicators(static_cast<uint32_t>(model.comms.size()));
   // Operations a windowed reader let go count in the job's totals (model.h).
   uint64_t operations = model.ops.size(), done = 0;
@@ -417,55 +518,9 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   }
   d.set_operations(operations);
   d.set_t_end_sec(c.T(c.t_end));
-  if (d.findings_size() > 0) {
-    d.set_verdict(d.findings(0).summary() + CauseTag(d.findings(0)));
-  } else {
-    uint64_t open = 0;
-    for (const Op& op : model.ops) {
-      if (op.state == OpState::kCompleted) ++done;
-      else if (op.state == OpState::kInFlight && c.FinalizeOf(op.proc, op.comm) == kNoTime) ++open;
-    }
-    size_t unfinalized = 0;
-    for (const Proc& p : model.procs) unfinalized += !p.finalized;
-    std::string v = "OK: no problem found in " + Plural(model.procs.size(), "process", "processes") + " (" +
-                    Plural(model.comms.size(), "communicator", "communicators") + ", " +
-                    Plural(operations, "operation", "operations") + ", " + Thousands(done) + " completed)";
-    if (opts.live) {
-      // While the job runs (watch): what holds so far.
-      v = "OK so far: no problem found in " + v.substr(v.find(" in ") + 4);
-      if (open > 0) v += "; " + Plural(open, "operation", "operations") + " in flight";
-    } else if (unfinalized > 0) {
-      // FindEnded let it pass: every operation had completed, no idle tail.
-      v += "; " + Plural(unfinalized, "process", "processes") +
-           " ended without finalizing, after every operation had completed";
-    }
-    d.set_verdict(v);
-  }
-  // A verdict on incomplete or damaged evidence says so first, and is never OK.
-  Gaps why = Incomplete(c, error_found);
-  if (arrivals_unjudged && !error_found)
-    why.push_back("the summaries let go " + Plural(model.summary_let_go, "operation", "operations") +
-                  ", whose arrival times (stragglers, late ranks) are not judged");
-  for (const Gap& w : why) {
-    d.add_incomplete(w.text);
-    d.add_incomplete_kinds(w.kind);
-  }
-  if (gap) {
-    // What the summaries could not settle may be where the fault is: no
-    // finding of the windows names a culprit.
-    for (Finding& f : *d.mutable_findings()) {
-      f.clear_culprits();
-      f.clear_fates();
-    }
-    d.set_verdict("INCOMPLETE: the summaries cannot tell what went wrong: " + Reasons(why));
-  } else if (!why.empty()) {
-    if (d.findings_size() > 0) {
-      d.set_verdict("INCOMPLETE EVIDENCE (" + Reasons(why) + "): " + d.verdict());
-    } else {
-      d.set_verdict("INCOMPLETE: no problem found in the " + Plural(model.procs.size(), "process", "processes") +
-                    " given, but " + Reasons(why) + ": cannot tell whether the job was healthy");
-    }
-  }
+  d.set_verdict(d.findings_size() > 0 ? d.findings(0).summary() + CauseTag(d.findings(0))
+                                      : OkVerdict(c, operations, done));
+  SayIncomplete(c, error_found, arrivals_unjudged, gap, &d);
   d.set_exit_status(ExitStatus(d));
   return d;
 }

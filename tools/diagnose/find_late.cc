@@ -1,21 +1,4 @@
-// LATE_RANK: a collective every rank issued, that one rank reached so late
-// that the others' wait was itself the fault: its host idle outside NCCL (a
-// data loader, a checkpoint, the GIL) or its GPU busy with earlier work. On
-// PyTorch jobs this is what trips the watchdogs of the ranks that waited; the
-// late rank then goes on alone and ends up waiting for ranks that are gone,
-// so without this finding the blame falls on those that waited (seen on
-// H100, NCCL 2.28.9: a rank that slept 30 s before an all_reduce).
-//
-// Two ways to be late:
-//  - enqueue: the rank called it kLateSec after the others, or as long
-//    after them as their stuck limit when their stuck reports name it;
-//  - GPU: it called it in time, but the waiting ranks' stuck reports saw
-//    their GPUs in it while its own saw its GPU not started (CUDA-event
-//    completions: the event before the kernel; kernel channels: none
-//    started), and the operation completed only kLateSec after it was
-//    issued.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/find_late.h"
 
 #include <algorithm>
 #include <set>
@@ -58,13 +41,14 @@ uint32_t BusyBetween(const Ctx& c, uint32_t proc, int64_t from, int64_t to, uint
 
 }  // namespace
 
-void FindLate(Ctx* c, std::vector<Ranked>* out) {
-  const Model& m = c->m;
+std::vector<Ranked> FindLate(const Ctx& c) {
+  const Model& m = c.m;
+  std::vector<Ranked> out;
   for (uint32_t ci = 0; ci < m.comms.size(); ++ci) {
     // One finding per late rank and communicator: the first operation it
     // was late for; the rest of that step is late with it.
     std::set<uint32_t> found;
-    for (uint32_t mi : c->colls_of_comm[ci]) {
+    for (uint32_t mi : c.colls_of_comm[ci]) {
       const Match& mt = m.matches[mi];
       if (static_cast<int32_t>(mt.ops.size()) != m.comms[ci].nranks || mt.ops.size() < 2) continue;
       bool all = true, completed = true;
@@ -80,7 +64,7 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
       const Op& before = m.ops[by_start[by_start.size() - 2]];
       const double gap = static_cast<double>(last.start_ns - before.start_ns) / 1e9;
       bool named = false;
-      for (size_t i = 0; i + 1 < by_start.size(); ++i) named |= c->stuck_ops.count(by_start[i]) > 0;
+      for (size_t i = 0; i + 1 < by_start.size(); ++i) named |= c.stuck_ops.count(by_start[i]) > 0;
 
       std::vector<uint32_t> late, waited;
       bool by_gpu = false;
@@ -88,16 +72,16 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
       // Named by the waiters' stuck reports, the gap must still reach their
       // stuck limit: under load (8 ranks sharing a GPU) arrivals 1.5 s apart
       // happen with nothing wrong.
-      double stuck_limit = c->o.min_wait_sec;
+      double stuck_limit = c.o.min_wait_sec;
       for (size_t i = 0; i + 1 < by_start.size(); ++i)
         stuck_limit = std::max(stuck_limit, m.procs[m.ops[by_start[i]].proc].stuck_sec);
       if (gap >= kLateSec || (named && gap >= stuck_limit)) {
         late.push_back(by_start.back());
         for (size_t i = 0; i + 1 < by_start.size(); ++i) waited.push_back(by_start[i]);
       } else if (completed && named) {
-        for (uint32_t oi : mt.ops) (GpuSeen(*c, oi) == 1 ? late : waited).push_back(oi);
+        for (uint32_t oi : mt.ops) (GpuSeen(c, oi) == 1 ? late : waited).push_back(oi);
         bool started = false;
-        for (uint32_t oi : waited) started |= GpuSeen(*c, oi) == 2;
+        for (uint32_t oi : waited) started |= GpuSeen(c, oi) == 2;
         // It held the others for kLateSec at least: a GPU shared by eight
         // ranks starts a kernel 4 s late with nothing wrong.
         int64_t done = kNoTime, first = INT64_MAX;
@@ -115,54 +99,55 @@ void FindLate(Ctx* c, std::vector<Ranked>* out) {
       for (uint32_t oi : late) found.insert(m.ops[oi].proc);
       Finding f;
       f.set_kind(report::LATE_RANK);
-      SetComm(*c, ci, &f);
-      f.set_func(c->Str(last.func));
+      SetComm(c, ci, &f);
+      f.set_func(c.Str(last.func));
       f.set_seq(mt.seq);
       SetOp(mt, &f);
       std::vector<uint32_t> late_procs, waiting_procs;
       for (uint32_t oi : late) late_procs.push_back(m.ops[oi].proc);
       for (uint32_t oi : waited) waiting_procs.push_back(m.ops[oi].proc);
-      for (uint32_t p : late_procs) *f.add_culprits() = c->Ref(p, ci);
-      for (uint32_t p : waiting_procs) *f.add_waiting() = c->Ref(p, ci);
-      const std::string opname = c->OpName(last) + " on " + c->CommLabel(ci);
+      for (uint32_t p : late_procs) *f.add_culprits() = c.Ref(p, ci);
+      for (uint32_t p : waiting_procs) *f.add_waiting() = c.Ref(p, ci);
+      const std::string opname = c.OpName(last) + " on " + c.CommLabel(ci);
       std::string sum;
       if (!by_gpu) {
         f.set_waited_sec(gap);
-        const uint32_t busy = BusyBetween(*c, last.proc, before.start_ns, last.start_ns, by_start.back());
-        sum = "LATE: " + c->Name(last.proc) + " reached " + opname + " " + Dur(gap) + " after " +
-              c->Names(waiting_procs) + ", which waited in it" + (named ? " (their stuck reports name it)" : "");
+        const uint32_t busy = BusyBetween(c, last.proc, before.start_ns, last.start_ns, by_start.back());
+        sum = "LATE: " + c.Name(last.proc) + " reached " + opname + " " + Dur(gap) + " after " +
+              c.Names(waiting_procs) + ", which waited in it" + (named ? " (their stuck reports name it)" : "");
         if (busy != kNone) {
           const Op& b = m.ops[busy];
-          sum += "; meanwhile it was in " + c->OpName(b) + " on " + c->CommLabel(b.comm);
+          sum += "; meanwhile it was in " + c.OpName(b) + " on " + c.CommLabel(b.comm);
           f.set_cause(report::CAUSE_UNKNOWN);
-          f.set_cause_text("cannot tell: " + c->Name(last.proc) + " waited in " + c->OpName(b) + " on " +
-                           c->CommLabel(b.comm) + "; what held that operation holds this one");
+          f.set_cause_text("cannot tell: " + c.Name(last.proc) + " waited in " + c.OpName(b) + " on " +
+                           c.CommLabel(b.comm) + "; what held that operation holds this one");
         } else {
           sum += "; it was idle outside NCCL until then";
           f.set_cause(report::CAUSE_RESOURCES);
-          f.set_cause_text(c->Name(last.proc) + "'s host was busy outside NCCL (a data loader, a checkpoint, the GIL, "
+          f.set_cause_text(c.Name(last.proc) + "'s host was busy outside NCCL (a data loader, a checkpoint, the GIL, "
                            "a blocked thread); a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
         }
-        AddEvidence(&f, c->Name(last.proc), "enqueued it at " + At(c->T(last.start_ns)));
-        AddEvidence(&f, c->Names(waiting_procs), "enqueued it by " + At(c->T(before.start_ns)) + ", waited " + Dur(gap));
+        AddEvidence(&f, c.Name(last.proc), "enqueued it at " + At(c.T(last.start_ns)));
+        AddEvidence(&f, c.Names(waiting_procs), "enqueued it by " + At(c.T(before.start_ns)) + ", waited " + Dur(gap));
       } else {
         const double wait = gpu_wait;  // every op completed (checked above)
         f.set_waited_sec(wait);
-        sum = "LATE: " + std::string(late_procs.size() == 1 ? c->Name(late_procs[0]) + "'s GPU" : "the GPUs of " + c->Names(late_procs)) +
-              " had not started " + opname + " when the stuck reports were written, while " + c->Names(waiting_procs) +
+        sum = "LATE: " + std::string(late_procs.size() == 1 ? c.Name(late_procs[0]) + "'s GPU" : "the GPUs of " + c.Names(late_procs)) +
+              " had not started " + opname + " when the stuck reports were written, while " + c.Names(waiting_procs) +
               " were in it; it completed " + Dur(wait) + " after it was issued: earlier work on " +
               (late_procs.size() == 1 ? "its stream" : "their streams") + " held it";
         f.set_cause(report::CAUSE_RESOURCES);
-        f.set_cause_text(c->Names(late_procs) + "'s GPU was busy with earlier work on its stream");
-        for (uint32_t oi : late) AddEvidence(&f, c->Name(m.ops[oi].proc), "its stuck report: its GPU had not started it");
+        f.set_cause_text(c.Names(late_procs) + "'s GPU was busy with earlier work on its stream");
+        for (uint32_t oi : late) AddEvidence(&f, c.Name(m.ops[oi].proc), "its stuck report: its GPU had not started it");
         for (uint32_t oi : waited)
-          AddEvidence(&f, c->Name(m.ops[oi].proc),
-                      std::string("its stuck report: ") + (GpuSeen(*c, oi) == 2 ? "its GPU was in it" : "no word on its GPU"));
+          AddEvidence(&f, c.Name(m.ops[oi].proc),
+                      std::string("its stuck report: ") + (GpuSeen(c, oi) == 2 ? "its GPU was in it" : "no word on its GPU"));
       }
       f.set_summary(sum);
-      Emit(out, before.start_ns, std::move(f));
+      Emit(&out, before.start_ns, std::move(f));
     }
   }
+  return out;
 }
 
 }  // namespace ncclwatch::tools::diagnose_internal

@@ -1,7 +1,4 @@
-// The Diagnosis sections beside the findings: progress per communicator,
-// the plugin's stuck reports, what the input held, and clock alignment.
-
-#include "tools/diagnose/finders.h"
+#include "tools/diagnose/sections.h"
 
 #include <algorithm>
 #include <string>

@@ -1,5 +1,9 @@
 #include "tools/export/perfetto.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <stdint.h>
+
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,14 +51,6 @@ class PerfettoWriter {
  private:
   static constexpr size_t kFlushBytes = 1 << 20;
 
-  void Varint(uint64_t v) {
-    while (v >= 0x80) {
-      buf_ += static_cast<char>((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    buf_ += static_cast<char>(v);
-  }
-
   // Appends `p` as one Trace.packet (field 1, length-delimited), on our
   // sequence; the first packet of the sequence says its state starts there.
   void Emit(pb::TracePacket* p) {
@@ -67,8 +63,15 @@ class PerfettoWriter {
     }
     scratch_.clear();
     p->AppendToString(&scratch_);
-    buf_ += '\x0a';  // field 1, wire type 2
-    Varint(scratch_.size());
+    // The packet's key and length, by libprotobuf's own encoder: what a
+    // Trace message with this one packet would start with.
+    namespace io = google::protobuf::io;
+    using WireFormatLite = google::protobuf::internal::WireFormatLite;
+    uint8_t head[5 + 10];  // a tag's varint32 and a length's varint64, at their longest
+    uint8_t* end = io::CodedOutputStream::WriteTagToArray(
+        WireFormatLite::MakeTag(pb::Trace::kPacketFieldNumber, WireFormatLite::WIRETYPE_LENGTH_DELIMITED), head);
+    end = io::CodedOutputStream::WriteVarint64ToArray(scratch_.size(), end);
+    buf_.append(reinterpret_cast<const char*>(head), static_cast<size_t>(end - head));
     buf_ += scratch_;
     if (buf_.size() > kFlushBytes) Flush();
   }

@@ -17,7 +17,11 @@
 // NCCL runs as point-to-point operations (all_to_all, gather, scatter), and
 // everything after it.
 //
-// Thread safety: pure functions of their arguments.
+// Thread safety: no state of their own, but not pure: JoinFlightRecorder
+// reads the dump files and writes each joined communicator's
+// Comm::process_group into the model it is given, and
+// AddFlightRecorderEvidence writes the Diagnosis it is given; nothing else
+// may use those meanwhile.
 #ifndef TOOLS_FR_FLIGHT_RECORDER_H_
 #define TOOLS_FR_FLIGHT_RECORDER_H_
 

@@ -227,7 +227,7 @@ std::string PickleStr(const std::string& v) {
 std::string Get(int memo) { return std::string("h") + static_cast<char>(memo); }
 std::string Put(int memo) { return std::string("q") + static_cast<char>(memo); }
 
-// Issue 28's hostile dump: 14 KB whose `entries` are 1,000 references to
+// A hostile dump: 14 KB whose `entries` are 1,000 references to
 // one memoized entry, whose `frames` are 1,000 references to one memoized
 // frame with an 8 KB file name. Copied as the reader copies frames, 8 GB:
 // it used to reach 6 GiB and abort in std::bad_alloc.

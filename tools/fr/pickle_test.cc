@@ -424,7 +424,7 @@ std::string SharedEntries(size_t entries, size_t frames, size_t name_bytes, size
   return s + "eu.";
 }
 
-// The hostile dump of issue 28: 14 KB that a copy expands to 8 GB (a
+// A hostile dump: 14 KB that a copy expands to 8 GB (a
 // thousand references to an entry of a thousand references to an 8 KB
 // frame). It used to pass (7 M values, under the old count of values) and
 // made the Flight Recorder reader copy the frame a million times, until

@@ -1,22 +1,23 @@
-// Benchmark of `ncclwatch merge` + `diagnose` at scale (issue 3's target:
-// 1,024 ranks with 10,000 collectives each in <= 10 s on the 2-core dev
-// machine, peak memory <= 2 GB). Not a timed test: run it by hand.
+// Benchmark of `ncclwatch merge` + `diagnose` at scale. The target: 1,024
+// ranks with 10,000 collectives each in <= 10 s on the 2-core dev machine,
+// peak memory <= 2 GB (BENCHMARKS.md). Not a timed test: run it by hand.
 //
-//   bazel build -c opt //tools:merge_benchmark
-//   bazel-bin/tools/merge_benchmark --generate DIR [--ranks 1024] [--colls 10000]
-//   /usr/bin/time -v bazel-bin/tools/merge_benchmark --run DIR
+//   bazel build -c opt //tools/order:merge_benchmark
+//   bazel-bin/tools/order/merge_benchmark --generate DIR [--ranks 1024] [--colls 10000]
+//   /usr/bin/time -v bazel-bin/tools/order/merge_benchmark --run DIR
 //
 // --generate writes one file per rank (one rank at a time, so it stays
 // small): a world communicator and a 'tp' pair per two ranks, collectives
 // cycling through AllReduce / AllGather / ReduceScatter / Broadcast (one in
 // five on 'tp'), heartbeats, and, on the last rank, the last collective never
-// completes (a hang for diagnose to find). --run times each stage in its own
-// process, so peak RSS (ru_maxrss) is the analysis alone.
+// completes (a hang for diagnose to find). --run loads, orders and diagnoses
+// them in a process of its own, apart from the generation, and times each
+// stage, so its peak RSS (ru_maxrss) is the analysis alone.
 //
 // --comms N (with --generate) adds N two-rank communicators, the k-th on
 // ranks 2k and 2k+1 (modulo --ranks), each with --comm-colls collectives
-// (default 1): a job with many communicators (issue 28: diagnose on
-// 140,000 communicators took 5.3 times as long as on 70,000).
+// (default 1): a job with many communicators, where diagnose once took 5.3
+// times as long on 140,000 communicators as on 70,000.
 
 #include <stdio.h>
 #include <stdlib.h>

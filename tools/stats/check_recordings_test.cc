@@ -240,7 +240,7 @@ stats::Stats ThreeTimesFaster(const std::string& dir) {
   return base;
 }
 
-// The case: a baseline 3x faster than the recording. It passed.
+// A baseline 3x faster than the recording: the gate once passed it.
 TEST(CheckRecordings, AThreeTimesSlowdownFails) {
   const stats::Stats base = ThreeTimesFaster("testdata/gpu/healthy");
   const Gate g = Check({WriteBaseline(base, "fast")}, "testdata/gpu/healthy");

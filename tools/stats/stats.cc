@@ -1,22 +1,24 @@
 #include "tools/stats/stats.h"
 
-#include "tools/json.h"
-
 #include <google/protobuf/util/json_util.h>
-#include <stdio.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-#include <tuple>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include "absl/strings/str_join.h"
-#include "tools/model/gpu_held.h"
+#include "tools/json.h"
 #include "tools/stats/compare.h"
+#include "tools/stats/samples.h"
 #include "tools/stats/text.h"
 
 namespace ncclwatch::tools {
+
+using namespace stats_internal;  // NOLINT: the implementation's own parts
+
 namespace {
 
 constexpr char kFormat[] = "ncclwatch-stats/2";
@@ -31,86 +33,6 @@ std::vector<double> SamplesUs(const std::vector<int64_t>& ns) {
   us.reserve(ns.size());
   for (int64_t v : ns) us.push_back(static_cast<double>(v) / 1000.0);
   return SketchSamples(std::move(us), kMaxRowSamples);
-}
-
-struct RankKey {
-  std::string comm;
-  int32_t nranks;
-  int32_t rank;
-  bool operator<(const RankKey& o) const {
-    return std::tie(comm, nranks, rank) < std::tie(o.comm, o.nranks, o.rank);
-  }
-};
-
-struct RankAcc {
-  std::vector<int64_t> lateness;
-  // Per function (Op::func): a rank held before one function of a step
-  // (its all-reduce waits behind a kernel) is held at a minority of the
-  // communicator's collectives, so the median over all of them hides it.
-  std::map<uint16_t, std::vector<int64_t>> gpu_lateness;
-  std::vector<std::string> procs;
-  std::vector<uint32_t> proc_ids;  // Model::procs, as `procs`
-  uint64_t stride = 0;  // from samples across the job: one collective in this many (RankRow.stride)
-};
-
-// The lower median of `v`, which it reorders; v non-empty.
-int64_t LowerMedian(std::vector<int64_t>* v) {
-  auto mid = v->begin() + static_cast<std::ptrdiff_t>((v->size() - 1) / 2);
-  std::nth_element(v->begin(), mid, v->end());
-  return *mid;
-}
-
-// Each rank's lateness at each collective (RankRow): its enqueue start
-// minus the lower median start of the collective's ranks. Each
-// communicator's first collective (the lowest seq of each function) is
-// warm-up. With completions from CUDA events, the same on the GPU: how
-// long each rank's kernel was held by other GPU work (GpuHeldNs) minus the
-// lower median of its ranks'. A host that enqueues in time but whose GPU
-// is busy with other work is late there only.
-std::map<RankKey, RankAcc> Lateness(const Model& m, const std::vector<bool>& skip_comm) {
-  std::map<RankKey, RankAcc> out;
-  std::map<std::pair<uint32_t, uint16_t>, uint64_t> first_seq;  // (comm, func) -> lowest seq
-  for (const Match& match : m.matches) {
-    if (match.kind != OpKind::kColl || match.comm >= m.comms.size()) continue;
-    for (uint32_t oi : match.ops) {
-      if (oi == kNone) continue;
-      auto k = std::make_pair(match.comm, m.ops[oi].func);
-      auto it = first_seq.find(k);
-      if (it == first_seq.end() || match.seq < it->second) first_seq[k] = match.seq;
-      break;
-    }
-  }
-  const std::vector<int64_t> held = GpuHeldNs(m);
-  std::vector<int64_t> starts, arrivals;
-  for (const Match& match : m.matches) {
-    if (match.kind != OpKind::kColl || match.comm >= m.comms.size() || skip_comm[match.comm]) continue;
-    starts.clear();
-    arrivals.clear();
-    uint16_t func = 0;
-    for (uint32_t oi : match.ops)
-      if (oi != kNone && m.ops[oi].start_ns != kNoTime) {
-        starts.push_back(m.ops[oi].start_ns);
-        func = m.ops[oi].func;
-        if (held[oi] != kNoTime) arrivals.push_back(held[oi]);
-      }
-    if (starts.size() < 2 || first_seq[std::make_pair(match.comm, func)] == match.seq) continue;
-    const int64_t median = LowerMedian(&starts);
-    const int64_t gpu_median = arrivals.size() >= 2 ? LowerMedian(&arrivals) : kNoTime;
-    const Comm& c = m.comms[match.comm];
-    for (uint32_t oi : match.ops) {
-      if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
-      const Op& o = m.ops[oi];
-      RankAcc& a = out[RankKey{CommKey(c), c.nranks, o.rank}];
-      a.lateness.push_back(o.start_ns - median);
-      if (gpu_median != kNoTime && held[oi] != kNoTime) a.gpu_lateness[o.func].push_back(held[oi] - gpu_median);
-      const std::string name = ProcName(m, o.proc);
-      if (std::find(a.procs.begin(), a.procs.end(), name) == a.procs.end()) {
-        a.procs.push_back(name);
-        a.proc_ids.push_back(o.proc);
-      }
-    }
-  }
-  return out;
 }
 
 // Communicators spanning summaries whose arrivals stats takes from the
@@ -182,14 +104,6 @@ void SampledLateness(const Model& m, const SampledComm& sc, std::map<RankKey, Ra
   }
 }
 
-struct RowKey {
-  std::string comm;
-  std::string func;
-  int32_t bucket;
-  bool operator<(const RowKey& o) const {
-    return std::tie(comm, func, bucket) < std::tie(o.comm, o.func, o.bucket);
-  }
-};
 
 struct Acc {
   Func fn = Func::kOther;  // the row's function (its key holds the name)
@@ -233,73 +147,7 @@ class Dist {
   const Sketch* sketch_;
 };
 
-// What one operation gives its row: one rank's sample.
-struct OpSample {
-  bool known = false;  // bytes known
-  double bytes = 0;
-  bool incomplete = false, warmup = false;
-  bool gpu = false, delay = false, cpu = false, polled = false;
-  int64_t gpu_ns = 0, delay_ns = 0, cpu_ns = 0;
-};
-
-// One operation as its row samples it; `warmed`: its process's timed
-// operations of the row left out so far (StatsOptions::warmup_per_rank).
-OpSample Sample(const Op& o, uint32_t* warmed, const StatsOptions& opts) {
-  OpSample s;
-  if (o.state != OpState::kCompleted) {
-    s.incomplete = true;
-    return s;
-  }
-  if (o.has_gpu || (o.start_ns != kNoTime && o.done_ns != kNoTime)) {
-    if (*warmed < opts.warmup_per_rank) {
-      ++*warmed;
-      s.warmup = true;
-      return s;
-    }
-  }
-  if (o.has_gpu) {
-    s.gpu = true;
-    s.gpu_ns = o.gpu_duration_ns;
-    if (o.start_ns != kNoTime && o.gpu_start_ns != kNoTime) s.delay = true, s.delay_ns = o.gpu_start_ns - o.start_ns;
-  }
-  if (o.start_ns != kNoTime && o.done_ns != kNoTime) {
-    (o.polled ? s.polled : s.cpu) = true;
-    s.cpu_ns = o.done_ns - o.start_ns;
-  }
-  return s;
-}
-
-// A collective's arrival skew: its latest start minus its earliest, over
-// the ranks that have one (two at least); `first` the first such op.
-bool Skew(const Model& m, const Match& match, uint32_t* first, int64_t* skew) {
-  if (match.kind != OpKind::kColl) return false;
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  int n = 0;
-  *first = kNone;
-  for (uint32_t oi : match.ops) {
-    if (oi == kNone || m.ops[oi].start_ns == kNoTime) continue;
-    if (*first == kNone) *first = oi;
-    lo = std::min(lo, m.ops[oi].start_ns);
-    hi = std::max(hi, m.ops[oi].start_ns);
-    ++n;
-  }
-  if (n < 2) return false;
-  *skew = hi - lo;
-  return true;
-}
-
 double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-
-std::string FuncName(const Model& m, uint16_t id) {
-  return m.Str(id).empty() ? std::string("(unknown)") : m.Str(id);
-}
-
-// Bucket of an op and, when known, its bytes.
-int32_t BucketOf(const Model& m, const Op& o, double* bytes, bool* known) {
-  const int32_t b = BucketLog2(o.fn, m.Str(o.datatype), o.count, m.comms[o.comm].nranks, bytes);
-  *known = b != -2;
-  return b;
-}
 
 }  // namespace
 
@@ -325,23 +173,40 @@ std::string BucketLabel(int32_t log2) {
   return std::to_string(uint64_t{1} << (log2 % 10)) + " " + kUnits[log2 / 10];
 }
 
-stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
-  std::map<RowKey, Acc> rows;
-  auto row_of = [&](const Op& o, double* bytes, bool* known) -> Acc& {
-    const Comm& c = m.comms[o.comm];
-    RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
-    Acc& a = rows[k];
-    a.nranks = std::max(a.nranks, c.nranks);
-    a.fn = o.fn;
-    return a;
-  };
-  // Communicators whose skew and lateness come whole from summaries: each
-  // member's summary held every rank of it (a process read from its trace
-  // file instead brings its own samples, which the digests lack).
-  bool any_digest = false;
-  for (const Proc& p : m.procs) any_digest |= p.digested;
-  std::vector<bool> whole(m.comms.size(), false);
-  for (size_t ci = 0; ci < m.comms.size() && any_digest; ++ci) {
+namespace {
+
+using Rows = std::map<RowKey, Acc>;
+
+// The row of an operation (its communicator, function and size bucket), and
+// its bytes when known.
+Acc& RowOf(const Model& m, const Op& o, double* bytes, bool* known, Rows* rows) {
+  const Comm& c = m.comms[o.comm];
+  RowKey k{CommKey(c), FuncName(m, o.func), BucketOf(m, o, bytes, known)};
+  Acc& a = (*rows)[k];
+  a.nranks = std::max(a.nranks, c.nranks);
+  a.fn = o.fn;
+  return a;
+}
+
+// Where each communicator's skew and lateness come from.
+struct Sources {
+  bool any_digest = false;  // some process is a summary's (Proc::digested)
+  // Whole from summaries: each member's summary held every rank of it (a
+  // process read from its trace file instead brings its own samples, which
+  // the digests lack); and their row keys.
+  std::vector<bool> whole;
+  std::set<std::string> whole_keys;
+  std::vector<int32_t> sampled;  // SampledForStats
+  // Whole or sampled: the digests or the samples give skew and lateness,
+  // not the model's collectives.
+  std::vector<bool> elsewhere;
+};
+
+Sources SourcesOf(const Model& m) {
+  Sources src;
+  for (const Proc& p : m.procs) src.any_digest |= p.digested;
+  src.whole.assign(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size() && src.any_digest; ++ci) {
     const std::string key = CommKey(m.comms[ci]);
     bool all = !m.comms[ci].members.empty();
     for (const CommMember& mem : m.comms[ci].members) {
@@ -349,78 +214,81 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       all = all && p != nullptr && p->digested &&
             std::find(p->whole_comms.begin(), p->whole_comms.end(), key) != p->whole_comms.end();
     }
-    whole[ci] = all;
+    src.whole[ci] = all;
   }
-  std::set<std::string> whole_keys;
   for (size_t ci = 0; ci < m.comms.size(); ++ci)
-    if (whole[ci]) whole_keys.insert(CommKey(m.comms[ci]));
-  const std::vector<int32_t> sampled = SampledForStats(m, whole);
-  // Skipped where the digests or the samples give skew and lateness.
-  std::vector<bool> elsewhere(m.comms.size(), false);
-  for (size_t ci = 0; ci < m.comms.size(); ++ci) elsewhere[ci] = whole[ci] || sampled[ci] >= 0;
-  // Each process's ops in program order: its first timed ops of a row are
-  // warm-up (StatsOptions), left out of the timings. A summary's process
-  // brings every op as its digests instead.
-  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
-    if (m.procs[pi].digested) {
-      for (const RowDigest& d : m.procs[pi].row_digests) {
-        Acc& a = rows[RowKey{d.comm, d.func.empty() ? std::string("(unknown)") : d.func, d.bucket}];
-        a.nranks = std::max(a.nranks, d.nranks);
-        a.fn = FuncFromName(d.func);
-        a.sketched = true;
-        a.bytes_sum += d.bytes_sum;
-        a.bytes_n += d.bytes_n;
-        if (whole_keys.count(d.comm)) {
-          a.digest_calls += d.calls;
-        } else {
-          a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
-          a.digest_ops_sum += d.ops;
-        }
-        a.incomplete += static_cast<uint32_t>(d.incomplete);
-        a.warmup += static_cast<uint32_t>(d.warmup);
-        a.sgpu.Merge(d.gpu);
-        a.scpu.Merge(d.cpu);
-        a.spolled.Merge(d.polled);
-        a.sdelay.Merge(d.delay);
-        // Else the model's collectives give the skew.
-        if (whole_keys.count(d.comm)) a.sskew.Merge(d.skew);
-      }
-      continue;
+    if (src.whole[ci]) src.whole_keys.insert(CommKey(m.comms[ci]));
+  src.sampled = SampledForStats(m, src.whole);
+  src.elsewhere.assign(m.comms.size(), false);
+  for (size_t ci = 0; ci < m.comms.size(); ++ci) src.elsewhere[ci] = src.whole[ci] || src.sampled[ci] >= 0;
+  return src;
+}
+
+// A summary's process brings every op as its digests (Proc::row_digests).
+void AddDigests(const Proc& p, const Sources& src, Rows* rows) {
+  for (const RowDigest& d : p.row_digests) {
+    Acc& a = (*rows)[RowKey{d.comm, d.func.empty() ? std::string("(unknown)") : d.func, d.bucket}];
+    a.nranks = std::max(a.nranks, d.nranks);
+    a.fn = FuncFromName(d.func);
+    a.sketched = true;
+    a.bytes_sum += d.bytes_sum;
+    a.bytes_n += d.bytes_n;
+    if (src.whole_keys.count(d.comm)) {
+      a.digest_calls += d.calls;
+    } else {
+      a.digest_ops_max = std::max(a.digest_ops_max, d.ops);
+      a.digest_ops_sum += d.ops;
     }
-    for (uint32_t oi : m.procs[pi].ops) {
-      const Op& o = m.ops[oi];
-      if (o.comm >= m.comms.size()) continue;
-      double bytes = 0;
-      bool known = false;
-      Acc& a = row_of(o, &bytes, &known);
-      if (known) {
-        a.bytes_sum += bytes;
-        ++a.bytes_n;
-      }
-      if (o.match != kNone) a.matches.push_back(o.match);
-      else ++a.unmatched;
-      if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
-      const OpSample smp = Sample(o, &a.warmed[pi], opts);
-      a.incomplete += smp.incomplete;
-      a.warmup += smp.warmup;
-      if (smp.gpu) a.gpu.push_back(smp.gpu_ns);
-      if (smp.delay) a.delay.push_back(smp.delay_ns);
-      if (smp.cpu) a.cpu.push_back(smp.cpu_ns);
-      if (smp.polled) a.polled.push_back(smp.cpu_ns);
-    }
+    a.incomplete += static_cast<uint32_t>(d.incomplete);
+    a.warmup += static_cast<uint32_t>(d.warmup);
+    a.sgpu.Merge(d.gpu);
+    a.scpu.Merge(d.cpu);
+    a.spolled.Merge(d.polled);
+    a.sdelay.Merge(d.delay);
+    // Else the model's collectives give the skew.
+    if (src.whole_keys.count(d.comm)) a.sskew.Merge(d.skew);
   }
-  // Arrival skew, per collective seen on two ranks or more.
+}
+
+// Process `pi`'s ops in program order: its first timed ops of a row are
+// warm-up (StatsOptions), left out of the timings.
+void AddOps(const Model& m, uint32_t pi, const StatsOptions& opts, Rows* rows) {
+  for (uint32_t oi : m.procs[pi].ops) {
+    const Op& o = m.ops[oi];
+    if (o.comm >= m.comms.size()) continue;
+    double bytes = 0;
+    bool known = false;
+    Acc& a = RowOf(m, o, &bytes, &known, rows);
+    if (known) {
+      a.bytes_sum += bytes;
+      ++a.bytes_n;
+    }
+    if (o.match != kNone) a.matches.push_back(o.match);
+    else ++a.unmatched;
+    if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
+    const OpSample smp = Sample(o, &a.warmed[pi], opts);
+    a.incomplete += smp.incomplete;
+    a.warmup += smp.warmup;
+    if (smp.gpu) a.gpu.push_back(smp.gpu_ns);
+    if (smp.delay) a.delay.push_back(smp.delay_ns);
+    if (smp.cpu) a.cpu.push_back(smp.cpu_ns);
+    if (smp.polled) a.polled.push_back(smp.cpu_ns);
+  }
+}
+
+// Arrival skew, per collective seen on two ranks or more, and at the
+// collectives sampled across the job, on the aligned clock.
+void AddSkew(const Model& m, const Sources& src, Rows* rows) {
   for (const Match& match : m.matches) {
     uint32_t first;
     int64_t skew;
-    if (match.comm < elsewhere.size() && elsewhere[match.comm]) continue;  // in the digests or samples
+    if (match.comm < src.elsewhere.size() && src.elsewhere[match.comm]) continue;  // in the digests or samples
     if (!Skew(m, match, &first, &skew)) continue;
     double bytes;
     bool known;
-    row_of(m.ops[first], &bytes, &known).skew.push_back(skew);
+    RowOf(m, m.ops[first], &bytes, &known, rows).skew.push_back(skew);
   }
-  // And at the collectives sampled across the job, on the aligned clock.
-  for (int32_t k : sampled) {
+  for (int32_t k : src.sampled) {
     if (k < 0) continue;
     const SampledComm& sc = m.sampled[static_cast<size_t>(k)];
     const Comm& c = m.comms[sc.comm];
@@ -432,99 +300,95 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
         lo = std::min(lo, t);
         hi = std::max(hi, t);
       }
-      Acc& a = rows[RowKey{CommKey(c), FuncName(m, sc.funcs[p]), sc.buckets[p]}];
+      Acc& a = (*rows)[RowKey{CommKey(c), FuncName(m, sc.funcs[p]), sc.buckets[p]}];
       a.nranks = std::max(a.nranks, c.nranks);
       a.fn = FuncFromName(m.Str(sc.funcs[p]));
       a.skew.push_back(hi - lo);
       a.skew_stride = std::max(a.skew_stride, sc.stride);
     }
   }
+}
 
-  stats::Stats out;
-  out.set_format(kFormat);
-  out.set_processes(static_cast<uint32_t>(m.procs.size()));
-  out.set_alignment_method(m.alignment_method);
-  out.set_alignment_error_us(m.alignment_error_ns / 1000.0);
-  for (auto& [key, a] : rows) {
-    std::sort(a.matches.begin(), a.matches.end());
-    a.matches.erase(std::unique(a.matches.begin(), a.matches.end()), a.matches.end());
-    stats::StatRow* r = out.add_rows();
-    r->set_comm(SanitizeUtf8(key.comm));
-    r->set_nranks(a.nranks);
-    r->set_func(SanitizeUtf8(key.func));
-    r->set_bucket_log2(key.bucket);
-    r->set_bucket(BucketLabel(key.bucket));
-    if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
-    uint64_t calls = a.matches.size() + a.unmatched;
-    // A summary keeps each rank's count: a collective is one call on every
-    // rank, a send or receive one call of its own.
-    if (a.sketched) {
-      calls += a.digest_calls;
-      calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
-    }
-    r->set_calls(static_cast<uint32_t>(calls));
-    r->set_incomplete(a.incomplete);
-    r->set_warmup(a.warmup);
-    if (a.sketched) {
-      // The exact samples of the other processes join the sketches.
-      r->set_sketched(true);
-      for (int64_t v : a.gpu) a.sgpu.Add(v);
-      for (int64_t v : a.cpu) a.scpu.Add(v);
-      for (int64_t v : a.polled) a.spolled.Add(v);
-      for (int64_t v : a.delay) a.sdelay.Add(v);
-      for (int64_t v : a.skew) a.sskew.Add(v);
-    }
-    // A structured binding cannot be captured (C++17): the flag is copied.
-    const bool sketched = a.sketched;
-    auto dist = [sketched](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, sketched ? &sk : nullptr); };
-    const Dist gpu = dist(&a.gpu, a.sgpu), cpu = dist(&a.cpu, a.scpu), polled_d = dist(&a.polled, a.spolled);
-    const Dist delay = dist(&a.delay, a.sdelay), skew = dist(&a.skew, a.sskew);
-    // Completions seen by polling a CUDA event time the writer's look, not
-    // the kernel: a latency bound, no bandwidth (0.08 GB/s of polling delay
-    // was printed as a bus bandwidth before).
-    const Dist* lat = !gpu.empty() ? &gpu : !cpu.empty() ? &cpu : !polled_d.empty() ? &polled_d : nullptr;
-    const bool polled = lat == &polled_d;
-    r->set_timing(!gpu.empty() ? "gpu" : !cpu.empty() ? "cpu" : polled ? "polled" : "none");
-    if (lat != nullptr) {
-      r->set_samples(static_cast<uint32_t>(lat->size()));
-      const int64_t p50 = lat->Quantile(50);
-      r->set_latency_p50_us(Us(p50));
-      r->set_latency_p99_us(Us(lat->Quantile(99)));
-      double factor;
-      const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
-      if (has_factor) r->set_busbw_factor(factor);
-      if (r->has_bytes() && p50 > 0 && !polled) {
-        const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s
-        r->set_algbw_gbps(algbw);
-        if (has_factor) r->set_busbw_gbps(algbw * factor);
-      }
-    }
-    if (!delay.empty()) {
-      r->set_delay_p50_us(Us(delay.Quantile(50)));
-      r->set_delay_p99_us(Us(delay.Quantile(99)));
-    }
-    r->set_skew_samples(static_cast<uint32_t>(skew.size()));
-    if (a.skew_stride > 0) r->set_skew_stride(static_cast<uint32_t>(std::min<uint64_t>(a.skew_stride, UINT32_MAX)));
-    if (!skew.empty()) {
-      r->set_skew_p50_us(Us(skew.Quantile(50)));
-      r->set_skew_p99_us(Us(skew.Quantile(99)));
-    }
-    if (lat != nullptr)
-      for (double v : lat->SamplesUs()) r->add_latency_us(v);
-    for (double v : delay.SamplesUs()) r->add_delay_us(v);
-    for (double v : skew.SamplesUs()) r->add_skew_us(v);
+// One row of the output from its accumulator (whose samples it reorders).
+void WriteRow(const RowKey& key, Acc& a, stats::StatRow* r) {
+  std::sort(a.matches.begin(), a.matches.end());
+  a.matches.erase(std::unique(a.matches.begin(), a.matches.end()), a.matches.end());
+  r->set_comm(SanitizeUtf8(key.comm));
+  r->set_nranks(a.nranks);
+  r->set_func(SanitizeUtf8(key.func));
+  r->set_bucket_log2(key.bucket);
+  r->set_bucket(BucketLabel(key.bucket));
+  if (a.bytes_n > 0) r->set_bytes(a.bytes_sum / static_cast<double>(a.bytes_n));
+  uint64_t calls = a.matches.size() + a.unmatched;
+  // A summary keeps each rank's count: a collective is one call on every
+  // rank, a send or receive one call of its own.
+  if (a.sketched) {
+    calls += a.digest_calls;
+    calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
   }
-  // Lateness: of the communicators whole in a summary from its digests,
-  // of the others from the collectives in the model (windows, for a
-  // summary's ranks).
-  std::map<RankKey, RankAcc> late = Lateness(m, elsewhere);
-  for (int32_t k : sampled)
+  r->set_calls(static_cast<uint32_t>(calls));
+  r->set_incomplete(a.incomplete);
+  r->set_warmup(a.warmup);
+  if (a.sketched) {
+    // The exact samples of the other processes join the sketches.
+    r->set_sketched(true);
+    for (int64_t v : a.gpu) a.sgpu.Add(v);
+    for (int64_t v : a.cpu) a.scpu.Add(v);
+    for (int64_t v : a.polled) a.spolled.Add(v);
+    for (int64_t v : a.delay) a.sdelay.Add(v);
+    for (int64_t v : a.skew) a.sskew.Add(v);
+  }
+  auto dist = [&a](std::vector<int64_t>* v, const Sketch& sk) { return Dist(v, a.sketched ? &sk : nullptr); };
+  const Dist gpu = dist(&a.gpu, a.sgpu), cpu = dist(&a.cpu, a.scpu), polled_d = dist(&a.polled, a.spolled);
+  const Dist delay = dist(&a.delay, a.sdelay), skew = dist(&a.skew, a.sskew);
+  // Completions seen by polling a CUDA event time the writer's look, not
+  // the kernel: a latency bound, no bandwidth (0.08 GB/s of polling delay
+  // was printed as a bus bandwidth before).
+  const Dist* lat = !gpu.empty() ? &gpu : !cpu.empty() ? &cpu : !polled_d.empty() ? &polled_d : nullptr;
+  const bool polled = lat == &polled_d;
+  r->set_timing(!gpu.empty() ? "gpu" : !cpu.empty() ? "cpu" : polled ? "polled" : "none");
+  if (lat != nullptr) {
+    r->set_samples(static_cast<uint32_t>(lat->size()));
+    const int64_t p50 = lat->Quantile(50);
+    r->set_latency_p50_us(Us(p50));
+    r->set_latency_p99_us(Us(lat->Quantile(99)));
+    double factor;
+    const bool has_factor = BusBwFactor(a.fn, a.nranks, &factor);
+    if (has_factor) r->set_busbw_factor(factor);
+    if (r->has_bytes() && p50 > 0 && !polled) {
+      const double algbw = r->bytes() / static_cast<double>(p50);  // bytes per ns = GB/s
+      r->set_algbw_gbps(algbw);
+      if (has_factor) r->set_busbw_gbps(algbw * factor);
+    }
+  }
+  if (!delay.empty()) {
+    r->set_delay_p50_us(Us(delay.Quantile(50)));
+    r->set_delay_p99_us(Us(delay.Quantile(99)));
+  }
+  r->set_skew_samples(static_cast<uint32_t>(skew.size()));
+  if (a.skew_stride > 0) r->set_skew_stride(static_cast<uint32_t>(std::min<uint64_t>(a.skew_stride, UINT32_MAX)));
+  if (!skew.empty()) {
+    r->set_skew_p50_us(Us(skew.Quantile(50)));
+    r->set_skew_p99_us(Us(skew.Quantile(99)));
+  }
+  if (lat != nullptr)
+    for (double v : lat->SamplesUs()) r->add_latency_us(v);
+  for (double v : delay.SamplesUs()) r->add_delay_us(v);
+  for (double v : skew.SamplesUs()) r->add_skew_us(v);
+}
+
+// Each rank's lateness (RankRow): of the communicators whole in a summary
+// from its digests, of the others from the collectives in the model
+// (windows, for a summary's ranks) or the samples across the job.
+void WriteRanks(const Model& m, const Sources& src, stats::Stats* out) {
+  std::map<RankKey, RankAcc> late = Lateness(m, src.elsewhere);
+  for (int32_t k : src.sampled)
     if (k >= 0) SampledLateness(m, m.sampled[static_cast<size_t>(k)], &late);
   std::map<RankKey, Sketch> late_sketch;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     if (!m.procs[pi].digested) continue;
     for (const RankDigest& d : m.procs[pi].rank_digests) {
-      if (!whole_keys.count(d.comm)) continue;  // the model's collectives give it
+      if (!src.whole_keys.count(d.comm)) continue;  // the model's collectives give it
       const RankKey k{d.comm, d.nranks, d.rank};
       late_sketch[k].Merge(d.lateness);
       std::vector<std::string>& procs = late[k].procs;
@@ -539,7 +403,7 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       for (int64_t v : a.lateness) sk->second.Add(v);
     const Dist d(&a.lateness, sketched ? &sk->second : nullptr);
     if (d.empty()) continue;
-    stats::RankRow* r = out.add_ranks();
+    stats::RankRow* r = out->add_ranks();
     r->set_comm(SanitizeUtf8(key.comm));
     r->set_nranks(key.nranks);
     r->set_rank(key.rank);
@@ -564,22 +428,26 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
       r->set_gpu_lateness_p99_us(Us(Percentile(&v, 99)));
     }
   }
-  if (any_digest) {
-    out.add_notes("quantiles and bandwidths marked '~' come from per-node summaries' sketches: each within 1% of the exact"
-                  " value; counts are exact");
+}
+
+// What the numbers rest on: summaries' sketches and windows, and which
+// communicators are sampled, how often.
+void AddNotes(const Model& m, const Sources& src, stats::Stats* out) {
+  if (src.any_digest) {
+    out->add_notes("quantiles and bandwidths marked '~' come from per-node summaries' sketches: each within 1% of the"
+                   " exact value; counts are exact");
     bool partial = false;
     for (size_t ci = 0; ci < m.comms.size(); ++ci)
-      if (!elsewhere[ci])
+      if (!src.elsewhere[ci])
         for (const CommMember& mem : m.comms[ci].members)
           partial |= mem.proc < m.procs.size() && m.procs[mem.proc].digested;
     if (partial)
-      out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the summaries'"
-                    " windows only (each rank's last operations)");
+      out->add_notes("arrival skew and lateness of communicators spanning several summaries are of the summaries'"
+                     " windows only (each rank's last operations)");
   }
-  // Which communicators' skew and lateness are sampled, and how often: per
-  // row key once (thousands of 'tp' groups share one), its strides' range.
+  // Per row key once (thousands of 'tp' groups share one), its strides' range.
   std::map<std::string, std::pair<uint64_t, uint64_t>> strides;
-  for (int32_t k : sampled) {
+  for (int32_t k : src.sampled) {
     if (k < 0) continue;
     const SampledComm& sc = m.sampled[static_cast<size_t>(k)];
     auto [it, fresh] = strides.try_emplace(CommKey(m.comms[sc.comm]), sc.stride, sc.stride);
@@ -594,234 +462,29 @@ stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
              " on '" + key + "'";
   }
   if (!where.empty())
-    out.add_notes("arrival skew and lateness of communicators spanning several summaries are of the collectives the"
-                  " summaries sampled across the job: " + where + " (in JSON, the rows' skew_stride and stride)");
-  return out;
+    out->add_notes("arrival skew and lateness of communicators spanning several summaries are of the collectives the"
+                   " summaries sampled across the job: " + where + " (in JSON, the rows' skew_stride and stride)");
 }
-
-std::vector<ProcDigest> DigestProcesses(const Model& m, const StatsOptions& opts) {
-  std::vector<ProcDigest> out(m.procs.size());
-  // The communicators whose every rank is in `m`.
-  std::vector<bool> whole(m.comms.size(), false), not_whole(m.comms.size(), true);
-  for (size_t ci = 0; ci < m.comms.size(); ++ci) {
-    const Comm& c = m.comms[ci];
-    std::set<int32_t> ranks;
-    for (const CommMember& mem : c.members)
-      if (mem.proc != kNone && mem.rank >= 0) ranks.insert(mem.rank);
-    whole[ci] = c.nranks > 0 && static_cast<int32_t>(ranks.size()) >= c.nranks;
-    not_whole[ci] = !whole[ci];
-  }
-  struct Slot {
-    RowDigest d;
-    uint32_t warmed = 0;  // StatsOptions::warmup_per_rank
-  };
-  std::vector<std::map<RowKey, Slot>> rows(m.procs.size());
-  // The row of (communicator, function, bucket) ids, without building its
-  // key's strings per operation (a node's summarize digests millions).
-  using IdKey = std::tuple<uint32_t, uint16_t, int32_t>;
-  std::vector<std::map<IdKey, Slot*>> by_id(m.procs.size());
-  auto slot_of = [&](const Op& o, double* bytes, bool* known) -> Slot& {
-    const Comm& c = m.comms[o.comm];
-    const int32_t bucket = BucketOf(m, o, bytes, known);
-    Slot*& fast = by_id[o.proc][IdKey{o.comm, o.func, bucket}];
-    if (fast == nullptr) {
-      RowKey k{CommKey(c), FuncName(m, o.func), bucket};
-      Slot& sl = rows[o.proc][k];
-      if (sl.d.ops == 0 && sl.d.nranks == 0) {
-        sl.d.comm = k.comm;
-        sl.d.func = m.Str(o.func);
-        sl.d.bucket = k.bucket;
-      }
-      fast = &sl;
-    }
-    fast->d.nranks = std::max(fast->d.nranks, c.nranks);
-    return *fast;
-  };
-  auto row_of = [&](const Op& o, double* bytes, bool* known) -> RowDigest& { return slot_of(o, bytes, known).d; };
-  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
-    for (uint32_t oi : m.procs[pi].ops) {
-      const Op& o = m.ops[oi];
-      if (o.comm >= m.comms.size()) continue;
-      double bytes = 0;
-      bool known = false;
-      Slot& sl = slot_of(o, &bytes, &known);
-      RowDigest& d = sl.d;
-      if (known) {
-        d.bytes_sum += bytes;
-        ++d.bytes_n;
-      }
-      ++d.ops;
-      if (o.match == kNone) {
-        ++d.calls;
-      } else if (whole[o.comm]) {
-        // Counted once per row: by the first of the match's ops in it.
-        uint32_t first = kNone;
-        for (uint32_t oj : m.matches[o.match].ops) {
-          if (oj == kNone) continue;
-          if (oj == oi) {
-            first = oi;
-            break;
-          }
-          double b2;
-          bool k2;
-          const Op& q = m.ops[oj];
-          if (q.comm == o.comm && q.func == o.func && BucketOf(m, q, &b2, &k2) == d.bucket) break;
-        }
-        if (first == oi) ++d.calls;
-      }
-      const OpSample smp = Sample(o, &sl.warmed, opts);
-      d.incomplete += smp.incomplete;
-      d.warmup += smp.warmup;
-      if (smp.gpu) d.gpu.Add(smp.gpu_ns);
-      if (smp.delay) d.delay.Add(smp.delay_ns);
-      if (smp.cpu) d.cpu.Add(smp.cpu_ns);
-      if (smp.polled) d.polled.Add(smp.cpu_ns);
-    }
-  }
-  for (const Match& match : m.matches) {
-    uint32_t first;
-    int64_t skew;
-    if (match.comm >= whole.size() || !whole[match.comm] || !Skew(m, match, &first, &skew)) continue;
-    double bytes;
-    bool known;
-    row_of(m.ops[first], &bytes, &known).skew.Add(skew);
-  }
-  for (uint32_t pi = 0; pi < m.procs.size(); ++pi)
-    for (auto& [k, sl] : rows[pi]) out[pi].rows.push_back(std::move(sl.d));
-  for (auto& [key, a] : Lateness(m, not_whole)) {
-    // The rank's samples with its first process; each process of it named.
-    for (size_t i = 0; i < a.proc_ids.size(); ++i) {
-      RankDigest d;
-      d.comm = key.comm;
-      d.nranks = key.nranks;
-      d.rank = key.rank;
-      if (i == 0)
-        for (int64_t v : a.lateness) d.lateness.Add(v);
-      out[a.proc_ids[i]].ranks.push_back(std::move(d));
-    }
-  }
-  for (size_t ci = 0; ci < m.comms.size(); ++ci) {
-    if (!whole[ci]) continue;
-    for (const CommMember& mem : m.comms[ci].members)
-      if (mem.proc < out.size()) out[mem.proc].whole_comms.push_back(CommKey(m.comms[ci]));
-  }
-  return out;
-}
-
-namespace {
-
-std::string Num(double v, int decimals) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-
-// A table with aligned columns: text columns left, numbers right.
-class Table {
- public:
-  explicit Table(std::vector<std::pair<std::string, bool>> cols) : cols_(std::move(cols)) {
-    std::vector<std::string> h;
-    for (auto& c : cols_) h.push_back(c.first);
-    rows_.push_back(std::move(h));
-  }
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void Print(std::ostream& out) const {
-    std::vector<size_t> w(cols_.size(), 0);
-    for (const auto& r : rows_)
-      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], DisplayWidth(r[i]));
-    for (const auto& r : rows_) {
-      std::string line;
-      for (size_t i = 0; i < r.size(); ++i) {
-        const std::string pad(w[i] - DisplayWidth(r[i]), ' ');
-        if (i > 0) line += "  ";
-        line += cols_[i].second ? pad + r[i] : r[i] + (i + 1 < r.size() ? pad : "");
-      }
-      out << line << "\n";
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, bool>> cols_;
-  std::vector<std::vector<std::string>> rows_;
-};
 
 }  // namespace
 
-// Ranks whose kernels wait on their GPU behind other work (RankRow's
-// gpu_lateness), at the median: the ranks the others wait for in a job that
-// is slow but not hung, though every host enqueues in time, which no
-// host-side view shows. The GPU's side is only known to a polling interval
-// (~10 ms), so less than kGpuLateUs is not named. Ranks late on the host are
-// diagnose's STRAGGLER, which weighs them against the clocks' error.
-constexpr double kGpuLateUs = 20000;
-
-void PrintLateRanks(const stats::Stats& s, std::ostream& out) {
-  std::vector<const stats::RankRow*> late;
-  for (const stats::RankRow& r : s.ranks())
-    if (r.has_gpu_lateness_p50_us() && r.gpu_lateness_p50_us() >= kGpuLateUs) late.push_back(&r);
-  std::stable_sort(late.begin(), late.end(), [](const stats::RankRow* a, const stats::RankRow* b) {
-    return a->gpu_lateness_p50_us() > b->gpu_lateness_p50_us();
-  });
-  for (const stats::RankRow* r : late) {
-    out << "held on its GPU: rank " << r->rank() << " of '" << Printable(r->comm()) << "' (" << r->nranks()
-        << " ranks)";
-    if (r->procs_size() > 0) out << " [" << Printable(absl::StrJoin(r->procs(), ", ")) << "]";
-    out << ": its " << Printable(r->gpu_func()) << " kernels waited " << Num(r->gpu_lateness_p50_us() / 1000, 1)
-        << " ms longer than the median rank's behind other work on its GPU (p50 of " << r->gpu_samples()
-        << "; CUDA events polled every ~10 ms); its host enqueued its collectives "
-        << Num(r->lateness_p50_us() / 1000, 1) << " ms after the median rank\n";
+stats::Stats ComputeStats(const Model& m, const StatsOptions& opts) {
+  const Sources src = SourcesOf(m);
+  Rows rows;
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    if (m.procs[pi].digested) AddDigests(m.procs[pi], src, &rows);
+    else AddOps(m, pi, opts, &rows);
   }
-}
-
-void PrintStatsTable(const stats::Stats& s, std::ostream& out) {
-  out << s.processes() << " process(es); clocks: " << (s.alignment_method().empty() ? "not aligned" : s.alignment_method())
-      << "\n";
-  if (s.rows().empty()) {
-    out << "no operations\n";
-    return;
-  }
-  Table t({{"comm", false},
-           {"func", false},
-           {"size", true},
-           {"calls", true},
-           {"samples", true},
-           {"timing", false},
-           {"p50 us", true},
-           {"p99 us", true},
-           {"algbw GB/s", true},
-           {"busbw GB/s", true},
-           {"delay p50 us", true},
-           {"delay p99 us", true},
-           {"skew p50 us", true},
-           {"skew p99 us", true},
-           {"incomplete", true}});
-  bool any_cpu = false, any_polled = false;
-  for (const stats::StatRow& r : s.rows()) {
-    any_cpu |= r.timing() == "cpu";
-    any_polled |= r.timing() == "polled";
-    // '~': quantiles from sketches (within 1%).
-    const std::string q = r.sketched() ? "~" : "";
-    auto qopt = [&](bool has, double v, int decimals) { return has ? q + Num(v, decimals) : std::string("-"); };
-    t.Add({Printable(r.comm()), Printable(r.func()), r.bucket(), std::to_string(r.calls()), std::to_string(r.samples()),
-           r.timing(), qopt(r.has_latency_p50_us(), r.latency_p50_us(), 1),
-           qopt(r.has_latency_p99_us(), r.latency_p99_us(), 1), qopt(r.has_algbw_gbps(), r.algbw_gbps(), 2),
-           qopt(r.has_busbw_gbps(), r.busbw_gbps(), 2), qopt(r.has_delay_p50_us(), r.delay_p50_us(), 1),
-           qopt(r.has_delay_p99_us(), r.delay_p99_us(), 1), qopt(r.has_skew_p50_us(), r.skew_p50_us(), 1),
-           qopt(r.has_skew_p99_us(), r.skew_p99_us(), 1), std::to_string(r.incomplete())});
-  }
-  t.Print(out);
-  out << "size: bytes as nccl-tests counts them (AllGather, ReduceScatter: the whole array), bucket [size, 2 x size);"
-         " bandwidths at the p50 latency\n"
-         "samples: one per rank and operation (a collective on 4 ranks is 1 call and up to 4 samples); each rank's"
-         " first of a row is warm-up, not a sample\n";
-  if (any_cpu)
-    out << "timing 'cpu': no GPU kernel timestamps for that row; latency is enqueue start to completion as the"
-           " plugin saw it (includes queueing behind earlier work)\n";
-  for (const std::string& n : s.notes()) out << Printable(n) << "\n";
-  if (any_polled)
-    out << "timing 'polled': completions from CUDA events, seen by the plugin's writer every ~10 ms: latency is an"
-           " upper bound and no bandwidth is given (NCCLWATCH_COMPLETIONS=channels times the GPU)\n";
-  PrintLateRanks(s, out);
+  AddSkew(m, src, &rows);
+  stats::Stats out;
+  out.set_format(kFormat);
+  out.set_processes(static_cast<uint32_t>(m.procs.size()));
+  out.set_alignment_method(m.alignment_method);
+  out.set_alignment_error_us(m.alignment_error_ns / 1000.0);
+  for (auto& [key, a] : rows) WriteRow(key, a, out.add_rows());
+  WriteRanks(m, src, &out);
+  AddNotes(m, src, &out);
+  return out;
 }
 
 std::string StatsToJson(const stats::Stats& s) {

@@ -407,17 +407,6 @@ TEST(StatsTest, SamplesAndRankArrival) {
   ASSERT_EQ(s.ranks(2).procs_size(), 1);
 }
 
-TEST(StatsTest, SketchKeepsEvenlySpacedQuantiles) {
-  std::vector<double> v;
-  for (int i = 4000; i > 0; --i) v.push_back(i);
-  const std::vector<double> k = SketchSamples(v, 1000);
-  ASSERT_EQ(k.size(), 1000u);
-  EXPECT_TRUE(std::is_sorted(k.begin(), k.end()));
-  EXPECT_EQ(k.front(), 3.0);     // rank floor(0.5 x 4) = 2: the value 3
-  EXPECT_EQ(k[500], 2003.0);
-  EXPECT_EQ(SketchSamples({3, 1, 2}, 10), (std::vector<double>{1, 2, 3}));
-}
-
 TEST(StatsTest, InvalidUtf8NamesSurvive) {
   Job j(2, std::string("bad\xFF\xFEname"));
   for (int r = 0; r < 2; ++r) j.AddOp(0, r, "AllReduce", 0, 256, "ncclFloat32", 0, 50'000);
