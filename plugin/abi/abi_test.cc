@@ -20,7 +20,14 @@
 #include <gtest/gtest.h>
 
 #include "plugin/core/clock.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_net.h"
+#include "plugin/abi/profiler_v1.h"
+#include "plugin/abi/profiler_v2.h"
+#include "plugin/abi/profiler_v4.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v6.h"
+#include "plugin/abi/profiler_v7.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
 

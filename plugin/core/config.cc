@@ -5,7 +5,7 @@
 
 #include <cctype>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/core/command_words.h"
 
 namespace ncclwatch::plugin {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::plugin {
 namespace {

@@ -9,6 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_net.h"
 #include "plugin/core/clock.h"
 
 namespace ncclwatch::plugin {

@@ -39,7 +39,7 @@
 #include "plugin/core/event.h"
 #include "plugin/core/launch_events.h"
 #include "plugin/core/pending_bits.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/core/record.h"
 #include "plugin/core/ring.h"
 #include "plugin/core/shared_lane.h"

@@ -18,7 +18,7 @@
 
 #include "plugin/core/config.h"
 #include "plugin/core/event.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::plugin {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "plugin/core/clock.h"
 #include "plugin/core/core.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::plugin {
 namespace {

@@ -41,7 +41,9 @@
 #include <string>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v7.h"
 #include "plugin/testing/api_events.h"
 
 namespace nccl = ncclwatch::nccl;

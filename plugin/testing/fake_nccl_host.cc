@@ -24,6 +24,15 @@
 
 #include <gtest/gtest.h>
 
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_net.h"
+#include "plugin/abi/profiler_v1.h"
+#include "plugin/abi/profiler_v2.h"
+#include "plugin/abi/profiler_v3.h"
+#include "plugin/abi/profiler_v4.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v6.h"
+#include "plugin/abi/profiler_v7.h"
 #include "tools/reader/reader.h"
 
 namespace {

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "proto/trace.pb.h"
 
 namespace ncclwatch::testing {

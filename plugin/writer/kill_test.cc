@@ -17,7 +17,6 @@
 
 #include <gtest/gtest.h>
 
-#include "plugin/abi/profiler_abi.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
 
