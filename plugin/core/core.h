@@ -212,8 +212,10 @@ class Profiler {
   bool Init(std::string* error);
 
   ThreadBuf* CurrentThread();
-  ThreadBuf* ClaimThread();
-  void NoBuffer();  // counts one event dropped for want of a buffer
+  // Cold, and declared so: the callers that inline CurrentThread move the
+  // call out of their own hot code.
+  __attribute__((cold)) ThreadBuf* ClaimThread();
+  __attribute__((cold)) void NoBuffer();  // counts one event dropped for want of a buffer
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* SpareSlot(ThreadBuf* tb);
   void Claim(ThreadBuf* tb, Slot* s);
@@ -251,7 +253,8 @@ class Profiler {
   void StopLaunch(ThreadBuf* tb, Slot* s);
   // Decides where completions come from (Init), adjusting the mask.
   void ChooseCompletions();
-  void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
+  // Cold (raw_events.cc), and declared so for its callers in other files.
+  __attribute__((cold)) void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
   static void ThreadExit(void* buf);
 
   // What NCCL's launching thread reads on every event, first and together:
