@@ -1,4 +1,4 @@
-// Drives the built plugin .so through ncclProfiler_v1..v6 the way NCCL does
+// Drives the built plugin .so through ncclProfiler_v1..v7 the way NCCL does
 // (plugin/testing/fake_nccl_host.h) and checks the trace file it writes.
 
 #include <sys/stat.h>

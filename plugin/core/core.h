@@ -1,7 +1,9 @@
 // The plugin's process-wide state and its hot path.
 //
-// Profiler is created by the first init and destroyed by the last finalize
-// (reference-counted under a mutex). It owns:
+// Profiler is created by the first init and reference-counted by init and
+// finalize under a mutex. The last finalize closes it (its writer drains,
+// writes the file's end and stops) but never frees it: other threads may
+// still hold its contexts and handles (profiler.cc). It owns:
 //   - one ThreadBuf per thread that calls the plugin (claimed on the thread's
 //     first event, released when the thread exits): a Ring of records and a
 //     region of event Slots, both preallocated at creation, so the hot path
@@ -18,8 +20,13 @@
 // it. Operations (Coll, P2p) track completion: all of their kernel channels
 // stopped and all of their proxy operations stopped.
 //
+// The event path is core.cc (NCCL's launching thread, laid out hot),
+// child_events.cc (the events under an operation), raw_events.cc (raw
+// captures) and thread_bufs.cc (a thread's buffer); profiler.cc is the
+// cold rest.
+//
 // Thread safety: Start/Stop/State may be called from any thread at any time
-// between the Context's creation and the Profiler's destruction.
+// after the Context's creation, the Profiler's close included.
 
 #ifndef PLUGIN_CORE_CORE_H_
 #define PLUGIN_CORE_CORE_H_
@@ -193,7 +200,7 @@ class Profiler {
   // Scans every slot (writer thread, for stuck reports).
   const Slot* slots_begin() const { return slots_begin_; }
   const Slot* slots_end() const { return slots_end_; }
-  // In a forked child: the inherited Profiler goes quiet (see core.cc).
+  // In a forked child: the inherited Profiler goes quiet (profiler.cc, AtForkChild).
   void Abandon();
   bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
   const std::string& writer_path() const;
