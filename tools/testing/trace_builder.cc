@@ -11,6 +11,7 @@
 
 #include "plugin/abi/event_kind.h"
 #include "plugin/writer/encoder.h"
+#include "plugin/writer/wire.h"
 #include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::testing {
@@ -27,12 +28,10 @@ void Check(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("TraceBuilder: ") + what);
 }
 
+// A record's length prefix, framed as the plugin frames its own.
 void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
+  uint8_t buf[10];
+  out->append(reinterpret_cast<const char*>(buf), plugin::Wire::PutVarint(buf, v) - buf);
 }
 
 std::string SafeName(const std::string& s) {
