@@ -72,6 +72,7 @@ TEST(ConfigTest, Clock) {
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "tsc"}}).clock, ClockMode::kTsc);
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", " Monotonic "}}).clock, ClockMode::kMonotonic);
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "auto"}}).clock, ClockMode::kAuto);
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "test"}}).clock, ClockMode::kTest);
   Config bad = Parse({{"NCCLWATCH_CLOCK", "hpet"}});
   EXPECT_EQ(bad.clock, ClockMode::kAuto);
   ASSERT_EQ(bad.warnings.size(), 1u);
