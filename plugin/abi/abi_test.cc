@@ -1320,21 +1320,13 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
       std::unique_lock<std::mutex> l(mu);
       cv.wait(l, [&] { return stuck_done; });
     }
-    auto exhausted_said = [] {
-      for (const std::string& line : Warnings())
-        if (line.find("event handles exhausted on thread") != std::string::npos) return true;
-      return false;
-    };
-    while (!exhausted_said()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    WaitForLog("event handles exhausted on thread");
     for (int i = 0; i < 50000; ++i) one_op(next_seq++);
   });
   // Give the workers their buffers first.
-  while (true) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      if (arrived >= 2) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return arrived >= 2; });
   }
   std::vector<std::thread> extra;
   for (int i = 0; i < kExtra; ++i)

@@ -56,8 +56,12 @@ class EventsTest : public ::testing::Test {
                   {"NCCLWATCH_FLUSH_MS", "10"}});
   }
   // The fork tests below must find no thread of an earlier test's v7
-  // kernel channels.
-  void TearDown() override { StopFakeProfilerThread(); }
+  // kernel channels. The sampled-events tests step the plugin's clock:
+  // back to 0 once their communicators are finalized.
+  void TearDown() override {
+    StopFakeProfilerThread();
+    ResetPluginClock();
+  }
   // An all-reduce whose kernel is queued on `stream` (the fake GPU runs it
   // only when told).
   OpSpec Op(uint64_t seq, void* stream) {
@@ -459,7 +463,8 @@ TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
                 {"NCCLWATCH_EVENT_INTERVAL_US", "200000"},
                 {"NCCLWATCH_STUCK_SEC", "0.3"},
                 {"NCCLWATCH_FLUSH_MS", "10"},
-                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+                {"NCCLWATCH_HEARTBEAT_MS", "20"},
+                {"NCCLWATCH_CLOCK", "test"}});
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xEC, "sampled", 1, 2, 0), 0);
   // The writer turns the interval into ticks in its first cycle; until then
@@ -495,7 +500,7 @@ TEST_F(EventsTest, SampledEventsProveEveryOpOfABurst) {
   const uint64_t ran_at = MonoNs();
   t = WaitForTrace(dir_, [&](const Trace& x) { return Done(x, 1) && WriterPast(x, ran_at + 50'000'000); });
   for (uint64_t seq = 2; seq <= 6; ++seq) EXPECT_FALSE(Done(*t, seq)) << seq;
-  usleep(250'000);  // past the interval: the next launch records
+  StepPluginClock(250'000'000);  // past the interval: the next launch records
   cuda_->counts(&rec0, &q, &cr);
   c.RunOp(Op(7, kStreamA));
   cuda_->counts(&rec1, &q, &cr);
@@ -534,7 +539,8 @@ TEST_F(EventsTest, SampledEventsFromTwoThreadsOnOneStream) {
                 {"NCCLWATCH_EVENT_INTERVAL_US", "100"},
                 {"NCCLWATCH_STUCK_SEC", "0"},
                 {"NCCLWATCH_FLUSH_MS", "10"},
-                {"NCCLWATCH_HEARTBEAT_MS", "20"}});
+                {"NCCLWATCH_HEARTBEAT_MS", "20"},
+                {"NCCLWATCH_CLOCK", "test"}});
   FakeComm a(PluginLib::Shared(), 5), b(PluginLib::Shared(), 5);
   ASSERT_EQ(a.Init(0xED, "a", 1, 2, 0), 0);
   ASSERT_EQ(b.Init(0xEE, "b", 1, 2, 0), 0);
@@ -544,7 +550,7 @@ TEST_F(EventsTest, SampledEventsFromTwoThreadsOnOneStream) {
     cuda_->make_current(kCtx1);
     for (int i = 0; i < kOps; ++i) {
       c->RunOp(Op(first + i, kStreamA));
-      if (i % 50 == 0) usleep(300);  // a few intervals pass: some launches record
+      if (i % 50 == 0) StepPluginClock(300'000);  // a few intervals pass: some launches record
     }
   };
   std::thread ta(run, &a, 1000), tb(run, &b, 5000);
@@ -560,7 +566,7 @@ TEST_F(EventsTest, SampledEventsFromTwoThreadsOnOneStream) {
     EXPECT_FALSE(Done(*t, 5000 + i)) << "nothing ran yet: seq " << 5000 + i;
   }
   cuda_->run(kStreamA);
-  usleep(1000);  // past the interval: the next launch records and proves the tail
+  StepPluginClock(1'000'000);  // past the interval: the next launch records and proves the tail
   a.RunOp(Op(1000 + kOps, kStreamA));
   cuda_->run(kStreamA);
   t = WaitForTrace(dir_, [&](const Trace& x) {
@@ -720,11 +726,9 @@ TEST_F(EventsTest, ADestroyedContextIsHarmless) {
   c.RunOp(Op(1, kStreamA));
   std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 1) != nullptr; });
   cuda_->destroy_context(kCtx1);
+  WaitForLog("CUDA context was destroyed");  // nothing else announces it
   bool warned = false;
-  for (int i = 0; i < 2000 && !warned; ++i) {
-    for (const std::string& w : Warnings()) warned |= w.find("CUDA context was destroyed") != std::string::npos;
-    if (!warned) usleep(5000);  // polling the log: nothing else announces it
-  }
+  for (const std::string& w : Warnings()) warned |= w.find("CUDA context was destroyed") != std::string::npos;
   EXPECT_TRUE(warned);
   cuda_->make_current(kCtx2);
   c.RunOp(Op(2, kStreamB));
@@ -858,6 +862,7 @@ TEST_F(EventsTest, DiagnoseNamesTheWindowWithSampledEvents) {
       mkdir(mine.c_str(), 0755);
       setenv("NCCLWATCH_DIR", mine.c_str(), 1);
       setenv("NCCLWATCH_EVENT_INTERVAL_US", "200000", 1);
+      setenv("NCCLWATCH_CLOCK", "test", 1);  // stepped below, past the interval
       setenv("NCCLWATCH_STUCK_SEC", "1", 1);
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", "3", 1);
@@ -868,13 +873,13 @@ TEST_F(EventsTest, DiagnoseNamesTheWindowWithSampledEvents) {
       WaitForTrace(mine, [](const Trace& x) { return !x.heartbeats.empty(); });
       c.RunOp(Op(0, kStreamA));
       cuda_->run(kStreamA);
-      usleep(250'000);
+      StepPluginClock(250'000'000);
       c.RunOp(Op(1, kStreamA));
       cuda_->run(kStreamA);
       if (r == 2) cuda_->block(kStreamA);
       c.RunOp(Op(2, kStreamA));
       c.RunOp(Op(3, kStreamA));
-      usleep(250'000);
+      StepPluginClock(250'000'000);
       c.RunOp(Op(4, kStreamA));
       if (r != 2) cuda_->run_some(kStreamA, 3);  // #2's and #3's kernels, #4's event before its kernel
       std::unique_ptr<Trace> t = WaitForTrace(mine, [](const Trace& x) {
