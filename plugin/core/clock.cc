@@ -72,7 +72,12 @@ void Pair(uint64_t* ticks, uint64_t* ns) {
   }
 }
 
+using MonotonicReader = int (*)(clockid_t, timespec*);
+std::atomic<MonotonicReader> g_monotonic_reader{&clock_gettime};
+
 }  // namespace
+
+int MonotonicGettime(clockid_t id, timespec* ts) { return g_monotonic_reader.load(std::memory_order_relaxed)(id, ts); }
 
 TickChoice ChooseTicks(ClockMode mode, const ClockFacts& f) {
   // The reason names the side of kSlowClockNs the measurement fell on, not

@@ -22,9 +22,11 @@
 // Tests step that monotonic clock instead of sleeping: NCCLWATCH_CLOCK=test
 // stamps with it (never the TSC) and reads it through the host process's
 // ncclwatch_test_clock_gettime (plugin/testing/fake_nccl_host.h), where the
-// test adds its steps. The reader is a pointer that TickConverter::Init sets
-// once, before any event: a call through it costs what the call through the
-// PLT to clock_gettime did, and the TSC path does not see it.
+// test adds its steps. NowNs calls MonotonicGettime, a direct call of the
+// same size as the call through the PLT to clock_gettime was, so the hot
+// path's code is unchanged; that one jumps through a pointer which
+// TickConverter::Init sets before any event (an instruction more, off the
+// TSC).
 //
 // Thread safety: every function may be called from any thread; a
 // TickConverter belongs to one thread (the writer).
@@ -46,15 +48,14 @@
 
 namespace ncclwatch::plugin {
 
-// What NowNs reads CLOCK_MONOTONIC with: clock_gettime, or under
+// clock_gettime as NowNs reads it: clock_gettime itself, or under
 // NCCLWATCH_CLOCK=test the host's test clock (TickConverter::Init). Not for
 // deadlines handed to the kernel (MonotonicCondVar reads clock_gettime).
-using MonotonicReader = int (*)(clockid_t, timespec*);
-inline std::atomic<MonotonicReader> g_monotonic_reader{&clock_gettime};
+int MonotonicGettime(clockid_t id, timespec* ts);
 
 inline uint64_t NowNs() {
   timespec ts;
-  g_monotonic_reader.load(std::memory_order_relaxed)(CLOCK_MONOTONIC, &ts);
+  MonotonicGettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
