@@ -179,19 +179,6 @@ TEST(ConfigTest, EventsRejectsOutOfRangeMaskAndEmpty) {
   EXPECT_EQ(m, uint64_t{nccl::kKernelCh});
 }
 
-TEST(ConfigTest, KindOfMaskIsTheInverseOfMaskOf) {
-  for (int k = kEvGroup; k < kEvCount; ++k) {
-    const EventKind kind = static_cast<EventKind>(k);
-    EXPECT_EQ(KindOfMask(MaskOf(kind)), kind) << EventKindName(kind);
-  }
-  EXPECT_EQ(KindOfMask(0), kEvNone);
-  EXPECT_EQ(KindOfMask(nccl::kColl | nccl::kP2p), kEvNone);  // not one type
-  EXPECT_EQ(KindOfMask(uint64_t{1} << 16), kEvNone);         // unknown bit
-  EXPECT_EQ(KindOfMask(nccl::kKernelPhase), kEvKernelPhase);  // v7
-  EXPECT_EQ(KindOfMask(uint64_t{1} << 63), kEvNone);
-  EXPECT_EQ(KindOfMask(nccl::kKernelCh), kEvKernelCh);
-}
-
 TEST(ConfigTest, Disable) {
   EXPECT_FALSE(Parse({{"NCCLWATCH_ENABLE", "0"}}).enabled);
   EXPECT_FALSE(Parse({{"NCCLWATCH_ENABLE", "off"}}).enabled);
