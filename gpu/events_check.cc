@@ -46,7 +46,8 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_v5.h"
 #include "plugin/testing/api_events.h"
 
 namespace nccl = ncclwatch::nccl;

@@ -18,8 +18,8 @@
 //
 // Exports ncclProfiler_v4 (NCCL 2.27), _v5 (2.28) and _v6 (2.29+) and nothing
 // else (built with -fvisibility=hidden; see gpu/overhead.sh). The
-// descriptor types come from plugin/abi/profiler_abi.h; no descriptor is ever
-// read. On init it logs one INFO line through NCCL's logger (NCCL_DEBUG=INFO).
+// descriptor types come from plugin/abi/profiler_v4.h .. profiler_v6.h; no
+// descriptor is ever read. On init it logs one INFO line through NCCL's logger (NCCL_DEBUG=INFO).
 //
 // Build (what overhead.sh does):
 //   g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I. gpu/noop_plugin.cc
@@ -29,7 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_v4.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v6.h"
 
 namespace abi = ncclwatch::nccl;
 

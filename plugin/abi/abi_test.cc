@@ -1,4 +1,4 @@
-// Drives the built plugin .so through ncclProfiler_v1..v6 the way NCCL does
+// Drives the built plugin .so through ncclProfiler_v1..v7 the way NCCL does
 // (plugin/testing/fake_nccl_host.h) and checks the trace file it writes.
 
 #include <sys/stat.h>
@@ -20,7 +20,14 @@
 #include <gtest/gtest.h>
 
 #include "plugin/core/clock.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_net.h"
+#include "plugin/abi/profiler_v1.h"
+#include "plugin/abi/profiler_v2.h"
+#include "plugin/abi/profiler_v4.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v6.h"
+#include "plugin/abi/profiler_v7.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
 
@@ -1313,21 +1320,13 @@ TEST(Overload, BurstsPastTheBufferAreCountedNotFatal) {
       std::unique_lock<std::mutex> l(mu);
       cv.wait(l, [&] { return stuck_done; });
     }
-    auto exhausted_said = [] {
-      for (const std::string& line : Warnings())
-        if (line.find("event handles exhausted on thread") != std::string::npos) return true;
-      return false;
-    };
-    while (!exhausted_said()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    WaitForLog("event handles exhausted on thread");
     for (int i = 0; i < 50000; ++i) one_op(next_seq++);
   });
   // Give the workers their buffers first.
-  while (true) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      if (arrived >= 2) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return arrived >= 2; });
   }
   std::vector<std::thread> extra;
   for (int i = 0; i < kExtra; ++i)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::plugin {
 

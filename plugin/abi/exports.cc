@@ -16,7 +16,14 @@
 #include "plugin/core/config.h"
 #include "plugin/core/core.h"
 #include "plugin/core/event.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_v1.h"
+#include "plugin/abi/profiler_v2.h"
+#include "plugin/abi/profiler_v3.h"
+#include "plugin/abi/profiler_v4.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v6.h"
+#include "plugin/abi/profiler_v7.h"
 
 namespace ncclwatch::plugin {
 namespace {

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "plugin/abi/profiler_v6.h"
 #include "plugin/testing/fake_nccl_host.h"
 
 namespace ncclwatch::testing {

@@ -19,6 +19,15 @@
 // NowNs() is CLOCK_MONOTONIC through the vDSO; ClockPair reads CLOCK_REALTIME
 // between two monotonic reads so files of many hosts can be aligned.
 //
+// Tests step that monotonic clock instead of sleeping: NCCLWATCH_CLOCK=test
+// stamps with it (never the TSC) and reads it through the host process's
+// ncclwatch_test_clock_gettime (plugin/testing/fake_nccl_host.h), where the
+// test adds its steps. NowNs calls MonotonicGettime, a direct call of the
+// same size as the call through the PLT to clock_gettime was, so the hot
+// path's code is unchanged; that one jumps through a pointer which
+// TickConverter::Init sets before any event (an instruction more, off the
+// TSC).
+//
 // Thread safety: every function may be called from any thread; a
 // TickConverter belongs to one thread (the writer).
 
@@ -39,9 +48,14 @@
 
 namespace ncclwatch::plugin {
 
+// clock_gettime as NowNs reads it: clock_gettime itself, or under
+// NCCLWATCH_CLOCK=test the host's test clock (TickConverter::Init). Not for
+// deadlines handed to the kernel (MonotonicCondVar reads clock_gettime).
+int MonotonicGettime(clockid_t id, timespec* ts);
+
 inline uint64_t NowNs() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  MonotonicGettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -99,8 +113,9 @@ ClockFacts ReadClockFacts(const ClockProbe& probe = ClockProbe());
 class TickConverter {
  public:
   // Decides the tick source (ChooseTicks over `facts`, normally
-  // ReadClockFacts()) and takes the first (tick, ns) pair. Cheap: it runs on
-  // the host's thread.
+  // ReadClockFacts()), sets the monotonic reader (the host's test clock
+  // under ClockMode::kTest, else clock_gettime) and takes the first (tick,
+  // ns) pair. Cheap: it runs on the host's thread.
   void Init(ClockMode mode, const ClockFacts& facts);
   // Measures the scale (the first call waits until 2 ms have passed since
   // Init) and refines it later; call it before ToNs, from the writer thread.

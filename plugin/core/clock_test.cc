@@ -7,6 +7,16 @@
 
 #include <string>
 
+// The host's test clock, as a test binary exports it (-rdynamic): a
+// monotonic clock that reads what the test set.
+static std::atomic<uint64_t> g_host_clock_ns{42'000'000'007};
+extern "C" __attribute__((visibility("default"))) int ncclwatch_test_clock_gettime(clockid_t, timespec* ts) {
+  const uint64_t ns = g_host_clock_ns.load();
+  ts->tv_sec = static_cast<time_t>(ns / 1000000000);
+  ts->tv_nsec = static_cast<long>(ns % 1000000000);
+  return 0;
+}
+
 namespace ncclwatch::plugin {
 namespace {
 
@@ -204,6 +214,25 @@ TEST(TickConverterTest, TicksBeforeInitMapToZeroNotToAWrappedTime) {
   TickConverter mono;
   mono.Init(ClockMode::kMonotonic, ReadClockFacts());  // leave the process in the default state
 #endif
+}
+
+// NCCLWATCH_CLOCK=test: never the TSC, and every monotonic reading the
+// host's clock, which the test steps; any other mode reads clock_gettime
+// again.
+TEST(TickConverterTest, TheTestModeReadsTheHostsClock) {
+  const ClockFacts tsc_here = Facts("tsc", "tsc", true, 20);
+  TickConverter t;
+  t.Init(ClockMode::kTest, tsc_here);
+  EXPECT_FALSE(t.tsc());
+  EXPECT_EQ(t.why(), "monotonic (NCCLWATCH_CLOCK=test: the host's test clock)");
+  EXPECT_EQ(NowNs(), 42'000'000'007u);
+  EXPECT_EQ(Ticks(), 42'000'000'007u);
+  g_host_clock_ns += 250'000'000;
+  EXPECT_EQ(NowNs(), 42'250'000'007u);
+  EXPECT_EQ(t.ToNs(Ticks()), 42'250'000'007u);
+  TickConverter m;
+  m.Init(ClockMode::kMonotonic, tsc_here);
+  EXPECT_NE(NowNs(), 42'250'000'007u);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <cctype>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/core/command_words.h"
 
 namespace ncclwatch::plugin {
@@ -184,6 +184,7 @@ Config ParseConfig(const char* (*getenv_fn)(const char*)) {
     if (s == "auto") c.clock = ClockMode::kAuto;
     else if (s == "tsc") c.clock = ClockMode::kTsc;
     else if (s == "monotonic") c.clock = ClockMode::kMonotonic;
+    else if (s == "test") c.clock = ClockMode::kTest;
     else warn("NCCLWATCH_CLOCK", v, "not auto, tsc or monotonic", "auto");
   }
   if (const char* v = get("NCCLWATCH_COMPLETIONS")) {

@@ -37,7 +37,8 @@
 //                           GPU may be in (launch_events.h, StreamEvents)
 //   NCCLWATCH_CLOCK         how events are stamped: "auto" (the TSC where it is
 //                           safe and clock_gettime would cost more), "tsc" or
-//                           "monotonic" (clock_gettime); see clock.h
+//                           "monotonic" (clock_gettime); "test" for tests, a
+//                           monotonic clock they step (clock.h)
 //
 // Thread safety: ParseConfig is pure; call it from any thread.
 
@@ -53,7 +54,7 @@
 
 namespace ncclwatch::plugin {
 
-enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2 };
+enum class ClockMode : uint8_t { kAuto = 0, kTsc = 1, kMonotonic = 2, kTest = 3 };
 // kAuto: CUDA events where they can be had, kernel channels elsewhere, with
 // no warning (NCCL before 2.28 and processes without libcuda are expected).
 enum class Completions : uint8_t { kChannels = 0, kEvents = 1, kAuto = 2 };

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::plugin {
 namespace {
@@ -72,6 +72,7 @@ TEST(ConfigTest, Clock) {
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "tsc"}}).clock, ClockMode::kTsc);
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", " Monotonic "}}).clock, ClockMode::kMonotonic);
   EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "auto"}}).clock, ClockMode::kAuto);
+  EXPECT_EQ(Parse({{"NCCLWATCH_CLOCK", "test"}}).clock, ClockMode::kTest);
   Config bad = Parse({{"NCCLWATCH_CLOCK", "hpet"}});
   EXPECT_EQ(bad.clock, ClockMode::kAuto);
   ASSERT_EQ(bad.warnings.size(), 1u);
@@ -176,19 +177,6 @@ TEST(ConfigTest, EventsRejectsOutOfRangeMaskAndEmpty) {
   EXPECT_FALSE(ParseEvents("0", &m, &r, &err));
   EXPECT_TRUE(ParseEvents("KernelCh", &m, &r, &err));
   EXPECT_EQ(m, uint64_t{nccl::kKernelCh});
-}
-
-TEST(ConfigTest, KindOfMaskIsTheInverseOfMaskOf) {
-  for (int k = kEvGroup; k < kEvCount; ++k) {
-    const EventKind kind = static_cast<EventKind>(k);
-    EXPECT_EQ(KindOfMask(MaskOf(kind)), kind) << EventKindName(kind);
-  }
-  EXPECT_EQ(KindOfMask(0), kEvNone);
-  EXPECT_EQ(KindOfMask(nccl::kColl | nccl::kP2p), kEvNone);  // not one type
-  EXPECT_EQ(KindOfMask(uint64_t{1} << 16), kEvNone);         // unknown bit
-  EXPECT_EQ(KindOfMask(nccl::kKernelPhase), kEvKernelPhase);  // v7
-  EXPECT_EQ(KindOfMask(uint64_t{1} << 63), kEvNone);
-  EXPECT_EQ(KindOfMask(nccl::kKernelCh), kEvKernelCh);
 }
 
 TEST(ConfigTest, Disable) {

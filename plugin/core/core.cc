@@ -1,82 +1,41 @@
+// The Profiler's event path on NCCL's launching thread: an operation's start
+// (a slot from the calling thread's region, its record built in the slot)
+// and stop (the record into the thread's ring), a kernel launch's start and
+// stop (CUDA events on its stream), the completion of an operation, and the
+// handles the plugin gives NCCL for what it keeps nothing of (group tokens).
+//
+// These functions are laid out for NCCL's launching thread (BENCHMARKS.md,
+// "The launching thread's code, not its data"): the ones it runs for a plan
+// are __attribute__((hot)), grouped by the linker in .text.hot, their rare
+// callees cold. They stay in this one file: calls between them are compiled
+// knowing which registers each callee uses, and so is their code.
+// Events under an operation and raw captures are child_events.cc and
+// raw_events.cc; claiming a thread's buffer is thread_bufs.cc.
+
 #include "plugin/core/core.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "plugin/abi/profiler_common.h"
+#include "plugin/core/calling_thread.h"
 #include "plugin/core/clock.h"
 
 namespace ncclwatch::plugin {
+
+namespace calling_thread {
+__thread ThreadState t_thread = {nullptr, 0, 0};
+__thread LaunchBinding t_launch = {0, nullptr, 0, 0};
+}  // namespace calling_thread
+
+using calling_thread::t_launch;
+
 namespace {
-
-// The calling thread's buffer, in one thread-local: each hot-path call
-// looks up its address once (in a dlopen'ed .so every thread-local access
-// is a call, BENCHMARKS.md "The launching thread's cost").
-struct ThreadState {
-  ThreadBuf* buf;
-  uint64_t gen;    // Profiler generation buf belongs to
-  uint64_t epoch;  // buffers freed when this thread last found none
-};
-thread_local ThreadState t_thread{nullptr, 0, 0};
-
-// Completions from CUDA events: the last kernel launch on this thread. NCCL
-// starts a plan's operations right after its launch, on the same thread
-// (docs/nccl_call_order.md), so they belong to it when their communicator
-// is the launch's.
-struct LaunchBinding {
-  uint64_t gen;  // Profiler generation
-  const Context* ctx;
-  uint64_t id;     // the launch's event id (0: none)
-  uint16_t flags;  // kFlagGraph, kFlagNoEvent
-};
-thread_local LaunchBinding t_launch{0, nullptr, 0, 0};
 
 // Raw event records may fill a ring only up to 1 - 1/4 of it: the last
 // quarter is kept for operations and their completions, which the diagnosis
 // needs (measured on GPU with NCCLWATCH_EVENTS=all: bursts of small
 // operations filled the rings with raw events, ~11% of events dropped).
 constexpr uint32_t kOpReserveDivisor = 4;
-
-bool IsOp(uint32_t k) { return k == kEvColl || k == kEvP2p; }
-
-// An operation's kernel-channel fields (kernel_started, kernel_stopped,
-// gpu_min, gpu_max) have one writer: NCCL makes every kernel-channel call of
-// an operation from its communicator's proxy progress thread (the profiler
-// proxy connection's progress function). So they are updated with a plain
-// load and store, no locked instruction: on H200 hosts each locked update
-// there cost NCCL's proxy thread 40 to 85 ns in place, three per channel
-// (BENCHMARKS.md, "Locked instructions on NCCL's proxy thread"). The proxy counters keep their
-// atomic updates: under PXN, another rank's proxy thread in this process may
-// report proxy operations for the same op.
-void OwnerMin(std::atomic<uint64_t>& a, uint64_t v) {
-  if (v < a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
-}
-void OwnerMax(std::atomic<uint64_t>& a, uint64_t v) {
-  if (v > a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
-}
-
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-
-// Makes [addr, addr + len) resident and writable without changing a byte.
-// Older kernels refuse the madvise: then a word of every page gets an atomic
-// add of 0 (the memory may already be read by the writer thread's scans).
-void Prefault(void* addr, size_t len) {
-  if (addr == nullptr || len == 0) return;
-  if (madvise(addr, len, MADV_POPULATE_WRITE) == 0) return;
-  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  char* p = static_cast<char*>(addr);
-  for (size_t off = 0; off < len; off += page)
-    __atomic_fetch_add(reinterpret_cast<uint64_t*>(p + off), 0, __ATOMIC_RELAXED);
-}
-
 
 alignas(64) char g_group_token[64];
 
@@ -114,46 +73,7 @@ bool Profiler::SlotIsOurs(const void* p) const {
   return (reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(slots_begin_)) % sizeof(Slot) == 0;
 }
 
-// ------------------------------------------------------------- thread buffers
-
-void Profiler::ThreadExit(void* buf) {
-  static_cast<ThreadBuf*>(buf)->owner.store(kBufOrphaned, std::memory_order_release);
-}
-
-__attribute__((hot)) ThreadBuf* Profiler::CurrentThread() {
-  ThreadState& t = t_thread;
-  if (__builtin_expect(t.gen == generation_, 1)) {
-    if (__builtin_expect(t.buf != nullptr, 1)) return t.buf;
-    // None was free when this thread last looked: look again only once the
-    // writer has freed one (an exited thread's).
-    if (t.epoch == buffers_freed_.load(std::memory_order_acquire)) return nullptr;
-  }
-  return ClaimThread();
-}
-
-__attribute__((cold)) ThreadBuf* Profiler::ClaimThread() {
-  ThreadState& t = t_thread;
-  t.gen = generation_;
-  t.buf = nullptr;
-  t.epoch = buffers_freed_.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < nthreads_; ++i) {
-    uint32_t expected = kBufFree;
-    if (threads_[i].owner.compare_exchange_strong(expected, kBufOwned, std::memory_order_acq_rel)) {
-      ThreadBuf* tb = &threads_[i];
-      tb->tid.store(static_cast<uint32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
-      // Fault the buffer in now, once, rather than a page at a time on later
-      // events: measured on GPU, those faults made a collective's start cost
-      // 0.4 to 1.2 us on average for the first 4,096 operations of a thread.
-      Prefault(tb->slots, size_t{tb->nslots + tb->nspare} * sizeof(Slot));
-      Prefault(tb->ring.storage(), size_t{tb->ring.capacity()} * sizeof(Rec));
-      if (events_) InitLaunchSlot(tb);
-      if (key_ok_) pthread_setspecific(key_, tb);
-      t.buf = tb;
-      return tb;
-    }
-  }
-  return nullptr;  // callers count what they drop for want of a buffer
-}
+// ------------------------------------------------------------- slots, records
 
 __attribute__((cold)) void Profiler::NoBuffer() { no_thread_slot_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -182,20 +102,6 @@ __attribute__((hot)) void Profiler::Claim(ThreadBuf* tb, Slot* s) {
   s->px_progress.store(0, std::memory_order_relaxed);
   s->px_update_ns.store(0, std::memory_order_relaxed);
   s->state.store(kSlotLive, std::memory_order_release);
-}
-
-// What no launch changes in the thread's launch slot (ThreadBuf::launch),
-// set once per claim of the buffer: StartLaunch writes only the rest.
-void Profiler::InitLaunchSlot(ThreadBuf* tb) {
-  Slot* s = tb->launch;
-  Claim(tb, s);
-  s->kind.store(kEvKernelLaunch, std::memory_order_relaxed);
-  Rec& r = s->rec;
-  memset(&r, 0, sizeof(Rec));
-  r.kind = kRecLaunch;
-  r.etype = kEvKernelLaunch;
-  r.launch.tid = tb->tid.load(std::memory_order_relaxed);
-  s->state.store(kSlotDone, std::memory_order_release);
 }
 
 __attribute__((hot)) Slot* Profiler::AllocSlot(ThreadBuf* tb) {
@@ -460,125 +366,6 @@ __attribute__((hot)) void Profiler::StopLaunch(ThreadBuf* tb, Slot* s) {
   t_launch = {generation_, s->ctx, r.id, static_cast<uint16_t>(r.flags & (kFlagGraph | kFlagNoEvent))};
 }
 
-__attribute__((cold)) void Profiler::StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now) {
-  Rec* r = ReserveRawRecord(tb);
-  if (r == nullptr) return;
-  memset(r, 0, sizeof(Rec));
-  r->kind = kRecEvStart;
-  r->etype = d.kind;
-  r->comm = s->ctx->comm;
-  r->id = s->id.load(std::memory_order_relaxed);
-  r->t0_ticks = now;
-  r->t1 = tb->tid.load(std::memory_order_relaxed);
-  r->parent_id = s->parent != nullptr ? s->parent->id.load(std::memory_order_relaxed) : 0;
-  uint16_t flags = d.graph_captured ? kFlagGraph : 0;
-  switch (d.kind) {
-    case kEvGroupApi:
-      r->api.group_depth = d.group_depth;
-      break;
-    case kEvCollApi:
-    case kEvP2pApi:
-    case kEvKernelLaunch:
-      r->api.func = d.func;
-      r->api.count = d.count;
-      r->api.datatype = d.datatype;
-      r->api.root = d.root;
-      r->api.stream = reinterpret_cast<uint64_t>(d.stream);
-      r->api.user_tag = d.user_tag;
-      break;
-    case kEvCeColl:
-      r->api.seq = d.seq;
-      r->api.func = d.func;
-      r->api.count = d.count;
-      r->api.datatype = d.datatype;
-      r->api.root = d.root;
-      r->api.stream = reinterpret_cast<uint64_t>(d.stream);
-      r->api.send_buff = reinterpret_cast<uint64_t>(d.send_buff);
-      r->api.recv_buff = reinterpret_cast<uint64_t>(d.recv_buff);
-      r->api.sync_strategy = d.sync_strategy;
-      r->api.batch_size = d.batch_size;
-      r->api.num_batches = d.num_batches;
-      r->api.ce_seq = d.ce_seq;
-      r->api.user_tag = d.user_tag;
-      if (d.intra_batch_sync) flags |= kFlagIntraBatchSync;
-      break;
-    case kEvCeSync:
-      r->api.nranks = d.nranks;
-      if (d.is_complete) flags |= kFlagIsComplete;
-      break;
-    case kEvCeBatch:
-      r->batch.num_ops = d.num_ops;
-      r->batch.total_bytes = d.total_bytes;
-      if (d.use_intra_sync) flags |= kFlagUseIntraSync;
-      break;
-    case kEvProxyOp:
-    case kEvProxyStep:
-    case kEvKernelCh:
-      r->px.pid = d.pid;
-      r->px.channel = d.channel;
-      r->px.peer = d.peer;
-      r->px.nsteps = d.nsteps;
-      r->px.chunk_size = d.chunk_size;
-      r->px.step = d.step;
-      r->px.rank = d.rank;
-      r->px.ptimer = d.ptimer;
-      if (d.is_send) flags |= kFlagIsSend;
-      if (d.has_ptimer) flags |= kFlagHasGpu;
-      if (s->op != nullptr) r->parent_id = s->op->id.load(std::memory_order_relaxed);
-      if (d.kind == kEvProxyStep && s->parent != nullptr) r->parent_id = s->parent->id.load(std::memory_order_relaxed);
-      break;
-    case kEvKernelPhase:
-      r->px.channel = d.channel;
-      r->px.step = d.phase;
-      r->px.ptimer = d.ptimer;
-      if (d.has_ptimer) flags |= kFlagHasGpu;
-      // Its kernel channel when that is captured, else the op.
-      if (s->parent == nullptr && s->op != nullptr) r->parent_id = s->op->id.load(std::memory_order_relaxed);
-      break;
-    case kEvNetPlugin: {
-      r->net.id = d.net_id;
-      const int64_t type = d.net_id & nccl::kNetTypeMask;
-      const int64_t ver = d.net_id & nccl::kNetVersionMask;
-      if (d.net_data != nullptr && type == nccl::kNetTypeIb && ver == 1) {
-        const auto* ib = static_cast<const nccl::NetIbDescrV1*>(d.net_data);
-        r->net.type = ib->type;
-        r->net.device = ib->qp.device;
-        r->net.wr_id = ib->qp.wr_id;
-        r->net.opcode = ib->qp.opcode;
-        r->net.qp_num = ib->qp.qpNum;
-        r->net.length = ib->qp.length;
-        flags |= kFlagNetIb;
-      } else if (d.net_data != nullptr && type == nccl::kNetTypeSocket && ver == 1) {
-        const auto* so = static_cast<const nccl::NetSocketDescrV1*>(d.net_data);
-        r->net.type = so->type;
-        r->net.device = so->sock.fd;
-        r->net.opcode = so->sock.op;
-        r->net.length = so->sock.length;
-        flags |= kFlagNetSocket;
-      }
-      break;
-    }
-    default:
-      break;
-  }
-  r->flags = flags;
-  tb->ring.Commit();
-}
-
-void* Profiler::StartKernelCh(void* parent, uint64_t ptimer) {
-  // Start's kernel-channel path for an op parent, without the descriptor.
-  if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
-  Slot* op = ValidParent(parent);
-  if (op == nullptr || !IsOp(op->kind.load(std::memory_order_relaxed))) return nullptr;
-  return TagKernelCh(op, ptimer, true);
-}
-
-void* Profiler::TagKernelCh(Slot* op, uint64_t ptimer, bool has_ptimer) {
-  if (has_ptimer) OwnerMin(op->gpu_min, ptimer);
-  OwnerIncrement(op->kernel_started);
-  return KernelChHandle(op);
-}
-
 void Profiler::KernelChStopped(Slot* op, uint64_t now) {
   if (OwnerIncrement(op->kernel_stopped) < op->expect_channels.load(std::memory_order_relaxed)) return;
   // The last channel. The enqueuing thread's Stop stores `enqueued` and then
@@ -618,107 +405,6 @@ __attribute__((hot)) void* Profiler::StartOpIn(ThreadBuf* tb, Context* ctx, cons
     s->tracked.store(0, std::memory_order_relaxed);
     OwnerIncrement(tb->counters.untracked_ops);
   }
-  return s;
-}
-
-void* Profiler::Start(Context* ctx, const EventDesc& d) {
-  if (ctx == nullptr || d.kind == kEvNone || d.kind >= kEvCount) return nullptr;
-  if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
-  ThreadBuf* tb = CurrentThread();
-  if (tb == nullptr) {
-    NoBuffer();
-    // The ops that follow must not take an earlier launch's completion.
-    if (d.kind == kEvKernelLaunch && events_) t_launch = {generation_, ctx, 0, kFlagNoEvent};
-    // A kernel channel captured raw loses its records, not its op's
-    // completion: it feeds the op as an uncaptured one does.
-    if (d.kind == kEvKernelCh) {
-      Slot* op = ValidParent(d.parent);
-      if (op != nullptr && IsOp(op->kind.load(std::memory_order_relaxed)))
-        return TagKernelCh(op, d.ptimer, d.has_ptimer);
-    }
-    return nullptr;
-  }
-  const bool raw = (config_.raw_kinds >> d.kind) & 1;
-
-  if (d.kind == kEvKernelLaunch && events_) return StartLaunch(tb, ctx, d.stream, d.parent, raw ? &d : nullptr);
-  if (IsOp(d.kind)) return StartOpIn(tb, ctx, OpOf(d));
-
-  // Children of an operation feed its completion.
-  Slot* parent = nullptr;
-  Slot* op = nullptr;
-  if (d.kind == kEvProxyOp && d.parent != nullptr && d.pid != pid_) {
-    // PXN: the parent lives in another process's address space.
-    OwnerIncrement(tb->counters.foreign_parent);
-  } else if (Slot* tagged = OpOfKernelCh(d.parent)) {
-    // A kernel phase (v7) under a kernel channel not captured raw, whose
-    // handle is its op's slot, tagged (KernelChHandle).
-    op = ValidParent(tagged);
-    if (op != nullptr && !IsOp(op->kind.load(std::memory_order_relaxed))) op = nullptr;
-  } else {
-    parent = ValidParent(d.parent);
-  }
-  if (parent != nullptr) {
-    uint32_t pk = parent->kind.load(std::memory_order_relaxed);
-    if (IsOp(pk)) op = parent;
-    else if (pk == kEvProxyOp || pk == kEvProxyStep || pk == kEvKernelCh) op = parent->op;
-  }
-  const bool feeds_op = op != nullptr && (d.kind == kEvKernelCh || d.kind == kEvProxyOp);
-  // Kernel channels without raw capture need no slot of their own: the handle
-  // is the op's slot, tagged (KernelChHandle). This is NCCL's proxy thread's
-  // path, once per channel of every operation.
-  if (d.kind == kEvKernelCh && feeds_op && !raw) return TagKernelCh(op, d.ptimer, d.has_ptimer);
-  const bool feeds_proxy = parent != nullptr && d.kind == kEvProxyStep &&
-                           parent->kind.load(std::memory_order_relaxed) == kEvProxyOp;
-  if (!raw && !feeds_op && !feeds_proxy) return nullptr;
-
-  const uint64_t now = Ticks();
-  Slot* s = AllocSlot(tb);
-  if (s == nullptr) {
-    OwnerIncrement(tb->counters.pool_exhausted);
-    // As without a buffer: the op's completion does not need this slot.
-    if (d.kind == kEvKernelCh && feeds_op) return TagKernelCh(op, d.ptimer, d.has_ptimer);
-    return nullptr;
-  }
-  s->kind.store(d.kind, std::memory_order_relaxed);
-  s->ctx = ctx;
-  s->start_ns = now;
-  s->parent = parent;
-  s->op = op;
-  s->raw = raw ? 1 : 0;
-  if (op != nullptr) s->op_id.store(op->id.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  switch (d.kind) {
-    case kEvKernelCh:
-      if (d.has_ptimer) {
-        s->ptimer_start = d.ptimer;
-        s->has_ptimer = 1;
-      }
-      if (feeds_op) OwnerIncrement(op->kernel_started);
-      break;
-    case kEvKernelPhase:
-      if (d.has_ptimer) {
-        s->ptimer_start = d.ptimer;
-        s->has_ptimer = 1;
-      }
-      break;
-    case kEvProxyOp:
-      s->px_desc.store(PackPxDesc(d.channel, d.is_send, d.nsteps, d.peer), std::memory_order_relaxed);
-      s->px_update_ns.store(now, std::memory_order_relaxed);
-      if (feeds_op) {
-        if (!seen_proxy_.load(std::memory_order_relaxed)) seen_proxy_.store(true);
-        op->proxy_started.fetch_add(1);
-      }
-      break;
-    case kEvProxyStep:
-      if (feeds_proxy) {
-        parent->px_progress.store(PackPxProgress(d.step, 0, false), std::memory_order_relaxed);
-        parent->px_update_ns.store(now, std::memory_order_relaxed);
-      }
-      break;
-    default:
-      break;
-  }
-  if (raw) StartRaw(tb, s, d, now);
-  OwnerIncrement(tb->counters.recorded);
   return s;
 }
 
@@ -862,74 +548,6 @@ __attribute__((hot)) void Profiler::Stop(void* handle) {
     }
   }
   s->state.store(kSlotDone, std::memory_order_release);
-}
-
-void Profiler::State(void* handle, int state, const StateArgs& a) {
-  if (handle == nullptr) return;
-  if (Slot* op = OpOfKernelCh(handle)) {
-    if (state == nccl::kKernelChStop && a.has_ptimer) OwnerMax(op->gpu_max, a.ptimer);
-    return;
-  }
-  auto* s = static_cast<Slot*>(handle);
-  const uint32_t kind = s->kind.load(std::memory_order_relaxed);
-  const uint64_t now = Ticks();
-  switch (kind) {
-    case kEvKernelCh:
-      if (state == nccl::kKernelChStop && a.has_ptimer) {
-        s->ptimer_stop = a.ptimer;
-        s->has_ptimer |= 2;
-      }
-      break;
-    case kEvKernelPhase:
-      if (state == nccl::kKernelPhaseStop && a.has_ptimer) {
-        s->ptimer_stop = a.ptimer;
-        s->has_ptimer |= 2;
-      }
-      break;
-    case kEvProxyStep:
-      if (a.trans_size != 0) s->step_bytes = a.trans_size;
-      if (s->parent != nullptr) {
-        s->parent->px_progress.store(
-            PackPxProgress(PxStep(s->parent->px_progress.load(std::memory_order_relaxed)), state, false),
-            std::memory_order_relaxed);
-        s->parent->px_update_ns.store(now, std::memory_order_relaxed);
-      }
-      break;
-    case kEvProxyOp:
-      // v1..v3 report progress on the ProxyOp itself.
-      s->px_progress.store(PackPxProgress(a.steps, state, false), std::memory_order_relaxed);
-      s->px_update_ns.store(now, std::memory_order_relaxed);
-      if (s->op != nullptr && a.trans_size != 0 && (state == nccl::kProxyOpSendDone || state == nccl::kProxyOpRecvDone))
-        s->op->proxy_bytes.fetch_add(a.trans_size, std::memory_order_relaxed);
-      break;
-    default:
-      break;
-  }
-  if (!s->raw) return;
-  ThreadBuf* tb = CurrentThread();
-  if (tb == nullptr) {
-    NoBuffer();
-    return;
-  }
-  if (Rec* r = ReserveRawRecord(tb)) {
-    r->kind = kRecEvState;
-    r->etype = static_cast<uint8_t>(kind);
-    r->comm = s->ctx->comm;
-    r->flags = a.has_ptimer ? kFlagHasGpu : 0;
-    r->nchannels = 0;
-    r->nwarps = 0;
-    r->id = s->id.load(std::memory_order_relaxed);
-    r->t0_ticks = now;
-    r->t1 = 0;
-    r->parent_id = 0;
-    r->st.ptimer = a.ptimer;
-    r->st.trans_size = a.trans_size;
-    r->st.net_data = reinterpret_cast<uint64_t>(a.net_data);
-    r->st.state = static_cast<uint32_t>(state);
-    r->st.steps = a.steps;
-    r->st.appended_proxy_ops = a.appended_proxy_ops;
-    tb->ring.Commit();
-  }
 }
 
 }  // namespace ncclwatch::plugin

@@ -1,7 +1,9 @@
 // The plugin's process-wide state and its hot path.
 //
-// Profiler is created by the first init and destroyed by the last finalize
-// (reference-counted under a mutex). It owns:
+// Profiler is created by the first init and reference-counted by init and
+// finalize under a mutex. The last finalize closes it (its writer drains,
+// writes the file's end and stops) but never frees it: other threads may
+// still hold its contexts and handles (profiler.cc). It owns:
 //   - one ThreadBuf per thread that calls the plugin (claimed on the thread's
 //     first event, released when the thread exits): a Ring of records and a
 //     region of event Slots, both preallocated at creation, so the hot path
@@ -18,8 +20,13 @@
 // it. Operations (Coll, P2p) track completion: all of their kernel channels
 // stopped and all of their proxy operations stopped.
 //
+// The event path is core.cc (NCCL's launching thread, laid out hot),
+// child_events.cc (the events under an operation), raw_events.cc (raw
+// captures) and thread_bufs.cc (a thread's buffer); profiler.cc is the
+// cold rest.
+//
 // Thread safety: Start/Stop/State may be called from any thread at any time
-// between the Context's creation and the Profiler's destruction.
+// after the Context's creation, the Profiler's close included.
 
 #ifndef PLUGIN_CORE_CORE_H_
 #define PLUGIN_CORE_CORE_H_
@@ -39,7 +46,7 @@
 #include "plugin/core/event.h"
 #include "plugin/core/launch_events.h"
 #include "plugin/core/pending_bits.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/core/record.h"
 #include "plugin/core/ring.h"
 #include "plugin/core/shared_lane.h"
@@ -193,7 +200,7 @@ class Profiler {
   // Scans every slot (writer thread, for stuck reports).
   const Slot* slots_begin() const { return slots_begin_; }
   const Slot* slots_end() const { return slots_end_; }
-  // In a forked child: the inherited Profiler goes quiet (see core.cc).
+  // In a forked child: the inherited Profiler goes quiet (profiler.cc, AtForkChild).
   void Abandon();
   bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
   const std::string& writer_path() const;
@@ -212,8 +219,10 @@ class Profiler {
   bool Init(std::string* error);
 
   ThreadBuf* CurrentThread();
-  ThreadBuf* ClaimThread();
-  void NoBuffer();  // counts one event dropped for want of a buffer
+  // Cold, and declared so: the callers that inline CurrentThread move the
+  // call out of their own hot code.
+  __attribute__((cold)) ThreadBuf* ClaimThread();
+  __attribute__((cold)) void NoBuffer();  // counts one event dropped for want of a buffer
   Slot* AllocSlot(ThreadBuf* tb);
   Slot* SpareSlot(ThreadBuf* tb);
   void Claim(ThreadBuf* tb, Slot* s);
@@ -251,7 +260,8 @@ class Profiler {
   void StopLaunch(ThreadBuf* tb, Slot* s);
   // Decides where completions come from (Init), adjusting the mask.
   void ChooseCompletions();
-  void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
+  // Cold (raw_events.cc), and declared so for its callers in other files.
+  __attribute__((cold)) void StartRaw(ThreadBuf* tb, Slot* s, const EventDesc& d, uint64_t now);
   static void ThreadExit(void* buf);
 
   // What NCCL's launching thread reads on every event, first and together:

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/core/clock.h"
 #include "plugin/core/config.h"
 #include "plugin/core/launch_events.h"

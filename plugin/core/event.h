@@ -108,6 +108,10 @@ struct OpDesc {
   bool is_nvls = false;
 };
 
+// Whether an event kind is an operation's (Coll, P2p): the events whose
+// completion is tracked and whose children feed it.
+inline bool IsOp(uint32_t kind) { return kind == kEvColl || kind == kEvP2p; }
+
 inline OpDesc OpOf(const EventDesc& d) {
   OpDesc o;
   o.kind = d.kind;

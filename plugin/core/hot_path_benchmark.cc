@@ -1,8 +1,8 @@
 // Benchmarks of the plugin's hot path and writer (run: bazel run -c opt
-// //plugin:hot_path_benchmark). Targets (issue 2): start+stop of a collective
+// //plugin:hot_path_benchmark). The targets: start+stop of a collective
 // <= 50 ns on one thread and <= 100 ns per thread with 8 threads; the writer
 // drains >= 5 M events/s; <= 48 bytes on disk per collective at the default
-// capture. Numbers and method: BENCHMARKS.md.
+// capture. Numbers and method: BENCHMARKS.md, "Plugin hot path and writer".
 //
 // Each timed batch stays within a thread's ring (so nothing is dropped) and
 // the writer drains between batches, outside the timing.
@@ -23,7 +23,7 @@
 
 #include "plugin/core/clock.h"
 #include "plugin/core/core.h"
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::plugin {
 namespace {

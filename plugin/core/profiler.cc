@@ -1,8 +1,8 @@
 // The Profiler's life: the one process-wide instance (Acquire/Release, kept
 // consistent across fork), its buffers, communicators and logging, and the
 // Writer it owns, which sees it through a CoreView (ProfilerView below). The
-// hot path is core.cc; this is the one file that includes both core.h and
-// writer.h.
+// event path is core.cc and its neighbours (core.h); this is the one file
+// that includes both core.h and writer.h.
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -153,6 +153,22 @@ inline T OwnerIncrement(std::atomic<T>& a) {
   return n;
 }
 
+// An operation's kernel-channel fields (kernel_started, kernel_stopped,
+// gpu_min, gpu_max) have one writer: NCCL makes every kernel-channel call of
+// an operation from its communicator's proxy progress thread (the profiler
+// proxy connection's progress function). So they are updated with a plain
+// load and store, no locked instruction: on H200 hosts each locked update
+// there cost NCCL's proxy thread 40 to 85 ns in place, three per channel
+// (BENCHMARKS.md, "Locked instructions on NCCL's proxy thread"). The proxy
+// counters keep their atomic updates: under PXN, another rank's proxy
+// thread in this process may report proxy operations for the same op.
+inline void OwnerMin(std::atomic<uint64_t>& a, uint64_t v) {
+  if (v < a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
+}
+inline void OwnerMax(std::atomic<uint64_t>& a, uint64_t v) {
+  if (v > a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
+}
+
 // Per thread, a power of two: 1 MiB, room for a burst of 8,192 records
 // between two drains (the writer drains every 10 ms, every 1 ms in a burst).
 constexpr uint32_t kRingRecords = 8192;

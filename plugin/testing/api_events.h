@@ -9,7 +9,7 @@
 #ifndef PLUGIN_TESTING_API_EVENTS_H_
 #define PLUGIN_TESTING_API_EVENTS_H_
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::testing {
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -24,10 +25,21 @@
 
 #include <gtest/gtest.h>
 
+#include "plugin/abi/profiler_common.h"
+#include "plugin/abi/profiler_net.h"
+#include "plugin/abi/profiler_v1.h"
+#include "plugin/abi/profiler_v2.h"
+#include "plugin/abi/profiler_v3.h"
+#include "plugin/abi/profiler_v4.h"
+#include "plugin/abi/profiler_v5.h"
+#include "plugin/abi/profiler_v6.h"
+#include "plugin/abi/profiler_v7.h"
+#include "plugin/testing/waits.h"
 #include "tools/reader/reader.h"
 
 namespace {
 std::atomic<int> g_fake_nccl_version{22809};
+std::atomic<uint64_t> g_clock_steps{0};  // StepPluginClock
 }  // namespace
 
 // NCCL's own entry point, as the plugin finds it in a process that runs NCCL.
@@ -38,13 +50,29 @@ extern "C" __attribute__((visibility("default"))) int ncclGetVersion(int* versio
   return 0;
 }
 
+// The plugin's clock under NCCLWATCH_CLOCK=test (plugin/core/clock.h):
+// CLOCK_MONOTONIC with the test's steps.
+extern "C" __attribute__((visibility("default"))) int ncclwatch_test_clock_gettime(clockid_t id, timespec* ts) {
+  const int rc = clock_gettime(id, ts);
+  if (rc != 0 || id != CLOCK_MONOTONIC) return rc;
+  const uint64_t ns = static_cast<uint64_t>(ts->tv_sec) * 1000000000ull + static_cast<uint64_t>(ts->tv_nsec) +
+                      g_clock_steps.load(std::memory_order_relaxed);
+  ts->tv_sec = static_cast<time_t>(ns / 1000000000ull);
+  ts->tv_nsec = static_cast<long>(ns % 1000000000ull);
+  return 0;
+}
+
 namespace ncclwatch::testing {
 
 void SetFakeNcclVersion(int code) { g_fake_nccl_version.store(code); }
+
+void StepPluginClock(uint64_t ns) { g_clock_steps.fetch_add(ns, std::memory_order_relaxed); }
+void ResetPluginClock() { g_clock_steps.store(0, std::memory_order_relaxed); }
 namespace {
 
 std::mutex g_log_mu;
 std::vector<LogLine>* g_logs = new std::vector<LogLine>();  // guarded by g_log_mu; never freed
+std::vector<int>* g_log_watches = new std::vector<int>();   // LogWatch eventfds; guarded by g_log_mu
 
 std::string TmpRoot() {
   const char* t = getenv("TEST_TMPDIR");
@@ -139,6 +167,35 @@ void FakeLogger(nccl::LogLevel level, unsigned long flags, const char* file, int
   va_end(ap);
   std::lock_guard<std::mutex> lock(g_log_mu);
   g_logs->push_back({static_cast<int>(level), flags, buf});
+  const uint64_t one = 1;
+  for (int fd : *g_log_watches)
+    if (write(fd, &one, sizeof(one)) != sizeof(one)) ADD_FAILURE() << "LogWatch: " << strerror(errno);
+}
+
+LogWatch::LogWatch() {
+  fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  EXPECT_GE(fd_, 0) << "eventfd: " << strerror(errno);
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log_watches->push_back(fd_);
+}
+
+LogWatch::~LogWatch() {
+  {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    g_log_watches->erase(std::remove(g_log_watches->begin(), g_log_watches->end(), fd_), g_log_watches->end());
+  }
+  if (fd_ >= 0) close(fd_);
+}
+
+void WaitForLog(const std::string& text) {
+  LogWatch w;
+  WaitUntil(
+      [&] {
+        for (const LogLine& l : Logs())
+          if (l.text.find(text) != std::string::npos) return true;
+        return false;
+      },
+      {w.fd()});
 }
 
 std::vector<LogLine> Logs() {
@@ -217,7 +274,7 @@ void SetPluginEnv(const std::map<std::string, std::string>& vars) {
 
 uint64_t MonoNs() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ncclwatch_test_clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -1389,24 +1446,23 @@ std::unique_ptr<Trace> ReadSingleTrace(const std::string& dir) {
   return ReadTrace(files[0]);
 }
 
-std::unique_ptr<Trace> WaitForTrace(const std::string& dir, const std::function<bool(const Trace&)>& done,
-                                    double timeout_sec) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_sec);
-  for (;;) {
-    std::vector<std::string> files = TraceFiles(dir);
-    if (files.size() == 1) {
-      std::unique_ptr<Trace> t = ReadTrace(files[0]);
-      if (done(*t)) return t;
-      if (std::chrono::steady_clock::now() > until) {
-        ADD_FAILURE() << "waited " << timeout_sec << " s for the trace in " << dir;
-        return t;
-      }
-    } else if (files.size() > 1 || std::chrono::steady_clock::now() > until) {
-      ADD_FAILURE() << files.size() << " trace files in " << dir;
-      return std::make_unique<Trace>();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+std::unique_ptr<Trace> WaitForTrace(const std::string& dir, const std::function<bool(const Trace&)>& done) {
+  DirWatch watch(dir);
+  std::unique_ptr<Trace> t;
+  WaitUntil(
+      [&] {
+        std::vector<std::string> files = TraceFiles(dir);
+        if (files.size() > 1) {
+          ADD_FAILURE() << files.size() << " trace files in " << dir;
+          t = std::make_unique<Trace>();
+          return true;
+        }
+        if (files.empty()) return false;
+        t = ReadTrace(files[0]);
+        return done(*t);
+      },
+      {watch.fd()}, 100);
+  return t;
 }
 
 bool WriterPast(const Trace& t, uint64_t mono_ns) {

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "proto/trace.pb.h"
 
 namespace ncclwatch::testing {
@@ -78,6 +78,24 @@ std::vector<LogLine> Logs();
 void ClearLogs();
 // Lines of level kLogWarn.
 std::vector<std::string> Warnings();
+// Waits until a line captured since the last ClearLogs holds `text`
+// (nothing but the plugin's logging says that it happened).
+void WaitForLog(const std::string& text);
+
+// Readable (an eventfd, non-blocking) whenever a line was logged since it
+// was last read: for waits on the log and something else at once
+// (waits.h, WaitUntil).
+class LogWatch {
+ public:
+  LogWatch();
+  ~LogWatch();
+  LogWatch(const LogWatch&) = delete;
+  LogWatch& operator=(const LogWatch&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
 
 // Captures what is written to fd 2 (v1..v3 warn on stderr) while alive.
 class StderrCapture {
@@ -131,9 +149,22 @@ void ClearRasEventMask();
 
 // A fresh directory under $TEST_TMPDIR.
 std::string MakeTempDir(const std::string& tag);
+
+// ------------------------------------------------------------------- clock
+
+// The plugin's monotonic clock, stepped by a test instead of slept through:
+// with NCCLWATCH_CLOCK=test the plugin reads it through
+// ncclwatch_test_clock_gettime, which this binary exports (CLOCK_MONOTONIC
+// plus the steps taken), and so does MonoNs. ResetPluginClock takes the
+// steps back once no plugin reads it any more (every communicator
+// finalized): a clock that ran backwards would fool a running writer.
+void StepPluginClock(uint64_t ns);
+void ResetPluginClock();
 // Sets the NCCLWATCH_* variables: `vars` maps name to value; every other
 // NCCLWATCH_* variable is unset.
 void SetPluginEnv(const std::map<std::string, std::string>& vars);
+// CLOCK_MONOTONIC as the plugin reads it: with the steps StepPluginClock
+// took.
 uint64_t MonoNs();
 
 // ------------------------------------------------------------------- events
@@ -407,11 +438,10 @@ std::unique_ptr<Trace> ReadTrace(const std::string& path);
 
 // Waiting for the writer. A test waits for what it needs to see in the file,
 // never a fixed time: the machine may be busy, under a sanitizer, or slow.
-// Reads the single trace in `dir` until `done` holds for it; past the
-// timeout (only a bound against a hang) the test fails and the last read is
-// returned.
-std::unique_ptr<Trace> WaitForTrace(const std::string& dir, const std::function<bool(const Trace&)>& done,
-                                    double timeout_sec = 120);
+// Reads the single trace in `dir` until `done` holds for it, again each time
+// the folder changes (and every 100 ms, for a `done` that also asks what no
+// file says). No deadline: Bazel's test timeout ends a hang.
+std::unique_ptr<Trace> WaitForTrace(const std::string& dir, const std::function<bool(const Trace&)>& done);
 // Whether the writer's decisions up to CLOCK_MONOTONIC `mono_ns` are all in
 // the file: it holds two heartbeats stamped at or after it (the writer
 // stamps a cycle's heartbeat before its stuck check, so whatever that cycle

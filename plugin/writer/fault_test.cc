@@ -4,19 +4,19 @@
 // an operation in flight.
 
 #include <gtest/gtest.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <string>
-#include <thread>
 
 #include "plugin/core/config.h"
 #include "plugin/core/core.h"
 #include "plugin/testing/fake_nccl_host.h"
+#include "plugin/testing/waits.h"
 #include "tools/model/model.h"
 
 // Built with ThreadSanitizer? (gcc says __SANITIZE_THREAD__, clang __has_feature.)
@@ -44,19 +44,13 @@
 namespace ncclwatch::testing {
 namespace {
 
-// Waits for `pid` to exit; kills it after `sec` seconds (a bound against a
-// hang, far above any run). Returns the wait status, -1 when killed.
-int WaitFor(pid_t pid, double sec) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(sec);
+// Waits for `pid` to exit (a hang is Bazel's timeout); returns the wait
+// status.
+int WaitFor(pid_t pid) {
   int status = 0;
-  while (std::chrono::steady_clock::now() < until) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
+  return status;
 }
 
 // The size of the single file in `dir` (0 if none yet).
@@ -108,7 +102,7 @@ TEST(FaultTest, ForkedChildIsUnharmedAndWritesItsOwnFile) {
       parent.Finalize();
       _exit(0);
     }
-    int status = WaitFor(child, 120);
+    int status = WaitFor(child);
     ASSERT_TRUE(WIFEXITED(status)) << "child did not exit cleanly: status " << status;
     EXPECT_EQ(WEXITSTATUS(status), 0);
     for (uint64_t k = 5; k < 8; ++k) parent.RunOp(Coll(k));
@@ -145,25 +139,18 @@ TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
     // grows) or to fail (its warning): the file fills over several batches
     // however busy the machine is.
     uint64_t size = 0;
+    DirWatch files(dir);
+    LogWatch log;
     for (uint64_t k = 0; k < 1500; ++k) {
       c.RunOp(Coll(k));
       if (k % 100 != 99) continue;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      for (;;) {
-        if (!Warnings().empty()) break;
-        const uint64_t now_size = FileSizeIn(dir);
-        if (now_size > size) {
-          size = now_size;
-          break;
-        }
-        if (std::chrono::steady_clock::now() > until) _exit(6);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      WaitUntil([&] { return !Warnings().empty() || FileSizeIn(dir) > size; }, {files.fd(), log.fd()});
+      size = FileSizeIn(dir);
     }
     c.Finalize();
     _exit(0);
   }
-  int status = WaitFor(child, 120);
+  int status = WaitFor(child);
   ASSERT_TRUE(WIFEXITED(status)) << "the host did not survive: status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   auto files = TraceFiles(dir);
@@ -238,7 +225,7 @@ TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
     plugin::Profiler::Release(p);
     _exit(0);
   }
-  int status = WaitFor(child, 120);
+  int status = WaitFor(child);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   ASSERT_EQ(WEXITSTATUS(status), 0);
   auto t = ReadTrace(path);

@@ -11,7 +11,6 @@
 
 #include "plugin/core/clock.h"
 #include "plugin/core/core.h"
-#include "plugin/core/process_info.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
 
@@ -97,11 +96,4 @@ TEST(HeaderClock, EveryPathIsRecordedAsChoiceReasonAndFacts) {
 }
 
 }  // namespace
-TEST(HeaderTest, NcclVersionCodes) {
-  EXPECT_EQ(plugin::NcclVersionString(22809), "2.28.9");
-  EXPECT_EQ(plugin::NcclVersionString(23004), "2.30.4");
-  EXPECT_EQ(plugin::NcclVersionString(22304), "2.23.4");
-  EXPECT_EQ(plugin::NcclVersionString(2804), "2.8.4");  // before 2.9: two digits a part
-}
-
 }  // namespace ncclwatch::testing

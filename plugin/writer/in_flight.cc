@@ -113,7 +113,7 @@ uint64_t InFlightTable::ReleaseUnsure(uint64_t now, const std::function<bool(uin
 uint64_t InFlightTable::StuckTrigger(uint64_t now, uint64_t threshold_ns) const {
   uint64_t trigger = 0, trigger_start = UINT64_MAX;
   for (const auto& [id, f] : ops_) {
-    if (!f.reported && !f.unsure && now > f.start_ns && now - f.start_ns >= threshold_ns && f.start_ns < trigger_start) {
+    if (!f.reported && !f.unsure && PastStuckThreshold(now, f.start_ns, threshold_ns) && f.start_ns < trigger_start) {
       trigger = id;
       trigger_start = f.start_ns;
     }

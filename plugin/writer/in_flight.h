@@ -34,6 +34,17 @@ namespace ncclwatch::plugin {
 // would have arrived.
 inline constexpr uint64_t kLostGraceNs = 1'000'000'000;
 
+// NCCLWATCH_STUCK_SEC as the stuck trigger's threshold.
+inline uint64_t StuckThresholdNs(double stuck_sec) { return static_cast<uint64_t>(stuck_sec * 1e9); }
+
+// The stuck trigger's test of one operation (StuckTrigger): in flight at
+// `now` for `threshold_ns` or longer. Of the operations it holds for, not
+// named by a report yet, the oldest triggers one. The tools' test trace
+// builder asks the same.
+inline bool PastStuckThreshold(uint64_t now, uint64_t start_ns, uint64_t threshold_ns) {
+  return now > start_ns && now - start_ns >= threshold_ns;
+}
+
 class InFlightTable {
  public:
   struct Op {

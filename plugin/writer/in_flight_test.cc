@@ -115,5 +115,20 @@ TEST(InFlightTable, ForgetFromEndsTheWatchOfLaterOpsOnly) {
   EXPECT_FALSE(t.Has(3));
 }
 
+// The threshold's edge: an operation exactly stuck_sec old triggers, one
+// older by less does not, and a start after now (a clock read out of order)
+// never does.
+TEST(InFlightTable, TheStuckThresholdIsInclusive) {
+  EXPECT_EQ(StuckThresholdNs(0.3), 300'000'000u);
+  EXPECT_EQ(StuckThresholdNs(2), 2'000'000'000u);
+  EXPECT_TRUE(PastStuckThreshold(1300, 300, 1000));
+  EXPECT_FALSE(PastStuckThreshold(1299, 300, 1000));
+  EXPECT_FALSE(PastStuckThreshold(300, 301, 0));
+  InFlightTable t;
+  t.Enqueued(1, OpOn(0, 300, 310), true);
+  EXPECT_EQ(t.StuckTrigger(1299, 1000), 0u);
+  EXPECT_EQ(t.StuckTrigger(1300, 1000), 1u);
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin

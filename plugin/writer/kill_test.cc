@@ -10,14 +10,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "plugin/abi/profiler_abi.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"
 
@@ -25,11 +22,19 @@ namespace ncclwatch::testing {
 namespace {
 
 constexpr uint64_t kMaxOps = 1 << 20;
+constexpr uint64_t kBatch = 100;  // operations between two waits: some 200 records of a ring's 8,192
 
 // Shared with the child (MAP_SHARED): the last operation it enqueued.
 struct Progress {
   std::atomic<uint64_t> last_seq;
 };
+
+// The highest Op seq in a trace (0 if none).
+uint64_t MaxSeq(const Trace& t) {
+  uint64_t m = 0;
+  for (const OpView& o : t.ops) m = std::max<uint64_t>(m, o.op->seq());
+  return m;
+}
 
 [[noreturn]] void Child(Progress* p, const std::string& dir) {
   SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "50"}});
@@ -44,17 +49,12 @@ struct Progress {
     s.api_events = seq % 2 == 0;
     c.RunOp(s);
     p->last_seq.store(seq, std::memory_order_release);
-    // Paced like a training loop: the per-thread buffers never overflow.
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    // A batch at a time, each waited for in the file, as a training loop
+    // paces itself: the thread's buffer never overflows, however slow the
+    // machine.
+    if (seq % kBatch == 0) WaitForTrace(dir, [&](const Trace& t) { return MaxSeq(t) >= seq; });
   }
   _exit(3);  // never reached when the parent kills us
-}
-
-// The highest Op seq in a trace (0 if none).
-uint64_t MaxSeq(const Trace& t) {
-  uint64_t m = 0;
-  for (const OpView& o : t.ops) m = std::max<uint64_t>(m, o.op->seq());
-  return m;
 }
 
 TEST(Kill, FileSurvivesSigkill) {

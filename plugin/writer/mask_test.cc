@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/testing/fake_cuda_host.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "proto/trace.pb.h"

@@ -69,6 +69,11 @@ class OnStuckRunner {
   bool prepared() const { return out_fd_ >= 0 && !started_; }
   bool started() const { return started_; }
   bool running() const { return keeper_ > 0; }
+  // Readable (poll(2)) when Poll may have news: the keeper's report, then
+  // its end; -1 when no keeper runs. For a caller that waits for the
+  // command rather than looking once a cycle, as the writer does. Not to be
+  // read: Poll reads it.
+  int wait_fd() const { return keeper_ > 0 ? sock_ : -1; }
   const std::string& output_path() const { return output_; }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +21,13 @@
 #include <gtest/gtest.h>
 
 #include "plugin/core/command_words.h"
+#include "plugin/testing/waits.h"
 
 namespace ncclwatch::plugin {
 namespace {
 
-constexpr uint64_t kGiveUpNs = 120'000'000'000ull;  // only a bound against a hang
+using ::ncclwatch::testing::WaitForFile;
+using ::ncclwatch::testing::WaitGone;
 
 uint64_t Now() {
   timespec ts;
@@ -53,54 +57,48 @@ std::vector<std::string> Words(const std::string& text) {
   return w;
 }
 
-// Polls until the runner reports `kind`: the writer's cycle, without its
-// period.
+// Waits until the runner's socket has news (its keeper's report or end).
+void WaitForKeeper(const OnStuckRunner& r) {
+  pollfd p{r.wait_fd(), POLLIN, 0};
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+}
+
+// Polls, as the writer's cycle does, each time the keeper has news, until
+// the runner reports `kind`.
 OnStuckRunner::Event PollUntil(OnStuckRunner* r, OnStuckRunner::Event::Kind kind) {
-  const uint64_t give_up = Now() + kGiveUpNs;
-  while (Now() < give_up) {
+  for (;;) {
     OnStuckRunner::Event e = r->Poll();
     if (e.kind == kind) return e;
     if (e.kind != OnStuckRunner::Event::kNone) {
       ADD_FAILURE() << "unexpected: " << e.text;
       return e;
     }
-    usleep(1000);
+    if (r->wait_fd() < 0) {
+      ADD_FAILURE() << "the keeper ended without it";
+      return {};
+    }
+    WaitForKeeper(*r);
   }
-  ADD_FAILURE() << "never happened";
-  return {};
 }
 
-// Then until the keeper is reaped, with nothing more to say.
+// Then until the keeper is reaped, with nothing more to say. Its end is on
+// the socket before the kernel makes it reapable: in between, this loop
+// yields.
 void PollUntilDone(OnStuckRunner* r) {
-  const uint64_t give_up = Now() + kGiveUpNs;
-  while (r->running() && Now() < give_up) {
+  while (r->running()) {
     EXPECT_EQ(r->Poll().kind, OnStuckRunner::Event::kNone);
-    usleep(1000);
+    if (!r->running()) break;
+    WaitForKeeper(*r);
+    sched_yield();
   }
   EXPECT_FALSE(r->running());
 }
 
-// Until process `pid` no longer exists (reaping it if it became our
-// child: the tests that need it make this process a subreaper).
-bool WaitGone(pid_t pid) {
-  const uint64_t give_up = Now() + kGiveUpNs;
-  while (Now() < give_up) {
-    int status;
-    waitpid(pid, &status, WNOHANG);
-    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-    usleep(1000);
-  }
-  return false;
-}
-
 // Waits until `path` holds a whole line; returns it.
 std::string FirstLine(const std::string& path) {
-  const uint64_t give_up = Now() + kGiveUpNs;
-  std::string out;
-  while (out.find('\n') == std::string::npos && Now() < give_up) {
-    out = Read(path);
-    usleep(1000);
-  }
+  const std::string out =
+      WaitForFile(path, [](const std::string& text) { return text.find('\n') != std::string::npos; });
   return out.substr(0, out.find('\n'));
 }
 
@@ -261,8 +259,7 @@ TEST(OnStuck, TheCommandDiesWithTheHost) {
     if (!r.Prepare(w, out, 0600, &err)) _exit(3);
     if (r.Start(getpid(), 0, "host.ncclwatch", 600, 1 << 20).kind != OnStuckRunner::Event::kStarted) _exit(4);
     // Until the command is running (its pid is in the file).
-    const uint64_t give_up = Now() + kGiveUpNs;
-    while (Read(out).find('\n') == std::string::npos && Now() < give_up) usleep(1000);
+    FirstLine(out);
     _exit(0);
   }
   int status = 0;

@@ -13,16 +13,15 @@
 #include <fstream>
 #include <sstream>
 
-#include <chrono>
 #include <map>
 #include <string>
-#include <thread>
 #include <tuple>
 
 #include <gtest/gtest.h>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 #include "plugin/testing/fake_nccl_host.h"
+#include "plugin/testing/waits.h"
 #include "proto/trace.pb.h"
 
 namespace ncclwatch::testing {
@@ -229,8 +228,7 @@ TEST(Stuck, OnStuckRunsItsCommandOnce) {
       if (l.text.find("NCCLWATCH_ON_STUCK: exited with status 0") != std::string::npos) return true;
     return false;
   };
-  const uint64_t give_up = MonoNs() + 120'000'000'000ull;
-  while (!finished() && MonoNs() < give_up) usleep(1000);
+  WaitForLog("NCCLWATCH_ON_STUCK: exited with status 0");
   ASSERT_TRUE(finished());
   std::ifstream in(out);
   std::stringstream text;
@@ -245,18 +243,6 @@ TEST(Stuck, OnStuckRunsItsCommandOnce) {
     if (l.text.find("NCCLWATCH_ON_STUCK: started") != std::string::npos) ++started;
   EXPECT_EQ(started, 1);
   ASSERT_EQ(c.Finalize(), 0);
-}
-
-// Until `pid` no longer exists, reaping it if it became ours (subreaper).
-bool WaitGone(pid_t pid) {
-  const uint64_t give_up = MonoNs() + 120'000'000'000ull;
-  while (MonoNs() < give_up) {
-    int status;
-    waitpid(pid, &status, WNOHANG);
-    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-    usleep(1000);
-  }
-  return false;
 }
 
 std::string ReadAll(const std::string& path) {
@@ -293,15 +279,13 @@ TEST(Stuck, OnStuckInAHostileFolderRunsNothingElseAndDiesWithTheHost) {
     MakeStuckOp(c);
     std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return !x.stucks.empty(); });
     const std::string out = t->raw.path + ".on_stuck.txt";
-    const uint64_t give_up = MonoNs() + 120'000'000'000ull;
     // The path holds a newline itself: the pid's line ends after the mark.
-    auto pid_line = [&] {
-      const std::string text = ReadAll(out);
+    auto pid_line = [](const std::string& text) {
       const size_t mark = text.find("#END#");
       return mark != std::string::npos && text.find('\n', mark) != std::string::npos ? text.substr(mark + 5) : "";
     };
-    while (pid_line().empty() && MonoNs() < give_up) usleep(1000);
-    const pid_t sleeper = static_cast<pid_t>(atoi(pid_line().c_str()));
+    const std::string text = WaitForFile(out, [&](const std::string& x) { return !pid_line(x).empty(); });
+    const pid_t sleeper = static_cast<pid_t>(atoi(pid_line(text).c_str()));
     if (sleeper <= 0) _exit(3);
     if (c.Finalize() != 0) _exit(4);
     // Finalize returned while the command runs on: it did not wait for it.

@@ -36,22 +36,23 @@ class Wire {
     ok_ = true;
   }
 
-  static size_t VarintSize(uint64_t v) {
-    size_t n = 1;
+  // A varint's bytes: 7 bits each, low first (1 to 10).
+  static size_t VarintSize(uint64_t v) { return 1 + (63 - static_cast<size_t>(__builtin_clzll(v | 1))) / 7; }
+  // Writes `v` as a varint at `p` (room for VarintSize(v) bytes); returns
+  // the byte after it. The one varint writer of the plugin's encoding, and of
+  // the test trace builder's framing.
+  static uint8_t* PutVarint(uint8_t* p, uint64_t v) {
     while (v >= 0x80) {
+      *p++ = static_cast<uint8_t>(v | 0x80);
       v >>= 7;
-      ++n;
     }
-    return n;
+    *p++ = static_cast<uint8_t>(v);
+    return p;
   }
 
   void Varint(uint64_t v) {
     if (!Reserve(10)) return;
-    while (v >= 0x80) {
-      buf_[pos_++] = static_cast<uint8_t>(v | 0x80);
-      v >>= 7;
-    }
-    buf_[pos_++] = static_cast<uint8_t>(v);
+    pos_ = static_cast<size_t>(PutVarint(buf_ + pos_, v) - buf_);
   }
   void Tag(uint32_t field, uint32_t wire_type) { Varint((uint64_t{field} << 3) | wire_type); }
 
@@ -104,13 +105,7 @@ class Wire {
       memmove(buf_ + at + lsize, buf_ + at + 1, body);
       pos_ += lsize - 1;
     }
-    uint8_t* p = buf_ + at;
-    uint64_t v = body;
-    while (v >= 0x80) {
-      *p++ = static_cast<uint8_t>(v | 0x80);
-      v >>= 7;
-    }
-    *p = static_cast<uint8_t>(v);
+    PutVarint(buf_ + at, body);
   }
 
   // A top-level length-delimited record: varint length, then the message.

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include "proto/trace.pb.h"
 
 namespace ncclwatch::plugin {
@@ -90,6 +92,26 @@ TEST(WireTest, OverflowFailsCleanlyAndTruncateRecovers) {
   w.U64(1, 5);
   EXPECT_TRUE(w.ok());
   EXPECT_EQ(w.size(), 2u);
+}
+
+// Every length class of a varint, at its edges: as many bytes as
+// VarintSize says, read back by libprotobuf as the same value.
+TEST(WireTest, VarintsOfEveryLengthReadBack) {
+  std::vector<uint64_t> values = {0, 1, ~uint64_t{0}};
+  for (int bits = 7; bits < 64; bits += 7) {
+    values.push_back((uint64_t{1} << bits) - 1);
+    values.push_back(uint64_t{1} << bits);
+  }
+  for (uint64_t v : values) {
+    uint8_t buf[16];
+    const uint8_t* end = Wire::PutVarint(buf, v);
+    ASSERT_EQ(static_cast<size_t>(end - buf), Wire::VarintSize(v)) << v;
+    google::protobuf::io::CodedInputStream in(buf, static_cast<int>(end - buf));
+    uint64_t back = 0;
+    ASSERT_TRUE(in.ReadVarint64(&back)) << v;
+    EXPECT_EQ(back, v);
+    EXPECT_TRUE(in.ExpectAtEnd()) << v;
+  }
 }
 
 TEST(WireTest, DefaultsAreSkipped) {

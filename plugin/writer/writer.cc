@@ -1,5 +1,6 @@
 #include "plugin/writer/writer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -146,7 +147,7 @@ void Writer::FlushNow() {
 
 void Writer::Loop() {
   const Config& c = core_->config();
-  const uint64_t tick_ns = uint64_t{std::min<uint32_t>(10, c.flush_ms)} * 1000000;
+  const uint64_t tick_ns = DrainPeriodNs(c.flush_ms);
   // During a burst the rings are drained every millisecond (writes still
   // follow NCCLWATCH_FLUSH_MS): the hot path never waits, so the only guard
   // against a full ring is a consumer that keeps up.
@@ -165,6 +166,7 @@ void Writer::Loop() {
     Cycle(now, want_write);
     if (stopping) {
       // Final records: drops and a clean finalize if every communicator ended.
+      Enter(CycleStep::kFinalize);
       bool clean = true;
       for (Context* ctx : core_->ContextsSnapshot())
         if (!ctx->finalized.load(std::memory_order_acquire)) clean = false;
@@ -184,13 +186,16 @@ void Writer::Loop() {
 
 void Writer::Cycle(uint64_t now, bool force_write) {
   cycle_now_ = now;
+  cycle_step_ = CycleStep::kMaskChange;
   // Before the drain: the operations drained now are judged by the newest
   // mask.
+  Enter(CycleStep::kMaskChange);
   CheckMask(now);
   // Finalizes noted before this drain: everything their communicators
   // recorded before them is in the rings now, so they follow it.
   const std::vector<Cold> finalizes = TakeCold(Cold::kFinalize);
   // After a lost write, communicators are defined again.
+  Enter(CycleStep::kCommInit);
   if (reannounce_) {
     reannounce_ = false;
     comm_announced_.clear();
@@ -216,7 +221,9 @@ void Writer::Cycle(uint64_t now, bool force_write) {
     EncodeCommInit(c.ctx, false, c.ctx->comm_hash);
     comm_announced_[c.ctx->comm] = c.ctx->comm_hash != 0;
   }
+  Enter(CycleStep::kRecords);
   EncodeStaged();
+  Enter(CycleStep::kCommFinalize);
   for (const Cold& c : finalizes) {
     EncodeCommFinalize(c.ctx, c.time_ns);
     in_flight_.CommFinalized(c.ctx->comm);
@@ -225,20 +232,30 @@ void Writer::Cycle(uint64_t now, bool force_write) {
     core_->RecycleContext(c.ctx);
   }
   ReclaimThreads();
+  Enter(CycleStep::kDrops);
   MaybeEncodeDrops(now, false);
+  Enter(CycleStep::kHeartbeat);
   if (now >= next_heartbeat_) {
     enc_.Heartbeat(HeartbeatOf(now));
     next_heartbeat_ = now + uint64_t{core_->config().heartbeat_ms} * 1000000;
   }
+  Enter(CycleStep::kLaunchCompletions);
   if (core_->events()) PollLaunches(now);
   ReclaimLost(now);
   ReleaseUnsure(now);
+  Enter(CycleStep::kStuckReport);
   MaybeStuckReport(now);
   if (on_stuck_.running()) LogOnStuck(on_stuck_.Poll());
+  Enter(CycleStep::kWrite);
   if (force_write || wire_.size() >= kWriteThreshold) {
     WriteOut();
     next_flush_ = now + uint64_t{core_->config().flush_ms} * 1000000;
   }
+}
+
+void Writer::Enter(CycleStep step) {
+  assert(CycleRank(step) >= CycleRank(cycle_step_) && "Writer::Cycle out of cycle.h's order");
+  cycle_step_ = step;
 }
 
 std::vector<Writer::Cold> Writer::TakeCold(Cold::Kind kind) {

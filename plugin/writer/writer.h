@@ -22,7 +22,8 @@
 // writer_records.cc (records from what NCCL reported, for TraceEncoder,
 // encoder.h), writer_report.cc (drops
 // and their warnings, the closing summary, lost completions, stuck reports),
-// trace_file.h (the file) and in_flight.h (what is in flight).
+// trace_file.h (the file) and in_flight.h (what is in flight). How often a
+// cycle runs and the order of what it writes are cycle.h's.
 //
 // Thread safety: Notify* and FlushNow may be called from any thread; the
 // rest is the writer thread's (and StopAndClose from the last finalize).
@@ -44,6 +45,7 @@
 #include "plugin/core/clock.h"
 #include "plugin/core/core_view.h"
 #include "plugin/core/monotonic_cv.h"
+#include "plugin/writer/cycle.h"
 #include "plugin/writer/encoder.h"
 #include "plugin/writer/in_flight.h"
 #include "plugin/writer/launches.h"
@@ -97,6 +99,9 @@ class Writer final : private RecordSink {
   // The notices of one kind, in the order they came, taken from cold_.
   std::vector<Cold> TakeCold(Cold::Kind kind);
   void Cycle(uint64_t now, bool force_write);
+  // The cycle's next step (cycle.h): one out of CycleStep's order stops a
+  // debug build, so Cycle and the policy cannot part.
+  void Enter(CycleStep step);
   void DrainRings();
   void EncodeStaged();
   void ReclaimThreads();
@@ -194,6 +199,7 @@ class Writer final : private RecordSink {
   MaskWatch mask_watch_{0, 0, 0};  // set in Open
   bool warned_mask_ = false;
   uint64_t cycle_now_ = 0;           // the current cycle's time (CLOCK_MONOTONIC ns)
+  CycleStep cycle_step_ = CycleStep::kMaskChange;  // the current cycle's step (Enter)
   uint64_t unsure_released_ = 0;     // operations let go for want of a completion source
   LaunchTable launches_;
   bool capture_mode_set_ = false;  // the writer thread's CUDA capture mode is relaxed

@@ -249,7 +249,7 @@ void Writer::ReleaseUnsure(uint64_t now) {
 void Writer::MaybeStuckReport(uint64_t now) {
   const double stuck_sec = core_->config().stuck_sec;
   if (stuck_sec <= 0 || in_flight_.empty()) return;
-  const uint64_t threshold = static_cast<uint64_t>(stuck_sec * 1e9);
+  const uint64_t threshold = StuckThresholdNs(stuck_sec);
   const uint64_t trigger = in_flight_.StuckTrigger(now, threshold);
   if (trigger == 0) return;
 

@@ -70,7 +70,7 @@ bool BusBwFactor(Func f, int32_t nranks, double* factor);
 
 // NCCL's profiler event activation mask, the bits the analyses read
 // (ncclProfileColl, ... in NCCL's profiler headers; semantics_test checks
-// them against plugin/abi/profiler_abi.h). One int for the whole process;
+// them against plugin/abi/profiler_common.h). One int for the whole process;
 // NCCL 2.31's RAS may change it after init (trace.proto MaskChange).
 inline constexpr uint64_t kMaskColl = 1u << 1;
 inline constexpr uint64_t kMaskP2p = 1u << 2;

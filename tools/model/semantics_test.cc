@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plugin/abi/profiler_abi.h"
+#include "plugin/abi/profiler_common.h"
 
 namespace ncclwatch::tools {
 namespace {

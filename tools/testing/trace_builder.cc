@@ -10,7 +10,10 @@
 #include <tuple>
 
 #include "plugin/abi/event_kind.h"
+#include "plugin/writer/cycle.h"
 #include "plugin/writer/encoder.h"
+#include "plugin/writer/in_flight.h"
+#include "plugin/writer/wire.h"
 #include "tools/model/semantics.h"
 
 namespace ncclwatch::tools::testing {
@@ -18,7 +21,6 @@ namespace {
 
 using plugin::TraceEncoder;
 
-constexpr uint64_t kTickNs = 10 * kMs;  // the writer's drain period (at most)
 constexpr uint64_t kGpuLaunchNs = 5 * kUs;
 constexpr uint64_t kPollDelayNs = 3 * kUs;
 constexpr size_t kMaxRecordBytes = 4 << 20;
@@ -27,12 +29,10 @@ void Check(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("TraceBuilder: ") + what);
 }
 
+// A record's length prefix, framed as the plugin frames its own.
 void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
+  uint8_t buf[10];
+  out->append(reinterpret_cast<const char*>(buf), plugin::Wire::PutVarint(buf, v) - buf);
 }
 
 std::string SafeName(const std::string& s) {
@@ -44,9 +44,6 @@ std::string SafeName(const std::string& s) {
   return out.empty() ? "host" : out;
 }
 
-// Ordering of records within one drain cycle (plugin/writer/writer.cc Cycle()).
-// TraceBuilder::Kind is declared in cycle order; raw records drain with the ops.
-int ClassOf(int kind) { return kind == 2 ? 1 : kind; }
 
 // The records of the batch being encoded: TraceEncoder writes each into a
 // scratch Wire, which is appended here before the next one begins.
@@ -97,8 +94,8 @@ class PendingBatch final : public plugin::RecordSink {
 class Player {
  public:
   explicit Player(const TraceBuilder& b) : b_(b), s_(b.spec_), enc_(&pending_, b.spec_.delta_starts) {
-    tick_ = std::min<uint64_t>(kTickNs, uint64_t{s_.flush_ms} * kMs);
-    if (tick_ == 0) tick_ = kTickNs;
+    tick_ = plugin::DrainPeriodNs(s_.flush_ms);
+    if (tick_ == 0) tick_ = plugin::kMaxDrainPeriodNs;
     flush_ = std::max<uint64_t>(uint64_t{s_.flush_ms} * kMs, tick_);
   }
 
@@ -118,6 +115,36 @@ class Player {
     uint64_t t_ns = 0;
   };
 
+  // Where the writer writes what an item stands for within its drain cycle.
+  plugin::CycleStep StepOf(Kind kind, int sub, size_t ref) const {
+    using Step = plugin::CycleStep;
+    switch (kind) {
+      case Kind::kMask:
+        return Step::kMaskChange;
+      case Kind::kCommInit:
+        return Step::kCommInit;
+      case Kind::kOp:
+        // A completion from the launch's CUDA events is found after the
+        // drain; any other comes with the records.
+        return sub == 2 && b_.ops_[ref].opts.from_event ? Step::kLaunchCompletions : Step::kRecords;
+      case Kind::kRecord:
+      case Kind::kPhases:
+        return Step::kRecords;
+      case Kind::kCommFinalize:
+        return Step::kCommFinalize;
+      case Kind::kDrops:
+        return Step::kDrops;
+      case Kind::kHeartbeat:
+        return Step::kHeartbeat;
+      case Kind::kStuck:
+        return Step::kStuckReport;
+      case Kind::kFlush:
+        return Step::kWrite;
+      case Kind::kFinalize:
+        return Step::kFinalize;
+    }
+    return Step::kRecords;
+  }
   uint64_t CeilTick(uint64_t t) const { return (t + tick_ - 1) / tick_ * tick_; }
   uint64_t CeilFlush(uint64_t t) const { return (t + flush_ - 1) / flush_ * flush_; }
   // The drain that encodes something that happened at t.
@@ -279,11 +306,12 @@ void Player::EncodeStuck(const Ev& e) {
   uint64_t trigger = 0;
   double threshold = s_.stuck_sec;
   if (is_auto) {
-    // The plugin: the first op in flight, not yet reported, stuck_sec old.
-    const uint64_t thr = static_cast<uint64_t>(std::llround(s_.stuck_sec * 1e9));
+    // The plugin's trigger: the oldest op in flight, not yet reported, past
+    // the threshold.
+    const uint64_t thr = plugin::StuckThresholdNs(s_.stuck_sec);
     for (size_t idx : InFlightOldestFirst()) {
       const auto& o = b_.ops_[idx];
-      if (!reported_.count(o.event_id) && now > o.start_ns && now - o.start_ns >= thr) {
+      if (!reported_.count(o.event_id) && plugin::PastStuckThreshold(now, o.start_ns, thr)) {
         trigger = o.event_id;
         break;
       }
@@ -407,8 +435,7 @@ std::string Player::Run() {
   std::vector<Ev> evs;
   size_t order = 0;
   auto push = [&](uint64_t cycle, Kind kind, uint64_t sort_t, size_t ref, int sub, uint64_t t, bool clean) {
-    // Phases are raw records too.
-    const int cls = ClassOf(static_cast<int>(kind == Kind::kPhases ? Kind::kRecord : kind));
+    const int cls = plugin::CycleRank(StepOf(kind, sub, ref));
     evs.push_back({cycle, cls, sort_t, order++, kind, ref, sub, clean, t});
   };
   std::vector<std::optional<uint64_t>> op_cycle(b_.ops_.size()), done_cycle(b_.ops_.size());
@@ -452,7 +479,7 @@ std::string Player::Run() {
   const uint64_t alive_until = life_end_ ? *life_end_ : last;
   // Stuck reports the plugin would write: candidates, checked when encoded.
   if (s_.auto_stuck && s_.stuck_sec > 0) {
-    const uint64_t thr = static_cast<uint64_t>(std::llround(s_.stuck_sec * 1e9));
+    const uint64_t thr = plugin::StuckThresholdNs(s_.stuck_sec);
     for (size_t i = 0; i < b_.ops_.size(); ++i) {
       if (!op_cycle[i] || !b_.ops_[i].tracked) continue;
       uint64_t at = std::max(CeilTick(b_.ops_[i].start_ns + thr), *op_cycle[i]);
@@ -923,7 +950,7 @@ std::vector<TraceBuilder> BuildJob(const JobSpec& spec, JobPlan* plan_out) {
       }
     end = last + kSec;
     if (first_hang && spec.stuck_sec > 0)
-      end = std::max(end, *first_hang + static_cast<uint64_t>(std::llround(spec.stuck_sec * 1e9)) + kSec);
+      end = std::max(end, *first_hang + plugin::StuckThresholdNs(spec.stuck_sec) + kSec);
   }
   plan.end_ns = end;
 
