@@ -104,14 +104,6 @@ Ctx::Ctx(const Model& model, const DiagnoseOptions& opts)
       oldest_inflight(OldestInFlight(model, live)),
       colls_of_comm(CollectivesByComm(model)) {}
 
-std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt) {
-  std::vector<std::pair<int32_t, uint32_t>> v;
-  for (size_t s = 0; s < mt.ops.size(); ++s)
-    if (mt.ops[s] != kNone)
-      v.push_back({mt.kind == OpKind::kColl ? RankOfSlot(m, mt, s) : static_cast<int32_t>(s), mt.ops[s]});
-  return v;
-}
-
 int64_t EarliestStart(const Model& m, const std::vector<uint32_t>& ops) {
   int64_t t = INT64_MAX;
   for (uint32_t oi : ops)

@@ -129,8 +129,7 @@ struct Ranked {
 // Adds a finding in its place in the verdict order (by kind, then time).
 void Emit(std::vector<Ranked>* out, int64_t when, Finding f);
 
-// The ops of a collective match, by comm rank (only ranks with an op).
-std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt);
+// The earliest enqueue among `ops` (0 when none is known).
 int64_t EarliestStart(const Model& m, const std::vector<uint32_t>& ops);
 
 struct FateInfo {

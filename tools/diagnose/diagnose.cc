@@ -26,10 +26,13 @@
 #include "tools/diagnose/find_p2p.h"
 #include "tools/diagnose/find_stragglers.h"
 #include "tools/diagnose/sections.h"
-#include "tools/diagnose/straggler_counts.h"
+#include "tools/arrivals/counts.h"
+#include "tools/arrivals/digest.h"
 #include "tools/json.h"
 
 namespace ncclwatch::tools {
+
+using namespace arrivals;  // NOLINT: the straggler counts, made beside the finders
 
 using namespace diagnose_internal;  // NOLINT: the implementation's own parts
 
@@ -482,7 +485,7 @@ void SayIncomplete(const Ctx& c, bool error_found, bool arrivals_unjudged, bool 
 }  // namespace
 
 Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
-  // The straggler finders' counts beside the other finders (straggler_counts.h),
+  // The straggler finders' counts beside the other finders (tools/arrivals/counts.h),
   // on one thread: a second (the host's and the GPU's counts apart) gained
   // nothing clear on two cores, and its heap added 0.2 GB to the peak at
   // 16,384 ranks.

@@ -73,19 +73,6 @@ namespace ncclwatch::tools {
 
 report::Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts = {});
 
-// What a per-node summary keeps for the straggler finder (model.h
-// ArrivalDigest), per process of `m` (a node's model, matched and aligned):
-// valid for a process whose every communicator has all its ranks in `m`.
-std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions& opts = {});
-// Whether the straggler finder judges every process of `m` over all its
-// collectives: each a summary's with a valid ArrivalDigest made with the
-// thresholds `opts` gives on `m`, one whose every communicator's arrivals
-// the summaries sampled across the job (Model::sampled, at least
-// kMinSampledCollectives of its collectives), or one whose operations are
-// all in `m`. With completions from CUDA events, the digest or samples must
-// carry the kernels' GPU-held times as well (ArrivalDigest::gpu_held,
-// Proc::samples_held).
-bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts = {});
 
 // The text view: the verdict on the first line, then findings with their
 // evidence (at most 16 lines each; JSON has all), what completed before the

@@ -7,9 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "tools/diagnose/straggler_counts.h"
+#include "tools/arrivals/counts.h"
 
 namespace ncclwatch::tools::diagnose_internal {
+
+using namespace arrivals;  // NOLINT: the counts this finder judges
 namespace {
 
 // "every collective", "one in 2", "one in 16": not "every n-th", since

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "tools/diagnose/context.h"
-#include "tools/diagnose/straggler_counts.h"
+#include "tools/arrivals/counts.h"
 
 namespace ncclwatch::tools::diagnose_internal {
 
-// `counts`: CountForStragglers(c.m, c.o) (straggler_counts.h), which
+using arrivals::StragglerCounts;  // NOLINT
+
+// `counts`: CountForStragglers(c.m, c.o) (tools/arrivals/counts.h), which
 // Diagnose makes on a thread of its own.
 std::vector<Ranked> FindStragglers(const Ctx& c, StragglerCounts counts);
 

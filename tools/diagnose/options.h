@@ -4,9 +4,13 @@
 #ifndef TOOLS_DIAGNOSE_OPTIONS_H_
 #define TOOLS_DIAGNOSE_OPTIONS_H_
 
+#include "tools/arrivals/options.h"
+
 namespace ncclwatch::tools {
 
-struct DiagnoseOptions {
+// STRAGGLER's thresholds are StragglerOptions', which the arrival counts
+// and a summary's digests read too.
+struct DiagnoseOptions : StragglerOptions {
   // An in-flight operation is a hang once its waiting ranks stayed alive this
   // long after enqueuing it (or a stuck report names it).
   double min_wait_sec = 1.0;
@@ -14,15 +18,6 @@ struct DiagnoseOptions {
   // than max(dead_heartbeats x heartbeat interval, dead_min_sec).
   double dead_heartbeats = 3.0;
   double dead_min_sec = 2.0;
-  // STRAGGLER: a rank is "late" at a collective when it arrives last, later
-  // than the median arrival by more than straggler_threshold_ms and by more
-  // than straggler_duration_fraction of the collective's median duration.
-  // It is a straggler when late at >= straggler_min_fraction of at least
-  // straggler_min_collectives completed collectives.
-  double straggler_threshold_ms = 1.0;
-  double straggler_duration_fraction = 0.2;
-  double straggler_min_fraction = 0.5;
-  int straggler_min_collectives = 3;
   // ORDER_MISMATCH: how many operations ahead to look for a permutation.
   int order_window = 8;
   // JOB_ENDED, ENDING_IDLE: every rank idle outside NCCL for at least this

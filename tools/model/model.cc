@@ -100,4 +100,12 @@ bool BuildModel(const std::vector<std::string>& inputs, const LoadOptions& opts,
   return true;
 }
 
+std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt) {
+  std::vector<std::pair<int32_t, uint32_t>> v;
+  for (size_t s = 0; s < mt.ops.size(); ++s)
+    if (mt.ops[s] != kNone)
+      v.push_back({mt.kind == OpKind::kColl ? RankOfSlot(m, mt, s) : static_cast<int32_t>(s), mt.ops[s]});
+  return v;
+}
+
 }  // namespace ncclwatch::tools

@@ -254,7 +254,7 @@ struct RankDigest {
 // summarized node held every rank of each of its communicators: exact
 // counts and lags, judged with `threshold_s` and `fraction` (the finder
 // reads them only when it would judge with the same). Made by
-// DigestArrivals (diagnose.h). The held_* counts are the GPU-held finder's
+// DigestArrivals (tools/arrivals/digest.h). The held_* counts are the GPU-held finder's
 // (FindGpuHeld: a kernel waiting on its GPU behind other work), counted
 // where `gpu_held` (completions from CUDA events show it).
 struct ArrivalRow {
@@ -611,6 +611,10 @@ inline uint32_t OpOfRank(const Model& m, const Match& mt, int32_t rank) {
   if (!SlotsAreRanks(m, mt)) return OpOfRankInSlots(m, mt, rank);
   return rank >= 0 && static_cast<size_t>(rank) < mt.ops.size() ? mt.ops[static_cast<size_t>(rank)] : kNone;
 }
+
+// The operations of the match `mt`, with their ranks (a collective's comm
+// rank, a point-to-point pair's side), only where a rank has one.
+std::vector<std::pair<int32_t, uint32_t>> Present(const Model& m, const Match& mt);
 
 // Aligns every process onto one timeline: the header's realtime/monotonic
 // pair, then per-host offsets refined with the end times of collectives

@@ -9,7 +9,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
-#include "tools/diagnose/diagnose.h"
+#include "tools/arrivals/digest.h"
 #include "tools/model/file_window.h"
 #include "tools/model/gpu_held.h"
 #include "tools/model/inputs.h"

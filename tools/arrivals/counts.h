@@ -1,5 +1,5 @@
-// What the straggler finders count (find_stragglers.h) and a per-node
-// summary keeps of it (DigestArrivals, diagnose.h): each process's arrivals
+// What the straggler finders count (tools/diagnose/find_stragglers.h) and
+// a per-node summary keeps of it (DigestArrivals, digest.h): each process's arrivals
 // at the collectives seen on every rank, late or not, over the windows or
 // over the samples the summaries took across the job, and the times its
 // kernels were held on its GPU behind other work.
@@ -11,8 +11,8 @@
 //
 // Thread safety: functions of their const arguments; any thread.
 
-#ifndef TOOLS_DIAGNOSE_STRAGGLER_COUNTS_H_
-#define TOOLS_DIAGNOSE_STRAGGLER_COUNTS_H_
+#ifndef TOOLS_ARRIVALS_COUNTS_H_
+#define TOOLS_ARRIVALS_COUNTS_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include "tools/diagnose/options.h"
+#include "tools/arrivals/options.h"
 #include "tools/model/model.h"
 
-namespace ncclwatch::tools::diagnose_internal {
+namespace ncclwatch::tools::arrivals {
 
 // The median of `v` (0 when empty), by selection, not a full sort: it runs
 // once per collective over every rank (10 M values for 1,024 ranks x
@@ -56,10 +56,10 @@ struct Tally {
 
 // How late (s) the last arriver must be behind the median rank to be late:
 // the option's threshold, or across hosts the clock alignment's error.
-double Threshold(const Model& m, const DiagnoseOptions& o);
+double Threshold(const Model& m, const StragglerOptions& o);
 
 // The arrivals at the windows' collectives seen complete on every rank.
-// `thr`: Threshold; `fraction`: DiagnoseOptions::straggler_duration_fraction.
+// `thr`: Threshold; `fraction`: StragglerOptions::straggler_duration_fraction.
 Tally Count(const Model& m, double thr, double fraction);
 // The sampled arrivals (Model::sampled) judged as Count judges whole ones,
 // on the aligned clock (each member's start plus its Proc::offset_ns).
@@ -120,8 +120,8 @@ struct StragglerCounts {
   Tally window, sampled;               // arrivals on the host
   HeldRows held_window, held_sampled;  // GPU-held times (FindGpuHeld)
 };
-StragglerCounts CountForStragglers(const Model& m, const DiagnoseOptions& o);
+StragglerCounts CountForStragglers(const Model& m, const StragglerOptions& o);
 
-}  // namespace ncclwatch::tools::diagnose_internal
+}  // namespace ncclwatch::tools::arrivals
 
-#endif  // TOOLS_DIAGNOSE_STRAGGLER_COUNTS_H_
+#endif  // TOOLS_ARRIVALS_COUNTS_H_

@@ -1,6 +1,6 @@
-// What the straggler finders count (straggler_counts.h).
+// What the straggler finders count (counts.h).
 
-#include "tools/diagnose/straggler_counts.h"
+#include "tools/arrivals/counts.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "tools/diagnose/test_job.h"
 
-namespace ncclwatch::tools::diagnose_internal {
+namespace ncclwatch::tools::arrivals {
 namespace {
 
 using diagnose_testing::Job;
@@ -24,7 +24,7 @@ TEST(StragglerCounts, ThresholdIsTheClocksErrorAcrossHosts) {
   Model m;
   m.hosts = {"a"};
   m.alignment_error_ns = 5e6;
-  DiagnoseOptions o;
+  StragglerOptions o;
   EXPECT_DOUBLE_EQ(Threshold(m, o), o.straggler_threshold_ms * 1e-3);
   m.hosts = {"a", "b"};
   EXPECT_DOUBLE_EQ(Threshold(m, o), 0.01);
@@ -50,7 +50,7 @@ TEST(StragglerCounts, CountsTheLastArriverAsLate) {
   ASSERT_EQ(t.rows[2].size(), 1u);
   EXPECT_EQ(t.rows[2].begin()->second.late, 10u);
   EXPECT_EQ(t.late_comm[2].at(0), 10u);
-  const StragglerCounts counts = CountForStragglers(m, DiagnoseOptions());
+  const StragglerCounts counts = CountForStragglers(m, StragglerOptions());
   EXPECT_EQ(counts.window.late, t.late);
   EXPECT_TRUE(counts.sampled.late.empty() || counts.sampled.late == std::vector<uint32_t>(4, 0));
 }
@@ -64,4 +64,4 @@ TEST(StragglerCounts, AWholeWindowLacksNothing) {
 }
 
 }  // namespace
-}  // namespace ncclwatch::tools::diagnose_internal
+}  // namespace ncclwatch::tools::arrivals

@@ -1,5 +1,4 @@
-// DigestArrivals and ArrivalsWhole (diagnose.h): what a per-node summary
-// keeps for the straggler finders, and whether their counts cover the job.
+#include "tools/arrivals/digest.h"
 
 #include <algorithm>
 #include <set>
@@ -7,14 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "tools/diagnose/diagnose.h"
-#include "tools/diagnose/straggler_counts.h"
+#include "tools/arrivals/counts.h"
 #include "tools/model/gpu_held.h"
 
 namespace ncclwatch::tools {
 
-std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions& opts) {
-  using namespace diagnose_internal;
+std::vector<ArrivalDigest> DigestArrivals(const Model& m, const StragglerOptions& opts) {
+  using namespace arrivals;
   std::vector<ArrivalDigest> out(m.procs.size());
   std::vector<bool> whole(m.comms.size(), false);
   for (size_t ci = 0; ci < m.comms.size(); ++ci) {
@@ -83,8 +81,8 @@ std::vector<ArrivalDigest> DigestArrivals(const Model& m, const DiagnoseOptions&
   return out;
 }
 
-bool ArrivalsWhole(const Model& m, const DiagnoseOptions& opts) {
-  using namespace diagnose_internal;
+bool ArrivalsWhole(const Model& m, const StragglerOptions& opts) {
+  using namespace arrivals;
   const double thr = Threshold(m, opts);
   // Operations put back from summaries (Model::asked_ops) are not judged.
   const std::vector<bool> lacks = WindowLacks(m);

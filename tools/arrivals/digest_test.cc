@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "tools/diagnose/diagnose.h"
+#include "tools/arrivals/digest.h"
 #include "tools/diagnose/test_job.h"
 
 namespace ncclwatch::tools {

@@ -1,14 +1,13 @@
-#include "tools/diagnose/straggler_counts.h"
+#include "tools/arrivals/counts.h"
 
 #include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
-#include "tools/diagnose/context.h"
 #include "tools/model/gpu_held.h"
 
-namespace ncclwatch::tools::diagnose_internal {
+namespace ncclwatch::tools::arrivals {
 namespace {
 
 Tally NewTally(size_t np) {
@@ -113,7 +112,7 @@ double MedianOf(std::vector<double> v) {
 // host the processes share one clock, and that "error" is only how far
 // apart the ranks saw one collective end (57 ms with 4 ranks sharing a
 // GPU over sockets), which says nothing about when they arrived.
-double Threshold(const Model& m, const DiagnoseOptions& o) {
+double Threshold(const Model& m, const StragglerOptions& o) {
   const double clock_error = m.hosts.size() > 1 ? 2 * m.alignment_error_ns / 1e9 : 0.0;
   return std::max(o.straggler_threshold_ms * 1e-3, clock_error);
 }
@@ -290,7 +289,7 @@ HeldJudged Judged(const HeldRow& r) {
   return j;
 }
 
-StragglerCounts CountForStragglers(const Model& m, const DiagnoseOptions& o) {
+StragglerCounts CountForStragglers(const Model& m, const StragglerOptions& o) {
   StragglerCounts n;
   const double thr = Threshold(m, o), bar = HeldBar(thr);
   n.window = Count(m, thr, o.straggler_duration_fraction);
@@ -306,4 +305,4 @@ StragglerCounts CountForStragglers(const Model& m, const DiagnoseOptions& o) {
   return n;
 }
 
-}  // namespace ncclwatch::tools::diagnose_internal
+}  // namespace ncclwatch::tools::arrivals
