@@ -2,6 +2,7 @@
 
 #include <absl/flags/flag.h>
 #include <absl/flags/reflection.h>
+#include <absl/strings/str_cat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -18,6 +19,8 @@
 #include "tools/progress.h"
 #include "tools/stats/check.h"
 #include "tools/model/collectives.h"
+#include "tools/model/liveness.h"
+#include "tools/summary/summary.h"
 
 // Every flag of every subcommand, in one place; each subcommand accepts only
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
@@ -26,7 +29,7 @@
 ABSL_FLAG(std::string, format, "text", "output format (text, json; merge also pb; export json or perfetto)");
 ABSL_FLAG(bool, json, false, "diagnose: the same as --format=json");
 ABSL_FLAG(std::string, out, "", "write the output to this file (-o)");
-ABSL_FLAG(double, min_wait, 1.0, "diagnose: seconds in flight that make a hang");
+ABSL_FLAG(double, min_wait, ncclwatch::tools::LivenessOptions().min_wait_sec, "diagnose: seconds in flight that make a hang");
 ABSL_FLAG(bool, summary, false, "dump: the summary lines only");
 ABSL_FLAG(std::vector<std::string>, baseline, {}, "check: the baseline stats JSON, one per run (repeatable)");
 ABSL_FLAG(std::string, junit, "", "check: also write a JUnit XML report");
@@ -37,12 +40,12 @@ ABSL_FLAG(std::vector<std::string>, allow_incomplete, {},
 ABSL_FLAG(std::string, job, "", "read only the files of this job id");
 ABSL_FLAG(std::vector<std::string>, fr, {},
           "diagnose: PyTorch Flight Recorder dumps (files or folders, comma-separated) besides those among the inputs");
-ABSL_FLAG(double, interval, 2.0, "watch: seconds between polls");
-ABSL_FLAG(int32_t, settle, 2, "watch: polls a problem must hold before it is printed");
+ABSL_FLAG(double, interval, ncclwatch::tools::WatchSettings().interval_sec, "watch: seconds between polls");
+ABSL_FLAG(int32_t, settle, ncclwatch::tools::WatchOptions().settle, "watch: polls a problem must hold before it is printed");
 ABSL_FLAG(double, timeout, 0.0, "watch: seconds until the verdict on what was read (0: none)");
-ABSL_FLAG(uint64_t, window_ops, 200000, "watch: operations kept per file, at most");
-ABSL_FLAG(uint64_t, window, 64, "summarize: operations kept per rank and communicator beyond those unfinished");
-ABSL_FLAG(uint64_t, max_kb_per_rank, 64, "summarize: the most KB of one rank's summary (0: no cap)");
+ABSL_FLAG(uint64_t, window_ops, ncclwatch::tools::WatchOptions().window_ops, "watch: operations kept per file, at most");
+ABSL_FLAG(uint64_t, window, ncclwatch::tools::SummarizeOptions().window, "summarize: operations kept per rank and communicator beyond those unfinished");
+ABSL_FLAG(uint64_t, max_kb_per_rank, ncclwatch::tools::SummarizeOptions().max_bytes_per_rank >> 10, "summarize: the most KB of one rank's summary (0: no cap)");
 ABSL_FLAG(std::string, collectives, "",
           "summarize: COMM:FROM-TO,... collectives to keep besides the window (diagnose --refine-args prints it)");
 ABSL_FLAG(bool, refine_args, false, "diagnose: print the --collectives argument of summarize's second round");
@@ -55,6 +58,17 @@ namespace ncclwatch::tools {
 namespace {
 
 constexpr int kTraceSchemaVersion = trace::SCHEMA_VERSION_CURRENT;
+
+// The defaults the usage texts state, from the structs that hold them, so
+// that a default is written once.
+const struct {
+  double min_wait_sec = LivenessOptions().min_wait_sec;
+  double interval_sec = WatchSettings().interval_sec;
+  int settle = WatchOptions().settle;
+  uint64_t window_ops = WatchOptions().window_ops;
+  uint64_t window = SummarizeOptions().window;
+  uint64_t max_kb_per_rank = SummarizeOptions().max_bytes_per_rank >> 10;
+} kDefaults;
 
 void PrintVersion(std::ostream& out) {
   out << "ncclwatch " << plugin::kPluginVersion << " (trace schema " << kTraceSchemaVersion << ")\n";
@@ -95,8 +109,7 @@ constexpr char kDumpUsage[] =
     "Exit status: 0 every file read (a cut tail included), 1 a file damaged,\n"
     "2 a path unreadable or not a regular file.\n";
 
-constexpr char kDiagnoseUsage[] =
-    "usage: ncclwatch diagnose [--format=text|json] FILE|DIR...\n"
+const std::string kDiagnoseUsage = absl::StrCat("usage: ncclwatch diagnose [--format=text|json] FILE|DIR...\n"
     "\n"
     "Reads every rank's trace file (a directory: every *.ncclwatch in it) and\n"
     "says what went wrong and who caused it. The first line is the verdict;\n"
@@ -104,7 +117,7 @@ constexpr char kDiagnoseUsage[] =
     "reports, input issues and clock alignment.\n"
     "  --format=text   for people (default)\n"
     "  --format=json   the same content as a ncclwatch.report.Diagnosis message in JSON\n"
-    "  --min-wait=SEC  an operation in flight this long is a hang (default 1)\n"
+    "  --min-wait=SEC  an operation in flight this long is a hang (default ", kDefaults.min_wait_sec, ")\n"
     "  --json          the same as --format=json\n"
     "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
     "  --refine-args   of per-node summaries: print instead the argument that\n"
@@ -119,7 +132,7 @@ constexpr char kDiagnoseUsage[] =
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
     "2 unusable input, 3 the evidence is incomplete or damaged (files missing or\n"
-    "damaged, events lost): the first line says why, and is never OK.\n";
+    "damaged, events lost): the first line says why, and is never OK.\n");
 
 constexpr char kMergeUsage[] =
     "usage: ncclwatch merge [--format=text|json|pb] [--out FILE] FILE|DIR...\n"
@@ -218,8 +231,7 @@ constexpr char kCheckUsage[] =
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 pass, 1 fail, 2 unusable input.\n";
 
-constexpr char kWatchUsage[] =
-    "usage: ncclwatch watch [--interval SEC] [--settle N] [--timeout SEC] [--format=text|json] DIR|FILE...\n"
+const std::string kWatchUsage = absl::StrCat("usage: ncclwatch watch [--interval SEC] [--settle N] [--timeout SEC] [--format=text|json] DIR|FILE...\n"
     "\n"
     "Follows every rank's trace file while the job runs (on a shared filesystem,\n"
     "or gathered), and prints diagnose's verdict as soon as the evidence\n"
@@ -231,24 +243,23 @@ constexpr char kWatchUsage[] =
     "after the plugin's stuck threshold (NCCLWATCH_STUCK_SEC, in the files), and\n"
     "the job is judged as of the latest time every file covers. Memory stays\n"
     "bounded: what every rank has finished is let go, from every file at once.\n"
-    "  --interval SEC   seconds between polls (default 2)\n"
-    "  --settle N       polls a problem must hold before it is printed (default 2)\n"
+    "  --interval SEC   seconds between polls (default ", kDefaults.interval_sec, ")\n"
+    "  --settle N       polls a problem must hold before it is printed (default ", kDefaults.settle, ")\n"
     "  --timeout SEC    then print the verdict on what was read, as diagnose\n"
     "                   would, and exit (default 0: no timeout)\n"
-    "  --window-ops N   operations kept per file, at most (default 200000); past\n"
+    "  --window-ops N   operations kept per file, at most (default ", kDefaults.window_ops, "); past\n"
     "                   it the oldest go even unfinished on some rank, and the\n"
     "                   verdict says the evidence is incomplete\n"
     "  --min-wait SEC   an operation in flight this long is a hang (default: the\n"
-    "                   files' NCCLWATCH_STUCK_SEC while the job runs, 1 once it\n"
+    "                   files' NCCLWATCH_STUCK_SEC while the job runs, ", kDefaults.min_wait_sec, " once it\n"
     "                   is over)\n"
     "  --format=text|json, --json, --job ID, --fr PATH,..., --out FILE, -o FILE\n"
     "                   as for diagnose\n"
     "SIGINT or SIGTERM: the verdict on what was read, then exit.\n"
     "Exit status: diagnose's: 0 healthy, 1 a problem found, 2 unusable input,\n"
-    "3 the evidence is incomplete or damaged.\n";
+    "3 the evidence is incomplete or damaged.\n");
 
-constexpr char kSummarizeUsage[] =
-    "usage: ncclwatch summarize -o OUT [--window N] [--max-kb-per-rank KB]\n"
+const std::string kSummarizeUsage = absl::StrCat("usage: ncclwatch summarize -o OUT [--window N] [--max-kb-per-rank KB]\n"
     "                           [--collectives COMM:FROM-TO,...] FILE|DIR...\n"
     "\n"
     "Reduces the trace files of one node (or any set of ranks) to one summary\n"
@@ -260,8 +271,8 @@ constexpr char kSummarizeUsage[] =
     "traces would, the verdict says INCOMPLETE and why (exit 3), never a guess.\n"
     "  --out FILE, -o FILE  the summary to write (name it NODE.ncclsummary)\n"
     "  --window N   operations kept per rank and communicator besides those not\n"
-    "               finished (default 64); older completed ones are let go\n"
-    "  --max-kb-per-rank KB  the most one rank's summary holds (default 64; 0:\n"
+    "               finished (default ", kDefaults.window, "); older completed ones are let go\n"
+    "  --max-kb-per-rank KB  the most one rank's summary holds (default ", kDefaults.max_kb_per_rank, "; 0:\n"
     "               no cap). Past it the chain's checkpoints are thinned, then\n"
     "               the window's oldest operations go, and a verdict that needed\n"
     "               them says INCOMPLETE\n"
@@ -277,11 +288,11 @@ constexpr char kSummarizeUsage[] =
     "               no rank here has is said on standard error, not an error\n"
     "  --job ID     only the files of job ID\n"
     "Exit status: 0 written, 2 no usable trace file or not written, 3 written\n"
-    "without some files (named on standard error).\n";
+    "without some files (named on standard error).\n");
 
 struct Command {
   const char* name;
-  const char* usage;
+  std::string usage;
   std::vector<std::string> flags;  // absl flag names it accepts ("min_wait" is --min-wait too)
   std::vector<std::string> repeatable;  // values of these accumulate, comma-separated
 };
@@ -459,15 +470,15 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     WatchSettings w;
     w.interval_sec = absl::GetFlag(FLAGS_interval);
     w.timeout_sec = absl::GetFlag(FLAGS_timeout);
-    w.settle = absl::GetFlag(FLAGS_settle);
-    w.window_ops = absl::GetFlag(FLAGS_window_ops);
+    w.follow.settle = absl::GetFlag(FLAGS_settle);
+    w.follow.window_ops = absl::GetFlag(FLAGS_window_ops);
     // --min-wait given: the same limit while the job runs as after.
-    if (given.count("min_wait")) w.live_min_wait_sec = opts.min_wait_sec;
+    if (given.count("min_wait")) w.follow.live_wait_sec = opts.min_wait_sec;
     std::string bad;
     if (!(w.interval_sec > 0 && w.interval_sec <= 86400)) bad = "--interval must be above 0 s and at most a day";
     else if (!(w.timeout_sec >= 0)) bad = "--timeout must be 0 (none) or more";
-    else if (w.settle < 1) bad = "--settle must be 1 or more";
-    else if (w.window_ops < 1) bad = "--window-ops must be 1 or more";
+    else if (w.follow.settle < 1) bad = "--settle must be 1 or more";
+    else if (w.follow.window_ops < 1) bad = "--window-ops must be 1 or more";
     if (!bad.empty()) {
       err << who << bad << "\n" << cmd.usage;
       return 2;

@@ -219,12 +219,9 @@ class StopSignals {
 
 int WatchCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                  const WatchSettings& settings, std::ostream& out, std::ostream& err) {
-  WatchOptions o;
+  WatchOptions o = settings.follow;
   o.load = inputs.load;
   o.diagnose = opts;
-  o.live_min_wait_sec = settings.live_min_wait_sec;
-  o.settle = settings.settle;
-  o.window_ops = settings.window_ops;
   o.verdict = [&](Model* m, const DiagnoseOptions& d) { return DiagnoseJoined("watch", inputs, m, d, err); };
   Watcher watcher(inputs.paths, o);
   StopSignals signals;
@@ -258,8 +255,8 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
       said_files = s.files;
       said_procs = s.processes;
     }
-    if (!said_stuck && s.live_min_wait_sec > 0) {
-      err << "ncclwatch watch: while the job runs, an operation in flight for " << s.live_min_wait_sec
+    if (!said_stuck && s.live_wait_sec > 0) {
+      err << "ncclwatch watch: while the job runs, an operation in flight for " << s.live_wait_sec
           << " s is a hang\n";
       said_stuck = true;
     }

@@ -17,6 +17,7 @@
 #include "tools/model/model.h"
 #include "tools/stats/check.h"
 #include "tools/model/collectives.h"
+#include "tools/watch/watch.h"
 
 namespace ncclwatch::tools {
 
@@ -44,10 +45,10 @@ int RefineArgsCommand(const Inputs& inputs, std::ostream& out, std::ostream& err
 // How `watch` follows a job (tools/watch/watch.h has the rest).
 struct WatchSettings {
   double interval_sec = 2;
-  double timeout_sec = 0;        // 0: none
-  int settle = 2;
-  uint64_t window_ops = 200'000;
-  double live_min_wait_sec = -1;  // < 0: the files' stuck threshold
+  double timeout_sec = 0;  // 0: none
+  // What the Watcher is told (settle, window_ops, live_wait_sec); the
+  // command sets its inputs, options and verdict.
+  WatchOptions follow;
 };
 // Follows the files until the verdict holds (or the timeout, or SIGINT or
 // SIGTERM), sleeping between polls; progress on `err`, the verdict on

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "plugin/abi/event_kind.h"
+#include "plugin/core/defaults.h"
 
 namespace ncclwatch::plugin {
 
@@ -69,7 +70,7 @@ struct Config {
   uint32_t raw_kinds = 0;   // bit (1 << EventKind): write raw records for this kind
   uint32_t flush_ms = 100;
   uint32_t heartbeat_ms = 1000;
-  double stuck_sec = 60.0;
+  double stuck_sec = kDefaultStuckSec;
   std::vector<std::string> on_stuck;  // the command's words (command_words.h); empty: none
   double on_stuck_timeout_sec = 60.0;
   uint64_t on_stuck_max_bytes = 1 << 20;

@@ -94,7 +94,7 @@ void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
 Ctx::Ctx(const Model& model, const DiagnoseOptions& opts)
     : m(model),
       o(opts),
-      live(JudgeLiveness(model, {opts.min_wait_sec, opts.dead_heartbeats, opts.dead_min_sec})),
+      live(JudgeLiveness(model, opts)),
       t0(live.t0),
       t_end(live.t_end),
       dead(live.dead),

@@ -5,19 +5,15 @@
 #define TOOLS_DIAGNOSE_OPTIONS_H_
 
 #include "tools/arrivals/options.h"
+#include "tools/model/liveness.h"
 
 namespace ncclwatch::tools {
 
-// STRAGGLER's thresholds are StragglerOptions', which the arrival counts
-// and a summary's digests read too.
-struct DiagnoseOptions : StragglerOptions {
-  // An in-flight operation is a hang once its waiting ranks stayed alive this
-  // long after enqueuing it (or a stuck report names it).
-  double min_wait_sec = 1.0;
-  // DEAD_RANK: last sign of life earlier than the job's last record by more
-  // than max(dead_heartbeats x heartbeat interval, dead_min_sec).
-  double dead_heartbeats = 3.0;
-  double dead_min_sec = 2.0;
+// When an operation in flight is a hang and a silent rank dead are
+// LivenessOptions' (tools/model/liveness.h), STRAGGLER's thresholds
+// StragglerOptions' (tools/arrivals/options.h): each has one field and one
+// default, which every reader of it shares.
+struct DiagnoseOptions : LivenessOptions, StragglerOptions {
   // ORDER_MISMATCH: how many operations ahead to look for a permutation.
   int order_window = 8;
   // JOB_ENDED, ENDING_IDLE: every rank idle outside NCCL for at least this

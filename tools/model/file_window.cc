@@ -229,7 +229,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       break;
     case trace::Record::kHeader:
       if (!header_.found) header_ = HeaderFactsOf(rec->header(), 0);
-      numbers_p2p_ = rec->header().profiler_api_version() >= 1 && rec->header().profiler_api_version() <= 3;
+      p2p_.SetApiVersion(rec->header().profiler_api_version());
       break;
     case trace::Record::kCommFinalize:
       break;
@@ -249,10 +249,8 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       e.offset = offset;
       auto hash = comm_hash_.find(o->comm());
       auto name = strings_.find(o->func());
-      if (numbers_p2p_ && o->kind() == trace::OP_KIND_P2P && o->p2p_seq() == 0) {
-        const bool recv = name != strings_.end() && name->second == "Recv";
-        o->set_p2p_seq(++p2p_count_[uint64_t{o->comm()} << 33 | uint64_t{static_cast<uint32_t>(o->peer())} << 1 | recv]);
-      }
+      if (o->kind() == trace::OP_KIND_P2P)
+        o->set_p2p_seq(p2p_.Of(*o, name == strings_.end() ? Func::kOther : FuncFromName(name->second)));
       e.key = OpKeyOf(*o, hash == comm_hash_.end() ? 0 : hash->second,
                       names_->Id(name == strings_.end() ? std::string() : name->second));
       e.completed = o->has_completion();

@@ -63,6 +63,7 @@
 #include "tools/model/loader.h"
 #include "tools/model/model.h"
 #include "tools/model/op_key.h"
+#include "tools/model/p2p_numbering.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -151,12 +152,9 @@ class FileWindow {
 
   std::string path_;
   FuncIds* names_;
-  // Profiler API v1 to v3 files: their point-to-point operations carry no
-  // number (Op.p2p_seq 0), and a window that let the first ones go could
-  // not count them: numbered here, in call order per (comm, peer,
-  // direction), as the plugin does from v4 and the loader for whole files.
-  bool numbers_p2p_ = false;
-  std::unordered_map<uint64_t, uint64_t> p2p_count_;
+  // Point-to-point numbers where the file gives none (API v1 to v3): a
+  // window that let the first ones go could not count them later.
+  P2pNumbering p2p_;
   bool known_ = false;  // dev_/ino_ set
   dev_t dev_ = 0;
   ino_t ino_ = 0;

@@ -61,7 +61,7 @@ void AddHeader(const Place& at, const trace::ProcessHeader& h) {
   if (p->launcher_world_size > 0 && p->launcher_rank >= p->launcher_world_size)
     Damaged(p, &fs.damage_issues, off, "a process header whose launcher rank is beyond its world size");
   p->api_version = h.profiler_api_version();
-  fs.numbers_p2p = h.profiler_api_version() >= 1 && h.profiler_api_version() <= 3;
+  fs.p2p.SetApiVersion(h.profiler_api_version());
   p->event_completions = h.completions() == "events";
   p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
   p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);

@@ -23,6 +23,7 @@
 #include "proto/trace.pb.h"
 #include "tools/model/loader.h"
 #include "tools/model/model.h"
+#include "tools/model/p2p_numbering.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -60,11 +61,7 @@ struct ModelLoader::FileState {
   // and the first one's offset; whether any op had it.
   uint64_t untracked = 0, untracked_offset = 0;
   bool any_tracked = false;
-  // Profiler API v1 to v3 give no communicator size, so the plugin numbers
-  // no point-to-point operation (Op.p2p_seq 0): the loader numbers them in
-  // call order per (file comm, peer, direction), as the plugin does from v4.
-  bool numbers_p2p = false;
-  std::unordered_map<uint64_t, uint64_t> p2p_count;
+  P2pNumbering p2p;  // where the file numbers none (API v1 to v3)
   // LoadOptions::kernel_phases: raw KernelCh event_id -> its parent's (an
   // op's), and the phases read, their op named by event_id until EndFile
   // (a folded Op record follows its phases: it waits for its completion,

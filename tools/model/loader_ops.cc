@@ -95,11 +95,7 @@ void AddOp(const Place& at, const trace::Op& o) {
   op.datatype = str(o.datatype());
   op.algo = str(o.algo());
   op.proto = str(o.proto());
-  if (op.kind == OpKind::kP2p && op.seq == 0 && fs.numbers_p2p) {
-    const uint64_t key = uint64_t{o.comm()} << 33 | uint64_t{static_cast<uint32_t>(o.peer())} << 1 |
-                         (op.fn == Func::kRecv ? 1 : 0);
-    op.seq = ++fs.p2p_count[key];
-  }
+  if (op.kind == OpKind::kP2p) op.seq = fs.p2p.Of(o, op.fn);
   op.count = o.count();
   op.peer_or_root = op.kind == OpKind::kP2p ? o.peer() : o.root();
   op.nchannels = static_cast<uint8_t>(std::min<uint32_t>(o.nchannels(), 255));

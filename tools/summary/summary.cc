@@ -29,22 +29,23 @@ void AddHeldTimes(const Model& node, uint32_t pi, const std::vector<int64_t>& he
                   google::protobuf::RepeatedPtrField<summary::ArrivalSamples>* samples) {
   const Proc& p = node.procs[pi];
   if (!ShowsGpuHeld(node, p)) return;
-  struct Key {
-    uint64_t hash, seq;
-    std::string func;
-    bool operator<(const Key& o) const { return std::tie(hash, seq, func) < std::tie(o.hash, o.seq, o.func); }
-  };
-  std::map<Key, int64_t> of;
+  FuncIds names;
+  std::unordered_map<OpKey, int64_t, OpKeyHash> of;
   for (uint32_t oi : p.ops) {
     const Op& o = node.ops[oi];
     if (o.kind != OpKind::kColl || o.comm >= node.comms.size() || oi >= held.size()) continue;
-    of.emplace(Key{node.comms[o.comm].hash, o.seq, node.Str(o.func)}, held[oi] == kNoTime ? -1 : held[oi]);
+    names.Id(node.Str(o.func));
+    OpKey key;
+    if (OpKeyOf(node, o, names, &key)) of.emplace(key, held[oi] == kNoTime ? -1 : held[oi]);
   }
   std::vector<ArrivalSample> v;
   for (summary::ArrivalSamples& a : *samples) {
     if (!DecodeSamples(a, &v)) continue;
     for (ArrivalSample& x : v) {
-      auto it = of.find(Key{a.comm_hash(), x.seq, a.functions(static_cast<int>(x.func))});
+      OpKey key;
+      key.comm_hash = a.comm_hash();
+      key.seq = x.seq;
+      auto it = names.Find(a.functions(static_cast<int>(x.func)), &key.func) ? of.find(key) : of.end();
       x.held_ns = it == of.end() ? -1 : it->second;
     }
     EncodeSamples(v, &a, true);

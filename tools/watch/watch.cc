@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "plugin/core/defaults.h"
 #include "tools/model/inputs.h"
 #include "tools/model/liveness.h"
 #include "tools/model/loader.h"
@@ -37,10 +38,8 @@ std::string KeyOf(const Model& m, const FuncIds& names, const report::Finding& f
 double StuckThreshold(const Model& m) {
   double t = 0;
   for (const Proc& p : m.procs) t = std::max(t, p.stuck_sec);
-  return t > 0 ? t : kDefaultLiveWaitSec;
+  return t > 0 ? t : plugin::kDefaultStuckSec;
 }
-
-LivenessOptions LivenessOf(const DiagnoseOptions& o) { return {o.min_wait_sec, o.dead_heartbeats, o.dead_min_sec}; }
 
 }  // namespace
 
@@ -174,10 +173,10 @@ WatchState Watcher::Poll(double now_sec) {
     return s;
   }
   DiagnoseOptions live = opts_.diagnose;
-  live.min_wait_sec = opts_.live_min_wait_sec >= 0 ? opts_.live_min_wait_sec : StuckThreshold(m);
+  live.min_wait_sec = opts_.live_wait_sec.has_value() ? *opts_.live_wait_sec : StuckThreshold(m);
   live.dead_min_sec = std::max(live.dead_min_sec, live.min_wait_sec);
   live.live = true;  // files still written: no process has ended for that
-  s.live_min_wait_sec = live.min_wait_sec;
+  s.live_wait_sec = live.min_wait_sec;
 
   // Over: every file of the job finalized, or past reading, and none still
   // to write its first record (those of other jobs, --job, do not count).
@@ -202,7 +201,7 @@ WatchState Watcher::Poll(double now_sec) {
   // as of the horizon, every file cut there. A file stops holding it back
   // once finalized or damaged, or once it is behind by the live limit and
   // has not grown for as long by the watcher's clock: that process died.
-  const Liveness lv = JudgeLiveness(m, LivenessOf(live));
+  const Liveness lv = JudgeLiveness(m, live);
   int64_t horizon = INT64_MAX, t_end = INT64_MIN;
   uint32_t latest = kNone;  // the file that holds the horizon back
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {

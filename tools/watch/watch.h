@@ -19,7 +19,7 @@
 // healthy job may wait in a collective for seconds (a checkpoint, a slow
 // rank): diagnose's one second would call that a hang. So, until the job
 // ends, an operation counts as hung (and a silent rank as dead) only after
-// `live_min_wait_sec`, by default the plugin's own stuck threshold
+// `live_wait_sec`, by default the plugin's own stuck threshold
 // (NCCLWATCH_STUCK_SEC, from the files' headers), at which the plugin
 // writes its stuck reports, which name the operation hung at once.
 //
@@ -50,6 +50,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -68,9 +69,9 @@ struct WatchOptions {
   LoadOptions load;          // job
   DiagnoseOptions diagnose;  // the verdict once the job is over: diagnose's
   // While the job runs, the wait that makes a hang and the silence that
-  // makes a death; < 0: the largest NCCLWATCH_STUCK_SEC in the files'
-  // headers (kDefaultLiveWaitSec when none sets one).
-  double live_min_wait_sec = -1;
+  // makes a death; unset: the largest NCCLWATCH_STUCK_SEC in the files'
+  // headers (the plugin's default when none sets one).
+  std::optional<double> live_wait_sec;
   int settle = 2;                       // polls an error verdict must hold
   uint64_t window_ops = 200'000;        // operations kept per file, at most
   // Settled operations kept per rank and communicator: what stragglers
@@ -81,8 +82,6 @@ struct WatchOptions {
   // The command joins PyTorch Flight Recorder dumps here, as diagnose does.
   std::function<report::Diagnosis(Model*, const DiagnoseOptions&)> verdict;
 };
-
-inline constexpr double kDefaultLiveWaitSec = 60;  // the plugin's default NCCLWATCH_STUCK_SEC
 
 struct WatchState {
   enum End { kRunning, kFinalized, kProblem, kUnusable };
@@ -95,7 +94,7 @@ struct WatchState {
   // The job is judged as of a time this far behind its latest record: a
   // file lags (0: none).
   double behind_sec = 0;
-  double live_min_wait_sec = 0;
+  double live_wait_sec = 0;  // the wait that made a hang while the job ran
   // No model yet, and why ("no trace file yet", the loader's error).
   std::string waiting;
   // What happened this poll that a person watching should know: a file

@@ -322,7 +322,7 @@ TEST(Watch, DiagnosesOneSecondWhileTheJobRunsWouldCallAPauseAHang) {
   GrowingJob job(LongHealthySpec(700, 600));
   WatchOptions o;
   o.keep_recent = 0;
-  o.live_min_wait_sec = 1.0;
+  o.live_wait_sec = 1.0;
   Watcher w({job.dir()}, o);
   WatchState s;
   for (uint64_t t = 250 * kMs; s.end == WatchState::kRunning && t < 100 * kSec; t += 250 * kMs) {
