@@ -91,6 +91,7 @@ void TraceEncoder::Header(const HeaderFields& h) {
   w->I32(tf::ProcessHeader::kCudaDriverVersion, h.cuda_driver_version);
   Str(w, tf::ProcessHeader::kCompletions, h.completions);
   w->U64(tf::ProcessHeader::kEventIntervalUs, h.event_interval_us);
+  w->U64(tf::ProcessHeader::kCompletionSource, h.completion_source);
   w->EndMessage(m);
   w->EndRecord(at);
 }

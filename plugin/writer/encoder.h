@@ -81,6 +81,7 @@ struct HeaderFields {
   std::string_view nccl_version;
   int32_t cuda_driver_version = 0;
   std::string completions;
+  uint32_t completion_source = 0;  // trace.proto CompletionSource
   uint32_t event_interval_us = 0;  // NCCLWATCH_EVENT_INTERVAL_US (events only)
 };
 

@@ -104,6 +104,7 @@ TEST_F(EventsTest, EventsAreTheDefaultWhereTheyCanBeHad) {
     c.RunOp(Op(1, kStreamA));
     std::unique_ptr<Trace> t = WaitForTrace(dir_, [](const Trace& x) { return OpWithSeq(x, 1) != nullptr; });
     EXPECT_EQ(t->header->completions(), "events");
+    EXPECT_EQ(t->header->completion_source(), trace::COMPLETION_SOURCE_CUDA_EVENTS);
     cuda_->run(kStreamA);
     ASSERT_EQ(c.Finalize(), 0);
   }
@@ -118,6 +119,7 @@ TEST_F(EventsTest, EventsAreTheDefaultWhereTheyCanBeHad) {
   std::unique_ptr<Trace> t = WaitForTrace(dir4, [](const Trace& x) { return !x.finalizes.empty(); });
   EXPECT_EQ(t->header->completions().rfind("channels (CUDA-event completions need profiler API v5", 0), 0u)
       << t->header->completions();
+  EXPECT_EQ(t->header->completion_source(), trace::COMPLETION_SOURCE_KERNEL_CHANNELS);
   for (const std::string& w : Warnings()) EXPECT_EQ(w.find("CUDA-event"), std::string::npos) << w;
 }
 

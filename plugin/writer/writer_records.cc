@@ -66,6 +66,8 @@ void Writer::EncodeHeader() {
   h.nccl_version = info_.nccl_version;
   h.cuda_driver_version = info_.cuda_driver_version;
   h.completions = core_->completions();
+  // CompletionSource: COMPLETION_SOURCE_CUDA_EVENTS, COMPLETION_SOURCE_KERNEL_CHANNELS.
+  h.completion_source = core_->events() ? 2 : 1;
   h.event_interval_us = core_->events() ? core_->config().event_interval_us : 0;
   enc_.Header(h);
 }

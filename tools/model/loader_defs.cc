@@ -62,7 +62,9 @@ void AddHeader(const Place& at, const trace::ProcessHeader& h) {
     Damaged(p, &fs.damage_issues, off, "a process header whose launcher rank is beyond its world size");
   p->api_version = h.profiler_api_version();
   fs.p2p.SetApiVersion(h.profiler_api_version());
-  p->event_completions = h.completions() == "events";
+  // Files written before completion_source say it only in words.
+  p->event_completions = h.completion_source() == trace::COMPLETION_SOURCE_CUDA_EVENTS ||
+                         (h.completion_source() == trace::COMPLETION_SOURCE_UNSPECIFIED && h.completions() == "events");
   p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
   p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
   p->heartbeat_ms = h.heartbeat_ms();

@@ -216,6 +216,45 @@ TEST(ModelLoader, WindowsOfFilesSkipTheChecksOfAWholeFile) {
   EXPECT_EQ(window.ops.size(), whole.ops.size());
 }
 
+// Where a process's completions come from: the header's CompletionSource,
+// or, in files written before it, the word "events" in its completions.
+TEST(ModelLoader, TheCompletionSourceIsTheHeadersEnumOrItsOlderWords) {
+  struct Case {
+    trace::CompletionSource source;
+    const char* words;
+    bool events;
+  };
+  const Case cases[] = {
+      {trace::COMPLETION_SOURCE_CUDA_EVENTS, "", true},
+      {trace::COMPLETION_SOURCE_KERNEL_CHANNELS, "events", false},
+      {trace::COMPLETION_SOURCE_UNSPECIFIED, "events", true},
+      {trace::COMPLETION_SOURCE_UNSPECIFIED, "channels (why)", false},
+  };
+  for (const Case& c : cases) {
+    ModelLoader loader{LoadOptions()};
+    loader.BeginFile("f.ncclwatch");
+    trace::Record r;
+    trace::ProcessHeader* h = r.mutable_header();
+    h->set_hostname("h");
+    h->set_pid(1);
+    h->set_completion_source(c.source);
+    h->set_completions(c.words);
+    loader.Add(r, 0);
+    r.Clear();
+    trace::CommInit* ci = r.mutable_comm_init();
+    ci->set_comm(1);
+    ci->set_comm_hash(7);
+    ci->set_nranks(1);
+    loader.Add(r, 10);
+    ASSERT_TRUE(loader.EndFile(false, {}));
+    Model m;
+    std::string error;
+    ASSERT_TRUE(loader.Finish(&m, &error)) << error;
+    ASSERT_EQ(m.procs.size(), 1u);
+    EXPECT_EQ(m.procs[0].event_completions, c.events) << c.source << " " << c.words;
+  }
+}
+
 TEST(ModelLoader, FinishWithoutAFileSaysSo) {
   ModelLoader loader{LoadOptions()};
   Model m;
