@@ -65,7 +65,7 @@ for c in $configs; do
     # The plugin's threads, and the tools' two: the merge's second reader
     # (summary_test, job_test) and the straggler counts beside the finders
     # (every Diagnose: diagnose's tests, job_test's sampled stragglers).
-    tsan) run_config tsan //plugin/... //tools/summary:summary_test //tools/summary:job_test \
+    tsan) run_config tsan //plugin/... //tools/summary:summary_test //tools/model:job_test \
       //tools/diagnose:diagnose_test //tools/diagnose:find_cycles_test //tools/diagnose:find_dead_test \
       //tools/diagnose:find_ended_test //tools/diagnose:find_late_test //tools/diagnose:find_mismatch_test \
       //tools/diagnose:find_missing_test //tools/diagnose:find_p2p_test //tools/diagnose:find_stragglers_test \
