@@ -58,6 +58,7 @@ bool ReadAt(int fd, uint64_t offset, uint64_t n, std::string* out) {
 
 void FileWindow::Reset() {
   FileWindow fresh(path_, names_);
+  fresh.generation_ = generation_ + 1;
   *this = std::move(fresh);
 }
 
@@ -123,7 +124,11 @@ void FileWindow::Follow(uint64_t chunk, std::vector<std::string>* notes) {
   // Not after a read error: the caller would poll again at once, and fail
   // again at once.
   backlog_ = !stopped_ && !failed && start + read < f.size;
+  const bool tail = tail_;
   tail_ = !stopped_ && !backlog_ && resume_.offset < f.size;
+  // A read that only met damage, or a record begun, changes what Annotate
+  // says, too.
+  if (grew_ || stopped_ || tail != tail_) ++generation_;
 }
 
 void FileWindow::TakeIssues(const std::vector<ReadIssue>& issues, std::vector<std::string>* notes) {
@@ -152,6 +157,7 @@ bool FileWindow::ReadWhole(TraceReader* reader, ModelLoader* tee, std::vector<st
   TakeIssues(reader->issues(), notes);
   resume_ = reader->resume();
   tail_ = !stopped_ && reader->cut_tail();
+  ++generation_;
   return tee == nullptr || tee->EndFile(reader->cut_tail(), reader->issues());
 }
 
@@ -424,6 +430,7 @@ void FileWindow::LetGo(const std::unordered_map<OpKey, bool, OpKeyHash>& settled
     e.dead = true;
     ++settled_ops_;
     settled_completed_ += it->second;
+    ++generation_;
   }
   Compact();
 }
@@ -439,7 +446,10 @@ uint64_t FileWindow::Cut(uint64_t max_ops, const std::unordered_set<OpKey, OpKey
       ++cut;
     }
   cut_ops_ += cut;
-  if (cut > 0) Compact();
+  if (cut > 0) {
+    ++generation_;
+    Compact();
+  }
   return cut;
 }
 

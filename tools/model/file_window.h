@@ -93,6 +93,10 @@ class FileWindow {
   bool grew() const { return grew_; }
   bool backlog() const { return backlog_; }
   uint64_t ops() const { return ops_; }
+  // Grows whenever what Feed gives may have changed (records read, let go
+  // or cut, the file read again): a caller that fed the same generation
+  // of every window may keep the model it built.
+  uint64_t generation() const { return generation_; }
   uint64_t let_go() const { return settled_ops_ + cut_ops_; }
 
   // The window's records to `loader`, as one file (BeginFile to EndFile),
@@ -186,6 +190,7 @@ class FileWindow {
   std::vector<ReadIssue> read_issues_;
   TraceHeaderFacts header_;
   uint64_t settled_ops_ = 0, settled_completed_ = 0, cut_ops_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace ncclwatch::tools

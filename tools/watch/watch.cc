@@ -156,8 +156,19 @@ WatchState Watcher::Poll(double now_sec) {
   last_now_ = now_sec;
   WatchState s;
   if (!Read(now_sec, &s)) return s;
-  Model m;
-  if (!Build(false, nullptr, &m, &s)) {
+  std::vector<std::pair<std::string, uint64_t>> key = WindowsKey();
+  if (!built_.model_ok || key != built_.key) {
+    built_ = Built();
+    ++s.models_built;
+    if (Build(false, nullptr, &built_.model, &s)) {
+      built_.model_ok = true;
+      built_.key = std::move(key);
+    }
+  } else {
+    s.processes = built_.model.procs.size();
+  }
+  Model& m = built_.model;
+  if (!built_.model_ok) {
     // No model says which operations settled, but the window's bound holds:
     // the oldest go, and the verdict will say so.
     const std::unordered_set<OpKey, OpKeyHash> none;
@@ -186,6 +197,7 @@ WatchState Watcher::Poll(double now_sec) {
   for (auto& [path, fw] : files_)
     if (!fw->has_records() || in_model.count(path)) over = over && (fw->finalized() || fw->stopped());
   if (over) {
+    built_.model_ok = false;  // annotated and judged as ended below: no poll's model
     for (Proc& p : m.procs) files_.at(p.path)->Annotate(&p, true);
     s.end = WatchState::kFinalized;
     s.diagnosis = Verdict(&m, opts_.diagnose);
@@ -213,16 +225,30 @@ WatchState Watcher::Poll(double now_sec) {
     if (fw.finalized() || fw.stopped() || (lv.dead[pi] && silent >= live.min_wait_sec)) continue;
     if (p.last_ns < horizon) horizon = p.last_ns, latest = pi;
   }
-  Model cut;
+  Model& cut = built_.cut;
   const Model* judged = &m;
   if (horizon < t_end) {
     s.behind_sec = static_cast<double>(t_end - horizon) / 1e9;
     std::map<std::string, uint64_t> until;
     for (const Proc& p : m.procs)
       until[p.path] = static_cast<uint64_t>(std::max<int64_t>(horizon - p.offset_ns - static_cast<int64_t>(p.mono_base_ns), 0));
-    if (Build(false, &until, &cut, &s)) judged = &cut;
+    if (!built_.cut_ok || until != built_.until) {
+      built_.diagnosis_ok = false;
+      cut = Model();
+      ++s.models_built;
+      built_.cut_ok = Build(false, &until, &cut, &s);
+      built_.until = std::move(until);
+    }
+    if (built_.cut_ok) judged = &cut;
   }
-  s.diagnosis = Diagnose(*judged, live);
+  // The same model judged with the same options (the live limit is the
+  // model's): the same diagnosis.
+  if (!built_.diagnosis_ok || built_.judged_cut != (judged == &cut)) {
+    built_.diagnosis = Diagnose(*judged, live);
+    built_.diagnosis_ok = true;
+    built_.judged_cut = judged == &cut;
+  }
+  s.diagnosis = built_.diagnosis;
   s.have_diagnosis = true;
   if (s.behind_sec >= 1) {
     report::InputIssue* i = s.diagnosis.add_input_issues();
@@ -244,6 +270,7 @@ WatchState Watcher::Poll(double now_sec) {
   }
   if (same_ >= opts_.settle) {
     s.end = WatchState::kProblem;
+    built_.model_ok = false;  // the verdict below may join Flight Recorder dumps into it
     const report::Diagnosis live_d = std::move(s.diagnosis);
     s.diagnosis = Verdict(judged == &cut ? &cut : &m, live);
     for (const report::InputIssue& i : live_d.input_issues())
@@ -256,6 +283,16 @@ WatchState Watcher::Poll(double now_sec) {
   // settled is judged on everything read, the late files' state included.
   LetGo(m, lv, !error, &s);
   return s;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Watcher::WindowsKey() const {
+  std::vector<std::pair<std::string, uint64_t>> key;
+  for (const auto& [path, fw] : files_)
+    if (fw->has_records()) key.emplace_back(path, fw->generation());
+  // What the listing said goes into the model too.
+  for (const std::string& e : list_errors_) key.emplace_back(e, 0);
+  for (const std::string& n : list_notes_) key.emplace_back(n, 1);
+  return key;
 }
 
 void Watcher::LetGo(const Model& m, const Liveness& lv, bool trim_settled, WatchState* s) {

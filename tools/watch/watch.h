@@ -91,6 +91,10 @@ struct WatchState {
   uint64_t ops_kept = 0;
   uint64_t ops_let_go = 0;  // since the start, settled or cut
   bool backlog = false;     // a file holds more than one poll reads: poll again at once
+  // Models of the windows this poll built: 0 when no window changed since
+  // the last (that poll's models judged again), 2 when a file lagged and
+  // the job was judged as of the horizon too.
+  int models_built = 0;
   // The job is judged as of a time this far behind its latest record: a
   // file lags (0: none).
   double behind_sec = 0;
@@ -137,6 +141,23 @@ class Watcher {
   std::vector<std::string> list_errors_, list_notes_;
   std::unordered_map<uint64_t, uint64_t> settled_colls_;  // comm hash -> collectives let go
   std::set<std::string> said_;
+  // What the last poll built, kept while no window changes: a poll of a job
+  // whose files did not change (its processes frozen or gone) judges it
+  // again at no cost. Its key: each window's path and generation, and what
+  // the listing of the paths said.
+  struct Built {
+    std::vector<std::pair<std::string, uint64_t>> key;
+    bool model_ok = false;
+    Model model;
+    bool cut_ok = false;  // `cut`, the model as of `until`
+    std::map<std::string, uint64_t> until;
+    Model cut;
+    bool diagnosis_ok = false;  // `diagnosis`: Diagnose of the judged model
+    bool judged_cut = false;
+    report::Diagnosis diagnosis;
+  };
+  Built built_;
+  std::vector<std::pair<std::string, uint64_t>> WindowsKey() const;
   std::string last_key_;
   int same_ = 0;
   bool checked_paths_ = false;

@@ -1,9 +1,10 @@
-// Benchmark of one `ncclwatch watch` poll (issue 32). Not a timed test:
-// run it by hand.
+// Benchmark of `ncclwatch watch`'s polls. Not a timed test: run it by
+// hand (BENCHMARKS.md, "A watch poll").
 //
 //   bazel build -c opt //tools/watch:watch_benchmark
 //   bazel-bin/tools/watch/watch_benchmark --generate DIR [--ranks 64] [--colls 5000]
 //   /usr/bin/time -v bazel-bin/tools/watch/watch_benchmark --run DIR [--polls 5] [--keep-recent N]
+//   bazel-bin/tools/watch/watch_benchmark --replay DIR --into EMPTY_DIR [--steps 20] [--polls 5]
 //
 // --generate writes a running job (BuildJob): every rank alive and still
 // writing (nothing finalized), one world communicator, collectives
@@ -18,15 +19,24 @@
 // builds the model of every operation read. It prints the CPU time
 // (CLOCK_PROCESS_CPUTIME_ID) of each poll and what the poll saw, so two
 // builds can be checked to judge alike.
+//
+// --replay plays DIR's files into EMPTY_DIR as a running job writes them:
+// at each of --steps steps every file gains the next 1/steps of its bytes
+// (cut anywhere, as a write seen half done), and the watcher polls, letting
+// go what settled (keep_recent 100, watch's default); then --polls more
+// polls find nothing new (a job whose processes froze). It prints each
+// poll's CPU time, the models it built and its verdict.
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/testing/trace_builder.h"
@@ -53,6 +63,9 @@ int Generate(const std::string& dir, int ranks, int colls) {
   spec.funcs = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
   spec.step_ns = 200 * t::kUs;
   spec.duration_ns = 120 * t::kUs;
+  // BuildJob starts rank r at 500 ms + 3 ms * r; a rank drops the operations
+  // scheduled before it starts, so the first starts after the last rank.
+  spec.first_op_ns = (510 + 3 * static_cast<uint64_t>(ranks)) * t::kMs;
   spec.rank_hook = [](int, t::RankPlan& p) { p.end = t::RankEnd::kNone; };
   for (const t::TraceBuilder& b : t::BuildJob(spec))
     if (!b.WriteTo(dir + "/" + b.FileName())) {
@@ -85,16 +98,73 @@ int Run(const std::string& dir, int polls, uint64_t keep_recent) {
   return 0;
 }
 
+// Appends to `into` the bytes of `from` past its size, up to `n`.
+bool GrowTo(const std::string& from, const std::string& into, uint64_t n) {
+  FILE* in = fopen(from.c_str(), "rb");
+  FILE* out = fopen(into.c_str(), "ab");
+  if (in == nullptr || out == nullptr) return false;
+  const long have = ftell(out);
+  fseek(in, have, SEEK_SET);
+  std::vector<char> buf(n > static_cast<uint64_t>(have) ? n - static_cast<uint64_t>(have) : 0);
+  const size_t got = fread(buf.data(), 1, buf.size(), in);
+  const bool ok = fwrite(buf.data(), 1, got, out) == got;
+  fclose(in);
+  return fclose(out) == 0 && ok;
+}
+
+int Replay(const std::string& dir, const std::string& into, int steps, int polls) {
+  std::vector<std::pair<std::string, uint64_t>> files;  // name, size
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 1;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    struct stat st;
+    if (name.size() > 10 && name.substr(name.size() - 10) == ".ncclwatch" && stat((dir + "/" + name).c_str(), &st) == 0)
+      files.emplace_back(name, static_cast<uint64_t>(st.st_size));
+  }
+  closedir(d);
+  mkdir(into.c_str(), 0755);
+  WatchOptions opts;
+  opts.window_ops = UINT64_MAX;
+  opts.chunk_bytes = 1ull << 30;
+  Watcher w({into}, opts);
+  double now = 1000, cpu_steps = 0, cpu_after = 0;
+  for (int k = 1; k <= steps + polls; ++k) {
+    if (k <= steps)
+      for (const auto& [name, size] : files)
+        if (!GrowTo(dir + "/" + name, into + "/" + name, size * static_cast<uint64_t>(k) / static_cast<uint64_t>(steps)))
+          return 1;
+    const double c0 = CpuSec();
+    const WatchState s = w.Poll(now);
+    const double c1 = CpuSec();
+    (k <= steps ? cpu_steps : cpu_after) += c1 - c0;
+    now += 1;
+    printf("%s %d: %.3f s CPU, %d models; end %d, %llu ops kept, %llu let go, verdict: %.100s\n",
+           k <= steps ? "step" : "poll", k, c1 - c0, s.models_built, static_cast<int>(s.end),
+           static_cast<unsigned long long>(s.ops_kept), static_cast<unsigned long long>(s.ops_let_go),
+           s.diagnosis.verdict().c_str());
+    if (s.end != WatchState::kRunning) break;
+  }
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("CPU: %.3f s over the steps, %.3f s over the polls after; peak RSS %ld KB\n", cpu_steps, cpu_after,
+         ru.ru_maxrss);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string generate, run;
-  int ranks = 64, colls = 5000, polls = 5;
+  std::string generate, run, replay, into;
+  int ranks = 64, colls = 5000, polls = 5, steps = 20;
   uint64_t keep_recent = UINT64_MAX;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--generate") generate = value;
     else if (flag == "--run") run = value;
+    else if (flag == "--replay") replay = value;
+    else if (flag == "--into") into = value;
+    else if (flag == "--steps") steps = atoi(value.c_str());
     else if (flag == "--ranks") ranks = atoi(value.c_str());
     else if (flag == "--colls") colls = atoi(value.c_str());
     else if (flag == "--polls") polls = atoi(value.c_str());
@@ -102,7 +172,9 @@ int main(int argc, char** argv) {
   }
   if (!generate.empty()) return Generate(generate, ranks, colls);
   if (!run.empty()) return Run(run, polls, keep_recent);
-  fprintf(stderr, "usage: %s --generate DIR [--ranks N] [--colls N] | --run DIR [--polls N] [--keep-recent N]\n",
+  if (!replay.empty() && !into.empty()) return Replay(replay, into, steps, polls);
+  fprintf(stderr, "usage: %s --generate DIR [--ranks N] [--colls N] | --run DIR [--polls N] [--keep-recent N] |"
+          " --replay DIR --into EMPTY_DIR [--steps N] [--polls N]\n",
           argv[0]);
   return 2;
 }

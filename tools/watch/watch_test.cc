@@ -367,6 +367,31 @@ TEST(Watch, ALaggingFileIsNotBlamedAndTrimmingWaitsForIt) {
   EXPECT_EQ(ExitStatus(s.diagnosis), 1);
 }
 
+// A poll that finds no window changed (the processes frozen, or gone
+// without a word) judges the models the last poll built again, and says
+// the same; a file that grows is read and built anew.
+TEST(Watch, APollOfUnchangedFilesBuildsNothingAndSaysTheSame) {
+  JobSpec spec = HangSpec();
+  GrowingJob job(spec);
+  Watcher w({job.dir()}, {});
+  job.GrowTo(4 * kSec);
+  WatchState first = w.Poll(4);
+  ASSERT_EQ(first.end, WatchState::kRunning) << first.diagnosis.verdict();
+  EXPECT_GE(first.models_built, 1);
+  WatchState again = w.Poll(5);
+  EXPECT_EQ(again.models_built, 0);
+  EXPECT_EQ(again.end, first.end);
+  EXPECT_EQ(FormatText(again.diagnosis), FormatText(first.diagnosis));
+  EXPECT_EQ(again.processes, first.processes);
+  EXPECT_EQ(again.ops_kept, first.ops_kept);
+  // One file a write further: that poll builds again.
+  const size_t before = job.at(0);
+  job.Grow(0, job.OffsetAt(0, 5 * kSec));
+  ASSERT_GT(job.at(0), before);
+  WatchState grown = w.Poll(6);
+  EXPECT_GE(grown.models_built, 1);
+}
+
 // The cap: a file keeps at most window_ops operations, even unsettled.
 // The verdict then says the evidence is incomplete, and blames no one for
 // the history let go.
