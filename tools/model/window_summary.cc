@@ -152,42 +152,29 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
 
 }  // namespace
 
-bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes, const WindowSummaryOptions& opts,
-                     bool keep_records, summary::SummaryProcess* out, std::string* error) {
-  const std::string& path = w.path();
-  if (!w.has_records()) {
-    *error = path + ": no record" + (notes.empty() ? std::string() : " (" + notes[0] + ")");
-    return false;
-  }
-  const std::vector<std::pair<uint64_t, const trace::Record*>> records = w.Records();
-
-  // What each operation is, in the file's terms at its time.
+// The window's operations and the communicators they run on, in the
+// file's terms at each operation's time.
+void IndexOps(const std::vector<std::pair<uint64_t, const trace::Record*>>& records,
+              std::map<uint64_t, CommFacts>* comms, std::vector<WinOp>* ops) {
   std::unordered_map<uint32_t, std::string> strings;
   std::unordered_map<uint32_t, std::pair<uint64_t, int32_t>> comm;  // file comm -> hash, rank
-  std::map<uint64_t, CommFacts> comms;                              // by hash
-  std::vector<WinOp> ops;
-  uint64_t last = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     const trace::Record& r = *records[i].second;
     switch (r.body_case()) {
       case trace::Record::kStringDef: strings[r.string_def().id()] = r.string_def().text(); break;
       case trace::Record::kCommInit:
         comm[r.comm_init().comm()] = {r.comm_init().comm_hash(), r.comm_init().rank()};
-        comms[r.comm_init().comm_hash()].rank = r.comm_init().rank();
-        comms[r.comm_init().comm_hash()].nranks = r.comm_init().nranks();
+        (*comms)[r.comm_init().comm_hash()].rank = r.comm_init().rank();
+        (*comms)[r.comm_init().comm_hash()].nranks = r.comm_init().nranks();
         break;
       case trace::Record::kCommFinalize: {
         auto it = comm.find(r.comm_finalize().comm());
         if (it != comm.end()) {
-          uint64_t& f = comms[it->second.first].finalize;
+          uint64_t& f = (*comms)[it->second.first].finalize;
           f = std::min(f, r.comm_finalize().time_ns());
         }
-        last = std::max<uint64_t>(last, r.comm_finalize().time_ns());
         break;
       }
-      case trace::Record::kBatch: last = std::max<uint64_t>(last, r.batch().time_ns()); break;
-      case trace::Record::kHeartbeat: last = std::max<uint64_t>(last, r.heartbeat().time_ns()); break;
-      case trace::Record::kFinalize: last = std::max<uint64_t>(last, r.finalize().time_ns()); break;
       case trace::Record::kOp: {
         const trace::Op& o = r.op();
         auto c = comm.find(o.comm());
@@ -207,14 +194,96 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
         op.completed = o.has_completion();
         op.start = o.start_ns();
         op.done = op.completed ? o.start_ns() + o.completion().done_after_start_ns() : 0;
-        last = std::max(last, std::max(op.start, op.done));
-        comms[op.hash].ops.push_back(ops.size());
-        ops.push_back(std::move(op));
+        (*comms)[op.hash].ops.push_back(ops->size());
+        ops->push_back(std::move(op));
         break;
       }
       default: break;
     }
   }
+}
+
+// What a summary keeps of the first `k` operations of communicator `hash`,
+// which go: their last sequence numbers, the chain of their collectives'
+// identities at checkpoints, and the collectives the options ask for.
+void SummarizePrefix(uint64_t hash, const CommFacts& cf, uint64_t k, const std::vector<WinOp>& ops,
+                     const std::vector<std::pair<uint64_t, const trace::Record*>>& records,
+                     const WindowSummaryOptions& opts, std::vector<bool>* gone, summary::SummaryProcess* out) {
+  summary::CommPrefix* p = out->add_prefixes();
+  p->set_comm_hash(hash);
+  p->set_rank(cf.rank);
+  p->set_ops(k);
+  // The ranges asked of this communicator: the merge puts them back only
+  // where every member answered for them (merge_cuts.cc).
+  std::vector<std::pair<uint64_t, uint64_t>> asked;
+  for (const CollectiveRange& a : opts.collectives)
+    if (a.comm_hash == hash && hash != 0) {
+      summary::PositionRange* pr = p->add_asked();
+      pr->set_from(a.from);
+      pr->set_to(a.to);
+      asked.emplace_back(a.from, a.to);
+    }
+  std::map<std::string, uint64_t> colls;
+  std::map<std::pair<std::string, int32_t>, uint64_t> p2p;
+  uint64_t chain = 0, position = 0;
+  for (uint64_t j = 0; j < k; ++j) {
+    const WinOp& op = ops[cf.ops[j]];
+    (*gone)[op.record] = true;
+    if (op.p2p) {
+      uint64_t& s = p2p[{op.func, op.peer_or_root}];
+      s = std::max(s, op.seq);
+      continue;
+    }
+    uint64_t& s = colls[op.func];
+    s = std::max(s, op.seq + 1);  // stored as seq + 1: 0 means none
+    chain = ChainStep(chain, op.func, op.count, op.datatype,
+                      IsRooted(FuncFromName(op.func)) ? op.peer_or_root : 0);
+    ++position;
+    if (std::any_of(asked.begin(), asked.end(),
+                    [&](const auto& a) { return position >= a.first && position <= a.second; })) {
+      summary::PastCollective* pc = out->add_asked_collectives();
+      pc->set_comm_hash(hash);
+      pc->set_position(position);
+      pc->set_offset(records[op.record].first);
+      pc->set_record(records[op.record].second->SerializeAsString());
+    }
+    const bool at_end = j + 1 == k || std::all_of(cf.ops.begin() + static_cast<ptrdiff_t>(j) + 1,
+                                                   cf.ops.begin() + static_cast<ptrdiff_t>(k),
+                                                   [&](size_t x) { return ops[x].p2p; });
+    if (position % opts.checkpoint_every == 0 || at_end) {
+      summary::Checkpoint* c = p->add_checkpoints();
+      c->set_position(position);
+      c->set_hash(chain);
+      c->set_seq(op.seq);
+      c->set_func(op.func);
+    }
+  }
+  p->set_collectives(position);
+  for (const auto& [f, s] : colls) {
+    summary::LastSeq* l = p->add_colls();
+    l->set_func(f);
+    l->set_seq(s - 1);
+  }
+  for (const auto& [fp, s] : p2p) {
+    summary::LastSeq* l = p->add_p2p();
+    l->set_func(fp.first);
+    l->set_peer(fp.second);
+    l->set_seq(s);
+  }
+}
+
+bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes, const WindowSummaryOptions& opts,
+                     bool keep_records, summary::SummaryProcess* out, std::string* error) {
+  const std::string& path = w.path();
+  if (!w.has_records()) {
+    *error = path + ": no record" + (notes.empty() ? std::string() : " (" + notes[0] + ")");
+    return false;
+  }
+  const std::vector<std::pair<uint64_t, const trace::Record*>> records = w.Records();
+
+  std::map<uint64_t, CommFacts> comms;  // by hash
+  std::vector<WinOp> ops;
+  IndexOps(records, &comms, &ops);
 
   // Per communicator: let go the longest prefix of completed operations
   // before the last `window`, none whose completion may be an abort's.
@@ -237,67 +306,7 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
       const bool safe = finished[op.record] && op.start < first_open;
       if (!safe) break;
     }
-    summary::CommPrefix* p = out->add_prefixes();
-    p->set_comm_hash(hash);
-    p->set_rank(cf.rank);
-    p->set_ops(k);
-    // The ranges asked of this communicator: the merge puts them back only
-    // where every member answered for them (job.cc).
-    std::vector<std::pair<uint64_t, uint64_t>> asked;
-    for (const CollectiveRange& a : opts.collectives)
-      if (a.comm_hash == hash && hash != 0) {
-        summary::PositionRange* pr = p->add_asked();
-        pr->set_from(a.from);
-        pr->set_to(a.to);
-        asked.emplace_back(a.from, a.to);
-      }
-    std::map<std::string, uint64_t> colls;
-    std::map<std::pair<std::string, int32_t>, uint64_t> p2p;
-    uint64_t chain = 0, position = 0;
-    for (uint64_t j = 0; j < k; ++j) {
-      const WinOp& op = ops[cf.ops[j]];
-      gone[op.record] = true;
-      if (op.p2p) {
-        uint64_t& s = p2p[{op.func, op.peer_or_root}];
-        s = std::max(s, op.seq);
-        continue;
-      }
-      uint64_t& s = colls[op.func];
-      s = std::max(s, op.seq + 1);  // stored as seq + 1: 0 means none
-      chain = ChainStep(chain, op.func, op.count, op.datatype,
-                        IsRooted(FuncFromName(op.func)) ? op.peer_or_root : 0);
-      ++position;
-      if (std::any_of(asked.begin(), asked.end(),
-                      [&](const auto& a) { return position >= a.first && position <= a.second; })) {
-        summary::PastCollective* pc = out->add_asked_collectives();
-        pc->set_comm_hash(hash);
-        pc->set_position(position);
-        pc->set_offset(records[op.record].first);
-        pc->set_record(records[op.record].second->SerializeAsString());
-      }
-      const bool at_end = j + 1 == k || std::all_of(cf.ops.begin() + static_cast<ptrdiff_t>(j) + 1,
-                                                     cf.ops.begin() + static_cast<ptrdiff_t>(k),
-                                                     [&](size_t x) { return ops[x].p2p; });
-      if (position % opts.checkpoint_every == 0 || at_end) {
-        summary::Checkpoint* c = p->add_checkpoints();
-        c->set_position(position);
-        c->set_hash(chain);
-        c->set_seq(op.seq);
-        c->set_func(op.func);
-      }
-    }
-    p->set_collectives(position);
-    for (const auto& [f, s] : colls) {
-      summary::LastSeq* l = p->add_colls();
-      l->set_func(f);
-      l->set_seq(s - 1);
-    }
-    for (const auto& [fp, s] : p2p) {
-      summary::LastSeq* l = p->add_p2p();
-      l->set_func(fp.first);
-      l->set_peer(fp.second);
-      l->set_seq(s);
-    }
+    SummarizePrefix(hash, cf, k, ops, records, opts, &gone, out);
     let_go += k;
     // Kept for every communicator here; Summarize drops those a node's
     // arrival digests judge whole.
