@@ -6,17 +6,18 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -72,28 +73,39 @@ class Child {
     }
   }
 
-  // Waits until its standard error holds `text`; false after `bound`, a
-  // guard against a hang far above any run.
-  bool WaitForErr(const std::string& text, std::chrono::seconds bound = std::chrono::seconds(60)) {
-    const auto until = std::chrono::steady_clock::now() + bound;
-    while (std::chrono::steady_clock::now() < until) {
-      if (ReadFile(err_).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  // Its exit status; -1 if it has not exited within `bound`.
-  int Wait(std::chrono::seconds bound = std::chrono::seconds(60)) {
-    const auto until = std::chrono::steady_clock::now() + bound;
-    while (std::chrono::steady_clock::now() < until) {
-      int st = 0;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  // Waits until its standard error holds `text`; false once it has exited
+  // without writing it. Blocks on the file's writes and the child's exit,
+  // no clock: a hang is ended by the test's timeout.
+  bool WaitForErr(const std::string& text) {
+    const int writes = inotify_init1(IN_CLOEXEC);
+    const int exited = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+    EXPECT_GE(writes, 0);
+    EXPECT_GE(exited, 0);
+    EXPECT_GE(inotify_add_watch(writes, err_.c_str(), IN_MODIFY), 0);
+    bool found = false;
+    for (;;) {
+      // Read after the watch is set: a write between the two is not missed.
+      found = ReadFile(err_).find(text) != std::string::npos;
+      if (found) break;
+      pollfd fds[2] = {{writes, POLLIN, 0}, {exited, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) break;
+      if (fds[1].revents != 0) {
+        found = ReadFile(err_).find(text) != std::string::npos;
+        break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      char events[4096];
+      if (read(writes, events, sizeof(events)) < 0) break;
     }
-    return -1;
+    close(writes);
+    close(exited);
+    return found;
+  }
+  // Its exit status.
+  int Wait() {
+    int st = 0;
+    if (waitpid(pid_, &st, 0) != pid_) return -1;
+    reaped_ = true;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
   pid_t pid() const { return pid_; }
   std::string out() const { return ReadFile(out_); }
