@@ -496,7 +496,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
 
   // Summaries that let operations go keep no arrival times of them: a
   // straggler among the windows is not the job's, and no error found means
-  // no OK either (tools/summary/job.h).
+  // no OK either (tools/model/job.h).
   bool error_found = false;
   for (const Ranked& r : found) error_found |= r.f.severity() == report::SEVERITY_ERROR;
   bool gap = false;

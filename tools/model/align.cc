@@ -23,7 +23,7 @@ int64_t Median(std::vector<int64_t>* v) {
 
 // Each process's places in the communicators' member lists, so that a
 // shift visits its own (a scan of every communicator for each process was
-// processes x communicators: BENCHMARKS.md, issue 28).
+// processes x communicators: BENCHMARKS.md).
 std::vector<std::vector<CommMember*>> MembersOf(Model* m) {
   std::vector<std::vector<CommMember*>> of(m->procs.size());
   for (Comm& c : m->comms)

@@ -1,9 +1,9 @@
-// The second round of a chain mismatch (issue 32): which collectives a
+// The second round of a chain mismatch: which collectives a
 // summary adds besides its window, asked as `summarize --collectives`.
 //
 // The per-node summaries' signature chains find that ranks diverged
 // between two checkpoints of a communicator, not where; the merge
-// (diagnose, job.cc) names the range, and summarize asked for that range
+// (diagnose, tools/model/merge_chains.cc) names the range, and summarize asked for that range
 // keeps those collectives' records so that diagnose's own finder names the
 // operation. A range is of chain positions: a collective's 1-based count
 // over its rank's collectives on the communicator (CommPrefix.collectives

@@ -430,8 +430,8 @@ TEST(FileWindow, AMaskChangeIsKeptWhateverIsLetGo) {
   EXPECT_TRUE(before.procs[0].mask_changes.empty());
 }
 
-// Issue 28: a file without its header (a live trace truncated while the
-// plugin appends) was kept whole, poll after poll: 1.6 GiB. The model can
+// A file without its header (a live trace truncated while the plugin
+// appends) must not be kept whole, poll after poll. The model can
 // read nothing of it, so nothing is kept; the follow ends and says why, and
 // the window loads as diagnose loads such a file: no process header.
 TEST(FileWindow, AFileWithoutItsHeaderKeepsNothingAndSaysWhy) {

@@ -1,4 +1,4 @@
-// Benchmark of LoadModel alone (issue 32: the streaming loader). Not a
+// Benchmark of LoadModel alone (the streaming loader). Not a
 // timed test: run it by hand, one load per process so that the peak RSS
 // is the load's.
 //

@@ -220,7 +220,7 @@ struct MaskChange {
 
 // One process's operations of one `stats` row (tools/stats/stats.h: a
 // communicator key, function and size bucket), every one of the file, as a
-// per-node summary carries them (issue 32): what stats and check read where
+// per-node summary carries them: what stats and check read where
 // the operations themselves are gone. Made by DigestProcess (stats.h).
 struct RowDigest {
   std::string comm;  // CommKey
@@ -279,7 +279,7 @@ struct ArrivalDigest {
 // of: the positions (chain positions, every `stride`-th collective) that
 // every member sampled, with each member's start and duration there, which
 // the straggler finder judges as it judges whole arrivals. Set by the merge
-// (tools/summary/job.cc).
+// of summaries (tools/model/merge_samples.cc).
 //
 // Starts are on each member's own CLOCK_MONOTONIC, not aligned: add its
 // Proc::offset_ns (what AlignClocks shifted its operations by). Not shifted
@@ -482,7 +482,7 @@ struct LoadOptions {
 };
 
 // Per-node summaries' signature chains of one communicator that differ
-// where no window holds the collectives any more (tools/summary/job.cc): a
+// where no window holds the collectives any more (tools/model/merge_chains.cc): a
 // MISMATCH among its collectives #from to #to (1-based, counted over its
 // functions). `odd` issued what `rest`, the majority, did not; without a
 // majority `rest` is empty and `odd` holds every side.
@@ -518,7 +518,7 @@ struct Model {
   std::vector<std::string> undigested;
   std::vector<ChainMismatch> chain_mismatches;
   // Operations older than the windows that summaries kept because they were
-  // asked for (summarize --collectives; tools/summary/job.cc), sorted
+  // asked for (summarize --collectives; tools/model/merge_feed.cc), sorted
   // Model::ops indices: completed on every rank, put back so that a
   // mismatch among them is named; no hang or unfinished operation rests on
   // them, and the straggler counts skip them (AskedOp).

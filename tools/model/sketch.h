@@ -1,7 +1,7 @@
 // A mergeable quantile sketch of int64 values (nanoseconds), so that a
 // per-node summary (tools/summary/) can carry the timings of every
 // operation of a rank in bounded room and `stats`, `check` and diagnose
-// read quantiles of the whole job from summaries (issue 32).
+// read quantiles of the whole job from summaries.
 //
 // How: DDSketch (Masson, Rim, Lee, VLDB 2019). A value v > 0 falls in the
 // bucket i = ceil(log_gamma(v)), gamma = (1 + a) / (1 - a), which holds

@@ -1,4 +1,4 @@
-// Benchmark input for per-node summaries (issue 32): a synthetic job with a
+// Benchmark input for per-node summaries: a synthetic job with a
 // mismatch near the start, a straggler and a hang at the end, one file per
 // rank, 8 ranks per host. Not a timed test: run it by hand (BENCHMARKS.md,
 // "Per-node summaries"), timing `ncclwatch summarize` per node and

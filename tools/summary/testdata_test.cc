@@ -1,5 +1,5 @@
 // Every recording under testdata/: diagnose's first line and exit status
-// from per-node summaries equal those from the trace files (issue 32), with
+// from per-node summaries equal those from the trace files, with
 // the default window (summaries per host, and one of every file); with a
 // window of 2 operations, the same line, a MISMATCH the signature chains
 // found naming the traces' culprits, or an INCOMPLETE line (exit 3): never

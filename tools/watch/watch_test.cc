@@ -590,9 +590,9 @@ std::string OwnCommFile(int64_t pid, uint64_t comm, int ncolls) {
 }
 
 
-// Issue 28: a 200 MB file without a header took 700 MB, and a live one
-// truncated while the plugin appended 1.6 GiB: every operation was kept,
-// poll after poll, since no model ever let one go. Now, under a memory
+// A file without a header, or a live one truncated while the plugin
+// appends, holds operations no model will let go: kept poll after poll
+// they would grow without bound. Under a memory
 // limit (RLIMIT_AS, but under ASan), 64 MiB of operations without a header
 // are named unusable at once, for the reason diagnose gives.
 TEST(Watch, AFileWithoutAHeaderIsUnusableWithinBoundedMemory) {
