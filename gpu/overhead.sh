@@ -25,8 +25,8 @@
 #             events at each kernel launch instead of kernel channels
 #   noop_events  the do-nothing plugin asking for what events mode asks
 #             for (Coll|P2p|KernelLaunch, 0x806)
-#   channels     ncclwatch, NCCLWATCH_COMPLETIONS=channels (the default before
-#                issue 29 made CUDA events the default from API v5)
+#   channels     ncclwatch, NCCLWATCH_COMPLETIONS=channels (completions from
+#                kernel channels; CUDA events are the default from API v5)
 #   default_x    ncclwatch ($PLUGIN_B when set) at the default capture with
 #                the settings in $EXTRA_ENV ("NAME=VALUE ...")
 #   sampled   ncclwatch, events with NCCLWATCH_EVENT_INTERVAL_US=$EVENT_INTERVAL_US
@@ -231,7 +231,7 @@ run_one() {  # run_one CONFIG NRANKS ROUND [CSV]
     # of a change ($PLUGIN_B, $PLUGIN_C).
     default_b)    plugin="$PLUGIN_B"; env=("$ours"); want="$(basename "$PLUGIN_B")" ;;
     default_c)    plugin="$PLUGIN_C"; env=("$ours"); want="$(basename "$PLUGIN_C")" ;;
-    # Completions from kernel channels, the default before issue 29 (API v5+).
+    # Completions from kernel channels (API v5+), instead of CUDA events.
     channels)     plugin="$PLUGIN"; env=("$ours" NCCLWATCH_COMPLETIONS=channels) ;;
     # The default capture with the settings in $EXTRA_ENV (space-separated
     # NAME=VALUE, e.g. a sampling interval), of $PLUGIN_B when set.

@@ -13,7 +13,7 @@ median), and compares configurations by the ratio of their medians:
     default/noop   ncclwatch's own cost at default capture (above NCCL's floor)
     default/none   the whole cost of running with ncclwatch, default capture
     noop/none      NCCL's own instrumentation for the default events (the floor;
-                   since issue 29 the default asks for Coll|P2p|KernelLaunch)
+                   the default asks for Coll|P2p|KernelLaunch)
     channels/none  the whole cost with NCCLWATCH_COMPLETIONS=channels
     default_x/none the default with $EXTRA_ENV (e.g. a sampling interval)
     all/none       the whole cost with NCCLWATCH_EVENTS=all
@@ -28,7 +28,7 @@ for every rank count, mode and op:
 
     default within 1% of noop at every size
     default within 3% of none at the smallest size (8 B)
-    default within 2% of none at every size (issue 29)
+    default within 2% of none at every size
     all within 5% of none at 1 MiB and above
 
 Rows whose `plugin` column is not what the configuration should have loaded
@@ -92,7 +92,7 @@ MIB = 1 << 20
 TARGETS = [
     ("default within 1% of noop, every size", "default", "noop", 1.01, lambda b, smallest: True),
     ("default within 3% of none at 8 B", "default", "none", 1.03, lambda b, smallest: b == smallest and b <= 8),
-    # Issue 29's goal for the default capture (completions from CUDA events).
+    # The goal for the default capture (completions from CUDA events).
     ("default within 2% of none, every size", "default", "none", 1.02, lambda b, smallest: True),
     ("all within 5% of none at >= 1 MiB", "all", "none", 1.05, lambda b, smallest: b >= MIB),
 ]

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The GPU evidence for the plugin (issue 2), in one go on a 4-GPU machine:
+# The GPU evidence for the plugin, in one go on a 4-GPU machine:
 #   1. default capture: healthy and skip (a hang the watchdog aborts);
 #   2. network transport only (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) with
 #      NCCLWATCH_EVENTS=all: proxy and network events;
 #   3. PyTorch torch.distributed (NCCL 2.28.9, profiler API v5), healthy;
 #   4. a first, crude timing: healthy runs with no plugin / default / all,
-#      interleaved (the real overhead benchmark is issue 5's);
+#      interleaved (the real overhead benchmark is gpu/overhead.sh);
 #   5. stuck reports: skip and kill with NCCLWATCH_STUCK_SEC=3 (the watchdog
 #      fires at 10 s), and skip over the network transport with proxy capture.
 # Usage: [PARTS="default net torch timing stuck"] gpu/plugin_evidence.sh OUTDIR
