@@ -36,7 +36,7 @@ NCCLWATCH_TEST_COPTS = NCCLWATCH_COPTS + [
 # cost"). clang 14, which builds the sanitizer configurations, has no such
 # flag for x86-64: there the default stays.
 NCCLWATCH_TLS_COPTS = select({
-    "//plugin:sanitizer": [],
+    "//build_defs:sanitizer": [],
     "//conditions:default": ["-mtls-dialect=gnu2"],
 })
 
@@ -47,6 +47,6 @@ NCCLWATCH_TLS_COPTS = select({
 # (BENCHMARKS.md, "The launching thread's cost"). clang 14, which builds the
 # sanitizer configurations, has no such flag.
 NCCLWATCH_ADAPTER_COPTS = select({
-    "//plugin:sanitizer": [],
+    "//build_defs:sanitizer": [],
     "//conditions:default": ["-mmemset-strategy=vector_loop:1024:noalign,libcall:-1:noalign"],
 })
