@@ -23,6 +23,14 @@ PACKAGES=(
   libclang-rt-14-dev     # sanitizer + libFuzzer runtimes for clang-14
   llvm-14                # llvm-symbolizer-14 for sanitizer stack traces
   debootstrap            # the Debian 11 root of release/bullseye_test.sh
+  g++-aarch64-linux-gnu  # --config=aarch64 (build_defs/aarch64)
+  qemu-user              # runs the aarch64 tests (build_defs/aarch64/qemu.sh)
+  libprotobuf-dev:arm64  # the arm64 multiarch libraries --config=aarch64 links
+  libabsl-dev:arm64
+  libgtest-dev:arm64
+  libgmock-dev:arm64
+  libbenchmark-dev:arm64
+  libexpat1-dev:arm64
 )
 
 # Debian 11 (glibc 2.31), where release/bullseye_test.sh runs the release.
@@ -30,7 +38,12 @@ BULLSEYE_ROOT=/var/cache/ncclwatch/bullseye-x86_64
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  # An unqualified name is the build machine's architecture's (with arm64
+  # added, a bare name matches both), or an architecture-free package.
+  [[ "$pkg" == *:* ]] || pkg_native=$pkg:$(dpkg --print-architecture)
+  status=$(dpkg-query -W -f='${Status}' "${pkg_native:-$pkg}" 2>/dev/null ||
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  unset pkg_native
   if [[ "$status" != "install ok installed" ]]; then
     missing+=("$pkg")
   fi
@@ -50,6 +63,8 @@ else
   fi
   echo "install_deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # The :arm64 packages install beside the build machine's (multiarch).
+  dpkg --print-foreign-architectures | grep -qx arm64 || "${SUDO[@]}" dpkg --add-architecture arm64
   "${SUDO[@]}" apt-get update -q
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
