@@ -34,9 +34,11 @@ NCCLWATCH_TEST_COPTS = NCCLWATCH_COPTS + [
 # usual case: ours is a few words), where the default dialect calls
 # __tls_get_addr every time (BENCHMARKS.md, "The launching thread's
 # cost"). clang 14, which builds the sanitizer configurations, has no such
-# flag for x86-64: there the default stays.
+# flag for x86-64: there the default stays. On aarch64 descriptors are
+# GCC's default already.
 NCCLWATCH_TLS_COPTS = select({
-    "//plugin:sanitizer": [],
+    "//build_defs:sanitizer": [],
+    "//build_defs:aarch64": [],
     "//conditions:default": ["-mtls-dialect=gnu2"],
 })
 
@@ -45,8 +47,9 @@ NCCLWATCH_TLS_COPTS = select({
 # `rep stosq`, whose start-up costs more than the stores themselves; with
 # vector stores an op cost 6 to 7% less time on the launch benchmark
 # (BENCHMARKS.md, "The launching thread's cost"). clang 14, which builds the
-# sanitizer configurations, has no such flag.
+# sanitizer configurations, has no such flag, nor has GCC for aarch64.
 NCCLWATCH_ADAPTER_COPTS = select({
-    "//plugin:sanitizer": [],
+    "//build_defs:sanitizer": [],
+    "//build_defs:aarch64": [],
     "//conditions:default": ["-mmemset-strategy=vector_loop:1024:noalign,libcall:-1:noalign"],
 })

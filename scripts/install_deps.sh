@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages needed to build and test ncclwatch.
+# Installs the Debian 12 packages needed to build and test ncclwatch, and
+# makes the Debian 11 root that release/bullseye_test.sh runs the release in
+# (debootstrap, about 150 MB, cached in /var/cache/ncclwatch).
 # Idempotent: does nothing (and never touches the network) when all packages
-# are already installed; otherwise runs `apt-get update` once and installs
-# only the missing ones.
+# are already installed and the root is there; otherwise runs `apt-get
+# update` once and installs only the missing ones, and makes the root once.
 set -euo pipefail
 
 PACKAGES=(
@@ -20,33 +22,64 @@ PACKAGES=(
   clang-14               # --config=asan / tsan / fuzz
   libclang-rt-14-dev     # sanitizer + libFuzzer runtimes for clang-14
   llvm-14                # llvm-symbolizer-14 for sanitizer stack traces
+  debootstrap            # the Debian 11 root of release/bullseye_test.sh
+  g++-aarch64-linux-gnu  # --config=aarch64 (build_defs/aarch64)
+  qemu-user              # runs the aarch64 tests (build_defs/aarch64/qemu.sh)
+  libprotobuf-dev:arm64  # the arm64 multiarch libraries --config=aarch64 links
+  libabsl-dev:arm64
+  libgtest-dev:arm64
+  libgmock-dev:arm64
+  libbenchmark-dev:arm64
+  libexpat1-dev:arm64
 )
+
+# Debian 11 (glibc 2.31), where release/bullseye_test.sh runs the release.
+BULLSEYE_ROOT=/var/cache/ncclwatch/bullseye-x86_64
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  # An unqualified name is the build machine's architecture's (with arm64
+  # added, a bare name matches both), or an architecture-free package.
+  [[ "$pkg" == *:* ]] || pkg_native=$pkg:$(dpkg --print-architecture)
+  status=$(dpkg-query -W -f='${Status}' "${pkg_native:-$pkg}" 2>/dev/null ||
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  unset pkg_native
   if [[ "$status" != "install ok installed" ]]; then
     missing+=("$pkg")
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  echo "install_deps: all ${#PACKAGES[@]} packages already installed"
-  exit 0
+SUDO=()
+if [[ $(id -u) -ne 0 ]] && command -v sudo > /dev/null 2>&1; then
+  SUDO=(sudo)
 fi
 
-SUDO=()
-if [[ $(id -u) -ne 0 ]]; then
-  if command -v sudo >/dev/null 2>&1; then
-    SUDO=(sudo)
-  else
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all ${#PACKAGES[@]} packages already installed"
+else
+  if [[ $(id -u) -ne 0 && ${#SUDO[@]} -eq 0 ]]; then
     echo "install_deps: need root (or sudo) to install: ${missing[*]}" >&2
     exit 1
   fi
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # The :arm64 packages install beside the build machine's (multiarch).
+  dpkg --print-foreign-architectures | grep -qx arm64 || "${SUDO[@]}" dpkg --add-architecture arm64
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install_deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update -q
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The root is complete once its stamp is there: debootstrap fills a
+# temporary folder that is renamed only when it succeeded.
+if [[ ! -e "$BULLSEYE_ROOT/.ncclwatch-complete" ]]; then
+  echo "install_deps: making the Debian 11 root $BULLSEYE_ROOT (debootstrap bullseye)"
+  "${SUDO[@]}" rm -rf "$BULLSEYE_ROOT.new"
+  "${SUDO[@]}" mkdir -p "$(dirname "$BULLSEYE_ROOT")"
+  "${SUDO[@]}" debootstrap --variant=minbase bullseye "$BULLSEYE_ROOT.new" http://deb.debian.org/debian > /dev/null
+  # Test runs make their folders in its /tmp, as any user.
+  "${SUDO[@]}" chmod 1777 "$BULLSEYE_ROOT.new/tmp"
+  "${SUDO[@]}" touch "$BULLSEYE_ROOT.new/.ncclwatch-complete"
+  "${SUDO[@]}" rm -rf "$BULLSEYE_ROOT"
+  "${SUDO[@]}" mv "$BULLSEYE_ROOT.new" "$BULLSEYE_ROOT"
+fi

@@ -57,6 +57,7 @@ double GettimeNs() {
   return best;
 }
 
+#if defined(__x86_64__)
 // A (ticks, ns) pair read as close together as the clock allows.
 void Pair(uint64_t* ticks, uint64_t* ns) {
   uint64_t best = ~0ull;
@@ -71,6 +72,7 @@ void Pair(uint64_t* ticks, uint64_t* ns) {
     }
   }
 }
+#endif
 
 using MonotonicReader = int (*)(clockid_t, timespec*);
 std::atomic<MonotonicReader> g_monotonic_reader{&clock_gettime};

@@ -17,19 +17,19 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#if defined(__x86_64__)
 // clone(2) with a function to run, without libc: ncclwatch_raw_clone(fn,
 // stack, flags, arg) returns the child's pid (or -errno) in the caller; the
 // child runs fn(arg) on `stack` and exits with its result. glibc's clone(3)
 // would do, but sanitizers intercept it and run their own code in the child.
-//
+extern "C" long ncclwatch_raw_clone(int (*fn)(void*), void* stack, unsigned long flags, void* arg);
+
+#if defined(__x86_64__)
 // Written from the x86-64 Linux system call ABI: number in rax, arguments in
 // rdi, rsi, rdx, r10, r8; `syscall` clobbers rcx and r11 and leaves every
 // other register as it was, in both processes; the child returns from it
 // with rax = 0 and rsp = the stack given. So fn and arg travel in r12 and
 // r13 (callee-saved: pushed here and restored for our caller), and the
 // child calls fn on the new stack aligned to 16 bytes, as a call expects.
-extern "C" long ncclwatch_raw_clone(int (*fn)(void*), void* stack, unsigned long flags, void* arg);
 __asm__(
     ".text\n"
     ".globl ncclwatch_raw_clone\n"
@@ -61,15 +61,50 @@ __asm__(
     "  syscall\n"
     "  hlt\n"
     ".size ncclwatch_raw_clone, .-ncclwatch_raw_clone\n");
+#elif defined(__aarch64__)
+// Written from the aarch64 Linux system call ABI: number in x8, arguments
+// in x0..x5, `svc #0` returns in x0 and leaves every other register as it
+// was, in both processes; the child returns from it with x0 = 0 and sp =
+// the stack given. So fn and arg travel in x9 and x10 (scratch registers:
+// the caller expects them clobbered), and the child calls fn on the new
+// stack (sp must stay 16-byte aligned) with no frame or return address
+// above it.
+__asm__(
+    ".text\n"
+    ".globl ncclwatch_raw_clone\n"
+    ".hidden ncclwatch_raw_clone\n"
+    ".type ncclwatch_raw_clone,%function\n"
+    "ncclwatch_raw_clone:\n"
+    "  mov x9, x0\n"             // fn
+    "  mov x10, x3\n"            // arg
+    "  and x1, x1, #-16\n"       // clone's 2nd argument: the child's stack, aligned
+    "  mov x0, x2\n"             // 1st: flags
+    "  mov x2, xzr\n"            // 3rd: parent tid pointer (none)
+    "  mov x3, xzr\n"            // 4th: thread pointer (unchanged)
+    "  mov x4, xzr\n"            // 5th: child tid pointer (none)
+    "  mov x8, #220\n"           // SYS_clone
+    "  svc #0\n"
+    "  cbz x0, 1f\n"
+    "  ret\n"                    // the caller: pid or -errno
+    "1:\n"                        // the child, on its own stack
+    "  mov x29, xzr\n"           // no frame above this one
+    "  mov x30, xzr\n"
+    "  mov x0, x10\n"
+    "  blr x9\n"
+    "  mov x8, #94\n"            // SYS_exit_group: this process only (no CLONE_THREAD)
+    "  svc #0\n"
+    "  brk #0\n"
+    ".size ncclwatch_raw_clone, .-ncclwatch_raw_clone\n");
 #endif
 
 namespace ncclwatch::plugin {
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 namespace {
 
 // A system call without libc: the result, or -errno.
 long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+#if defined(__x86_64__)
   register long r10 __asm__("r10") = d;
   register long r8 __asm__("r8") = e;
   register long r9 __asm__("r9") = f;
@@ -79,6 +114,20 @@ long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, lon
                    : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
                    : "rcx", "r11", "memory");
   return ret;
+#else
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a;
+  register long x1 __asm__("x1") = b;
+  register long x2 __asm__("x2") = c;
+  register long x3 __asm__("x3") = d;
+  register long x4 __asm__("x4") = e;
+  register long x5 __asm__("x5") = f;
+  __asm__ volatile("svc #0"
+                   : "+r"(x0)
+                   : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                   : "memory");
+  return x0;
+#endif
 }
 
 template <typename T>
@@ -330,9 +379,9 @@ long StartReaper(ReaperJob* job) {
   return ncclwatch_raw_clone(&ReaperMain, job->reaper_stack_top, CLONE_VM | SIGCHLD, job);
 }
 #else
-// Elsewhere (aarch64) the keeper is not built yet: NCCLWATCH_ON_STUCK says
-// once that it cannot start its keeper, and nothing runs.
+// Elsewhere the keeper is not built: NCCLWATCH_ON_STUCK says once that it
+// cannot start its keeper, and nothing runs.
 long StartReaper(ReaperJob*) { return -ENOSYS; }
-#endif  // __x86_64__
+#endif  // __x86_64__ || __aarch64__
 
 }  // namespace ncclwatch::plugin
