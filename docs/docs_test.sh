@@ -21,8 +21,9 @@
 #   testdata/        the repository's recordings
 #   $NCCLWATCH_DIR (traces/), $NCCLWATCH_SUMMARIES (summaries/),
 #   $NCCLWATCH_JOB_ID (empty: every job), $ask (empty)
-# `watch` gets --interval=0.05 before the document's own flags, so that it
-# decides within a few polls on the finished recording. A fenced block right
+# `watch` gets --interval=0.05 --timeout=30 before the document's own flags,
+# so that it decides within a few polls on the finished recording, and ends
+# even where the recording leaves it waiting. A fenced block right
 # after a line `<!-- docs-test: no-run -->` is not run.
 set -uo pipefail
 
@@ -103,7 +104,7 @@ while IFS=$'\t' read -r where text; do
   fi
   args=()
   mapfile -d '' -t args < "$work/args"
-  if [[ "${args[0]:-}" == watch ]]; then args=(watch --interval=0.05 "${args[@]:1}"); fi
+  if [[ "${args[0]:-}" == watch ]]; then args=(watch --interval=0.05 --timeout=30 "${args[@]:1}"); fi
   (cd "$work" && "$ncclwatch_bin" "${args[@]}" < /dev/null > out/stdout 2> out/stderr)
   rc=$?
   if ((rc == 2 || rc > 3)); then
