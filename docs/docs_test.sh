@@ -3,7 +3,8 @@
 # README.md and docs/*.md against a recording from testdata/, and fails on
 # any that the command refuses: a usage error or an unusable input (exit
 # status 2), a crash, or a command that could not run. So a flag renamed or
-# removed in tools/cli.cc cannot stay in the documents.
+# removed in tools/cli.cc cannot stay in the documents. And every flag that
+# a command's --help names must appear in docs/commands.md.
 #
 #   docs_test.sh NCCLWATCH REPO_ROOT      # (bazel test //:docs_test)
 #
@@ -116,5 +117,17 @@ while IFS=$'\t' read -r where text; do
   fi
 done < "$commands"
 
-echo "$count commands, $failed refused"
-((failed == 0))
+# Every flag a command's --help names is documented in docs/commands.md.
+undocumented=0
+for cmd in diagnose watch merge export stats check summarize dump; do
+  "$ncclwatch_bin" "$cmd" --help > "$work/help" || fail "ncclwatch $cmd --help failed"
+  for flag in $(grep -oE -- '--[a-z][a-z-]*[a-z]' "$work/help" | sort -u); do
+    if ! grep -qE -- "\`$flag[ =\`]" "$root/docs/commands.md"; then
+      echo "docs/commands.md: no row for ncclwatch $cmd $flag" >&2
+      undocumented=$((undocumented + 1))
+    fi
+  done
+done
+
+echo "$count commands, $failed refused; $undocumented flags undocumented"
+((failed == 0 && undocumented == 0))
