@@ -26,7 +26,8 @@
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
 // which exits the process on a bad flag: RunCli returns 2 instead, and runs
 // in-process in the tests.
-ABSL_FLAG(std::string, format, "text", "output format (text, json; merge also pb; export json or perfetto)");
+ABSL_FLAG(std::string, format, "text",
+          "output format (text, json; merge also pb; export json or perfetto; stats also openmetrics, prometheus)");
 ABSL_FLAG(bool, json, false, "diagnose: the same as --format=json");
 ABSL_FLAG(std::string, out, "", "write the output to this file (-o)");
 ABSL_FLAG(double, min_wait, ncclwatch::tools::LivenessOptions().min_wait_sec, "diagnose: seconds in flight that make a hang");
@@ -174,7 +175,7 @@ constexpr char kExportUsage[] =
     "Progress goes to standard error when it is a terminal.\n";
 
 constexpr char kStatsUsage[] =
-    "usage: ncclwatch stats [--format=text|json|openmetrics] FILE|DIR...\n"
+    "usage: ncclwatch stats [--format=text|json|openmetrics|prometheus] FILE|DIR...\n"
     "\n"
     "Per communicator, function and message size (power-of-two buckets of\n"
     "bytes as nccl-tests counts them): calls, latency p50/p99 (GPU kernel\n"
@@ -188,7 +189,10 @@ constexpr char kStatsUsage[] =
     "  --format=json   JSON (proto/stats.proto, message Stats) with the samples\n"
     "                  and each rank's arrival: a baseline for 'ncclwatch check'\n"
     "  --format=openmetrics  the per-row figures in the OpenMetrics text format\n"
-    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --format=prometheus   the same in the Prometheus text format, for\n"
+    "                  node_exporter's textfile collector or the Pushgateway\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each\n"
+    "                  header); the metrics then carry the label job_id=\"ID\"\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n";
 
 constexpr char kCheckUsage[] =
@@ -524,8 +528,8 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     return ExportCommand(inputs, s, out, err);
   }
   if (name == "stats") {
-    if (format != "text" && format != "json" && format != "openmetrics") {
-      err << who << "--format must be text, json or openmetrics, not '" << format << "'\n";
+    if (format != "text" && format != "json" && format != "openmetrics" && format != "prometheus") {
+      err << who << "--format must be text, json, openmetrics or prometheus, not '" << format << "'\n";
       return 2;
     }
     return StatsCommand(inputs, format, out, err);

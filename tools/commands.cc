@@ -406,7 +406,9 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
   // its output, and at 16,384 ranks that came on top of the model's peak
   // (BENCHMARKS.md, "Per-node summaries").
   if (format == "json") out << StatsToJson(s);
-  else if (format == "openmetrics") WriteOpenMetrics(s, out);
+  else if (format == "openmetrics" || format == "prometheus")
+    WriteOpenMetrics(s, out,
+                     {format == "prometheus" ? MetricsText::kPrometheus : MetricsText::kOpenMetrics, inputs.load.job});
   else PrintStatsTable(s, out);
   return 0;
 }
