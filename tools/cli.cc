@@ -410,13 +410,13 @@ int RunTo(const Command& cmd, const std::vector<std::string>& paths, const std::
     return Run(cmd, paths, given, out, err);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
-    err << "ncclwatch " << name << ": cannot write " << path << "\n";
+    err << "ncclwatch " << name << ": " << CannotWrite(path) << "\n";
     return 2;
   }
   const int status = Run(cmd, paths, given, file, err);
   file.close();
   if (!file) {
-    err << "ncclwatch " << name << ": cannot write " << path << "\n";
+    err << "ncclwatch " << name << ": " << CannotWrite(path) << "\n";
     return 2;
   }
   return status;
