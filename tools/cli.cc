@@ -12,6 +12,7 @@
 
 #include "plugin/core/version.h"
 #include "proto/trace.pb.h"
+#include "tools/cli_docs.h"
 #include "tools/commands.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/dump.h"
@@ -75,18 +76,12 @@ void PrintVersion(std::ostream& out) {
   out << "ncclwatch " << plugin::kPluginVersion << " (trace schema " << kTraceSchemaVersion << ")\n";
 }
 
-constexpr char kUsage[] =
+// The top-level usage; its list of commands comes from kCommands.
+constexpr char kUsageHead[] =
     "usage: ncclwatch <command> [options] FILE...\n"
     "\n"
-    "commands:\n"
-    "  diagnose what went wrong and who caused it (the verdict is the first line)\n"
-    "  merge    the cross-rank order of operations of a job\n"
-    "  export   a timeline: Perfetto's protobuf (ui.perfetto.dev) or Chrome JSON (chrome://tracing)\n"
-    "  stats    per-collective latency, bandwidth, enqueue delay and arrival skew\n"
-    "  check    the CI gate: stats against a baseline, and no diagnose error\n"
-    "  dump     print every record of trace files, then a summary per file\n"
-    "  watch    follow a running job's files; diagnose's verdict as soon as it holds\n"
-    "  summarize  one node's trace files as one small summary, for diagnose and merge\n"
+    "commands:\n";
+constexpr char kUsageTail[] =
     "\n"
     "Each takes the trace files of all ranks: files, or folders searched\n"
     "recursively for *.ncclwatch. The files must hold one job: --job ID picks\n"
@@ -296,27 +291,84 @@ const std::string kSummarizeUsage = absl::StrCat("usage: ncclwatch summarize -o 
 
 struct Command {
   const char* name;
+  const char* summary;  // its line in the usage, the man page and zsh's completion
   std::string usage;
   std::vector<std::string> flags;  // absl flag names it accepts ("min_wait" is --min-wait too)
   std::vector<std::string> repeatable;  // values of these accumulate, comma-separated
 };
 
 const Command kCommands[] = {
-    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out", "fr", "refine_args"}, {}},
-    {"merge", kMergeUsage, {"format", "out", "job"}, {}},
-    {"export", kExportUsage, {"format", "out", "job", "from", "to", "around_finding", "ranks"}, {"ranks"}},
-    {"stats", kStatsUsage, {"format", "job", "out"}, {}},
-    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "allow_incomplete", "format", "job", "out"},
+    {"diagnose",
+     "what went wrong and who caused it (the verdict is the first line)",
+     kDiagnoseUsage,
+     {"format", "json", "min_wait", "job", "out", "fr", "refine_args"},
+     {}},
+    {"merge", "the cross-rank order of operations of a job", kMergeUsage, {"format", "out", "job"}, {}},
+    {"export",
+     "a timeline: Perfetto's protobuf (ui.perfetto.dev) or Chrome JSON (chrome://tracing)",
+     kExportUsage,
+     {"format", "out", "job", "from", "to", "around_finding", "ranks"},
+     {"ranks"}},
+    {"stats",
+     "per-collective latency, bandwidth, enqueue delay and arrival skew",
+     kStatsUsage,
+     {"format", "job", "out"},
+     {}},
+    {"check",
+     "the CI gate: stats against a baseline, and no diagnose error",
+     kCheckUsage,
+     {"baseline", "junit", "tolerance", "strict", "allow_incomplete", "format", "job", "out"},
      {"tolerance", "baseline", "allow_incomplete"}},
-    {"dump", kDumpUsage, {"summary", "out"}, {}},
-    {"summarize", kSummarizeUsage, {"out", "window", "max_kb_per_rank", "job", "collectives"}, {"collectives"}},
+    {"dump", "print every record of trace files, then a summary per file", kDumpUsage, {"summary", "out"}, {}},
     {"watch",
+     "follow a running job's files; diagnose's verdict as soon as it holds",
      kWatchUsage,
      {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
      {}},
+    {"summarize",
+     "one node's trace files as one small summary, for diagnose and merge",
+     kSummarizeUsage,
+     {"out", "window", "max_kb_per_rank", "job", "collectives"},
+     {"collectives"}},
 };
 
+// Flags whose value is a file or folder (the completions offer paths).
+const std::set<std::string> kPathFlags = {"out", "baseline", "junit", "fr"};
+
 bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+std::string Usage() {
+  std::string u = kUsageHead;
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    u += "  " + name + std::string(name.size() < 9 ? 9 - name.size() : 2, ' ') + c.summary + "\n";
+  }
+  return u + kUsageTail;
+}
+
+// The table as the man page and completions read it (cli_docs.h).
+std::vector<CommandDoc> Docs() {
+  std::vector<CommandDoc> docs;
+  for (const Command& c : kCommands) {
+    CommandDoc d{c.name, c.summary, {}};
+    for (const std::string& f : c.flags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(f);
+      FlagDoc fd;
+      fd.name = f;
+      std::replace(fd.name.begin(), fd.name.end(), '_', '-');
+      fd.help = flag != nullptr ? std::string(flag->Help()) : "";
+      // "diagnose: ..." names the command its help is for: here it is under it.
+      const size_t colon = fd.help.find(": ");
+      if (colon != std::string::npos && fd.help.find(' ') > colon) fd.help.erase(0, colon + 2);
+      fd.takes_value = flag == nullptr || !flag->IsOfType<bool>();
+      fd.repeatable = Has(c.repeatable, f);
+      fd.path = kPathFlags.count(f) > 0;
+      d.flags.push_back(fd);
+    }
+    docs.push_back(d);
+  }
+  return docs;
+}
 
 // The flags and inputs of one subcommand's arguments. Returns -1 to go on,
 // else the exit status (0 after --help, 2 after a usage error).
@@ -572,12 +624,22 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       if (flag != nullptr) flag->ParseFrom(flag->DefaultValue(), &ignored);
     }
   if (argv.size() < 2) {
-    err << kUsage;
+    err << Usage();
     return 2;
   }
   const std::string& name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
-    out << kUsage;
+    out << Usage();
+    return 0;
+  }
+  // For packaging, not in the usage: the man page and completions from the
+  // table above.
+  if (name == "--print-man") {
+    out << ManPage(Docs(), plugin::kPluginVersion);
+    return 0;
+  }
+  if (name == "--print-completion=bash" || name == "--print-completion=zsh") {
+    out << (name == "--print-completion=bash" ? BashCompletion(Docs()) : ZshCompletion(Docs()));
     return 0;
   }
   if (name == "--version" || name == "version") {
@@ -597,7 +659,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     }
     return RunTo(cmd, inputs, given, out, err);
   }
-  err << "ncclwatch: unknown command '" << name << "'\n" << kUsage;
+  err << "ncclwatch: unknown command '" << name << "'\n" << Usage();
   return 2;
 }
 
