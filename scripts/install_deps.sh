@@ -22,6 +22,14 @@ PACKAGES=(
   llvm-14                # llvm-symbolizer-14 for sanitizer stack traces
 )
 
+# Release checks: the metrics, the man page and the .deb.
+PACKAGES+=(
+  prometheus             # /usr/bin/promtool: //tools/stats:promtool_test
+  man-db                 # man --warnings on the generated page: //tools:completion_test
+  groff-base             # nroff, which man runs
+  lintian                # the .deb checked: //release:lintian_test
+)
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
