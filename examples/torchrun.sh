@@ -20,8 +20,14 @@
 #   NCCLWATCH_TRACES  ./ncclwatch-traces/$NCCLWATCH_JOB_ID
 #   NCCLWATCH_STUCK_SEC 60        below PyTorch's NCCL watchdog (10 min by default,
 #                                 or the timeout= of init_process_group)
-#   NCCLWATCH_SUMMARIES $NCCLWATCH_TRACES/summaries/$NCCLWATCH_JOB_ID: where a
-#                                 failed job's summaries go, <host>.ncclsummary
+#   NCCLWATCH_SUMMARIES $NCCLWATCH_TRACES/summaries: where a failed job's
+#                                 summaries go, <host>.ncclsummary
+#   NCCLWATCH_FR      1           PyTorch's Flight Recorder on: each rank keeps its last
+#                                 collectives and dumps them on a watchdog timeout into
+#                                 its node's folder (flight_recorder_<rank>), and diagnose
+#                                 names process groups and Python lines from them
+#                                 (--fr); your TORCH_FR_* / TORCH_NCCL_* settings win;
+#                                 0: leave PyTorch's settings alone
 #   NCCLWATCH_SUMMARIZE_ARGS unset; more options for summarize (e.g. --window 16)
 #   NCCLWATCH_REFINE  1           when diagnose of the summary asks a second round
 #                                 (ranks diverged among collectives it let go:
@@ -49,12 +55,26 @@ traces=${NCCLWATCH_TRACES:-$PWD/ncclwatch-traces/$NCCLWATCH_JOB_ID}
 # side by side.
 export NCCLWATCH_DIR=$traces/$(hostname)
 mkdir -p "$NCCLWATCH_DIR" || exit 2
+if [[ ${NCCLWATCH_FR:-1} != 0 ]]; then
+  # Flight Recorder's variables, under both the names PyTorch 2.5 and later
+  # read (TORCH_FR_*) and the older TORCH_NCCL_* ones.
+  export TORCH_FR_BUFFER_SIZE=${TORCH_FR_BUFFER_SIZE:-${TORCH_NCCL_TRACE_BUFFER_SIZE:-2000}}
+  export TORCH_NCCL_TRACE_BUFFER_SIZE=${TORCH_NCCL_TRACE_BUFFER_SIZE:-$TORCH_FR_BUFFER_SIZE}
+  export TORCH_NCCL_DUMP_ON_TIMEOUT=${TORCH_NCCL_DUMP_ON_TIMEOUT:-1}
+  export TORCH_FR_DUMP_TEMP_FILE=${TORCH_FR_DUMP_TEMP_FILE:-${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-$NCCLWATCH_DIR/flight_recorder_}}
+  export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-$TORCH_FR_DUMP_TEMP_FILE}
+fi
+# The Flight Recorder dumps (wherever they were sent) for diagnose.
+fr_args=()
+if [[ -n "${TORCH_FR_DUMP_TEMP_FILE:-}" ]]; then
+  fr_args=(--fr "$(dirname "$TORCH_FR_DUMP_TEMP_FILE")")
+fi
 
 if (($# == 0)); then
   set -- torchrun --standalone --nproc-per-node="${NPROC:-8}" train.py
 fi
 
-"$ncclwatch" watch "$traces" > "$traces/verdict.txt" 2> "$traces/watch.log" &
+"$ncclwatch" watch "${fr_args[@]}" "$traces" > "$traces/verdict.txt" 2> "$traces/watch.log" &
 watcher=$!
 "$@"
 status=$?
@@ -65,7 +85,7 @@ echo "ncclwatch watch: $(head -1 "$traces/verdict.txt")"
 if ((status != 0)); then
   # After a failure: the node's traces as one summary, as every node of a
   # large job does, and diagnose reads the summaries.
-  summaries=${NCCLWATCH_SUMMARIES:-$traces/summaries/$NCCLWATCH_JOB_ID}
+  summaries=${NCCLWATCH_SUMMARIES:-$traces/summaries}
   # $1: the second round's --collectives (or nothing).
   summarize_node() {
     "$ncclwatch" summarize --job="$NCCLWATCH_JOB_ID" ${NCCLWATCH_SUMMARIZE_ARGS:-} ${1:+"$1"} \
@@ -76,7 +96,7 @@ if ((status != 0)); then
   summarized=$?
   line=$(tail -1 "$traces/summarize.log")
   echo "ncclwatch summarize (exit $summarized): ${line#ncclwatch summarize: }"
-  "$ncclwatch" diagnose "$summaries" > "$traces/diagnosis.txt" 2>&1
+  "$ncclwatch" diagnose "${fr_args[@]}" "$summaries" > "$traces/diagnosis.txt" 2>&1
   echo "ncclwatch diagnose of the summaries (exit $?): $(head -1 "$traces/diagnosis.txt")"
   # The second round: the signature chains placed a divergence between two
   # collectives the summaries let go; the summary keeps those collectives
@@ -86,12 +106,12 @@ if ((status != 0)); then
     if [[ -n "$ask" ]]; then
       summarize_node "$ask"
       echo "ncclwatch summarize, second round (exit $?): $ask"
-      "$ncclwatch" diagnose "$summaries" > "$traces/diagnosis.txt" 2>&1
+      "$ncclwatch" diagnose "${fr_args[@]}" "$summaries" > "$traces/diagnosis.txt" 2>&1
       echo "ncclwatch diagnose of the summaries, second round (exit $?): $(head -1 "$traces/diagnosis.txt")"
     fi
   fi
 else
-  "$ncclwatch" diagnose "$traces" > "$traces/diagnosis.txt" 2>&1
+  "$ncclwatch" diagnose "${fr_args[@]}" "$traces" > "$traces/diagnosis.txt" 2>&1
   echo "ncclwatch diagnose (exit $?): $(head -1 "$traces/diagnosis.txt")"
 fi
 echo "ncclwatch: traces, verdict.txt and diagnosis.txt in $traces"

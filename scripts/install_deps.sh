@@ -23,14 +23,32 @@ PACKAGES=(
   libclang-rt-14-dev     # sanitizer + libFuzzer runtimes for clang-14
   llvm-14                # llvm-symbolizer-14 for sanitizer stack traces
   debootstrap            # the Debian 11 root of release/bullseye_test.sh
-  g++-aarch64-linux-gnu  # --config=aarch64 (build_defs/aarch64)
-  qemu-user              # runs the aarch64 tests (build_defs/aarch64/qemu.sh)
-  libprotobuf-dev:arm64  # the arm64 multiarch libraries --config=aarch64 links
-  libabsl-dev:arm64
-  libgtest-dev:arm64
-  libgmock-dev:arm64
-  libbenchmark-dev:arm64
-  libexpat1-dev:arm64
+)
+
+# --aarch64: the cross toolchain and arm64 libraries of --config=aarch64
+# (build_defs/aarch64), and qemu-user to run its tests. Not part of the
+# default run: its tests do not pass under qemu yet.
+AARCH64=0
+[[ "${1:-}" == --aarch64 ]] && AARCH64=1
+if ((AARCH64)); then
+  PACKAGES+=(
+    g++-aarch64-linux-gnu
+    qemu-user
+    libprotobuf-dev:arm64
+    libabsl-dev:arm64
+    libgtest-dev:arm64
+    libgmock-dev:arm64
+    libbenchmark-dev:arm64
+    libexpat1-dev:arm64
+  )
+fi
+
+# Release checks: the metrics, the man page and the .deb.
+PACKAGES+=(
+  prometheus             # /usr/bin/promtool: //tools/stats:promtool_test
+  man-db                 # man --warnings on the generated page: //tools:completion_test
+  groff-base             # nroff, which man runs
+  lintian                # the .deb checked: //release:lintian_test
 )
 
 # Debian 11 (glibc 2.31), where release/bullseye_test.sh runs the release.
@@ -64,7 +82,9 @@ else
   echo "install_deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   # The :arm64 packages install beside the build machine's (multiarch).
-  dpkg --print-foreign-architectures | grep -qx arm64 || "${SUDO[@]}" dpkg --add-architecture arm64
+  if ((AARCH64)); then
+    dpkg --print-foreign-architectures | grep -qx arm64 || "${SUDO[@]}" dpkg --add-architecture arm64
+  fi
   "${SUDO[@]}" apt-get update -q
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"

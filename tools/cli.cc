@@ -12,6 +12,7 @@
 
 #include "plugin/core/version.h"
 #include "proto/trace.pb.h"
+#include "tools/cli_docs.h"
 #include "tools/commands.h"
 #include "tools/diagnose/diagnose.h"
 #include "tools/dump.h"
@@ -26,7 +27,8 @@
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
 // which exits the process on a bad flag: RunCli returns 2 instead, and runs
 // in-process in the tests.
-ABSL_FLAG(std::string, format, "text", "output format (text, json; merge also pb; export json or perfetto)");
+ABSL_FLAG(std::string, format, "text",
+          "output format (text, json; merge also pb; export json or perfetto; stats also openmetrics, prometheus)");
 ABSL_FLAG(bool, json, false, "diagnose: the same as --format=json");
 ABSL_FLAG(std::string, out, "", "write the output to this file (-o)");
 ABSL_FLAG(double, min_wait, ncclwatch::tools::LivenessOptions().min_wait_sec, "diagnose: seconds in flight that make a hang");
@@ -74,18 +76,12 @@ void PrintVersion(std::ostream& out) {
   out << "ncclwatch " << plugin::kPluginVersion << " (trace schema " << kTraceSchemaVersion << ")\n";
 }
 
-constexpr char kUsage[] =
+// The top-level usage; its list of commands comes from kCommands.
+constexpr char kUsageHead[] =
     "usage: ncclwatch <command> [options] FILE...\n"
     "\n"
-    "commands:\n"
-    "  diagnose what went wrong and who caused it (the verdict is the first line)\n"
-    "  merge    the cross-rank order of operations of a job\n"
-    "  export   a timeline: Perfetto's protobuf (ui.perfetto.dev) or Chrome JSON (chrome://tracing)\n"
-    "  stats    per-collective latency, bandwidth, enqueue delay and arrival skew\n"
-    "  check    the CI gate: stats against a baseline, and no diagnose error\n"
-    "  dump     print every record of trace files, then a summary per file\n"
-    "  watch    follow a running job's files; diagnose's verdict as soon as it holds\n"
-    "  summarize  one node's trace files as one small summary, for diagnose and merge\n"
+    "commands:\n";
+constexpr char kUsageTail[] =
     "\n"
     "Each takes the trace files of all ranks: files, or folders searched\n"
     "recursively for *.ncclwatch. The files must hold one job: --job ID picks\n"
@@ -174,7 +170,7 @@ constexpr char kExportUsage[] =
     "Progress goes to standard error when it is a terminal.\n";
 
 constexpr char kStatsUsage[] =
-    "usage: ncclwatch stats [--format=text|json|openmetrics] FILE|DIR...\n"
+    "usage: ncclwatch stats [--format=text|json|openmetrics|prometheus] FILE|DIR...\n"
     "\n"
     "Per communicator, function and message size (power-of-two buckets of\n"
     "bytes as nccl-tests counts them): calls, latency p50/p99 (GPU kernel\n"
@@ -188,7 +184,10 @@ constexpr char kStatsUsage[] =
     "  --format=json   JSON (proto/stats.proto, message Stats) with the samples\n"
     "                  and each rank's arrival: a baseline for 'ncclwatch check'\n"
     "  --format=openmetrics  the per-row figures in the OpenMetrics text format\n"
-    "  --job ID        only the files of job ID (the launcher's job id in each header)\n"
+    "  --format=prometheus   the same in the Prometheus text format, for\n"
+    "                  node_exporter's textfile collector or the Pushgateway\n"
+    "  --job ID        only the files of job ID (the launcher's job id in each\n"
+    "                  header); the metrics then carry the label job_id=\"ID\"\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n";
 
 constexpr char kCheckUsage[] =
@@ -292,27 +291,84 @@ const std::string kSummarizeUsage = absl::StrCat("usage: ncclwatch summarize -o 
 
 struct Command {
   const char* name;
+  const char* summary;  // its line in the usage, the man page and zsh's completion
   std::string usage;
   std::vector<std::string> flags;  // absl flag names it accepts ("min_wait" is --min-wait too)
   std::vector<std::string> repeatable;  // values of these accumulate, comma-separated
 };
 
 const Command kCommands[] = {
-    {"diagnose", kDiagnoseUsage, {"format", "json", "min_wait", "job", "out", "fr", "refine_args"}, {}},
-    {"merge", kMergeUsage, {"format", "out", "job"}, {}},
-    {"export", kExportUsage, {"format", "out", "job", "from", "to", "around_finding", "ranks"}, {"ranks"}},
-    {"stats", kStatsUsage, {"format", "job", "out"}, {}},
-    {"check", kCheckUsage, {"baseline", "junit", "tolerance", "strict", "allow_incomplete", "format", "job", "out"},
+    {"diagnose",
+     "what went wrong and who caused it (the verdict is the first line)",
+     kDiagnoseUsage,
+     {"format", "json", "min_wait", "job", "out", "fr", "refine_args"},
+     {}},
+    {"merge", "the cross-rank order of operations of a job", kMergeUsage, {"format", "out", "job"}, {}},
+    {"export",
+     "a timeline: Perfetto's protobuf (ui.perfetto.dev) or Chrome JSON (chrome://tracing)",
+     kExportUsage,
+     {"format", "out", "job", "from", "to", "around_finding", "ranks"},
+     {"ranks"}},
+    {"stats",
+     "per-collective latency, bandwidth, enqueue delay and arrival skew",
+     kStatsUsage,
+     {"format", "job", "out"},
+     {}},
+    {"check",
+     "the CI gate: stats against a baseline, and no diagnose error",
+     kCheckUsage,
+     {"baseline", "junit", "tolerance", "strict", "allow_incomplete", "format", "job", "out"},
      {"tolerance", "baseline", "allow_incomplete"}},
-    {"dump", kDumpUsage, {"summary", "out"}, {}},
-    {"summarize", kSummarizeUsage, {"out", "window", "max_kb_per_rank", "job", "collectives"}, {"collectives"}},
+    {"dump", "print every record of trace files, then a summary per file", kDumpUsage, {"summary", "out"}, {}},
     {"watch",
+     "follow a running job's files; diagnose's verdict as soon as it holds",
      kWatchUsage,
      {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
      {}},
+    {"summarize",
+     "one node's trace files as one small summary, for diagnose and merge",
+     kSummarizeUsage,
+     {"out", "window", "max_kb_per_rank", "job", "collectives"},
+     {"collectives"}},
 };
 
+// Flags whose value is a file or folder (the completions offer paths).
+const std::set<std::string> kPathFlags = {"out", "baseline", "junit", "fr"};
+
 bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+std::string Usage() {
+  std::string u = kUsageHead;
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    u += "  " + name + std::string(name.size() < 9 ? 9 - name.size() : 2, ' ') + c.summary + "\n";
+  }
+  return u + kUsageTail;
+}
+
+// The table as the man page and completions read it (cli_docs.h).
+std::vector<CommandDoc> Docs() {
+  std::vector<CommandDoc> docs;
+  for (const Command& c : kCommands) {
+    CommandDoc d{c.name, c.summary, {}};
+    for (const std::string& f : c.flags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(f);
+      FlagDoc fd;
+      fd.name = f;
+      std::replace(fd.name.begin(), fd.name.end(), '_', '-');
+      fd.help = flag != nullptr ? std::string(flag->Help()) : "";
+      // "diagnose: ..." names the command its help is for: here it is under it.
+      const size_t colon = fd.help.find(": ");
+      if (colon != std::string::npos && fd.help.find(' ') > colon) fd.help.erase(0, colon + 2);
+      fd.takes_value = flag == nullptr || !flag->IsOfType<bool>();
+      fd.repeatable = Has(c.repeatable, f);
+      fd.path = kPathFlags.count(f) > 0;
+      d.flags.push_back(fd);
+    }
+    docs.push_back(d);
+  }
+  return docs;
+}
 
 // The flags and inputs of one subcommand's arguments. Returns -1 to go on,
 // else the exit status (0 after --help, 2 after a usage error).
@@ -406,13 +462,13 @@ int RunTo(const Command& cmd, const std::vector<std::string>& paths, const std::
     return Run(cmd, paths, given, out, err);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
-    err << "ncclwatch " << name << ": cannot write " << path << "\n";
+    err << "ncclwatch " << name << ": " << CannotWrite(path) << "\n";
     return 2;
   }
   const int status = Run(cmd, paths, given, file, err);
   file.close();
   if (!file) {
-    err << "ncclwatch " << name << ": cannot write " << path << "\n";
+    err << "ncclwatch " << name << ": " << CannotWrite(path) << "\n";
     return 2;
   }
   return status;
@@ -524,8 +580,8 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     return ExportCommand(inputs, s, out, err);
   }
   if (name == "stats") {
-    if (format != "text" && format != "json" && format != "openmetrics") {
-      err << who << "--format must be text, json or openmetrics, not '" << format << "'\n";
+    if (format != "text" && format != "json" && format != "openmetrics" && format != "prometheus") {
+      err << who << "--format must be text, json, openmetrics or prometheus, not '" << format << "'\n";
       return 2;
     }
     return StatsCommand(inputs, format, out, err);
@@ -568,12 +624,22 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       if (flag != nullptr) flag->ParseFrom(flag->DefaultValue(), &ignored);
     }
   if (argv.size() < 2) {
-    err << kUsage;
+    err << Usage();
     return 2;
   }
   const std::string& name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
-    out << kUsage;
+    out << Usage();
+    return 0;
+  }
+  // For packaging, not in the usage: the man page and completions from the
+  // table above.
+  if (name == "--print-man") {
+    out << ManPage(Docs(), plugin::kPluginVersion);
+    return 0;
+  }
+  if (name == "--print-completion=bash" || name == "--print-completion=zsh") {
+    out << (name == "--print-completion=bash" ? BashCompletion(Docs()) : ZshCompletion(Docs()));
     return 0;
   }
   if (name == "--version" || name == "version") {
@@ -593,7 +659,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     }
     return RunTo(cmd, inputs, given, out, err);
   }
-  err << "ncclwatch: unknown command '" << name << "'\n" << kUsage;
+  err << "ncclwatch: unknown command '" << name << "'\n" << Usage();
   return 2;
 }
 

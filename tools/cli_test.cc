@@ -68,6 +68,30 @@ TEST(Cli, DashOIsOutForEveryCommandThatWrites) {
   EXPECT_EQ(ReadFile(exported).rfind("{\"traceEvents\":[", 0), 0u);
 }
 
+// A file that cannot be written: the message says why, for every command
+// that writes one.
+TEST(Cli, CannotWriteSaysWhy) {
+  const std::string nowhere = TempPath("no-such-folder/out");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"diagnose", "-o", nowhere, kSkip}, {"merge", "-o", nowhere, kSkip},
+        {"export", "-o", nowhere, kSkip}, {"summarize", "-o", nowhere, kSkip}}) {
+    const Result r = Nw(args);
+    EXPECT_EQ(r.status, 2) << args[0];
+    EXPECT_NE(r.err.find("cannot write " + nowhere + ": No such file or directory\n"), std::string::npos)
+        << args[0] << ": " << r.err;
+  }
+}
+
+// --ranks of a rank the job lacks: an error naming the ranks it has, not
+// an empty timeline.
+TEST(Cli, ExportOfRanksTheJobLacksIsAnError) {
+  const Result r = Nw({"export", "--ranks", "9", kSkip});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("ncclwatch export: --ranks: no rank 9: the job's ranks are 0-3\n"), std::string::npos) << r.err;
+  EXPECT_EQ(Nw({"export", "--ranks", "1-2", kSkip}).status, 0);
+}
+
 TEST(Cli, SummarizeThenDiagnoseTheSummary) {
   const std::string sum = TempPath("node0.ncclsummary");
   const Result s = Nw({"summarize", "--window", "2", "-o", sum, kSkip});

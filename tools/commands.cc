@@ -1,5 +1,8 @@
 #include "tools/commands.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +32,12 @@
 #include "tools/watch/watch.h"
 
 namespace ncclwatch::tools {
+
+std::string CannotWrite(const std::string& path) {
+  const int e = errno;
+  return "cannot write " + path + (e != 0 ? std::string(": ") + strerror(e) : std::string());
+}
+
 namespace {
 
 // The model of `inputs`, or false after saying why ("ncclwatch CMD: ...");
@@ -293,7 +302,7 @@ int MergeCommand(const Inputs& inputs, const std::string& format, const std::str
   if (!out_path.empty()) {
     file.open(out_path, std::ios::binary | std::ios::trunc);
     if (!file) {
-      err << "ncclwatch merge: cannot write " << out_path << "\n";
+      err << "ncclwatch merge: " << CannotWrite(out_path) << "\n";
       return 2;
     }
     o = &file;
@@ -335,6 +344,10 @@ int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ost
   with_phases.load.kernel_phases = true;  // drawn in their channels
   if (!Load("export", with_phases, true, &m, err, &error, true)) return 2;
   ExportOptions cut = settings.cut;
+  if (!RanksExist(m, cut.ranks, &error)) {
+    err << "ncclwatch export: --ranks: " << error << "\n";
+    return 2;
+  }
   if (settings.around_finding_margin_sec >= 0) {
     const report::Diagnosis d = Diagnose(m);
     const report::Finding* first = nullptr;
@@ -377,14 +390,14 @@ int ExportCommand(const Inputs& inputs, const ExportSettings& settings, std::ost
   }
   std::ofstream f(settings.out_path, std::ios::binary | std::ios::trunc);
   if (!f) {
-    err << "ncclwatch export: cannot write " << settings.out_path << "\n";
+    err << "ncclwatch export: " << CannotWrite(settings.out_path) << "\n";
     return 2;
   }
   write(f);
   f.close();
   progress.Done();
   if (!f) {
-    err << "ncclwatch export: cannot write " << settings.out_path << "\n";
+    err << "ncclwatch export: " << CannotWrite(settings.out_path) << "\n";
     return 2;
   }
   err << "ncclwatch export: wrote " << settings.out_path << " (" << drawn.procs << " of " << m.procs.size()
@@ -406,7 +419,9 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
   // its output, and at 16,384 ranks that came on top of the model's peak
   // (BENCHMARKS.md, "Per-node summaries").
   if (format == "json") out << StatsToJson(s);
-  else if (format == "openmetrics") WriteOpenMetrics(s, out);
+  else if (format == "openmetrics" || format == "prometheus")
+    WriteOpenMetrics(s, out,
+                     {format == "prometheus" ? MetricsText::kPrometheus : MetricsText::kOpenMetrics, inputs.load.job});
   else PrintStatsTable(s, out);
   return 0;
 }
@@ -440,7 +455,7 @@ int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_
     jf << JUnitXml(r, opts);
     jf.close();
     if (!jf) {
-      err << "ncclwatch check: cannot write " << junit_path << "\n";
+      err << "ncclwatch check: " << CannotWrite(junit_path) << "\n";
       return 2;
     }
   }
@@ -480,7 +495,7 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     f.close();
     if (!f || rename(tmp.c_str(), out_path.c_str()) != 0) {
-      err << "ncclwatch summarize: cannot write " << out_path << "\n";
+      err << "ncclwatch summarize: " << CannotWrite(out_path) << "\n";
       remove(tmp.c_str());
       return 2;
     }

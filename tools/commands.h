@@ -33,6 +33,10 @@ struct Inputs {
   std::ostream* progress = nullptr;
 };
 
+// "cannot write PATH: why", why from errno (strerror) as the failed call
+// left it: call it at once.
+std::string CannotWrite(const std::string& path);
+
 // `format`: text or json. Exit: 0 healthy, 1 a problem, 2 unusable input.
 int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                     std::ostream& out, std::ostream& err);

@@ -54,14 +54,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "demo_job: the plugin refused to start\n");
     return 1;
   }
+  // NCCL numbers each communicator's collectives of one function from 0.
   uint64_t seq_world = 0, seq_tp = 0;
   for (int step = 0; step < 3; ++step) {
     OpSpec ar;
-    ar.seq = ++seq_world;
+    ar.seq = seq_world++;
     ar.count = 1u << (20 + step);
     world.RunOp(ar);
     OpSpec ag;
-    ag.seq = ++seq_tp;
+    ag.seq = seq_tp++;
     ag.func = "AllGather";
     ag.datatype = "ncclBfloat16";
     ag.count = 1u << 18;
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
   // The hang: channel 1 of this all_reduce never finishes and the proxy
   // operations stop mid-transfer.
   OpSpec stuck;
-  stuck.seq = ++seq_world;
+  stuck.seq = seq_world++;
   stuck.count = 1u << 24;
   stuck.kernel_stop = 1;
   stuck.stop_proxies = false;

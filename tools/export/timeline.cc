@@ -119,6 +119,34 @@ bool WindowAround(const Model& m, const std::vector<uint32_t>& ops, int64_t marg
   return true;
 }
 
+namespace {
+
+// "0-3,5": ranks as ranges.
+std::string RankRanges(const std::set<int32_t>& ranks) {
+  std::string s;
+  for (auto it = ranks.begin(); it != ranks.end();) {
+    const int32_t from = *it;
+    int32_t to = from;
+    for (++it; it != ranks.end() && *it == to + 1; ++it) ++to;
+    s += (s.empty() ? "" : ",") + std::to_string(from) + (to > from ? "-" + std::to_string(to) : "");
+  }
+  return s;
+}
+
+}  // namespace
+
+bool RanksExist(const Model& m, const std::set<int32_t>& ranks, std::string* error) {
+  std::set<int32_t> have, lacking;
+  for (uint32_t p = 0; p < m.procs.size(); ++p)
+    if (const int32_t r = RankOf(m, p); r >= 0) have.insert(r);
+  for (int32_t r : ranks)
+    if (!have.count(r)) lacking.insert(r);
+  if (lacking.empty()) return true;
+  *error = std::string(lacking.size() == 1 ? "no rank " : "no ranks ") + RankRanges(lacking) + ": " +
+           (have.empty() ? "no process of the job is named by a rank" : "the job's ranks are " + RankRanges(have));
+  return false;
+}
+
 bool ParseRankList(const std::string& text, std::set<int32_t>* ranks, std::string* error) {
   size_t pos = 0;
   while (pos <= text.size()) {

@@ -85,6 +85,11 @@ bool WindowAround(const Model& m, const std::vector<uint32_t>& ops, int64_t marg
 // false with `error` naming the bad part.
 bool ParseRankList(const std::string& text, std::set<int32_t>* ranks, std::string* error);
 
+// Whether every rank of `ranks` names a process of `m` (by RankOf); false
+// with `error` naming those it lacks and the ranks it has ("no rank 9: the
+// job's ranks are 0-3").
+bool RanksExist(const Model& m, const std::set<int32_t>& ranks, std::string* error);
+
 // Where an operation sits in its match's flow.
 enum class FlowStep : uint8_t { kNone, kFirst, kMiddle, kLast };
 

@@ -63,5 +63,16 @@ TEST(TimelineTest, SlicesOfAProcessAndFlowSteps) {
   EXPECT_EQ(alone.Layout(2).slices.at(0).flow, FlowStep::kNone);  // nothing to link to
 }
 
+// --ranks of ranks the job lacks is an error that names those it has.
+TEST(TimelineTest, RanksExistNamesTheJobsRanks) {
+  Job j("world", 4);
+  std::string error;
+  EXPECT_TRUE(RanksExist(j.m, {0, 3}, &error)) << error;
+  EXPECT_FALSE(RanksExist(j.m, {9}, &error));
+  EXPECT_EQ(error, "no rank 9: the job's ranks are 0-3");
+  EXPECT_FALSE(RanksExist(j.m, {2, 7, 8}, &error));
+  EXPECT_EQ(error, "no ranks 7-8: the job's ranks are 0-3");
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -98,6 +99,23 @@ struct JUnitCounts {
 // name, classname, time; a testcase holds at most one of <failure>,
 // <error>, <skipped>, each with a message attribute; the counts of each
 // suite match its cases, and the root's the sum of the suites'.
+// The attributes each element may carry are those of Jenkins' junit-10.xsd
+// (the schema Jenkins' JUnit plugin validates with): an attribute outside
+// these lists fails validation there, as `skipped` on <testsuites> once did.
+const std::set<std::string> kSuitesAttrs = {"name", "time", "tests", "failures", "disabled", "errors"};
+const std::set<std::string> kSuiteAttrs = {"name",      "tests",    "failures", "errors", "time",
+                                           "disabled",  "skipped",  "timestamp", "hostname", "id",
+                                           "package",   "file",     "log",      "url",    "version"};
+const std::set<std::string> kCaseAttrs = {"name",   "assertions", "time", "classname", "status", "class",
+                                          "file",   "line",       "log",  "group",     "url"};
+const std::set<std::string> kOutcomeAttrs = {"message", "type"};
+
+void ExpectAttrsAmong(const Element& e, const std::set<std::string>& allowed) {
+  for (const auto& [name, value] : e.attrs)
+    EXPECT_TRUE(allowed.count(name)) << "<" << e.name << "> has " << name << "=\"" << value
+                                     << "\", which junit-10.xsd does not allow";
+}
+
 JUnitCounts ValidateJUnit(const std::string& xml) {
   JUnitCounts c;
   Element doc;
@@ -114,13 +132,16 @@ JUnitCounts ValidateJUnit(const std::string& xml) {
   if (doc.children.size() != 1) return c;
   const Element& root = *doc.children[0];
   EXPECT_EQ(root.name, "testsuites");
+  ExpectAttrsAmong(root, kSuitesAttrs);
   for (const auto& suite : root.children) {
     EXPECT_EQ(suite->name, "testsuite");
+    ExpectAttrsAmong(*suite, kSuiteAttrs);
     EXPECT_EQ(suite->attrs.count("name"), 1u);
     EXPECT_EQ(suite->attrs.count("time"), 1u);
     int tests = 0, failures = 0, errors = 0, skipped = 0;
     for (const auto& tc : suite->children) {
       EXPECT_EQ(tc->name, "testcase");
+      ExpectAttrsAmong(*tc, kCaseAttrs);
       EXPECT_EQ(tc->attrs.count("name"), 1u);
       EXPECT_EQ(tc->attrs.count("classname"), 1u);
       EXPECT_EQ(tc->attrs.count("time"), 1u);
@@ -131,6 +152,7 @@ JUnitCounts ValidateJUnit(const std::string& xml) {
         ++outcomes;
         EXPECT_TRUE(o->name == "failure" || o->name == "error" || o->name == "skipped") << o->name;
         EXPECT_EQ(o->attrs.count("message"), 1u) << o->name << " without a message";
+        ExpectAttrsAmong(*o, kOutcomeAttrs);
         if (o->name == "failure") ++failures;
         if (o->name == "error") ++errors;
         if (o->name == "skipped") ++skipped;
@@ -291,6 +313,10 @@ TEST(CheckRecordings, AStragglerFailsAndIsNamed) {
         EXPECT_EQ(i.procs(0), c.rank);
       }
     EXPECT_EQ(arrival_regressions, 1) << g.text;
+    // The FAIL line itself names the late rank.
+    const std::string first = g.text.substr(0, g.text.find('\n'));
+    EXPECT_EQ(first.rfind("FAIL: ", 0), 0u) << first;
+    EXPECT_NE(first.find(" rank " + c.rank.substr(5) + " (" + c.rank + ") arrival: "), std::string::npos) << first;
   }
 }
 

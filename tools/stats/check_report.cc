@@ -142,7 +142,16 @@ std::string Verdict(const CheckResult& r) {
     return v;
   }
   std::vector<std::string> why;
-  if (r.regressed) why.push_back(std::to_string(r.regressed) + " metric(s) regressed");
+  // One regression by name, a late rank's arrival first (it names the
+  // rank, the straggler): the FAIL line is what a CI log shows.
+  if (r.regressed) {
+    std::string first;
+    for (const bool arrival : {true, false})
+      for (const stats::CheckItem& i : r.items)
+        if (first.empty() && i.status() == "regressed" && IsArrival(i) == arrival) first = Describe(i);
+    why.push_back(std::to_string(r.regressed) + " metric(s) regressed" + (first.empty() ? "" : ", " + first) +
+                  (r.regressed > 1 ? " and " + std::to_string(r.regressed - 1) + " more" : ""));
+  }
   // The gate says what diagnose says, word for word: one answer for one job.
   if (r.error_findings)
     why.push_back(std::to_string(r.error_findings) + " diagnose finding(s) of error severity (" + r.diagnose_verdict + ")");

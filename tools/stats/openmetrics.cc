@@ -61,10 +61,22 @@ std::string FullName(const char* name, const char* unit) {
   return *unit ? std::string(name) + "_" + unit : std::string(name);
 }
 
-void Header(std::ostream& out, const std::string& family, const char* type, const char* unit, const char* help) {
-  out << "# TYPE " << family << " " << type << "\n";
-  if (*unit) out << "# UNIT " << family << " " << unit << "\n";
-  out << "# HELP " << family << " " << help << "\n";
+// A family's metadata. OpenMetrics names a counter's family without the
+// `_total` its samples carry; the Prometheus text format has no families
+// apart from sample names, so there TYPE and HELP name the sample itself
+// (else its parsers, promtool and node_exporter's textfile collector, see a
+// second, untyped metric without help).
+void Header(std::ostream& out, const std::string& family, const std::string& sample, const char* type,
+            const char* unit, const char* help, MetricsText text) {
+  const std::string& named = text == MetricsText::kPrometheus ? sample : family;
+  out << "# TYPE " << named << " " << type << "\n";
+  if (*unit && text == MetricsText::kOpenMetrics) out << "# UNIT " << named << " " << unit << "\n";
+  out << "# HELP " << named << " " << help << "\n";
+}
+
+// `job_id="..."` and a comma, or nothing without a job id.
+std::string JobLabel(const std::string& job_id) {
+  return job_id.empty() ? std::string() : "job_id=\"" + OpenMetricsLabel(job_id) + "\",";
 }
 
 }  // namespace
@@ -80,31 +92,33 @@ std::string OpenMetricsLabel(const std::string& v) {
   return out;
 }
 
-void WriteOpenMetrics(const stats::Stats& s, std::ostream& out) {
+void WriteOpenMetrics(const stats::Stats& s, std::ostream& out, const MetricsOptions& opts) {
+  const std::string job = JobLabel(opts.job_id);
   for (const Family& f : Families()) {
     const std::string family = FullName(f.name, f.unit);
-    Header(out, family, f.type, f.unit, f.help);
     const std::string sample = family + (std::string(f.type) == "counter" ? "_total" : "");
+    Header(out, family, sample, f.type, f.unit, f.help, opts.text);
     for (const stats::StatRow& r : s.rows()) {
       if (!f.has(r)) continue;
-      out << sample << "{comm=\"" << OpenMetricsLabel(r.comm()) << "\",nranks=\"" << r.nranks() << "\",func=\""
+      out << sample << "{" << job << "comm=\"" << OpenMetricsLabel(r.comm()) << "\",nranks=\"" << r.nranks() << "\",func=\""
           << OpenMetricsLabel(r.func()) << "\",size=\"" << OpenMetricsLabel(r.bucket()) << "\"} "
           << Number(f.get(r) * f.scale) << "\n";
     }
   }
   for (int p : {50, 99}) {
     const std::string family = "ncclwatch_rank_lateness_p" + std::to_string(p) + "_seconds";
-    Header(out, family, "gauge", "seconds",
+    Header(out, family, family, "gauge", "seconds",
            p == 50 ? "Median lateness of a rank at collectives: its start minus the median start of their ranks."
-                   : "99th percentile lateness of a rank at collectives.");
+                   : "99th percentile lateness of a rank at collectives.",
+           opts.text);
     for (const stats::RankRow& r : s.ranks()) {
       const bool has = p == 50 ? r.has_lateness_p50_us() : r.has_lateness_p99_us();
       if (!has) continue;
-      out << family << "{comm=\"" << OpenMetricsLabel(r.comm()) << "\",nranks=\"" << r.nranks() << "\",rank=\""
+      out << family << "{" << job << "comm=\"" << OpenMetricsLabel(r.comm()) << "\",nranks=\"" << r.nranks() << "\",rank=\""
           << r.rank() << "\"} " << Number((p == 50 ? r.lateness_p50_us() : r.lateness_p99_us()) * 1e-6) << "\n";
     }
   }
-  out << "# EOF\n";
+  if (opts.text == MetricsText::kOpenMetrics) out << "# EOF\n";
 }
 
 }  // namespace ncclwatch::tools

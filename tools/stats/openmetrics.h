@@ -8,6 +8,12 @@
 // on arrival figures; times in seconds, bandwidths in bytes per second;
 // counts are counters (`_total`). Ends with `# EOF`. A figure a row lacks
 // (no bandwidth for an unknown datatype) is left out, not written as NaN.
+//
+// The same figures in the Prometheus text format (0.0.4), which
+// node_exporter's textfile collector, the Pushgateway and `promtool check
+// metrics` read: no `# UNIT` and no `# EOF`, and a counter's TYPE and HELP
+// name its `_total` sample. With a job id, every sample carries it as the
+// label job_id (not `job`, which Prometheus sets to the scrape's own job).
 
 #ifndef TOOLS_STATS_OPENMETRICS_H_
 #define TOOLS_STATS_OPENMETRICS_H_
@@ -19,7 +25,14 @@
 
 namespace ncclwatch::tools {
 
-void WriteOpenMetrics(const stats::Stats& s, std::ostream& out);
+enum class MetricsText { kOpenMetrics, kPrometheus };
+
+struct MetricsOptions {
+  MetricsText text = MetricsText::kOpenMetrics;
+  std::string job_id;  // the job_id label on every sample; empty: none
+};
+
+void WriteOpenMetrics(const stats::Stats& s, std::ostream& out, const MetricsOptions& opts = {});
 
 // A label value escaped as OpenMetrics wants it: \ " and newline.
 std::string OpenMetricsLabel(const std::string& v);

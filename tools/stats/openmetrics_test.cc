@@ -122,5 +122,50 @@ TEST(OpenMetricsTest, ParsesBack) {
   EXPECT_EQ(out.str().substr(out.str().size() - 6), "# EOF\n");
 }
 
+// The Prometheus text format: every sample's name has its own TYPE and HELP
+// before it (a counter's is its _total name), no UNIT or EOF line, and the
+// job id as a label of every sample.
+TEST(OpenMetricsTest, PrometheusTextNamesEachSample) {
+  stats::Stats s;
+  stats::StatRow* r = s.add_rows();
+  r->set_comm("world");
+  r->set_nranks(2);
+  r->set_func("AllGather");
+  r->set_bucket("4 KiB");
+  r->set_calls(3);
+  r->set_latency_p50_us(2);
+  stats::RankRow* k = s.add_ranks();
+  k->set_comm("world");
+  k->set_nranks(2);
+  k->set_rank(1);
+  k->set_lateness_p50_us(5);
+  std::ostringstream out;
+  WriteOpenMetrics(s, out, {MetricsText::kPrometheus, "job \"7\""});
+  std::istringstream in(out.str());
+  std::string line;
+  std::set<std::string> helped, typed;
+  int samples = 0;
+  while (std::getline(in, line)) {
+    ASSERT_FALSE(line.empty());
+    if (line[0] == '#') {
+      std::istringstream l(line);
+      std::string hash, kind, name;
+      l >> hash >> kind >> name;
+      ASSERT_TRUE(kind == "HELP" || kind == "TYPE") << line;
+      (kind == "HELP" ? helped : typed).insert(name);
+      continue;
+    }
+    const std::string name = line.substr(0, line.find('{'));
+    EXPECT_TRUE(helped.count(name)) << line;
+    EXPECT_TRUE(typed.count(name)) << line;
+    const std::string job = "{job_id=\"job \\\"7\\\"\",";
+    EXPECT_EQ(line.compare(name.size(), job.size(), job), 0) << line;
+    ++samples;
+  }
+  EXPECT_EQ(samples, 5);  // calls, samples, incomplete, latency p50, a rank's lateness p50
+  EXPECT_NE(out.str().find("# TYPE ncclwatch_calls_total counter\n"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("# TYPE ncclwatch_latency_p50_seconds gauge\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools
