@@ -125,7 +125,7 @@ Maintainer: $maintainer
 Installed-Size: $size_kb
 Section: devel
 Priority: optional
-Depends: libc6 (>= 2.36), libstdc++6 (>= 12), libprotobuf32, libabsl20220623
+Depends: libc6 (>= 2.17)
 Description: NCCL profiler plugin and hang diagnosis for distributed training
  libnccl-profiler-ncclwatch.so, an NCCL profiler plugin (NCCL 2.23 and later),
  streams every rank's NCCL events to a trace file and writes a stuck report
