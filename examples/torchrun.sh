@@ -5,7 +5,7 @@
 # `ncclwatch diagnose` judges the whole run after it. After a failure (the
 # launcher exits non-zero) the node's traces are first summarized
 # (`ncclwatch summarize`), and diagnose reads the summary, as a job of many
-# nodes is diagnosed (README, "Large jobs: summarize per node"), with a
+# nodes is diagnosed (docs/commands.md, "summarize"), with a
 # second round where it places a mismatch only between two collectives.
 #
 #   examples/torchrun.sh                         # torchrun --standalone --nproc-per-node=$NPROC train.py

@@ -4,7 +4,7 @@
 // a word stays one argument whatever the substitution put in it (a trace
 // folder named `a;rm -rf ~` is one argument, not two commands).
 //
-// Splitting rules (README, "Environment variables", says the same):
+// Splitting rules (docs/plugin.md, "Environment variables", says the same):
 //   - words are separated by unquoted spaces, tabs and newlines;
 //   - '...' keeps everything up to the next ' as it is (no escapes inside);
 //   - "..." keeps everything up to the next unescaped "; inside it a
