@@ -20,7 +20,7 @@
 #   trace.ncclwatch  one trace file of traces/
 #   base.json, run1.json, run2.json   baselines: stats --format=json of traces/
 #   testdata/        the repository's recordings
-#   $NCCLWATCH_DIR (traces/), $NCCLWATCH_SUMMARIES (summaries/),
+#   $NCCLWATCH_DIR and $TRACES (traces/), $NCCLWATCH_SUMMARIES (summaries/),
 #   $NCCLWATCH_JOB_ID (empty: every job), $ask (empty)
 # `watch` gets --interval=0.05 --timeout=30 before the document's own flags,
 # so that it decides within a few polls on the finished recording, and ends
@@ -97,7 +97,7 @@ count=$(wc -l < "$commands")
 failed=0
 while IFS=$'\t' read -r where text; do
   # Expand the line as the shell would, with the placeholders' variables.
-  if ! (cd "$work" && NCCLWATCH_DIR=traces NCCLWATCH_SUMMARIES=summaries NCCLWATCH_JOB_ID= ask= \
+  if ! (cd "$work" && NCCLWATCH_DIR=traces TRACES=traces NCCLWATCH_SUMMARIES=summaries NCCLWATCH_JOB_ID= ask= \
     bash -c 'eval "set -- $1" && printf "%s\0" "$@"' _ "$text" > "$work/args"); then
     echo "$where: cannot be read as a shell command: ncclwatch $text" >&2
     failed=$((failed + 1))
