@@ -101,8 +101,13 @@ TEST_F(SoTest, NeedsOnlySystemLibraries) {
     EXPECT_NE(d.d_tag, DT_RPATH) << "no RPATH";
     EXPECT_NE(d.d_tag, DT_RUNPATH) << "no RUNPATH";
   }
+  // The loader's name is the architecture's.
   std::set<std::string> allowed = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2",
+#if defined(__aarch64__)
+                                   "ld-linux-aarch64.so.1"};
+#else
                                    "ld-linux-x86-64.so.2"};
+#endif
 #if !NCCLWATCH_PORTABLE_SO
   // Sanitizer builds link the C++ runtime dynamically (plugin/BUILD).
   allowed.insert({"libstdc++.so.6", "libgcc_s.so.1"});
