@@ -2,6 +2,9 @@
 
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_replace.h"
+
 namespace ncclwatch::tools {
 namespace {
 
@@ -38,11 +41,8 @@ std::string ZshQuote(const std::string& s) {
   return out;
 }
 
-std::string Value(const FlagDoc& f) {
-  std::string v;
-  for (char c : f.name) v += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  return v;
-}
+// A flag's value as the synopsis names it: --window-ops WINDOW_OPS.
+std::string Value(const FlagDoc& f) { return absl::AsciiStrToUpper(absl::StrReplaceAll(f.name, {{"-", "_"}})); }
 
 }  // namespace
 
