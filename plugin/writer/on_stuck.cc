@@ -161,7 +161,6 @@ OnStuckRunner::Event OnStuckRunner::Start(pid_t pid, int64_t rank, const std::st
   job->host_pid = getpid();
   job->timeout_ns = static_cast<int64_t>(timeout_sec * 1e9);
   job->max_bytes = max_bytes;
-  job->exec_errno = 0;
   job->out_fd = out_fd_;
 
   int pipe_fds[2] = {-1, -1};

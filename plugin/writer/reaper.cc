@@ -201,9 +201,28 @@ void Place(int fd, int target) {
   else Sys(SYS_dup3, fd, target, 0);
 }
 
+// A process that runs fn(arg) on `stack`, sharing this one's memory
+// (CLONE_VM, see reaper.h). Where the kernel refuses that (qemu-user takes
+// CLONE_VM only with a thread's flags), a process with a copy of the memory,
+// as fork makes it: nothing below needs the memory to be shared.
+long CloneProcess(int (*fn)(void*), char* stack, void* arg) {
+  const long pid = ncclwatch_raw_clone(fn, stack, CLONE_VM | SIGCHLD, arg);
+  if (pid != -EINVAL) return pid;
+  return ncclwatch_raw_clone(fn, stack, SIGCHLD, arg);
+}
+
+// What the command's process needs: the job, and the write end of a
+// close-on-exec pipe that carries execve's errno back when no execve
+// worked (an exec that works closes it: EOF).
+struct CommandStart {
+  const ReaperJob* job;
+  int exec_err_w;
+};
+
 // The command's process, from its clone until its exec.
 int CommandMain(void* arg) {
-  ReaperJob* j = static_cast<ReaperJob*>(arg);
+  const CommandStart* start = static_cast<const CommandStart*>(arg);
+  const ReaperJob* j = start->job;
   Sys(SYS_setpgid, 0, 0);
   // The host's handlers are not the command's; ignored signals would stay
   // ignored across exec, and the writer thread blocks every signal.
@@ -230,7 +249,8 @@ int CommandMain(void* arg) {
     else if (err != ENOENT && err != ENOTDIR && err != ELOOP && err != ENAMETOOLONG) break;
   }
   if (denied && (err == ENOENT || err == ENOTDIR || err == ELOOP || err == ENAMETOOLONG)) err = EACCES;
-  __atomic_store_n(&j->exec_errno, static_cast<int>(err), __ATOMIC_RELEASE);
+  const int e = static_cast<int>(err);
+  Sys(SYS_write, start->exec_err_w, P(&e), sizeof(e));
   Sys(SYS_exit_group, 127);
   return 127;
 }
@@ -269,15 +289,27 @@ int ReaperMain(void* arg) {
   dfl.restorer = 0;
   dfl.mask = 0;
   Sys(SYS_rt_sigaction, SIGCHLD, P(&dfl), 0, 8);
-  int keep[5] = {j->sock, j->out_fd, j->pipe_r, j->pipe_w, j->devnull};
-  CloseAllBut(keep, 5);
+  // The exec errno pipe, above 0-2 (which the command's process replaces).
+  int err_pipe[2] = {-1, -1};
+  if (Sys(SYS_pipe2, P(err_pipe), O_CLOEXEC) == 0) {
+    for (int& fd : err_pipe) {
+      if (fd > 2) continue;
+      const long moved = Sys(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3);
+      Sys(SYS_close, fd);
+      fd = static_cast<int>(moved);
+    }
+  }
+  int keep[7] = {j->sock, j->out_fd, j->pipe_r, j->pipe_w, j->devnull, err_pipe[0], err_pipe[1]};
+  CloseAllBut(keep, 7);
   ReaperReport rep;
   rep.kind = ReaperReport::kExited;
   rep.status = 0;
   rep.err = 0;
   rep.reserved = 0;
   rep.bytes = 0;
-  const long child = ncclwatch_raw_clone(&CommandMain, j->command_stack_top, CLONE_VM | SIGCHLD, j);
+  CommandStart start = {j, err_pipe[1]};
+  const long child = CloneProcess(&CommandMain, j->command_stack_top, &start);
+  Sys(SYS_close, err_pipe[1]);
   Sys(SYS_close, j->pipe_w);
   Sys(SYS_close, j->devnull);
   if (child < 0) {
@@ -364,7 +396,13 @@ int ReaperMain(void* arg) {
   rep.status = Reap(child);
   rep.bytes = written;
   rep.kind = cut ? ReaperReport::kCut : timed_out ? ReaperReport::kKilled : ReaperReport::kExited;
-  const int e = __atomic_load_n(&j->exec_errno, __ATOMIC_ACQUIRE);
+  // The command's process has ended: its errno, if no execve worked, is in
+  // the pipe (an exec'd command closed its end without writing).
+  int e = 0;
+  if (err_pipe[0] >= 0) {
+    Sys(SYS_fcntl, err_pipe[0], F_SETFL, O_NONBLOCK);
+    if (Sys(SYS_read, err_pipe[0], P(&e), sizeof(e)) != sizeof(e)) e = 0;
+  }
   if (rep.kind == ReaperReport::kExited && e != 0) {
     rep.kind = ReaperReport::kFailed;
     rep.err = e;
@@ -376,7 +414,7 @@ int ReaperMain(void* arg) {
 }  // namespace
 
 long StartReaper(ReaperJob* job) {
-  return ncclwatch_raw_clone(&ReaperMain, job->reaper_stack_top, CLONE_VM | SIGCHLD, job);
+  return CloneProcess(&ReaperMain, job->reaper_stack_top, job);
 }
 #else
 // Elsewhere the keeper is not built: NCCLWATCH_ON_STUCK says once that it

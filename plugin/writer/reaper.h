@@ -14,7 +14,9 @@
 //
 // So the reaper is made with clone(CLONE_VM): it shares the host's memory
 // (nothing is copied) but has its own descriptor table, signal handlers and
-// process id, and the host's exit does not end it. It runs only the code in
+// process id, and the host's exit does not end it. (Where the kernel refuses
+// CLONE_VM without a thread's flags, as qemu-user does, it gets a copy of
+// the memory instead: nothing it does needs the memory shared.) It runs only the code in
 // reaper.cc, which calls the kernel directly (no libc: it has no thread of
 // its own for libc's thread-local state), on a stack and a ReaperJob the
 // caller allocated and never frees. It makes the command's process the same
@@ -68,7 +70,6 @@ struct ReaperJob {
   uint32_t cut_note_len;
   char* reaper_stack_top;   // 16-byte aligned, room below for 64 KiB
   char* command_stack_top;  //   ... 16 KiB
-  int exec_errno;           // set by the command's process when no execve worked
 };
 
 // What the reaper says when the command is over, on its socket.
