@@ -6,6 +6,7 @@
 // on the exiting thread (a pthread key's destructor).
 
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -21,13 +22,21 @@ namespace {
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
 
+// Whether the page holding the last byte of [addr, addr + len) is resident.
+bool LastPageResident(void* addr, size_t len, size_t page) {
+  uintptr_t last = (reinterpret_cast<uintptr_t>(addr) + len - 1) & ~(uintptr_t{page} - 1);
+  unsigned char vec = 0;
+  return mincore(reinterpret_cast<void*>(last), page, &vec) == 0 && (vec & 1) != 0;
+}
+
 // Makes [addr, addr + len) resident and writable without changing a byte.
-// Older kernels refuse the madvise: then a word of every page gets an atomic
+// Older kernels refuse the madvise, and an emulator may accept it as a hint
+// and do nothing (qemu-user does): then a word of every page gets an atomic
 // add of 0 (the memory may already be read by the writer thread's scans).
 void Prefault(void* addr, size_t len) {
   if (addr == nullptr || len == 0) return;
-  if (madvise(addr, len, MADV_POPULATE_WRITE) == 0) return;
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (madvise(addr, len, MADV_POPULATE_WRITE) == 0 && LastPageResident(addr, len, page)) return;
   char* p = static_cast<char*>(addr);
   for (size_t off = 0; off < len; off += page)
     __atomic_fetch_add(reinterpret_cast<uint64_t*>(p + off), 0, __ATOMIC_RELAXED);
