@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +29,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 }  // namespace
+
+void AdoptOrphans() { (void)prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 DirWatch::DirWatch(const std::string& dir) {
   fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);

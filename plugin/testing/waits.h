@@ -43,6 +43,12 @@ void WaitUntil(const std::function<bool()>& done, std::initializer_list<int> fds
 // process that no longer exists.
 bool WaitGone(pid_t pid);
 
+// Makes this process the reaper of its descendants' orphans, so that a
+// killed command's remains come back to it rather than to init. Best
+// effort: qemu-user 7.2 refuses the prctl, and WaitGone sees an orphan
+// end (through a pidfd) whoever reaps it.
+void AdoptOrphans();
+
 // Reads `path` until `done` holds for its text (it may not exist yet);
 // returns that text.
 std::string WaitForFile(const std::string& path, const std::function<bool(const std::string&)>& done);

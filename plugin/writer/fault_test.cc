@@ -231,17 +231,20 @@ TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
   auto t = ReadTrace(path);
   EXPECT_TRUE(t->raw.issues.empty()) << ::testing::PrintToString(t->raw.issues);
   ASSERT_NE(t->header, nullptr);
-  ASSERT_EQ(t->drops.size(), 1u) << "one notice, replaced as the counts grew";
+  // Mostly one notice, replaced as the counts grew; but the records' sizes
+  // follow the varint lengths of their times, and a small batch that fits
+  // behind a notice keeps that one, the next coming after it. The newest
+  // notice counts every loss.
+  ASSERT_GE(t->drops.size(), 1u);
   const trace::Drops& d = *t->LastDrops();
   EXPECT_EQ(d.last_write_error(), "File too large");
-  // Every operation is in the file or counted lost: the one of the batch
-  // given up and the 80 that never fit (one record each, at least).
-  EXPECT_EQ(t->ops.size(), 0u);
-  EXPECT_GE(d.write_failed(), 1u + 2 * kOps);
-  // Each had completed (its completion folded into its record): the file
-  // says that many completions are missing, so that none reads as a hang.
+  EXPECT_GE(d.write_failed(), d.completions_lost());
+  // Each had completed (its completion folded into its record): every
+  // operation is in the file, or the file says its completion is missing,
+  // so that none reads as a hang.
   EXPECT_TRUE(d.completions_counted());
-  EXPECT_EQ(d.completions_lost(), 1u + 2 * kOps);
+  EXPECT_EQ(t->ops.size() + d.completions_lost(), 1u + 2 * kOps);
+  EXPECT_LT(t->ops.size(), 1u + 2 * kOps);  // the limit did cost operations
 }
 
 TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {

@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -196,7 +195,7 @@ TEST(OnStuck, StdinIsDevNullAndNoHostDescriptorLeaks) {
 }
 
 TEST(OnStuck, PastItsTimeLimitItsWholeGroupIsKilled) {
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // orphans come to us, to be reaped
+  testing::AdoptOrphans();  // orphans come to us, to be reaped
   Job r;
   // A child of the command, in the background: killed with it.
   const uint64_t started = Now();
@@ -215,7 +214,7 @@ TEST(OnStuck, PastItsTimeLimitItsWholeGroupIsKilled) {
 // When the command ends, what it left in its group is killed at once: an
 // `&` child of sh does not outlive it.
 TEST(OnStuck, WhatTheCommandLeavesBehindIsKilled) {
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  testing::AdoptOrphans();
   Job r;
   Start(&r, NewDir("left") + "/left.ncclwatch", "sh -c 'sleep 300 >/dev/null 2>&1 & echo $!'");
   OnStuckRunner::Event e = PollUntil(&r.runner, OnStuckRunner::Event::kExited);
@@ -245,7 +244,7 @@ TEST(OnStuck, OutputIsCappedAndTheCommandKilled) {
 // The host exits (here without any cleanup, as a crash would): the command
 // is killed by its keeper, not left running.
 TEST(OnStuck, TheCommandDiesWithTheHost) {
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  testing::AdoptOrphans();
   const std::string out = NewDir("host") + "/host.ncclwatch.on_stuck.txt";
   fflush(stdout);
   fflush(stderr);
