@@ -2,7 +2,8 @@
 # The release's .deb as Debian's lintian judges it: no error and no warning
 # (overrides, each with its reason, in packaging/debian/). Then what a user
 # of the package sees: the man page, the completions, the copyright, the
-# changelog, and every file dated after 1970.
+# changelog, and every file dated after 1970. An aarch64 package
+# (--config=aarch64) runs its command under qemu-user.
 set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v lintian > /dev/null || fail "no lintian (scripts/install_deps.sh)"
@@ -14,6 +15,10 @@ report=$(lintian --allow-root --fail-on none --display-level '>=warning' "$deb" 
 tags=$(grep -E '^[EW]: ' <<< "$report" || true)
 [[ -z "$tags" ]] || fail "lintian: $tags"
 
+case $(dpkg-deb -f "$deb" Architecture) in
+  arm64) multiarch=aarch64-linux-gnu run=(qemu-aarch64 -L /) ;;
+  *) multiarch=x86_64-linux-gnu run=() ;;
+esac
 dpkg-deb -x "$deb" "$tmp/root"
 for f in usr/share/man/man1/ncclwatch.1.gz usr/share/bash-completion/completions/ncclwatch \
   usr/share/zsh/vendor-completions/_ncclwatch usr/share/doc/ncclwatch/copyright \
@@ -22,11 +27,11 @@ for f in usr/share/man/man1/ncclwatch.1.gz usr/share/bash-completion/completions
 done
 zcat "$tmp/root/usr/share/man/man1/ncclwatch.1.gz" | grep -q '^\.SS diagnose$' || fail "the man page has no diagnose"
 # The binaries are stripped: no symbol table.
-for f in usr/bin/ncclwatch usr/lib/x86_64-linux-gnu/libnccl-profiler-ncclwatch.so; do
+for f in usr/bin/ncclwatch "usr/lib/$multiarch/libnccl-profiler-ncclwatch.so"; do
   if readelf -S "$tmp/root/$f" | grep -q '\.symtab'; then fail "$f is not stripped"; fi
 done
 old=$(find "$tmp/root" -not -newermt '1980-01-02' | head -3)
 [[ -z "$old" ]] || fail "files dated before 1980: $old"
 # And the stripped command still runs.
-"$tmp/root/usr/bin/ncclwatch" --version | grep -q '^ncclwatch ' || fail "the stripped command does not run"
+"${run[@]}" "$tmp/root/usr/bin/ncclwatch" --version | grep -q '^ncclwatch ' || fail "the stripped command does not run"
 echo PASS

@@ -4,7 +4,8 @@
 # plugin in the multiarch library folder, where NCCL_PROFILER_PLUGIN=ncclwatch
 # finds it without LD_LIBRARY_PATH). Run by the //release genrule, which
 # hands it the built files; scripts/release.sh and scripts/install.sh run
-# that. Needs tar, gzip and dpkg-deb (Debian's dpkg).
+# that. Needs tar, gzip, dpkg-deb (Debian's dpkg), readelf and strip
+# (binutils; aarch64-linux-gnu-strip for an aarch64 build).
 #
 #   package.sh VERSION_H PLUGIN_SO NCCLWATCH_BIN OUT_TAR OUT_DEB FILE...
 #
@@ -64,6 +65,14 @@ if [[ ! "$epoch" =~ ^[0-9]+$ ]] || ((epoch < 315532800)); then
   exit 1
 fi
 
+# The architecture is the plugin's: x86-64 or aarch64 (--config=aarch64).
+case $(readelf -h "$so" | sed -n 's/^ *Machine: *//p') in
+  "Advanced Micro Devices X86-64") arch=x86_64 deb_arch=amd64 strip_tool=strip ;;
+  AArch64) arch=aarch64 deb_arch=arm64 strip_tool=aarch64-linux-gnu-strip ;;
+  *) echo "package.sh: $so is built for no architecture a release ships" >&2; exit 1 ;;
+esac
+multiarch=$arch-linux-gnu
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/ncclwatch-package.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -89,18 +98,18 @@ stage() {
   [[ -z "$zsh_completion" ]] || install -D -m 0644 "$zsh_completion" "$root/share/$zshdir/_ncclwatch"
 }
 
-name="ncclwatch-$version-linux-x86_64"
+name="ncclwatch-$version-linux-$arch"
 stage "$work/tar/$name" lib zsh/site-functions
 # Reproducible: fixed owner, order and times.
 tar -C "$work/tar" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@"$epoch" -cf - "$name" |
   gzip -n -9 > "$out_tar"
 
 deb=$work/deb
-stage "$deb/usr" lib/x86_64-linux-gnu zsh/vendor-completions
+stage "$deb/usr" "lib/$multiarch" zsh/vendor-completions
 # Debian's rules: binaries stripped, the copyright and a changelog beside
 # the docs, overrides where lintian reads them.
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$deb/usr/lib/x86_64-linux-gnu/libnccl-profiler-ncclwatch.so"
-strip --remove-section=.comment --remove-section=.note "$deb/usr/bin/ncclwatch"
+"$strip_tool" --strip-unneeded --remove-section=.comment --remove-section=.note "$deb/usr/lib/$multiarch/libnccl-profiler-ncclwatch.so"
+"$strip_tool" --remove-section=.comment --remove-section=.note "$deb/usr/bin/ncclwatch"
 [[ -z "$copyright" ]] || install -m 0644 "$copyright" "$deb/usr/share/doc/ncclwatch/copyright"
 [[ -z "$overrides" ]] || install -D -m 0644 "$overrides" "$deb/usr/share/lintian/overrides/ncclwatch"
 maintainer=${NCCLWATCH_MAINTAINER:-The ncclwatch authors <ncclwatch@users.noreply.github.com>}
@@ -120,7 +129,7 @@ size_kb=$(du -sk "$deb/usr" | cut -f1)
 cat > "$deb/DEBIAN/control" <<CONTROL
 Package: ncclwatch
 Version: $version
-Architecture: amd64
+Architecture: $deb_arch
 Maintainer: $maintainer
 Installed-Size: $size_kb
 Section: devel
