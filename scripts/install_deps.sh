@@ -25,27 +25,25 @@ PACKAGES=(
   debootstrap            # the Debian 11 root of release/bullseye_test.sh
 )
 
-# --aarch64: the cross toolchain and arm64 libraries of --config=aarch64
-# (build_defs/aarch64), and qemu-user to run its tests. Not part of the
-# default run: its tests do not pass under qemu yet.
-AARCH64=0
-[[ "${1:-}" == --aarch64 ]] && AARCH64=1
-if ((AARCH64)); then
-  PACKAGES+=(
-    g++-aarch64-linux-gnu
-    qemu-user
-    libprotobuf-dev:arm64
-    libabsl-dev:arm64
-    libgtest-dev:arm64
-    libgmock-dev:arm64
-    libbenchmark-dev:arm64
-    libexpat1-dev:arm64
-  )
-fi
+# The cross toolchain and arm64 libraries of --config=aarch64
+# (build_defs/aarch64), and qemu-user to run its tests.
+PACKAGES+=(
+  g++-aarch64-linux-gnu
+  qemu-user
+  libprotobuf-dev:arm64
+  libabsl-dev:arm64
+  libgtest-dev:arm64
+  libgmock-dev:arm64
+  libbenchmark-dev:arm64
+  libexpat1-dev:arm64
+)
 
 # Release checks: the metrics, the man page and the .deb.
 PACKAGES+=(
-  prometheus             # /usr/bin/promtool: //tools/stats:promtool_test
+  prometheus             # /usr/bin/promtool: //tools/stats:prometheus_test
+  prometheus-node-exporter  # the textfile recipe, run by //tools/stats:prometheus_test
+  prometheus-pushgateway    # the Pushgateway recipe, likewise
+  curl                      # which pushes and scrapes there
   man-db                 # man --warnings on the generated page: //tools:completion_test
   groff-base             # nroff, which man runs
   lintian                # the .deb checked: //release:lintian_test
@@ -82,9 +80,7 @@ else
   echo "install_deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   # The :arm64 packages install beside the build machine's (multiarch).
-  if ((AARCH64)); then
-    dpkg --print-foreign-architectures | grep -qx arm64 || "${SUDO[@]}" dpkg --add-architecture arm64
-  fi
+  dpkg --print-foreign-architectures | grep -qx arm64 || "${SUDO[@]}" dpkg --add-architecture arm64
   "${SUDO[@]}" apt-get update -q
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"

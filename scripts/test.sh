@@ -2,7 +2,8 @@
 # Builds and tests everything with Bazel (offline, Debian system packages):
 # every test in the default configuration, then the plugin's and the tools'
 # tests under AddressSanitizer+UBSan and the plugin's under ThreadSanitizer
-# (clang-14; see .bazelrc).
+# (clang-14; see .bazelrc), then the plugin's tests and the release's built
+# for aarch64 and run under qemu-user (build_defs/aarch64).
 #
 #   bash scripts/test.sh                         # all three configurations
 #   NCCLWATCH_TEST_CONFIGS=default bash scripts/test.sh   # just the default one
@@ -17,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install_deps.sh || { echo "install_deps.sh failed" >&2; echo "0 passed, 1 failed"; exit 1; }
 
-configs="${NCCLWATCH_TEST_CONFIGS:-default asan tsan}"
+configs="${NCCLWATCH_TEST_CONFIGS:-default asan tsan aarch64}"
 total_passed=0
 total_failed=0
 overall=0
@@ -30,7 +31,11 @@ run_config() {
   local name="$1"
   shift
   local flags=()
-  [[ "$name" == default ]] || flags=(--config="$name" --test_tag_filters=-no-sanitizer --build_tag_filters=-no-sanitizer)
+  case "$name" in
+    default) ;;
+    aarch64) flags=(--config=aarch64) ;;
+    *) flags=(--config="$name" --test_tag_filters=-no-sanitizer --build_tag_filters=-no-sanitizer) ;;
+  esac
   echo "=== bazel test ${flags[*]} $* ($name)"
   # --keep_going: a target that fails to build does not hide the other results.
   bazel test "${flags[@]}" --test_output=errors --test_summary=short --keep_going "$@" "${extra[@]}" 2>&1 | tee "$log"
@@ -70,6 +75,8 @@ for c in $configs; do
       //tools/diagnose:find_ended_test //tools/diagnose:find_late_test //tools/diagnose:find_mismatch_test \
       //tools/diagnose:find_missing_test //tools/diagnose:find_p2p_test //tools/diagnose:find_stragglers_test \
       //tools/diagnose:testdata_test ;;
+    # The Debian 11 root is x86-64's: bullseye_test stays in the default run.
+    aarch64) run_config aarch64 //plugin/... //release:release_test //release:elf_needs_test //packaging:lintian_test ;;
     *) echo "unknown configuration '$c'" >&2; overall=1; total_failed=$((total_failed + 1)) ;;
   esac
 done
