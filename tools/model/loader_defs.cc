@@ -26,8 +26,16 @@ void Damaged(Proc* p, uint32_t* listed, uint64_t off, const std::string& what) {
 // that holds it (kWriteSlackNs). Without batches (older files) any time does.
 bool TimeInLine(const FileState& fs, int64_t t) {
   if (!fs.in_batch) return true;
-  if (t > SaturatingAdd(fs.batch_time, kWriteSlackNs)) return false;
-  return fs.prev_batch_time == kNoTime || t >= fs.prev_batch_time - kWriteSlackNs;
+  int64_t hi = fs.batch_time, lo = fs.prev_batch_time;
+  if (fs.batch_range) {
+    // The writer's own account of what the write holds: records older than
+    // the write before (they waited in a buffer), or a write open for
+    // longer than the slack.
+    hi = std::max(hi, fs.batch_newest);
+    lo = lo == kNoTime ? fs.batch_oldest : std::min(lo, fs.batch_oldest);
+  }
+  if (t > SaturatingAdd(hi, kWriteSlackNs)) return false;
+  return lo == kNoTime || t >= lo - kWriteSlackNs;
 }
 
 uint32_t CommFor(FileState* fs, uint32_t file_comm) {
@@ -110,6 +118,14 @@ void AddBatch(const Place& at, const trace::Batch& b, uint64_t records_before) {
     }
   }
   fs.prev_batch_time = fs.in_batch ? fs.batch_time : kNoTime;
+  fs.batch_range = b.time_range();
+  fs.batch_oldest = Rel(b.oldest_ns());
+  fs.batch_newest = Rel(b.newest_ns());
+  if (fs.batch_range && fs.batch_oldest > fs.batch_newest) {
+    // Damaged in the range itself: its records are judged as without one.
+    Damaged(p, &fs.damage_issues, off, "a write whose oldest record time follows its newest");
+    fs.batch_range = false;
+  }
   fs.in_batch = true;
   fs.batch_seq = b.seq();
   fs.batch_offset = off;
