@@ -111,6 +111,7 @@ void TraceEncoder::CommInit(const CommInitFields& c) {
   }
   w->U64(tf::CommInit::kTimeNs, c.time_ns);
   w->Bool(tf::CommInit::kFromEvent, c.from_event);
+  w->Bool(tf::CommInit::kNcclImpossible, c.nccl_impossible);
   w->EndMessage(m);
   w->EndRecord(at);
 }

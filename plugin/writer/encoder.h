@@ -94,6 +94,7 @@ struct CommInitFields {
   int32_t nnodes = 0;
   int32_t rank = 0;
   uint64_t time_ns = 0;
+  bool nccl_impossible = false;  // NCCL gave nranks and rank as no communicator has them
 };
 
 // A collective or point-to-point operation as enqueued. String fields are

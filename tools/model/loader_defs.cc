@@ -157,14 +157,26 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
   Proc* p = at.p;
   const uint64_t off = at.off;
   const int64_t base = at.base();
-  if (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks)) ||
-      (!c.from_event() && c.nranks() > 0 && c.rank() >= c.nranks())) {
+  // Values NCCL gave that no communicator can have come marked by the
+  // plugin, which wrote them as given; marked values that are possible, or
+  // impossible ones unmarked, are damage.
+  const bool nccl_impossible = c.nccl_impossible() && !c.from_event();
+  if (nccl_impossible && !(c.nranks() <= 0 || c.nranks() > kMaxCommRanks || c.rank() < 0 || c.rank() >= c.nranks())) {
+    Damaged(p, &fs.damage_issues, off,
+            "communicator " + std::to_string(c.comm()) + " marked as given impossible values by NCCL, with rank " +
+                std::to_string(c.rank()) + " of " + std::to_string(c.nranks()) + " ranks, skipped");
+    return;
+  }
+  if (!nccl_impossible &&
+      (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks)) ||
+       (!c.from_event() && c.nranks() > 0 && c.rank() >= c.nranks()))) {
     Damaged(p, &fs.damage_issues, off,
             "communicator " + std::to_string(c.comm()) + " with rank " + std::to_string(c.rank()) + " of " +
                 std::to_string(c.nranks()) + " ranks (at most " + std::to_string(kMaxCommRanks) + "), skipped");
     return;
   }
   at.TimeOk(c.time_ns(), "a communicator init");
+  fs.p2p.SetCommNumbered(c.comm(), !nccl_impossible);
   // By hash through an index: a scan of every communicator for each
   // CommInit was quadratic in them (BENCHMARKS.md).
   uint32_t ci = kNone;
@@ -180,7 +192,8 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
   }
   Comm& comm = m->comms[ci];
   if (!c.name().empty()) comm.name = c.name();
-  if (c.nranks() > comm.nranks) comm.nranks = c.nranks();
+  // NCCL's impossible size says nothing of the communicator's.
+  if (!nccl_impossible && c.nranks() > comm.nranks) comm.nranks = c.nranks();
   auto known = fs.member_of_comm.find(c.comm());
   auto mapped = fs.comms.find(c.comm());
   if (known == fs.member_of_comm.end() || mapped == fs.comms.end() || mapped->second != ci) {
@@ -188,11 +201,14 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
     mem.proc = pi;
     // An init that gives neither size nor hash (API v1 to v3) says 0
     // for our rank without knowing it.
-    mem.rank = c.from_event() || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
+    mem.rank = c.from_event() || nccl_impossible || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
     mem.init_ns = base + Rel(c.time_ns());
     mem.init_offset = off;
     mem.name = c.name();
-    mem.nranks = c.nranks();
+    mem.nranks = nccl_impossible ? 0 : c.nranks();
+    mem.nccl_impossible = nccl_impossible;
+    mem.nccl_nranks = c.nranks();
+    mem.nccl_rank = c.rank();
     fs.member_of_comm[c.comm()] = static_cast<uint32_t>(comm.members.size());
     comm.members.push_back(mem);
   }
