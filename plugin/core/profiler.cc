@@ -312,11 +312,15 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
   c->nnodes = nnodes;
   c->nranks = nranks;
   c->rank = rank;
+  c->nccl_impossible = api_version_ >= 4 && ImpossibleComm(nranks, rank);
   c->init_ns = now;
   c->event_comm_hash.store(0, std::memory_order_relaxed);
   c->send_seq.reset();
   c->recv_seq.reset();
-  if (nranks > 0 && nranks <= (1 << 20)) {
+  // Per-peer order only for a size NCCL could have given: a communicator of
+  // 2^31-1 "ranks" gets none (its point-to-point operations go unnumbered,
+  // as under API v1 to v3).
+  if (!c->nccl_impossible && nranks > 0 && nranks <= kMaxCommRanks) {
     c->send_seq.reset(new std::atomic<uint32_t>[nranks]);
     c->recv_seq.reset(new std::atomic<uint32_t>[nranks]);
     for (int i = 0; i < nranks; ++i) {
@@ -324,6 +328,10 @@ Context* Profiler::NewContext(uint64_t comm_hash, const char* name, int nnodes, 
       c->recv_seq[i].store(0, std::memory_order_relaxed);
     }
   }
+  if (c->nccl_impossible)
+    Log(nccl::kLogWarn,
+        "NCCL gave communicator '%s' nranks %d, rank %d, which no communicator can have; recorded as NCCL gave them",
+        c->name.c_str(), nranks, rank);
   c->finalize_written.store(false, std::memory_order_relaxed);
   c->finalized.store(false, std::memory_order_release);
   Context* raw = c;

@@ -50,6 +50,9 @@ struct alignas(64) Context {
   int32_t nranks = 0;
   int32_t nnodes = 0;
   int32_t rank = 0;
+  // NCCL gave values no communicator can have (ImpossibleComm): they are
+  // written as given, marked, and no per-rank state is kept.
+  bool nccl_impossible = false;
   uint64_t init_ns = 0;
   // v1..v3: the communicator hash learnt from the first event naming it.
   std::atomic<uint64_t> event_comm_hash{0};
@@ -59,6 +62,19 @@ struct alignas(64) Context {
   std::string name;
 };
 static_assert((sizeof(Context) & (sizeof(Context) - 1)) == 0, "OwnsContext's range check is a mask");
+
+// The most ranks a communicator may have: the tools' reader calls a larger
+// size impossible (tools/model/model.h, kMaxCommRanks; the test of
+// impossible communicators asserts that the two agree).
+inline constexpr int32_t kMaxCommRanks = 1 << 17;
+
+// Whether NCCL's init arguments (profiler API v4 on, which give them) are
+// values no communicator can have: no rank, more ranks than any job has, or
+// a rank outside them. Not for API v1 to v3, whose inits give neither size
+// nor rank (0 for both).
+inline bool ImpossibleComm(int32_t nranks, int32_t rank) {
+  return nranks <= 0 || nranks > kMaxCommRanks || rank < 0 || rank >= nranks;
+}
 
 // One event handle. Fields read by the writer thread are atomics; the rest
 // belong to the threads NCCL calls us from, ordered by NCCL itself.

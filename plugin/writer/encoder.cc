@@ -98,6 +98,7 @@ void TraceEncoder::Header(const HeaderFields& h) {
 
 void TraceEncoder::CommInit(const CommInitFields& c) {
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(c.time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kCommInit);
   w->U64(tf::CommInit::kComm, c.comm);
@@ -110,12 +111,14 @@ void TraceEncoder::CommInit(const CommInitFields& c) {
   }
   w->U64(tf::CommInit::kTimeNs, c.time_ns);
   w->Bool(tf::CommInit::kFromEvent, c.from_event);
+  w->Bool(tf::CommInit::kNcclImpossible, c.nccl_impossible);
   w->EndMessage(m);
   w->EndRecord(at);
 }
 
 void TraceEncoder::CommFinalize(uint32_t comm, uint64_t time_ns, uint64_t ops_enqueued, uint64_t ops_completed) {
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kCommFinalize);
   w->U64(tf::CommFinalize::kComm, comm);
@@ -152,6 +155,9 @@ void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
   // the closest pair there is.
   if (folded != nullptr && folded->has_gpu) DefineGpuClock(folded->gpu_stop, folded->done_ns);
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(op.start_ns);
+  // A folded completion is read back as start + done_after_start_ns (DoneBody).
+  if (folded != nullptr) batch_times_.Note(folded->done_ns > op.start_ns ? folded->done_ns : op.start_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kOp);
   w->U64(tf::Op::kEventId, op.event_id);
@@ -201,6 +207,7 @@ void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
 void TraceEncoder::OpDone(const DoneFields& d) {
   if (d.has_gpu) DefineGpuClock(d.gpu_stop, d.done_ns);
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(d.done_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kOpDone);
   w->U64(tf::OpDone::kEventId, d.event_id);
@@ -216,6 +223,7 @@ void TraceEncoder::EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings&
     gdelta = GpuDelta(r.px.ptimer, time_ns);
   }
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kEventStart);
   w->U64(tf::EventStart::kEventId, r.id);
@@ -361,6 +369,7 @@ void TraceEncoder::EvStop(const Rec& r, uint64_t time_ns) {
   const bool has = r.flags & kFlagHasGpuStop;
   if (has) DefineGpuClock(r.st.ptimer, time_ns);
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kEventStop);
   w->U64(tf::EventStop::kEventId, r.id);
@@ -377,6 +386,7 @@ void TraceEncoder::EvState(const Rec& r, uint64_t time_ns) {
   const bool has = r.flags & kFlagHasGpu;
   if (has) DefineGpuClock(r.st.ptimer, time_ns);
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kEventState);
   w->U64(tf::EventState::kEventId, r.id);
@@ -396,6 +406,7 @@ void TraceEncoder::EvState(const Rec& r, uint64_t time_ns) {
 
 void TraceEncoder::Stuck(const StuckFields& s) {
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(s.time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kStuck);
   w->U64(tf::StuckReport::kTimeNs, s.time_ns);
@@ -443,6 +454,7 @@ void TraceEncoder::Stuck(const StuckFields& s) {
 
 void TraceEncoder::Finalize(uint64_t time_ns, bool clean) {
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(time_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kFinalize);
   w->U64(tf::Finalize::kTimeNs, time_ns);
@@ -453,6 +465,8 @@ void TraceEncoder::Finalize(uint64_t time_ns, bool clean) {
 
 void TraceEncoder::MaskChange(const MaskChangeFields& c) {
   Wire* w = sink_->NextRecord();
+  batch_times_.Note(c.time_ns);
+  batch_times_.Note(c.since_ns);
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kMaskChange);
   w->U64(tf::MaskChange::kTimeNs, c.time_ns);
@@ -464,12 +478,17 @@ void TraceEncoder::MaskChange(const MaskChangeFields& c) {
   w->EndRecord(at);
 }
 
-void TraceEncoder::Batch(Wire* w, uint64_t seq, uint64_t time_ns, uint64_t records_before) {
+void TraceEncoder::Batch(Wire* w, uint64_t seq, uint64_t time_ns, uint64_t records_before, const TimeRange* times) {
   size_t at = w->BeginRecord();
   size_t m = w->BeginMessage(tf::Record::kBatch);
   w->U64(tf::Batch::kSeq, seq);
   w->U64(tf::Batch::kTimeNs, time_ns);
   w->U64(tf::Batch::kRecordsBefore, records_before);
+  if (times != nullptr && times->set) {
+    w->U64(tf::Batch::kOldestNs, times->oldest);
+    w->U64(tf::Batch::kNewestNs, times->newest);
+    w->Bool(tf::Batch::kTimeRange, true);
+  }
   w->EndMessage(m);
   w->EndRecord(at);
 }

@@ -94,6 +94,7 @@ struct CommInitFields {
   int32_t nnodes = 0;
   int32_t rank = 0;
   uint64_t time_ns = 0;
+  bool nccl_impossible = false;  // NCCL gave nranks and rank as no communicator has them
 };
 
 // A collective or point-to-point operation as enqueued. String fields are
@@ -228,14 +229,34 @@ struct EvStartStrings {
   uint32_t sync_strategy = 0;
 };
 
+// The earliest and latest of a write's record times that a reader checks
+// against the write holding them (trace.proto, Batch.time_range).
+struct TimeRange {
+  bool set = false;
+  uint64_t oldest = 0;
+  uint64_t newest = 0;
+  void Note(uint64_t t) {
+    if (!set || t < oldest) oldest = t;
+    if (!set || t > newest) newest = t;
+    set = true;
+  }
+};
+
 class TraceEncoder {
  public:
   // `start_chain` false writes plain Op.start_ns instead of the delta chain
   // (readers accept both); only tests of readers want that.
   explicit TraceEncoder(RecordSink* sink, bool start_chain = true) : sink_(sink), start_chain_(start_chain) {}
 
-  // A new batch begins at `time_ns`: the Op start chain restarts there.
-  void StartBatch(uint64_t time_ns) { prev_op_start_ = time_ns; }
+  // A new batch begins at `time_ns`: the Op start chain restarts there, and
+  // batch_times() starts empty.
+  void StartBatch(uint64_t time_ns) {
+    prev_op_start_ = time_ns;
+    batch_times_ = TimeRange();
+  }
+  // The checked times of the records encoded since StartBatch: what the
+  // batch's Batch record declares (Batch.oldest_ns, newest_ns).
+  const TimeRange& batch_times() const { return batch_times_; }
   // Definitions written so far were lost (a failed write): strings and the
   // GPU clock are written again before their next use. String ids are never
   // reused.
@@ -262,15 +283,25 @@ class TraceEncoder {
   void EvStart(const Rec& r, uint64_t time_ns, const EvStartStrings& s);
   void EvStop(const Rec& r, uint64_t time_ns);
   void EvState(const Rec& r, uint64_t time_ns);
-  void Heartbeat(const HeartbeatFields& h) { Heartbeat(sink_->NextRecord(), h); }
-  void Drops(const DropFields& d) { Drops(sink_->NextRecord(), d); }
+  void Heartbeat(const HeartbeatFields& h) {
+    Wire* w = sink_->NextRecord();
+    batch_times_.Note(h.time_ns);
+    Heartbeat(w, h);
+  }
+  void Drops(const DropFields& d) {
+    Wire* w = sink_->NextRecord();
+    batch_times_.Note(d.time_ns);
+    Drops(w, d);
+  }
   void Stuck(const StuckFields& s);
   void Finalize(uint64_t time_ns, bool clean);
   void MaskChange(const MaskChangeFields& m);
 
   // Records that need no definitions, into a given Wire (a batch's opening,
   // or the loss notice written apart from the batches).
-  static void Batch(Wire* w, uint64_t seq, uint64_t time_ns, uint64_t records_before);
+  // `times`: the batch's declared range of record times (null: none).
+  static void Batch(Wire* w, uint64_t seq, uint64_t time_ns, uint64_t records_before,
+                    const TimeRange* times = nullptr);
   static void Heartbeat(Wire* w, const HeartbeatFields& h);
   static void Drops(Wire* w, const DropFields& d);
 
@@ -280,6 +311,7 @@ class TraceEncoder {
   RecordSink* sink_;
   const bool start_chain_;
   uint64_t prev_op_start_ = 0;
+  TimeRange batch_times_;
   uint32_t last_string_id_ = 0;
   std::unordered_map<std::string, uint32_t> string_ids_;
   bool gpu_set_ = false;

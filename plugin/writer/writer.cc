@@ -396,7 +396,10 @@ void Writer::WriteOut() {
   DropOversizeRecord();
   if (wire_.size() == 0 || !file_.open()) return;
   Wire h(head_buf_, sizeof(head_buf_));
-  TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, file_.records_written());
+  // The range of the batch's record times: a record may be far older than
+  // its write (it waited in a ring while this thread was busy or starved of
+  // CPU), and a batch may stay open past a second (NCCLWATCH_FLUSH_MS).
+  TraceEncoder::Batch(&h, ++batch_seq_, batch_base_, file_.records_written(), &enc_.batch_times());
   const bool ok = file_.AppendBatch(h.data(), h.size(), wire_.data(), wire_.size(), records_ + 1, completions_);
   records_ = 0;
   completions_ = 0;
@@ -417,7 +420,9 @@ void Writer::WriteOut() {
   file_.AppendNotice(3, [this](uint8_t* buf, size_t cap) -> size_t {
     Wire w(buf, cap);
     const uint64_t now = NowNs();
-    TraceEncoder::Batch(&w, ++batch_seq_, Rel(now), file_.records_written());
+    TimeRange times;
+    times.Note(Rel(now));
+    TraceEncoder::Batch(&w, ++batch_seq_, Rel(now), file_.records_written(), &times);
     TraceEncoder::Drops(&w, DropsOf(now));
     HeartbeatFields hb;
     hb.time_ns = Rel(now);

@@ -81,6 +81,7 @@ void Writer::EncodeCommInit(const Context* ctx, bool from_event, uint64_t hash) 
   f.nranks = ctx->nranks;
   f.nnodes = ctx->nnodes;
   f.rank = ctx->rank;
+  f.nccl_impossible = !from_event && ctx->nccl_impossible;
   f.time_ns = Rel(ctx->init_ns);
   enc_.CommInit(f);
 }

@@ -289,12 +289,23 @@ void Writer::MaybeStuckReport(uint64_t now) {
       if (o.gpu == static_cast<uint32_t>(GpuProgress::kInWindow))
         launches_.WindowOf(id, &o.window_first_event_id, &o.window_last_event_id);
     } else if (const Slot* slot = SlotOf(id)) {
-      // The op's slot, if it still holds this op.
-      o.has_progress = true;
-      o.kernel_channels_started = slot->kernel_started.load(std::memory_order_relaxed);
-      o.kernel_channels_stopped = slot->kernel_stopped.load(std::memory_order_relaxed);
-      o.proxy_ops_started = slot->proxy_started.load(std::memory_order_relaxed);
-      o.proxy_ops_stopped = slot->proxy_stopped.load(std::memory_order_relaxed);
+      // The op's slot, if it still holds this op. NCCL's threads go on
+      // while this runs: each stop is read before its start, so that a
+      // channel starting and stopping in between never shows more stopped
+      // than started (the reader calls that damage), and the slot must
+      // still hold the op afterwards (freed and taken by another op, its
+      // counts are that op's).
+      const uint64_t kernel_stopped = slot->kernel_stopped.load(std::memory_order_acquire);
+      const uint64_t proxy_stopped = slot->proxy_stopped.load(std::memory_order_acquire);
+      const uint64_t kernel_started = slot->kernel_started.load(std::memory_order_acquire);
+      const uint64_t proxy_started = slot->proxy_started.load(std::memory_order_acquire);
+      if (slot->id.load(std::memory_order_acquire) == id && kernel_started <= f.nchannels) {
+        o.has_progress = true;
+        o.kernel_channels_started = kernel_started;
+        o.kernel_channels_stopped = std::min(kernel_stopped, kernel_started);
+        o.proxy_ops_started = proxy_started;
+        o.proxy_ops_stopped = std::min(proxy_stopped, proxy_started);
+      }
     }
     auto pit = proxies.find(id);
     if (pit != proxies.end()) {

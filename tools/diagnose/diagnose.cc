@@ -92,10 +92,23 @@ Gaps Incomplete(const Ctx& c, bool error_found) {
   // operation is unknown, so no "OK" may rest on it (seen on 2x H200 with
   // NCCL 2.23.4: a skipped all_reduce read as healthy).
   size_t unsized = 0;
-  for (const Comm& comm : m.comms) unsized += comm.nranks <= 0 || comm.size_guessed;
+  for (const Comm& comm : m.comms) {
+    // A size NCCL gave as impossible is said below, member by member.
+    bool nccl_impossible = false;
+    for (const CommMember& mem : comm.members) nccl_impossible |= mem.nccl_impossible;
+    unsized += !nccl_impossible && (comm.nranks <= 0 || comm.size_guessed);
+  }
   if (unsized > 0)
     why.push_back(Plural(unsized, "communicator", "communicators") +
                   " of unknown size and members (profiler API v1 to v3 give neither)");
+  // NCCL's own impossible init values (CommMember::nccl_impossible): no
+  // damage, but that member's rank, and so who should have joined, is unknown.
+  for (uint32_t ci = 0; ci < m.comms.size(); ++ci)
+    for (const CommMember& mem : m.comms[ci].members)
+      if (mem.nccl_impossible)
+        why.push_back(c.Name(mem.proc) + ": NCCL gave " + c.CommLabel(ci) + " nranks " +
+                      std::to_string(mem.nccl_nranks) + ", rank " + std::to_string(mem.nccl_rank) +
+                      " (impossible), so the evidence for that communicator is incomplete");
   if (!m.errors.empty()) why.push_back(Plural(m.errors.size(), "path", "paths") + " could not be read");
   std::vector<uint32_t> cut;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {

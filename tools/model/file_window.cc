@@ -229,6 +229,7 @@ void FileWindow::Ingest(trace::Record* rec, uint64_t offset, std::vector<std::st
       // plugin gives a finalized one's id again): the definitions stay in
       // file order, and an operation's key takes the hash of its time.
       comm_hash_[rec->comm_init().comm()] = rec->comm_init().comm_hash();
+      p2p_.SetCommNumbered(rec->comm_init().comm(), !rec->comm_init().nccl_impossible());
       break;
     case trace::Record::kFinalize:
       finalized_ = true;

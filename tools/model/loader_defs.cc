@@ -26,8 +26,16 @@ void Damaged(Proc* p, uint32_t* listed, uint64_t off, const std::string& what) {
 // that holds it (kWriteSlackNs). Without batches (older files) any time does.
 bool TimeInLine(const FileState& fs, int64_t t) {
   if (!fs.in_batch) return true;
-  if (t > SaturatingAdd(fs.batch_time, kWriteSlackNs)) return false;
-  return fs.prev_batch_time == kNoTime || t >= fs.prev_batch_time - kWriteSlackNs;
+  int64_t hi = fs.batch_time, lo = fs.prev_batch_time;
+  if (fs.batch_range) {
+    // The writer's own account of what the write holds: records older than
+    // the write before (they waited in a buffer), or a write open for
+    // longer than the slack.
+    hi = std::max(hi, fs.batch_newest);
+    lo = lo == kNoTime ? fs.batch_oldest : std::min(lo, fs.batch_oldest);
+  }
+  if (t > SaturatingAdd(hi, kWriteSlackNs)) return false;
+  return lo == kNoTime || t >= lo - kWriteSlackNs;
 }
 
 uint32_t CommFor(FileState* fs, uint32_t file_comm) {
@@ -110,6 +118,14 @@ void AddBatch(const Place& at, const trace::Batch& b, uint64_t records_before) {
     }
   }
   fs.prev_batch_time = fs.in_batch ? fs.batch_time : kNoTime;
+  fs.batch_range = b.time_range();
+  fs.batch_oldest = Rel(b.oldest_ns());
+  fs.batch_newest = Rel(b.newest_ns());
+  if (fs.batch_range && fs.batch_oldest > fs.batch_newest) {
+    // Damaged in the range itself: its records are judged as without one.
+    Damaged(p, &fs.damage_issues, off, "a write whose oldest record time follows its newest");
+    fs.batch_range = false;
+  }
   fs.in_batch = true;
   fs.batch_seq = b.seq();
   fs.batch_offset = off;
@@ -141,14 +157,26 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
   Proc* p = at.p;
   const uint64_t off = at.off;
   const int64_t base = at.base();
-  if (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks)) ||
-      (!c.from_event() && c.nranks() > 0 && c.rank() >= c.nranks())) {
+  // Values NCCL gave that no communicator can have come marked by the
+  // plugin, which wrote them as given; marked values that are possible, or
+  // impossible ones unmarked, are damage.
+  const bool nccl_impossible = c.nccl_impossible() && !c.from_event();
+  if (nccl_impossible && !(c.nranks() <= 0 || c.nranks() > kMaxCommRanks || c.rank() < 0 || c.rank() >= c.nranks())) {
+    Damaged(p, &fs.damage_issues, off,
+            "communicator " + std::to_string(c.comm()) + " marked as given impossible values by NCCL, with rank " +
+                std::to_string(c.rank()) + " of " + std::to_string(c.nranks()) + " ranks, skipped");
+    return;
+  }
+  if (!nccl_impossible &&
+      (c.nranks() > kMaxCommRanks || (!c.from_event() && (c.rank() < 0 || c.rank() >= kMaxCommRanks)) ||
+       (!c.from_event() && c.nranks() > 0 && c.rank() >= c.nranks()))) {
     Damaged(p, &fs.damage_issues, off,
             "communicator " + std::to_string(c.comm()) + " with rank " + std::to_string(c.rank()) + " of " +
                 std::to_string(c.nranks()) + " ranks (at most " + std::to_string(kMaxCommRanks) + "), skipped");
     return;
   }
   at.TimeOk(c.time_ns(), "a communicator init");
+  fs.p2p.SetCommNumbered(c.comm(), !nccl_impossible);
   // By hash through an index: a scan of every communicator for each
   // CommInit was quadratic in them (BENCHMARKS.md).
   uint32_t ci = kNone;
@@ -164,7 +192,8 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
   }
   Comm& comm = m->comms[ci];
   if (!c.name().empty()) comm.name = c.name();
-  if (c.nranks() > comm.nranks) comm.nranks = c.nranks();
+  // NCCL's impossible size says nothing of the communicator's.
+  if (!nccl_impossible && c.nranks() > comm.nranks) comm.nranks = c.nranks();
   auto known = fs.member_of_comm.find(c.comm());
   auto mapped = fs.comms.find(c.comm());
   if (known == fs.member_of_comm.end() || mapped == fs.comms.end() || mapped->second != ci) {
@@ -172,11 +201,14 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
     mem.proc = pi;
     // An init that gives neither size nor hash (API v1 to v3) says 0
     // for our rank without knowing it.
-    mem.rank = c.from_event() || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
+    mem.rank = c.from_event() || nccl_impossible || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
     mem.init_ns = base + Rel(c.time_ns());
     mem.init_offset = off;
     mem.name = c.name();
-    mem.nranks = c.nranks();
+    mem.nranks = nccl_impossible ? 0 : c.nranks();
+    mem.nccl_impossible = nccl_impossible;
+    mem.nccl_nranks = c.nranks();
+    mem.nccl_rank = c.rank();
     fs.member_of_comm[c.comm()] = static_cast<uint32_t>(comm.members.size());
     comm.members.push_back(mem);
   }

@@ -55,6 +55,10 @@ struct ModelLoader::FileState {
   uint64_t batch_seq = 0, batch_offset = 0;
   int64_t batch_time = 0;              // relative to base, the write's
   int64_t prev_batch_time = kNoTime;   // the write before's
+  // The write's own range of record times, where its Batch declares one
+  // (Batch.time_range): the times of records that waited before the write.
+  bool batch_range = false;
+  int64_t batch_oldest = 0, batch_newest = 0;
   size_t batch_first_op = 0;           // Proc::ops index of the write's first op
   uint32_t damage_issues = 0;          // consistency issues listed (at most kMaxDamageIssues)
   // Ops without completion tracking, none saying why (Op.no_completion),
@@ -78,7 +82,8 @@ using FileState = ModelLoader::FileState;
 constexpr uint32_t kMaxDamageIssues = 8;
 
 // How far a record's time may lie outside its write: after the write's
-// time (the batch's) or before the previous write's. Records of real files
+// time (the batch's) or before the previous write's, or outside the range
+// of record times the write declares (Batch.time_range). Records of real files
 // (testdata/, every one) lie within 0.1 s after and 0.24 s before; a
 // damaged byte from the fifth of a time's varint on moves it by 34 s or more.
 constexpr int64_t kWriteSlackNs = 1'000'000'000;

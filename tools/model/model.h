@@ -414,6 +414,11 @@ struct CommMember {
   uint64_t init_offset = 0;
   std::string name;
   int32_t nranks = 0;
+  // NCCL gave this member's init values no communicator can have
+  // (CommInit.nccl_impossible): rank is then -1 and nranks 0, and these
+  // hold what NCCL gave.
+  bool nccl_impossible = false;
+  int32_t nccl_nranks = 0, nccl_rank = 0;
 };
 
 struct Comm {
