@@ -244,6 +244,9 @@ struct StuckSeen {
   std::vector<uint32_t> no_report, gpu_not_started, gpu_started, gpu_window;
   std::string windows;      // "; rank 2's GPU is somewhere in AllReduce #1..#5 (events sampled)"
   std::string first_stall;  // "rank 1: send to rank 2 never completed on channel 3"
+  uint32_t stall_proc = kNone;     // the rank of first_stall
+  uint32_t stall_peer = kNone;     // its peer's process (kNone: no file)
+  bool stall_gpu_started = false;  // the stalled rank's GPU started the operation
 };
 
 // One unfinished op's stuck report: its evidence line, its stalled
@@ -300,29 +303,75 @@ std::string StuckLine(const Ctx& c, uint32_t ci, uint32_t oi, const StuckOp& s, 
     st->set_idle_sec(idle);
     line += "; " + ProxyLine(c, ci, x) + " (step " + std::to_string(x.last_step) + " of " +
             std::to_string(x.nsteps) + ", " + StateName(x.last_state) + ", idle " + Dur(idle) + ")";
-    if (seen->first_stall.empty()) seen->first_stall = c.Name(op.proc) + ": " + ProxyLine(c, ci, x);
+    if (seen->first_stall.empty()) {
+      seen->first_stall = c.Name(op.proc) + ": " + ProxyLine(c, ci, x);
+      seen->stall_proc = op.proc;
+      seen->stall_peer = c.HasFile(ci, x.peer) ? c.m.comms[ci].proc_of_rank[x.peer] : kNone;
+      // Started: CUDA events say so, or a kernel channel did (channel
+      // counts are written only without events).
+      seen->stall_gpu_started = s.gpu == 2 || (s.gpu == 0 && s.kernel_started > 0);
+    }
   }
   return line;
 }
 
-// The kind of cause the stuck reports point to, said on `f`.
-void StuckCause(const Ctx& c, const StuckSeen& seen, Finding* f) {
+// What would tell a busy GPU from the network for the ranks `procs`, of
+// what their headers show was off: never advise a setting already on.
+std::string StuckWouldTell(const Ctx& c, const std::vector<uint32_t>& procs) {
+  bool events = true, steps = true, reports = true;
+  for (uint32_t pr : procs) {
+    const Proc& p = c.m.procs[pr];
+    events = events && (p.event_completions || p.api_version < 5);
+    steps = steps && (p.event_mask & kMaskProxyStep) != 0;
+    reports = reports && !p.stucks.empty();
+  }
+  std::vector<std::string> would;
+  if (!reports) would.push_back("a stuck report from every rank (NCCLWATCH_STUCK_SEC below the wait)");
+  if (!events) would.push_back("completions from CUDA events (NCCLWATCH_COMPLETIONS=events)");
+  if (!steps) would.push_back("proxy steps (NCCLWATCH_EVENTS=default,proxyop,proxystep)");
+  if (would.empty())
+    would.push_back("NCCL's own log of the transfer (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=NET) and the hosts' "
+                    "network error counters");
+  std::string s;
+  for (size_t i = 0; i < would.size(); ++i) s += (i == 0 ? "" : i + 1 == would.size() ? " or " : ", ") + would[i];
+  return s;
+}
+
+// The kind of cause the stuck reports point to, said on `f`. The network
+// only where the evidence shows it: every rank of the operation alive, the
+// stalled rank's GPU started it, and a transfer between two named ranks
+// not progressing; a GPU that never started it while others did is its
+// rank's resources; anything else cannot tell, with what would.
+void StuckCause(const Ctx& c, const Seen& s, const StuckSeen& seen, Finding* f) {
+  std::vector<uint32_t> procs;
+  for (auto& [r, oi] : s.present) procs.push_back(c.m.ops[oi].proc);
   if (!seen.gpu_not_started.empty() && !seen.gpu_started.empty()) {
     f->set_cause(report::CAUSE_RESOURCES);
     f->set_cause_text(c.Names(seen.gpu_not_started) + "'s GPU was busy with earlier work on its stream");
-  } else if (!seen.gpu_window.empty() && seen.first_stall.empty()) {
-    f->set_cause(report::CAUSE_UNKNOWN);
-    f->set_cause_text(c.Names(seen.gpu_window) + "'s GPU is somewhere in a window of operations launched without "
-                      "CUDA events of their own (NCCLWATCH_EVENT_INTERVAL_US): which one holds it is not known");
-  } else if (!seen.first_stall.empty()) {
-    f->set_cause(report::CAUSE_NETWORK);
-    f->set_cause_text("the network: a transfer stopped while both ranks were in the operation (" + seen.first_stall +
-                      ")");
-  } else {
-    f->set_cause(report::CAUSE_UNKNOWN);
-    f->set_cause_text("cannot tell a busy GPU from the network: stuck reports with CUDA-event completions "
-                      "(NCCLWATCH_COMPLETIONS=events) or proxy steps (NCCLWATCH_EVENTS=default,proxyop,proxystep) would");
+    return;
   }
+  if (!seen.gpu_window.empty() && seen.first_stall.empty()) {
+    f->set_cause(report::CAUSE_UNKNOWN);
+    f->set_cause_text("cannot tell: " + c.Names(seen.gpu_window) + "'s GPU is somewhere in a window of operations "
+                      "launched without CUDA events of their own, and which one holds it is not known; what would "
+                      "tell: events at every launch (NCCLWATCH_EVENT_INTERVAL_US=0)");
+    return;
+  }
+  bool alive = true;
+  for (uint32_t pr : procs) alive = alive && !c.dead[pr];
+  const bool named = seen.stall_peer != kNone && !c.dead[seen.stall_peer];
+  if (!seen.first_stall.empty() && alive && named && seen.stall_gpu_started) {
+    f->set_cause(report::CAUSE_NETWORK);
+    f->set_cause_text("the network: every rank of it alive, " + c.Name(seen.stall_proc) +
+                      "'s GPU in it, and a transfer between two named ranks stopped (" + seen.first_stall + ")");
+    return;
+  }
+  std::string why = "a busy GPU and the network leave the same records here";
+  if (!seen.first_stall.empty() && !alive) why = "a rank of it is dead, which stops its transfers too";
+  else if (!seen.first_stall.empty() && !named) why = "the stalled transfer's peer has no trace file to show it alive";
+  else if (!seen.first_stall.empty()) why = "whether " + c.Name(seen.stall_proc) + "'s GPU started it is not known";
+  f->set_cause(report::CAUSE_UNKNOWN);
+  f->set_cause_text("cannot tell: " + why + "; what would tell: " + StuckWouldTell(c, procs));
 }
 
 // STUCK_IN_PROGRESS: a collective every rank issued that never finished on
@@ -374,9 +423,43 @@ Finding StuckInProgress(const Ctx& c, const Seen& s) {
   }
   sum += seen.windows;
   if (!seen.first_stall.empty()) sum += "; " + seen.first_stall;
-  StuckCause(c, seen, &f);
+  StuckCause(c, s, seen, &f);
   f.set_summary(sum);
   return f;
+}
+
+// The match of the earlier collective of `s`'s communicator that every
+// rank absent from `s` is still inside (its oldest operation not finished),
+// or kNone: a rank held there never issued `s`'s collective because it has
+// not got past the earlier one, not because it went on without it.
+uint32_t HeldByEarlier(const Ctx& c, const Seen& s) {
+  const Model& m = c.m;
+  if (s.absent.empty() || !s.no_file.empty()) return kNone;
+  uint32_t held = kNone;
+  for (uint32_t pr : s.absent) {
+    const uint32_t oi = c.oldest_inflight[pr];
+    if (oi == kNone || c.dead[pr]) return kNone;
+    const Op& b = m.ops[oi];
+    if (b.comm != s.comm || b.kind != OpKind::kColl || b.match == kNone) return kNone;
+    if (held != kNone && held != b.match) return kNone;
+    held = b.match;
+  }
+  if (held == kNone || held == static_cast<uint32_t>(s.mt - m.matches.data())) return kNone;
+  // Earlier: every rank in `s` issued the held collective before it (a
+  // rank that skipped one and raced ahead is inside a later one instead).
+  for (auto& [r, oi] : s.present) {
+    const uint32_t h = OpOfRank(m, m.matches[held], r);
+    if (h == kNone || m.ops[h].start_ns >= m.ops[oi].start_ns) return kNone;
+  }
+  return held;
+}
+
+// On the earlier collective's finding: the ranks that finished it and wait
+// in the next one, which the held ranks have not reached.
+void HeldEvidence(const Ctx& c, const Seen& s, Finding* f) {
+  AddEvidence(f, c.Names(s.waiting),
+              "wait in " + s.opname + " since " + At(c.T(c.m.ops[s.unfinished[0]].start_ns)) + ", which " +
+                  c.Names(s.absent) + ", still in this one, has not issued: blocked behind it");
 }
 
 }  // namespace
@@ -398,6 +481,21 @@ std::vector<Ranked> FindMissingAndStuck(const Ctx& c, const std::vector<uint64_t
         }
       }
       if ((!s.absent.empty() || (!s.no_file.empty() && !s.hole)) && !s.completed && s.hung) {
+        // A rank still inside an earlier collective of this communicator
+        // never went on without this one: the hang is the earlier one's.
+        const uint32_t held = HeldByEarlier(c, s);
+        if (held != kNone) {
+          const Seen e = See(c, ci, m.matches[held]);
+          if (!stuck_found && !e.unfinished.empty()) {
+            Finding f = StuckInProgress(c, e);
+            HeldEvidence(c, s, &f);
+            Emit(&out, EarliestStart(m, e.ops), std::move(f));
+          } else {
+            for (Ranked& r : out)
+              if (r.f.kind() == report::STUCK_IN_PROGRESS && r.f.comm_hash() == m.comms[ci].hash) HeldEvidence(c, s, &r.f);
+          }
+          break;
+        }
         Emit(&out, EarliestStart(m, s.ops), MissingRank(c, s));
         break;
       }

@@ -1,0 +1,134 @@
+// The kind of cause each verdict names, end to end from synthetic trace
+// files (tools/testing/trace_builder.h): a rank still inside an earlier
+// collective of the same communicator, sibling communicators voting where a
+// pair has no majority, and a job that sat idle outside NCCL.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model/model.h"
+#include "tools/model/semantics.h"
+#include "proto/trace.pb.h"
+#include "tools/testing/trace_builder.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+using testing::BuildJob;
+using testing::JobSpec;
+using testing::kMs;
+using testing::kSec;
+using testing::OpPlan;
+using testing::RankPlan;
+
+std::string TempDir() {
+  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  std::string tmpl = base + "/cause_testXXXXXX";
+  char* d = mkdtemp(&tmpl[0]);
+  return d ? std::string(d) : base;
+}
+
+report::Diagnosis RunJob(const JobSpec& spec) {
+  std::string dir = TempDir();
+  testing::WriteJob(BuildJob(spec), dir);
+  Model m;
+  std::string err;
+  EXPECT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  report::Diagnosis d = Diagnose(m);
+  std::cout << "---- " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << "\n" << FormatText(d);
+  return d;
+}
+
+std::vector<std::string> Culprits(const report::Finding& f) {
+  std::vector<std::string> v;
+  for (const auto& r : f.culprits()) v.push_back(r.name());
+  return v;
+}
+
+bool Has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Rank 0's AllReduce #4 never completes: its receive from rank 3 on channel
+// 0 stalls (proxy events on). Ranks 1-3 completed #4 and wait in #5, which
+// rank 0, still inside #4, never issued.
+JobSpec EarlierCollectiveJob(bool proxy, bool stall) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.ncolls = 6;
+  spec.rank_hook = [proxy](int, RankPlan& r) {
+    if (proxy) r.proc.event_mask |= kMaskProxyOp | kMaskProxyStep;
+  };
+  spec.op_hook = [proxy, stall](int rank, int k, OpPlan& p) {
+    if (rank != 0) return;
+    if (k == 4) {
+      p.never_completes = true;
+      p.opts.progress.kernel_channels_started = 2;
+      if (proxy) {
+        p.opts.progress.proxy_ops_started = 2;
+        p.opts.progress.proxy_ops_stopped = 1;
+        testing::ProxySpec x;
+        x.channel = 0;
+        x.peer = 3;
+        x.is_send = false;
+        x.nsteps = 8;
+        x.last_step = stall ? 3 : 8;
+        p.opts.progress.proxy.push_back(x);
+      }
+    }
+    if (k == 5) p.skip = true;
+  };
+  return spec;
+}
+
+TEST(CauseTest, ARankStillInAnEarlierCollectiveIsThatCollectivesHang) {
+  report::Diagnosis d = RunJob(EarlierCollectiveJob(/*proxy=*/true, /*stall=*/true));
+  ASSERT_GT(d.findings_size(), 0);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::STUCK_IN_PROGRESS) << d.verdict();
+  EXPECT_EQ(f.seq(), 4u) << d.verdict();
+  EXPECT_TRUE(Has(d.verdict(), "STUCK: AllReduce #4")) << d.verdict();
+  EXPECT_TRUE(Has(d.verdict(), "rank 0: receive from rank 3 never completed on channel 0")) << d.verdict();
+  EXPECT_FALSE(Has(d.verdict(), "went on without")) << d.verdict();
+  EXPECT_FALSE(Has(f.cause_text(), "went on without")) << f.cause_text();
+  EXPECT_EQ(Culprits(f), std::vector<std::string>{"rank 0"});
+  // Every host alive, rank 0's GPU started it, a named pair's transfer
+  // stalled: the network, from that evidence.
+  EXPECT_EQ(f.cause(), report::CAUSE_NETWORK) << f.cause_text();
+  EXPECT_TRUE(Has(d.verdict(), "[cause: the network]")) << d.verdict();
+  // The hang of #5 on ranks 1-3 is blocked behind it, not a finding.
+  for (const report::Finding& g : d.findings()) EXPECT_NE(g.kind(), report::MISSING_RANK) << g.summary();
+}
+
+TEST(CauseTest, WithoutAStalledTransferTheEarlierCollectiveCannotTell) {
+  // Default capture: completions from CUDA events, no proxy events.
+  JobSpec spec = EarlierCollectiveJob(/*proxy=*/false, /*stall=*/false);
+  spec.event_completions = true;
+  spec.rank_hook = [](int, RankPlan& r) {
+    r.proc.completion_source = trace::COMPLETION_SOURCE_CUDA_EVENTS;
+    r.proc.completions = "events";
+  };
+  spec.op_hook = [](int rank, int k, OpPlan& p) {
+    if (rank != 0) return;
+    if (k == 4) {
+      p.never_completes = true;
+      p.opts.progress.gpu = 2;  // its GPU started it
+    }
+    if (k == 5) p.skip = true;
+  };
+  report::Diagnosis d = RunJob(spec);
+  ASSERT_GT(d.findings_size(), 0);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::STUCK_IN_PROGRESS) << d.verdict();
+  EXPECT_EQ(f.seq(), 4u) << d.verdict();
+  EXPECT_EQ(f.cause(), report::CAUSE_UNKNOWN) << f.cause_text();
+  // Completions came from CUDA events already: never advised again; the
+  // proxy steps that were off are.
+  EXPECT_FALSE(Has(f.cause_text(), "NCCLWATCH_COMPLETIONS=events")) << f.cause_text();
+  EXPECT_TRUE(Has(f.cause_text(), "proxystep")) << f.cause_text();
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
