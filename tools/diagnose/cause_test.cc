@@ -130,5 +130,65 @@ TEST(CauseTest, WithoutAStalledTransferTheEarlierCollectiveCannotTell) {
   EXPECT_TRUE(Has(f.cause_text(), "proxystep")) << f.cause_text();
 }
 
+// Pairs {0,1} and {2,3} (one split of the world: same name and size) each
+// all-reduce, then the world does, four steps; rank 3 skips its pair's
+// last all-reduce and waits in the world's, which rank 2, held in the
+// pair's, never gets to. Two ranks, one on each side: `siblings` says how
+// the pair {0,1} counted.
+enum class Siblings { kAgreeWithRank2, kAgreeWithRank3, kNone };
+
+JobSpec PairSkipJob(Siblings sib) {
+  JobSpec spec;
+  spec.nranks = 4;
+  spec.comms = {{"world", 0, {0, 1, 2, 3}}, {"pair", 0, {0, 1}}, {"pair", 0, {2, 3}}};
+  if (sib == Siblings::kNone) spec.comms[1].name = "other";
+  const int steps = 4;
+  for (int k = 0; k < steps; ++k) {
+    const uint64_t t = 3 * kSec + static_cast<uint64_t>(k) * 30 * kMs;
+    spec.ops.push_back({1, "AllReduce", 1 << 20, -1, -1, t, kMs, {}});
+    spec.ops.push_back({2, "AllReduce", 1 << 20, -1, -1, t + 10 * kMs, kMs, {}});
+    spec.ops.push_back({0, "AllReduce", 1 << 20, -1, -1, t + 20 * kMs, kMs, {}});
+  }
+  const int last_pair01 = 3 * (steps - 1), last_pair23 = last_pair01 + 1, last_world = last_pair01 + 2;
+  spec.op_hook = [=](int rank, int k, OpPlan& p) {
+    if (k == last_pair23 && rank == 3) p.skip = true;
+    // The world's last all-reduce waits behind rank 2's pair on its GPU.
+    if (k == last_world) p.never_completes = true;
+    if (k == last_pair01 && sib == Siblings::kAgreeWithRank3) p.skip = true;
+  };
+  return spec;
+}
+
+TEST(CauseTest, SiblingCommunicatorsVoteWhereAPairHasNoMajority) {
+  report::Diagnosis d = RunJob(PairSkipJob(Siblings::kAgreeWithRank2));
+  ASSERT_GT(d.findings_size(), 0);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::MISSING_RANK) << d.verdict();
+  EXPECT_EQ(Culprits(f), std::vector<std::string>{"rank 3"}) << d.verdict();
+  EXPECT_TRUE(Has(d.verdict(), "HANG: rank 3 never joined AllReduce #3 on comm 'pair'")) << d.verdict();
+  EXPECT_FALSE(Has(d.verdict(), "no majority")) << d.verdict();
+  EXPECT_EQ(f.cause(), report::CAUSE_PROGRAM) << f.cause_text();
+  bool voted = false;
+  for (const report::Evidence& e : f.evidence())
+    voted |= Has(e.text(), "comm 'pair' {0,1}") && Has(e.text(), "it votes that rank 3 skipped it");
+  EXPECT_TRUE(voted) << FormatText(d);
+}
+
+TEST(CauseTest, ASiblingThatCountsLikeTheAbsentRankNamesTheOtherOne) {
+  report::Diagnosis d = RunJob(PairSkipJob(Siblings::kAgreeWithRank3));
+  ASSERT_GT(d.findings_size(), 0);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(Culprits(f), std::vector<std::string>{"rank 2"}) << d.verdict();
+  EXPECT_TRUE(Has(d.verdict(), "rank 2 issued one too many")) << d.verdict();
+}
+
+TEST(CauseTest, WithoutSiblingsThePairKeepsItsHedge) {
+  report::Diagnosis d = RunJob(PairSkipJob(Siblings::kNone));
+  ASSERT_GT(d.findings_size(), 0);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(Culprits(f), (std::vector<std::string>{"rank 3", "rank 2"})) << d.verdict();
+  EXPECT_TRUE(Has(d.verdict(), "no majority")) << d.verdict();
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools

@@ -142,6 +142,95 @@ bool ExtraCollective(const Ctx& c, const Seen& s, Finding* out) {
   return true;
 }
 
+// The collectives of `ci` in the order `proc` issued them: their functions.
+std::vector<uint16_t> CallsOf(const Model& m, uint32_t proc, uint32_t ci) {
+  std::vector<uint16_t> out;
+  for (uint32_t oi : m.procs[proc].ops)
+    if (m.ops[oi].comm == ci && m.ops[oi].kind == OpKind::kColl) out.push_back(m.ops[oi].func);
+  return out;
+}
+
+// Communicators made with `ci` by one split (PyTorch's new_group of every
+// pair, NCCL's ncclCommSplit): the same name and size, members apart, all
+// of them in one larger communicator (their parent), and the same calls so
+// far on their first ranks. The trace holds no parent's hash, so these
+// stand for it.
+std::vector<uint32_t> Siblings(const Ctx& c, uint32_t ci) {
+  const Model& m = c.m;
+  const Comm& a = m.comms[ci];
+  std::vector<uint32_t> out;
+  if (a.nranks < 2 || a.size_guessed || a.members.empty()) return out;
+  auto has = [](const Comm& k, uint32_t pr) {
+    for (const CommMember& mem : k.members)
+      if (mem.proc == pr) return true;
+    return false;
+  };
+  for (uint32_t cj = 0; cj < m.comms.size(); ++cj) {
+    const Comm& b = m.comms[cj];
+    if (cj == ci || b.nranks != a.nranks || b.name != a.name || b.size_guessed ||
+        static_cast<int32_t>(b.members.size()) != b.nranks)
+      continue;
+    bool apart = true;
+    for (const CommMember& mem : b.members) apart = apart && !has(a, mem.proc);
+    if (!apart) continue;
+    bool parent = false;
+    for (const Comm& k : m.comms) {
+      if (k.nranks <= a.nranks) continue;
+      bool all = true;
+      for (const CommMember& mem : a.members) all = all && has(k, mem.proc);
+      for (const CommMember& mem : b.members) all = all && has(k, mem.proc);
+      parent |= all;
+    }
+    if (!parent) continue;
+    std::vector<uint16_t> x = CallsOf(m, a.members[0].proc, ci), y = CallsOf(m, b.members[0].proc, cj);
+    const size_t n = std::min(x.size(), y.size());
+    if (n == 0 || !std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), y.begin())) continue;
+    out.push_back(cj);
+  }
+  return out;
+}
+
+// How sibling communicators vote where a collective has no majority: a
+// sibling whose every rank issued as many of its function as the ranks
+// in it did sides with them; as many as the ranks that never joined, with
+// those. The evidence lines say which voted, and how.
+struct Vote {
+  int for_waiting = 0, for_absent = 0;
+  std::vector<std::string> lines;
+};
+
+Vote SiblingVote(const Ctx& c, const Seen& s, const std::vector<uint32_t>& absent) {
+  const Model& m = c.m;
+  Vote v;
+  const uint16_t func = MatchFunc(m, *s.mt);
+  // The highest seq of `func` every one of `procs` issued on `ci` (-1: none).
+  auto upto = [&](const std::vector<uint32_t>& procs, uint32_t ci) {
+    int64_t lo = INT64_MAX;
+    for (uint32_t pr : procs) {
+      auto it = c.last_seq[pr].find(SeqKey(ci, func));
+      lo = std::min<int64_t>(lo, it == c.last_seq[pr].end() ? -1 : static_cast<int64_t>(it->second));
+    }
+    return procs.empty() ? int64_t{-1} : lo;
+  };
+  const int64_t w = static_cast<int64_t>(s.mt->seq), a = upto(absent, s.comm);
+  for (uint32_t cj : Siblings(c, s.comm)) {
+    std::vector<uint32_t> members;
+    for (const CommMember& mem : m.comms[cj].members) members.push_back(mem.proc);
+    const int64_t got = upto(members, cj);
+    const bool with_w = got == w, with_a = got == a && a != w;
+    v.for_waiting += with_w;
+    v.for_absent += with_a;
+    const std::string issued = got < 0 ? "issued no " + c.Str(func)
+                                       : "every rank issued " + c.Str(func) + " up to #" + std::to_string(got);
+    v.lines.push_back(c.CommLabel(cj) + ", made with it (same size and parent, the same calls so far): " + issued +
+                      (with_w   ? ", as " + c.Names(s.waiting) + " did: it votes that " + c.Names(absent) + " skipped it"
+                       : with_a ? ", as " + c.Names(absent) + " did: it votes that " + c.Names(s.waiting) +
+                                      " issued one too many"
+                                : ", as neither side did: no vote"));
+  }
+  return v;
+}
+
 // The summary of a MISSING_RANK finding. `absent`: the ranks that never
 // joined, less those whose files are damaged; `fates`: what each did
 // instead; `nf`: the ranks without a readable file, `damaged` when some of
@@ -170,6 +259,26 @@ std::string MissingSummary(const Ctx& c, const Seen& s, const std::vector<uint32
   return "HANG: " + s.opname + " on " + where + " never completed; " + c.Names(s.waiting) + " waited " +
          Dur(s.waited) + "; the missing " + RankList(nf) +
          (!damaged ? " gave no trace file" : ": no readable record of whether they joined");
+}
+
+// The ranks in `s`'s collective issued one too many, as the sibling
+// communicators' votes say: they are the culprits, the ranks that never
+// joined wait. `f`: the finding so far, its evidence kept.
+Finding ExtraBySiblings(const Ctx& c, const Seen& s, const std::vector<uint32_t>& absent, Finding f) {
+  f.clear_culprits();
+  f.clear_fates();
+  for (uint32_t pr : s.waiting) *f.add_culprits() = c.Ref(pr, s.comm);
+  for (uint32_t pr : absent) *f.add_waiting() = c.Ref(pr, s.comm);
+  f.set_summary("HANG: " + c.Names(s.waiting) + " issued " + s.opname + " on " + c.CommLabel(s.comm) + " and waited " +
+                Dur(s.waited) + "; " + c.Names(absent) + " never joined it; the communicators made with it issued as "
+                "many as " + c.Names(absent) + ": " + c.Names(s.waiting) + " issued one too many");
+  for (uint32_t oi : s.unfinished)
+    AddEvidence(&f, c.Name(c.m.ops[oi].proc), "in " + s.opname + " since " + At(c.T(c.m.ops[oi].start_ns)) +
+                                                  ", waited " + Dur(c.WaitSec(c.m.ops[oi])));
+  f.set_cause(report::CAUSE_PROGRAM);
+  f.set_cause_text("program logic: " + c.Names(s.waiting) + " issued one collective more than " + c.Names(absent) +
+                   " and the communicators made with it");
+  return f;
 }
 
 // MISSING_RANK: ranks that never issued the collective the others wait in,
@@ -215,8 +324,16 @@ Finding MissingRank(const Ctx& c, const Seen& s) {
   // it and a rank that issued one too many leave the same records
   // (with two ranks: 'skip' and 'extra' look alike), so both sides are
   // named, as for a mismatch without a majority.
-  const bool no_majority = all_wait_elsewhere && unknown.empty() && s.no_file.empty() && !s.waiting.empty() &&
-                           s.waiting.size() <= absent.size();
+  bool no_majority = all_wait_elsewhere && unknown.empty() && s.no_file.empty() && !s.waiting.empty() &&
+                     s.waiting.size() <= absent.size();
+  if (no_majority) {
+    // Sibling communicators, made by the same split and called alike,
+    // count as ranks of this one: the side they agree with is the majority.
+    const Vote v = SiblingVote(c, s, absent);
+    for (const std::string& line : v.lines) AddEvidence(&f, "", line);
+    if (v.for_waiting > 0 && v.for_absent == 0) no_majority = false;
+    if (v.for_absent > 0 && v.for_waiting == 0) return ExtraBySiblings(c, s, absent, std::move(f));
+  }
   for (uint32_t pr : s.waiting) *(no_majority ? f.add_culprits() : f.add_waiting()) = c.Ref(pr, ci);
   f.set_summary(MissingSummary(c, s, absent, fates, nf, !unknown.empty(), no_majority));
   int64_t lo = INT64_MAX, hi = INT64_MIN;
