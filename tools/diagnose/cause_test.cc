@@ -4,8 +4,11 @@
 // pair has no majority, and a job that sat idle outside NCCL.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <iostream>
+#include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -188,6 +191,104 @@ TEST(CauseTest, WithoutSiblingsThePairKeepsItsHedge) {
   const report::Finding& f = d.findings(0);
   EXPECT_EQ(Culprits(f), (std::vector<std::string>{"rank 3", "rank 2"})) << d.verdict();
   EXPECT_TRUE(Has(d.verdict(), "no majority")) << d.verdict();
+}
+
+report::Diagnosis RunDir(const std::string& dir, Model* m) {
+  std::string err;
+  EXPECT_TRUE(BuildModel({dir}, LoadOptions(), m, &err)) << dir << ": " << err;
+  return Diagnose(*m);
+}
+
+// The first finding of `kind`, root or blocked behind it; null if none.
+const report::Finding* OfKind(const report::Diagnosis& d, report::FindingKind kind) {
+  for (const report::Finding& f : d.findings())
+    if (f.kind() == kind) return &f;
+  for (const report::Finding& f : d.consequences())
+    if (f.kind() == kind) return &f;
+  return nullptr;
+}
+
+// Every "NCCLWATCH_X=value" a line advises that the processes' headers
+// show was already on.
+std::vector<std::string> AdvisedButOn(const std::string& text, const Model& m) {
+  bool events = !m.procs.empty(), steps = !m.procs.empty();
+  for (const Proc& p : m.procs) {
+    events = events && p.event_completions;
+    steps = steps && (p.event_mask & kMaskProxyStep) != 0;
+  }
+  std::vector<std::string> out;
+  std::regex setting("NCCLWATCH_[A-Z_]+=[^ );,]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), setting); it != std::sregex_iterator(); ++it) {
+    const std::string s = it->str();
+    if ((s == "NCCLWATCH_COMPLETIONS=events" && events) || (Has(s, "proxystep") && steps)) out.push_back(s);
+  }
+  return out;
+}
+
+// Every kind of finding, from a recording or a synthetic job: its cause is
+// named, a cause other than "cannot tell" rests on evidence lines of the
+// ranks it blames (or, for the network, on a stalled transfer), and
+// "cannot tell" says what would tell, naming no setting already on.
+TEST(CauseTest, EveryFindingKindsCauseRestsOnEvidence) {
+  const std::string dir = TempDir();
+  mkdir((dir + "/stuck").c_str(), 0700);
+  mkdir((dir + "/dead").c_str(), 0700);
+  testing::WriteJob(BuildJob(EarlierCollectiveJob(/*proxy=*/true, /*stall=*/true)), dir + "/stuck");
+  JobSpec dead;
+  dead.nranks = 4;
+  dead.ncolls = 20;
+  dead.rank_hook = [](int rank, RankPlan& r) {
+    if (rank == 2) r.dies_at_ns = 3 * kSec + 55 * kMs;
+  };
+  testing::WriteJob(BuildJob(dead), dir + "/dead");
+  const std::map<report::FindingKind, std::vector<std::string>> cases = {
+      {report::MISSING_RANK, {"testdata/torch/exception-channels-4r", "testdata/gpu/host-stuck"}},
+      {report::MISMATCH, {"testdata/torch/count-channels-4r"}},
+      {report::ORDER_MISMATCH, {"testdata/torch/swap-completes-channels-4r"}},
+      {report::STUCK_IN_PROGRESS, {dir + "/stuck", "testdata/gpu-events/gpu-blocked"}},
+      {report::UNMATCHED_P2P, {"testdata/gpu/send-no-recv"}},
+      {report::DEAD_RANK, {dir + "/dead"}},
+      {report::WAIT_CYCLE, {"testdata/gpu/cross-wait"}},
+      {report::STRAGGLER, {"testdata/torch/straggler-channels-4r"}},
+      {report::JOB_ENDED, {"testdata/torch/kill-channels-4r", "testdata/torch/os-exit-channels-8r"}},
+      {report::LATE_RANK, {"testdata/torch/idle-channels-4r", "testdata/torch/gpu-busy-channels-4r"}},
+  };
+  const google::protobuf::EnumDescriptor* kinds = report::FindingKind_descriptor();
+  for (int i = 0; i < kinds->value_count(); ++i) {
+    const auto kind = static_cast<report::FindingKind>(kinds->value(i)->number());
+    if (kind == report::FINDING_KIND_UNSPECIFIED) continue;
+    auto it = cases.find(kind);
+    ASSERT_NE(it, cases.end()) << "no case for " << kinds->value(i)->name();
+    for (const std::string& path : it->second) {
+      SCOPED_TRACE(kinds->value(i)->name() + " in " + path);
+      Model m;
+      report::Diagnosis d = RunDir(path, &m);
+      const report::Finding* f = OfKind(d, kind);
+      ASSERT_NE(f, nullptr) << FormatText(d);
+      ASSERT_NE(f->cause(), report::CAUSE_UNSPECIFIED) << f->summary();
+      ASSERT_FALSE(f->cause_text().empty()) << f->summary();
+      if (f->cause() == report::CAUSE_UNKNOWN) {
+        // "cannot tell: why; ... tell(s)": what would tell follows.
+        EXPECT_EQ(f->cause_text().rfind("cannot tell", 0), 0u) << f->cause_text();
+        EXPECT_NE(f->cause_text().find("tell", 11), std::string::npos) << f->cause_text();
+        EXPECT_TRUE(AdvisedButOn(f->cause_text(), m).empty()) << f->cause_text();
+        continue;
+      }
+      if (f->cause() == report::CAUSE_NETWORK) {
+        EXPECT_GT(f->stalled_size(), 0) << f->summary();
+        continue;
+      }
+      // Its blamed ranks (blocked findings keep them among the waiting).
+      std::vector<std::string> blamed;
+      for (const report::ProcRef& r : f->culprits()) blamed.push_back(r.name());
+      if (blamed.empty())
+        for (const report::ProcRef& r : f->waiting()) blamed.push_back(r.name());
+      bool backed = false;
+      for (const report::Evidence& e : f->evidence())
+        for (const std::string& b : blamed) backed |= e.proc() == b || Has(e.proc(), b.substr(b.rfind(' ') + 1));
+      EXPECT_TRUE(backed) << FormatText(d);
+    }
+  }
 }
 
 }  // namespace
