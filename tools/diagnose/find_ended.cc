@@ -111,8 +111,19 @@ void EndedAfterTheWork(const Ctx& c, const std::vector<uint32_t>& unended, std::
   for (uint32_t pi : unended)
     AddEvidence(&f, c.Name(pi), "last operation: " + LastOpText(c, pi, kNone) + "; last sign of life at " +
                                      At(c.T(m.procs[pi].last_ns)) + "; no finalize");
-  f.set_cause(report::CAUSE_RESOURCES);
-  f.set_cause_text("the ranks' hosts, outside NCCL; a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
+  // Every rank idle outside NCCL is what a busy host leaves, and what a
+  // program waiting on itself leaves too (a store or barrier some rank
+  // never reached, the creation of a communicator whose peer never came:
+  // PyTorch makes a pair's at its first send or receive): nothing in the
+  // files separates them.
+  bool fr = false;
+  for (const Comm& comm : m.comms) fr |= !comm.process_group.empty();
+  f.set_cause(report::CAUSE_UNKNOWN);
+  f.set_cause_text(std::string("cannot tell: a host busy outside NCCL and a program waiting on itself (a store or "
+                               "barrier, communicator creation) leave the same records; what would tell: ") +
+                   (fr ? "" : "Flight Recorder dumps (--fr), or ") +
+                   "a Python stack of each rank (NCCLWATCH_ON_STUCK='py-spy dump --pid %p', or py-spy dump while it "
+                   "hangs)");
   Emit(out, last_act, std::move(f));
 }
 

@@ -116,6 +116,14 @@ TEST(FindEnded, EveryRankIdleThenKilledIsAHangOutsideNccl) {
   EXPECT_EQ(ExitStatus(d), 1);
   EXPECT_EQ(d.verdict().rfind("ENDED: every rank sat idle outside NCCL for at least 89.0 s before the end", 0), 0u)
       << d.verdict();
+  // A busy host and a program waiting on itself (communicator creation
+  // among them) leave the same records: cannot tell, and what would.
+  EXPECT_EQ(d.findings(0).cause(), report::CAUSE_UNKNOWN) << d.findings(0).cause_text();
+  EXPECT_NE(d.verdict().find("communicator creation"), std::string::npos) << d.verdict();
+  const std::string tag = "[cause: cannot tell]";
+  EXPECT_EQ(d.verdict().substr(d.verdict().size() - tag.size()), tag) << d.verdict();
+  EXPECT_NE(d.findings(0).cause_text().find("what would tell: Flight Recorder dumps (--fr)"), std::string::npos)
+      << d.findings(0).cause_text();
   // Without the idle tail the work was done, but no rank finalized: a job
   // cancelled between collectives looks the same. Never an OK, no culprit.
   Job k;

@@ -142,6 +142,95 @@ bool ExtraCollective(const Ctx& c, const Seen& s, Finding* out) {
   return true;
 }
 
+// The collectives of `ci` in the order `proc` issued them: their functions.
+std::vector<uint16_t> CallsOf(const Model& m, uint32_t proc, uint32_t ci) {
+  std::vector<uint16_t> out;
+  for (uint32_t oi : m.procs[proc].ops)
+    if (m.ops[oi].comm == ci && m.ops[oi].kind == OpKind::kColl) out.push_back(m.ops[oi].func);
+  return out;
+}
+
+// Communicators made with `ci` by one split (PyTorch's new_group of every
+// pair, NCCL's ncclCommSplit): the same name and size, members apart, all
+// of them in one larger communicator (their parent), and the same calls so
+// far on their first ranks. The trace holds no parent's hash, so these
+// stand for it.
+std::vector<uint32_t> Siblings(const Ctx& c, uint32_t ci) {
+  const Model& m = c.m;
+  const Comm& a = m.comms[ci];
+  std::vector<uint32_t> out;
+  if (a.nranks < 2 || a.size_guessed || a.members.empty()) return out;
+  auto has = [](const Comm& k, uint32_t pr) {
+    for (const CommMember& mem : k.members)
+      if (mem.proc == pr) return true;
+    return false;
+  };
+  for (uint32_t cj = 0; cj < m.comms.size(); ++cj) {
+    const Comm& b = m.comms[cj];
+    if (cj == ci || b.nranks != a.nranks || b.name != a.name || b.size_guessed ||
+        static_cast<int32_t>(b.members.size()) != b.nranks)
+      continue;
+    bool apart = true;
+    for (const CommMember& mem : b.members) apart = apart && !has(a, mem.proc);
+    if (!apart) continue;
+    bool parent = false;
+    for (const Comm& k : m.comms) {
+      if (k.nranks <= a.nranks) continue;
+      bool all = true;
+      for (const CommMember& mem : a.members) all = all && has(k, mem.proc);
+      for (const CommMember& mem : b.members) all = all && has(k, mem.proc);
+      parent |= all;
+    }
+    if (!parent) continue;
+    std::vector<uint16_t> x = CallsOf(m, a.members[0].proc, ci), y = CallsOf(m, b.members[0].proc, cj);
+    const size_t n = std::min(x.size(), y.size());
+    if (n == 0 || !std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), y.begin())) continue;
+    out.push_back(cj);
+  }
+  return out;
+}
+
+// How sibling communicators vote where a collective has no majority: a
+// sibling whose every rank issued as many of its function as the ranks
+// in it did sides with them; as many as the ranks that never joined, with
+// those. The evidence lines say which voted, and how.
+struct Vote {
+  int for_waiting = 0, for_absent = 0;
+  std::vector<std::string> lines;
+};
+
+Vote SiblingVote(const Ctx& c, const Seen& s, const std::vector<uint32_t>& absent) {
+  const Model& m = c.m;
+  Vote v;
+  const uint16_t func = MatchFunc(m, *s.mt);
+  // The highest seq of `func` every one of `procs` issued on `ci` (-1: none).
+  auto upto = [&](const std::vector<uint32_t>& procs, uint32_t ci) {
+    int64_t lo = INT64_MAX;
+    for (uint32_t pr : procs) {
+      auto it = c.last_seq[pr].find(SeqKey(ci, func));
+      lo = std::min<int64_t>(lo, it == c.last_seq[pr].end() ? -1 : static_cast<int64_t>(it->second));
+    }
+    return procs.empty() ? int64_t{-1} : lo;
+  };
+  const int64_t w = static_cast<int64_t>(s.mt->seq), a = upto(absent, s.comm);
+  for (uint32_t cj : Siblings(c, s.comm)) {
+    std::vector<uint32_t> members;
+    for (const CommMember& mem : m.comms[cj].members) members.push_back(mem.proc);
+    const int64_t got = upto(members, cj);
+    const bool with_w = got == w, with_a = got == a && a != w;
+    v.for_waiting += with_w;
+    v.for_absent += with_a;
+    const std::string issued = got < 0 ? "issued no " + c.Str(func)
+                                       : "every rank issued " + c.Str(func) + " up to #" + std::to_string(got);
+    v.lines.push_back(c.CommLabel(cj) + ", made with it (same size and parent, the same calls so far): " + issued +
+                      (with_w   ? ", as " + c.Names(s.waiting) + " did: it votes that " + c.Names(absent) + " skipped it"
+                       : with_a ? ", as " + c.Names(absent) + " did: it votes that " + c.Names(s.waiting) +
+                                      " issued one too many"
+                                : ", as neither side did: no vote"));
+  }
+  return v;
+}
+
 // The summary of a MISSING_RANK finding. `absent`: the ranks that never
 // joined, less those whose files are damaged; `fates`: what each did
 // instead; `nf`: the ranks without a readable file, `damaged` when some of
@@ -170,6 +259,26 @@ std::string MissingSummary(const Ctx& c, const Seen& s, const std::vector<uint32
   return "HANG: " + s.opname + " on " + where + " never completed; " + c.Names(s.waiting) + " waited " +
          Dur(s.waited) + "; the missing " + RankList(nf) +
          (!damaged ? " gave no trace file" : ": no readable record of whether they joined");
+}
+
+// The ranks in `s`'s collective issued one too many, as the sibling
+// communicators' votes say: they are the culprits, the ranks that never
+// joined wait. `f`: the finding so far, its evidence kept.
+Finding ExtraBySiblings(const Ctx& c, const Seen& s, const std::vector<uint32_t>& absent, Finding f) {
+  f.clear_culprits();
+  f.clear_fates();
+  for (uint32_t pr : s.waiting) *f.add_culprits() = c.Ref(pr, s.comm);
+  for (uint32_t pr : absent) *f.add_waiting() = c.Ref(pr, s.comm);
+  f.set_summary("HANG: " + c.Names(s.waiting) + " issued " + s.opname + " on " + c.CommLabel(s.comm) + " and waited " +
+                Dur(s.waited) + "; " + c.Names(absent) + " never joined it; the communicators made with it issued as "
+                "many as " + c.Names(absent) + ": " + c.Names(s.waiting) + " issued one too many");
+  for (uint32_t oi : s.unfinished)
+    AddEvidence(&f, c.Name(c.m.ops[oi].proc), "in " + s.opname + " since " + At(c.T(c.m.ops[oi].start_ns)) +
+                                                  ", waited " + Dur(c.WaitSec(c.m.ops[oi])));
+  f.set_cause(report::CAUSE_PROGRAM);
+  f.set_cause_text("program logic: " + c.Names(s.waiting) + " issued one collective more than " + c.Names(absent) +
+                   " and the communicators made with it");
+  return f;
 }
 
 // MISSING_RANK: ranks that never issued the collective the others wait in,
@@ -215,8 +324,16 @@ Finding MissingRank(const Ctx& c, const Seen& s) {
   // it and a rank that issued one too many leave the same records
   // (with two ranks: 'skip' and 'extra' look alike), so both sides are
   // named, as for a mismatch without a majority.
-  const bool no_majority = all_wait_elsewhere && unknown.empty() && s.no_file.empty() && !s.waiting.empty() &&
-                           s.waiting.size() <= absent.size();
+  bool no_majority = all_wait_elsewhere && unknown.empty() && s.no_file.empty() && !s.waiting.empty() &&
+                     s.waiting.size() <= absent.size();
+  if (no_majority) {
+    // Sibling communicators, made by the same split and called alike,
+    // count as ranks of this one: the side they agree with is the majority.
+    const Vote v = SiblingVote(c, s, absent);
+    for (const std::string& line : v.lines) AddEvidence(&f, "", line);
+    if (v.for_waiting > 0 && v.for_absent == 0) no_majority = false;
+    if (v.for_absent > 0 && v.for_waiting == 0) return ExtraBySiblings(c, s, absent, std::move(f));
+  }
   for (uint32_t pr : s.waiting) *(no_majority ? f.add_culprits() : f.add_waiting()) = c.Ref(pr, ci);
   f.set_summary(MissingSummary(c, s, absent, fates, nf, !unknown.empty(), no_majority));
   int64_t lo = INT64_MAX, hi = INT64_MIN;
@@ -244,6 +361,9 @@ struct StuckSeen {
   std::vector<uint32_t> no_report, gpu_not_started, gpu_started, gpu_window;
   std::string windows;      // "; rank 2's GPU is somewhere in AllReduce #1..#5 (events sampled)"
   std::string first_stall;  // "rank 1: send to rank 2 never completed on channel 3"
+  uint32_t stall_proc = kNone;     // the rank of first_stall
+  uint32_t stall_peer = kNone;     // its peer's process (kNone: no file)
+  bool stall_gpu_started = false;  // the stalled rank's GPU started the operation
 };
 
 // One unfinished op's stuck report: its evidence line, its stalled
@@ -300,29 +420,75 @@ std::string StuckLine(const Ctx& c, uint32_t ci, uint32_t oi, const StuckOp& s, 
     st->set_idle_sec(idle);
     line += "; " + ProxyLine(c, ci, x) + " (step " + std::to_string(x.last_step) + " of " +
             std::to_string(x.nsteps) + ", " + StateName(x.last_state) + ", idle " + Dur(idle) + ")";
-    if (seen->first_stall.empty()) seen->first_stall = c.Name(op.proc) + ": " + ProxyLine(c, ci, x);
+    if (seen->first_stall.empty()) {
+      seen->first_stall = c.Name(op.proc) + ": " + ProxyLine(c, ci, x);
+      seen->stall_proc = op.proc;
+      seen->stall_peer = c.HasFile(ci, x.peer) ? c.m.comms[ci].proc_of_rank[x.peer] : kNone;
+      // Started: CUDA events say so, or a kernel channel did (channel
+      // counts are written only without events).
+      seen->stall_gpu_started = s.gpu == 2 || (s.gpu == 0 && s.kernel_started > 0);
+    }
   }
   return line;
 }
 
-// The kind of cause the stuck reports point to, said on `f`.
-void StuckCause(const Ctx& c, const StuckSeen& seen, Finding* f) {
+// What would tell a busy GPU from the network for the ranks `procs`, of
+// what their headers show was off: never advise a setting already on.
+std::string StuckWouldTell(const Ctx& c, const std::vector<uint32_t>& procs) {
+  bool events = true, steps = true, reports = true;
+  for (uint32_t pr : procs) {
+    const Proc& p = c.m.procs[pr];
+    events = events && (p.event_completions || p.api_version < 5);
+    steps = steps && (p.event_mask & kMaskProxyStep) != 0;
+    reports = reports && !p.stucks.empty();
+  }
+  std::vector<std::string> would;
+  if (!reports) would.push_back("a stuck report from every rank (NCCLWATCH_STUCK_SEC below the wait)");
+  if (!events) would.push_back("completions from CUDA events (NCCLWATCH_COMPLETIONS=events)");
+  if (!steps) would.push_back("proxy steps (NCCLWATCH_EVENTS=default,proxyop,proxystep)");
+  if (would.empty())
+    would.push_back("NCCL's own log of the transfer (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=NET) and the hosts' "
+                    "network error counters");
+  std::string s;
+  for (size_t i = 0; i < would.size(); ++i) s += (i == 0 ? "" : i + 1 == would.size() ? " or " : ", ") + would[i];
+  return s;
+}
+
+// The kind of cause the stuck reports point to, said on `f`. The network
+// only where the evidence shows it: every rank of the operation alive, the
+// stalled rank's GPU started it, and a transfer between two named ranks
+// not progressing; a GPU that never started it while others did is its
+// rank's resources; anything else cannot tell, with what would.
+void StuckCause(const Ctx& c, const Seen& s, const StuckSeen& seen, Finding* f) {
+  std::vector<uint32_t> procs;
+  for (auto& [r, oi] : s.present) procs.push_back(c.m.ops[oi].proc);
   if (!seen.gpu_not_started.empty() && !seen.gpu_started.empty()) {
     f->set_cause(report::CAUSE_RESOURCES);
     f->set_cause_text(c.Names(seen.gpu_not_started) + "'s GPU was busy with earlier work on its stream");
-  } else if (!seen.gpu_window.empty() && seen.first_stall.empty()) {
-    f->set_cause(report::CAUSE_UNKNOWN);
-    f->set_cause_text(c.Names(seen.gpu_window) + "'s GPU is somewhere in a window of operations launched without "
-                      "CUDA events of their own (NCCLWATCH_EVENT_INTERVAL_US): which one holds it is not known");
-  } else if (!seen.first_stall.empty()) {
-    f->set_cause(report::CAUSE_NETWORK);
-    f->set_cause_text("the network: a transfer stopped while both ranks were in the operation (" + seen.first_stall +
-                      ")");
-  } else {
-    f->set_cause(report::CAUSE_UNKNOWN);
-    f->set_cause_text("cannot tell a busy GPU from the network: stuck reports with CUDA-event completions "
-                      "(NCCLWATCH_COMPLETIONS=events) or proxy steps (NCCLWATCH_EVENTS=default,proxyop,proxystep) would");
+    return;
   }
+  if (!seen.gpu_window.empty() && seen.first_stall.empty()) {
+    f->set_cause(report::CAUSE_UNKNOWN);
+    f->set_cause_text("cannot tell: " + c.Names(seen.gpu_window) + "'s GPU is somewhere in a window of operations "
+                      "launched without CUDA events of their own, and which one holds it is not known; what would "
+                      "tell: events at every launch (NCCLWATCH_EVENT_INTERVAL_US=0)");
+    return;
+  }
+  bool alive = true;
+  for (uint32_t pr : procs) alive = alive && !c.dead[pr];
+  const bool named = seen.stall_peer != kNone && !c.dead[seen.stall_peer];
+  if (!seen.first_stall.empty() && alive && named && seen.stall_gpu_started) {
+    f->set_cause(report::CAUSE_NETWORK);
+    f->set_cause_text("the network: every rank of it alive, " + c.Name(seen.stall_proc) +
+                      "'s GPU in it, and a transfer between two named ranks stopped (" + seen.first_stall + ")");
+    return;
+  }
+  std::string why = "a busy GPU and the network leave the same records here";
+  if (!seen.first_stall.empty() && !alive) why = "a rank of it is dead, which stops its transfers too";
+  else if (!seen.first_stall.empty() && !named) why = "the stalled transfer's peer has no trace file to show it alive";
+  else if (!seen.first_stall.empty()) why = "whether " + c.Name(seen.stall_proc) + "'s GPU started it is not known";
+  f->set_cause(report::CAUSE_UNKNOWN);
+  f->set_cause_text("cannot tell: " + why + "; what would tell: " + StuckWouldTell(c, procs));
 }
 
 // STUCK_IN_PROGRESS: a collective every rank issued that never finished on
@@ -374,9 +540,43 @@ Finding StuckInProgress(const Ctx& c, const Seen& s) {
   }
   sum += seen.windows;
   if (!seen.first_stall.empty()) sum += "; " + seen.first_stall;
-  StuckCause(c, seen, &f);
+  StuckCause(c, s, seen, &f);
   f.set_summary(sum);
   return f;
+}
+
+// The match of the earlier collective of `s`'s communicator that every
+// rank absent from `s` is still inside (its oldest operation not finished),
+// or kNone: a rank held there never issued `s`'s collective because it has
+// not got past the earlier one, not because it went on without it.
+uint32_t HeldByEarlier(const Ctx& c, const Seen& s) {
+  const Model& m = c.m;
+  if (s.absent.empty() || !s.no_file.empty()) return kNone;
+  uint32_t held = kNone;
+  for (uint32_t pr : s.absent) {
+    const uint32_t oi = c.oldest_inflight[pr];
+    if (oi == kNone || c.dead[pr]) return kNone;
+    const Op& b = m.ops[oi];
+    if (b.comm != s.comm || b.kind != OpKind::kColl || b.match == kNone) return kNone;
+    if (held != kNone && held != b.match) return kNone;
+    held = b.match;
+  }
+  if (held == kNone || held == static_cast<uint32_t>(s.mt - m.matches.data())) return kNone;
+  // Earlier: every rank in `s` issued the held collective before it (a
+  // rank that skipped one and raced ahead is inside a later one instead).
+  for (auto& [r, oi] : s.present) {
+    const uint32_t h = OpOfRank(m, m.matches[held], r);
+    if (h == kNone || m.ops[h].start_ns >= m.ops[oi].start_ns) return kNone;
+  }
+  return held;
+}
+
+// On the earlier collective's finding: the ranks that finished it and wait
+// in the next one, which the held ranks have not reached.
+void HeldEvidence(const Ctx& c, const Seen& s, Finding* f) {
+  AddEvidence(f, c.Names(s.waiting),
+              "wait in " + s.opname + " since " + At(c.T(c.m.ops[s.unfinished[0]].start_ns)) + ", which " +
+                  c.Names(s.absent) + ", still in this one, has not issued: blocked behind it");
 }
 
 }  // namespace
@@ -398,6 +598,21 @@ std::vector<Ranked> FindMissingAndStuck(const Ctx& c, const std::vector<uint64_t
         }
       }
       if ((!s.absent.empty() || (!s.no_file.empty() && !s.hole)) && !s.completed && s.hung) {
+        // A rank still inside an earlier collective of this communicator
+        // never went on without this one: the hang is the earlier one's.
+        const uint32_t held = HeldByEarlier(c, s);
+        if (held != kNone) {
+          const Seen e = See(c, ci, m.matches[held]);
+          if (!stuck_found && !e.unfinished.empty()) {
+            Finding f = StuckInProgress(c, e);
+            HeldEvidence(c, s, &f);
+            Emit(&out, EarliestStart(m, e.ops), std::move(f));
+          } else {
+            for (Ranked& r : out)
+              if (r.f.kind() == report::STUCK_IN_PROGRESS && r.f.comm_hash() == m.comms[ci].hash) HeldEvidence(c, s, &r.f);
+          }
+          break;
+        }
         Emit(&out, EarliestStart(m, s.ops), MissingRank(c, s));
         break;
       }

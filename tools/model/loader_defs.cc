@@ -73,6 +73,7 @@ void AddHeader(const Place& at, const trace::ProcessHeader& h) {
   // Files written before completion_source say it only in words.
   p->event_completions = h.completion_source() == trace::COMPLETION_SOURCE_CUDA_EVENTS ||
                          (h.completion_source() == trace::COMPLETION_SOURCE_UNSPECIFIED && h.completions() == "events");
+  p->event_mask = h.event_mask();
   p->mono_base_ns = std::min<uint64_t>(h.mono_base_ns(), kMaxRelNs);
   p->realtime_base_ns = std::min<uint64_t>(h.realtime_base_ns(), kMaxRealtimeNs);
   p->heartbeat_ms = h.heartbeat_ms();

@@ -325,6 +325,10 @@ struct Proc {
   // never carry kernel-channel counts, so a report without gpu says nothing
   // of the GPU.
   bool event_completions = false;
+  // The activation mask it handed NCCL (ProcessHeader.event_mask): which
+  // events, proxy steps among them, its file can hold, so that advice names
+  // only what was off.
+  uint64_t event_mask = 0;
   uint64_t mono_base_ns = 0;      // header: CLOCK_MONOTONIC at plugin start
   uint64_t realtime_base_ns = 0;  // header: CLOCK_REALTIME read with it
   // What puts its own CLOCK_MONOTONIC times on CLOCK_REALTIME, from the

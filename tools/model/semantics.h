@@ -74,6 +74,8 @@ bool BusBwFactor(Func f, int32_t nranks, double* factor);
 // NCCL 2.31's RAS may change it after init (trace.proto MaskChange).
 inline constexpr uint64_t kMaskColl = 1u << 1;
 inline constexpr uint64_t kMaskP2p = 1u << 2;
+inline constexpr uint64_t kMaskProxyOp = 1u << 3;
+inline constexpr uint64_t kMaskProxyStep = 1u << 4;
 inline constexpr uint64_t kMaskKernelCh = 1u << 6;
 inline constexpr uint64_t kMaskKernelLaunch = 1u << 11;
 // NCCL's mask is an int: a value past 32 bits is no mask NCCL has.

@@ -96,6 +96,8 @@ TEST(SemanticsTest, BytesFollowNcclTests) {
 // The mask bits the analyses read are NCCL's, as the plugin declares them.
 static_assert(kMaskColl == nccl::kColl);
 static_assert(kMaskP2p == nccl::kP2p);
+static_assert(kMaskProxyOp == nccl::kProxyOp);
+static_assert(kMaskProxyStep == nccl::kProxyStep);
 static_assert(kMaskKernelCh == nccl::kKernelCh);
 static_assert(kMaskKernelLaunch == nccl::kKernelLaunch);
 static_assert(kStateKernelPhaseStop == nccl::kKernelPhaseStop);

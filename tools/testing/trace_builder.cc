@@ -520,6 +520,8 @@ std::string Player::Run() {
     h.argv = &s_.argv;
     h.nccl_version = s_.nccl_version;
     h.cuda_driver_version = s_.cuda_driver_version;
+    h.completions = s_.completions;
+    h.completion_source = s_.completion_source;
     enc_.Header(h);
     Write(s_.open_ns);
   }

@@ -82,6 +82,10 @@ struct ProcSpec {
   uint64_t gpu_clock_offset_ns = 5'000 * kSec;  // GPU globaltimer minus relative CPU time
   std::vector<std::string> argv = {"python", "train.py"};
   std::string nccl_version;          // ProcessHeader.nccl_version ("" not recorded)
+  // ProcessHeader.completion_source (trace.proto CompletionSource; 0: not
+  // written) and its words.
+  uint32_t completion_source = 0;
+  std::string completions;
   int32_t cuda_driver_version = 0;
 };
 
