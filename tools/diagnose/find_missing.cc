@@ -559,6 +559,14 @@ uint32_t HeldByEarlier(const Ctx& c, const Seen& s) {
     const Op& b = m.ops[oi];
     if (b.comm != s.comm || b.kind != OpKind::kColl || b.match == kNone) return kNone;
     if (held != kNone && held != b.match) return kNone;
+    // Held means it has not got past it: a rank that enqueued later
+    // collectives of this communicator behind it (NCCL runs them in order)
+    // did get past the call, and its missing one is a skipped call.
+    const std::vector<uint32_t>& mine = m.procs[pr].ops;
+    for (auto it = mine.rbegin(); it != mine.rend() && *it != oi; ++it) {
+      const Op& later = m.ops[*it];
+      if (later.comm == s.comm && later.kind == OpKind::kColl && later.seq > b.seq) return kNone;
+    }
     held = b.match;
   }
   if (held == kNone || held == static_cast<uint32_t>(s.mt - m.matches.data())) return kNone;
