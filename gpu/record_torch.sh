@@ -11,6 +11,9 @@
 # versions, plugin checksum. Runs JOBS (default 6) jobs at a time on the one GPU, each
 # rank on cuda:0 with its own NCCL_HOSTID (--one-gpu), and caps each at CAP seconds.
 #
+# A source is a completion source (channels, events), or "proxy": CUDA events with NCCL's
+# proxy operations and steps added (NCCLWATCH_EVENTS=default,proxyop,proxystep).
+#
 # Environment: NCCL_PROFILER_PLUGIN (default out/libnccl-profiler-ncclwatch.so), NRANKS
 # (default "4 8"), SOURCES (default "channels events"), FAULTS (default: all),
 # JOBS, CAP (default 150), BUDGET (default 540: no run starts after that many seconds).
@@ -49,11 +52,13 @@ fi
 } >"$out/manifest.txt"
 
 one() {  # one run: FAULT SOURCE N
-  local fault=$1 src=$2 n=$3 d="$out/$1-$2-$3r" t0=$SECONDS rc
+  local fault=$1 src=$2 n=$3 d="$out/$1-$2-$3r" t0=$SECONDS rc completions=$2 events=default
+  [[ $src == proxy ]] && completions=events events=default,proxyop,proxystep
   mkdir -p "$d/fr"
-  NCCLWATCH_DIR="$d" NCCLWATCH_STUCK_SEC=3 NCCLWATCH_COMPLETIONS="$src" PYTHONUNBUFFERED=1 \
+  NCCLWATCH_DIR="$d" NCCLWATCH_STUCK_SEC=3 NCCLWATCH_COMPLETIONS="$completions" NCCLWATCH_EVENTS="$events" \
+    PYTHONUNBUFFERED=1 \
     timeout -k 10 "$cap" torchrun --standalone --nproc_per_node="$n" "$here/torch_faults.py" \
-    --fault "$fault" --one-gpu --fr-dir "$d/fr" >"$d/log.txt" 2>&1
+    --fault "$fault" --fault-rank "${FAULT_RANK:-1}" --one-gpu --fr-dir "$d/fr" >"$d/log.txt" 2>&1
   rc=$?
   echo "exit $rc after $((SECONDS - t0)) s" >"$d/status"
   if [[ ${#frtrace[@]} -gt 0 ]] && compgen -G "$d/fr/nccl_trace_rank_*" >/dev/null; then

@@ -31,6 +31,10 @@ then synchronizes the GPU. At step K (default 4) rank R (default 1) does the fau
                   (slow, nothing hangs: what users see when PyTorch is slower than nccl-tests)
   threads         two process groups over all ranks, each driven by its own thread, 10
                   all_reduces each per step (healthy)
+  p2p-peer        from step K on, even ranks send to the next rank and odd ranks receive from the
+                  one before (PyTorch makes one communicator per pair at its first call); rank R
+                  receives from the rank after it instead: ranks hang in the creation of pair
+                  communicators that their peers never make
 
 With a hang the process-group watchdog times out after T seconds (default 10), dumps PyTorch's
 Flight Recorder into --fr-dir (nccl_trace_rank_<rank>) and tears the process down; with a dead
@@ -53,7 +57,8 @@ import time
 from datetime import timedelta
 
 FAULTS = ("healthy", "kill", "exception", "os-exit", "swap-completes", "swap-hangs", "count", "dtype",
-          "ag-mismatch", "rs-mismatch", "subgroup-skip", "idle", "gpu-busy", "straggler", "gpu-slow", "threads")
+          "ag-mismatch", "rs-mismatch", "subgroup-skip", "idle", "gpu-busy", "straggler", "gpu-slow", "threads",
+          "p2p-peer")
 
 
 def parse_args():
@@ -165,6 +170,11 @@ def main():
             dist.reduce_scatter_tensor(scattered, big_in)
         if sub is not None and rank in (0, 1) and not fault:
             dist.all_reduce(ar, group=sub)
+        if args.fault == "p2p-peer" and step >= args.fault_step and world % 2 == 0:
+            if rank % 2 == 0:
+                dist.send(bcast, dst=rank + 1)
+            else:
+                dist.recv(bcast, src=(rank + 1) % world if fault else rank - 1)
         root = step % world
         if rank == root:
             bcast.fill_(float(step))
