@@ -232,6 +232,8 @@ std::vector<bool> Consequences(const std::vector<Ranked>& found, int64_t slack_n
 void AssignCause(Finding* f) {
   if (f->cause() != report::CAUSE_UNSPECIFIED) return;
   const std::string who = f->culprits_size() == 1 ? f->culprits(0).name() : std::string("the culprits");
+  // "rank 3's", "the culprits'".
+  const std::string whose = f->culprits_size() == 1 ? who + "'s" : who + "'";
   switch (f->kind()) {
     case report::MISMATCH:
     case report::ORDER_MISMATCH:
@@ -253,24 +255,24 @@ void AssignCause(Finding* f) {
       }
       if (died) {
         f->set_cause(report::CAUSE_RESOURCES);
-        f->set_cause_text(who + "'s process died (killed, crashed or frozen); its log or the kernel log says which");
+        f->set_cause_text(whose + " process died (killed, crashed or frozen); its log or the kernel log says which");
       } else if (idle && !other) {
         f->set_cause(report::CAUSE_RESOURCES);
-        f->set_cause_text(who + "'s host was busy outside NCCL (a data loader, the GIL, a blocked thread); "
+        f->set_cause_text(whose + " host was busy outside NCCL (a data loader, the GIL, a blocked thread); "
                           "a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
       } else if (other) {
         f->set_cause(report::CAUSE_PROGRAM);
         f->set_cause_text("program logic: " + who + " went on without it (a skipped or extra call)");
       } else {
         f->set_cause(report::CAUSE_UNKNOWN);
-        f->set_cause_text(unknown ? "cannot tell: " + who + "'s file is missing or damaged; it would tell"
+        f->set_cause_text(unknown ? "cannot tell: " + whose + " file is missing or damaged; it would tell"
                                   : "cannot tell");
       }
       return;
     }
     case report::DEAD_RANK:
       f->set_cause(report::CAUSE_RESOURCES);
-      f->set_cause_text(who + "'s process died (killed, crashed or frozen); its log or the kernel log says which");
+      f->set_cause_text(whose + " process died (killed, crashed or frozen); its log or the kernel log says which");
       return;
     case report::STRAGGLER:
       f->set_cause(report::CAUSE_RESOURCES);
