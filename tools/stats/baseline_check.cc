@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "tools/stats/compare.h"
 #include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {

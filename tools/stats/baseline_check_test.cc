@@ -18,6 +18,7 @@
 
 #include "proto/stats.pb.h"
 #include "tools/cli.h"
+#include "tools/stats/compare.h"
 #include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {

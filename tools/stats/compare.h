@@ -54,6 +54,12 @@ double PercentileOf(std::vector<double>* v, double p);
 bool CompareSamples(const std::vector<double>& baseline, const std::vector<double>& current, double p, Effect effect,
                     const BootstrapOptions& opts, SampleComparison* out);
 
+// Samples kept per row of a baseline (stats.proto StatRow.latency_us):
+// enough for the bootstrap to see a p99, small enough for a baseline of
+// hundreds of rows to stay in megabytes. More are kept as that many
+// evenly spaced quantiles (SketchSamples), and `check` compares no more.
+inline constexpr size_t kMaxRowSamples = 1024;
+
 // At most `max` of `samples`, sorted, in the unit they are given: all of
 // them, or `max` evenly spaced quantiles (the i-th is the sample of rank
 // floor((i + 0.5) x n / max)), which keep the distribution's shape.

@@ -18,7 +18,6 @@
 #ifndef TOOLS_STATS_STATS_H_
 #define TOOLS_STATS_STATS_H_
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include <ostream>
@@ -41,12 +40,6 @@ std::string CommKey(const Comm& c);
 // "0 B", "512 B", "1 KiB", "64 MiB", "2 GiB" for 2^log2 bytes; "unknown" for -1.
 std::string BucketLabel(int32_t log2);
 
-
-// Samples kept per row in the JSON (StatRow.latency_us): enough for the
-// bootstrap of `check` to see a p99, small enough for a baseline of
-// hundreds of rows to stay in megabytes. More than that many are kept as
-// that many evenly spaced quantiles (compare.h SketchSamples).
-inline constexpr size_t kMaxRowSamples = 1024;
 
 struct StatsOptions {
   // Each rank's first timed operations of a row left out of the timings as
