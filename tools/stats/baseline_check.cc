@@ -2,6 +2,7 @@
 
 #include <google/protobuf/repeated_field.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -95,6 +96,20 @@ class Problems {
       Add(absl::StrCat(field, " holds ", n, " values where ", count_field, " is ", count, " (at least ",
                        kMaxRowSamples, " are kept)"));
   }
+  // A percentile given beside every one of its samples (a list of
+  // `count` values, not a sketch's): the nearest-rank one of them, the
+  // same double (stats derives both from one nanosecond count).
+  void Matches(const char* field, bool has, double v, const google::protobuf::RepeatedField<double>& samples,
+               double p, uint64_t count, bool sketched) {
+    const uint64_t n = static_cast<uint64_t>(samples.size());
+    if (!has || !std::isfinite(v) || sketched || n == 0 || n != count ||
+        !std::is_sorted(samples.begin(), samples.end()))
+      return;
+    const uint64_t rank = std::min(n, std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p / 100.0 * n))));
+    if (v != samples[static_cast<int>(rank - 1)])
+      Add(absl::StrCat(field, " is ", ValueText(v), " where the nearest-rank p", p, " of its ", n, " samples is ",
+                       ValueText(samples[static_cast<int>(rank - 1)])));
+  }
   bool ok() const { return count_ == 0; }
   std::string Message() const {
     return count_ <= 1 ? first_ : absl::StrCat(first_, " (and ", count_ - 1, " more problem", count_ > 2 ? "s" : "", ")");
@@ -132,7 +147,13 @@ void CheckRow(const stats::StatRow& r, int index, Problems* p) {
   p->Optional("algbwGbps", r.has_algbw_gbps(), r.algbw_gbps(), Range::kNonNegative);
   p->Optional("busbwGbps", r.has_busbw_gbps(), r.busbw_gbps(), Range::kNonNegative);
   p->Optional("busbwFactor", r.has_busbw_factor(), r.busbw_factor(), Range::kPositive);
-  p->Samples("latencyUs", r.latency_us(), Range::kPositive, r.samples(), "samples");
+  // A sample of 0 is a kernel shorter than the clock's tick; a percentile
+  // of 0 is no latency to hold a run to.
+  p->Samples("latencyUs", r.latency_us(), Range::kNonNegative, r.samples(), "samples");
+  p->Matches("latencyP50Us", r.has_latency_p50_us(), r.latency_p50_us(), r.latency_us(), 50, r.samples(),
+             r.sketched());
+  p->Matches("latencyP99Us", r.has_latency_p99_us(), r.latency_p99_us(), r.latency_us(), 99, r.samples(),
+             r.sketched());
   // Enqueue to kernel start: on two clocks (CPU and GPU), so any sign.
   // The delayed operations are some of the timed ones; no count of their own.
   p->Samples("delayUs", r.delay_us(), Range::kAny, r.samples(), "samples", false);
@@ -143,6 +164,7 @@ void CheckRow(const stats::StatRow& r, int index, Problems* p) {
                 "skewSamples");
   p->Percentile("skewP99Us", r.has_skew_p99_us(), r.skew_p99_us(), Range::kNonNegative, r.skew_samples(),
                 "skewSamples");
+  p->Matches("skewP50Us", r.has_skew_p50_us(), r.skew_p50_us(), r.skew_us(), 50, r.skew_samples(), r.sketched());
 }
 
 void CheckRank(const stats::RankRow& r, int index, Problems* p) {
@@ -155,6 +177,8 @@ void CheckRank(const stats::RankRow& r, int index, Problems* p) {
   p->Samples("latenessUs", r.lateness_us(), Range::kAny, r.samples(), "samples");
   p->Percentile("latenessP50Us", r.has_lateness_p50_us(), r.lateness_p50_us(), Range::kAny, r.samples(), "samples");
   p->Percentile("latenessP99Us", r.has_lateness_p99_us(), r.lateness_p99_us(), Range::kAny, r.samples(), "samples");
+  p->Matches("latenessP50Us", r.has_lateness_p50_us(), r.lateness_p50_us(), r.lateness_us(), 50, r.samples(),
+             r.sketched());
   p->Percentile("gpuLatenessP50Us", r.has_gpu_lateness_p50_us(), r.gpu_lateness_p50_us(), Range::kAny,
                 r.gpu_samples(), "gpuSamples");
   p->Percentile("gpuLatenessP99Us", r.has_gpu_lateness_p99_us(), r.gpu_lateness_p99_us(), Range::kAny,

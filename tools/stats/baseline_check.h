@@ -11,12 +11,14 @@
 // How: ParseBaseline screens the bytes (JSON holds no raw control byte),
 // parses them strictly (the whole input, the format the file names), then
 // ValidateBaseline holds every row to what `ncclwatch stats` writes: every
-// number finite and in its range (latencies and skews > 0 or >= 0,
-// bandwidths >= 0, nranks >= 1, 0 <= rank < nranks, a known size bucket
-// and timing), every row keyed (communicator, size, function, bucket; rank
-// rows: communicator, size, rank) and unique, each sample list sorted and
-// as long as its count says (all samples up to kMaxRowSamples, at least
-// that many above), each percentile present exactly when there are samples.
+// number finite and in its range (latency percentiles > 0, latency
+// samples, skews and bandwidths >= 0, nranks >= 1, 0 <= rank < nranks, a
+// known size bucket and timing), every row keyed (communicator, size,
+// function, bucket; rank rows: communicator, size, rank) and unique, each
+// sample list sorted and as long as its count says (all samples up to
+// kMaxRowSamples, at least that many above), each percentile present
+// exactly when there are samples, and where every sample is listed, their
+// nearest-rank percentile.
 // The first problem is named with its row (index and key) and its field as
 // the file spells it (lowerCamelCase); how many more there are follows.
 // Names from the file are printed through absl::CHexEscape.

@@ -106,16 +106,31 @@ class Damaged : public ::testing::Test {
   int timed_ = -1;
 };
 
-TEST_F(Damaged, NonFiniteOrNonPositiveLatencies) {
-  for (double bad : {double{NAN}, double{INFINITY}, -double{INFINITY}, -1.0, 0.0}) {
+TEST_F(Damaged, NonFiniteOrNegativeOrZeroLatencies) {
+  for (double bad : {double{NAN}, double{INFINITY}, -double{INFINITY}, -1.0}) {
     const std::string e = ErrorOf([&](stats::Stats* s) {
       for (double& v : *Timed(s)->mutable_latency_us()) v = bad;
     });
     EXPECT_EQ(e.rfind(TimedWhere() + ": latencyUs[0] is ", 0), 0u) << bad << ": " << e;
-    EXPECT_NE(e.find("a finite number > 0"), std::string::npos) << e;
+    EXPECT_NE(e.find("a finite number >= 0"), std::string::npos) << e;
   }
+  // Zero samples under the row's own percentiles: not its samples.
+  std::string e = ErrorOf([&](stats::Stats* s) {
+    for (double& v : *Timed(s)->mutable_latency_us()) v = 0;
+  });
+  EXPECT_EQ(e.rfind(TimedWhere() + ": latencyP50Us is ", 0), 0u) << e;
+  EXPECT_NE(e.find("where the nearest-rank p50 of its"), std::string::npos) << e;
+  // ... and with percentiles of 0 too: no latency to hold a run to.
+  e = ErrorOf([&](stats::Stats* s) {
+    for (double& v : *Timed(s)->mutable_latency_us()) v = 0;
+    Timed(s)->set_latency_p50_us(0);
+    Timed(s)->set_latency_p99_us(0);
+  });
+  EXPECT_EQ(e.rfind(TimedWhere() + ": latencyP50Us is 0; it must be a finite number > 0", 0), 0u) << e;
+  // One sample of 0 (shorter than the clock's tick) is a measurement.
+  EXPECT_EQ(ErrorOf([&](stats::Stats* s) { Timed(s)->set_latency_us(0, 0); }), "");
   // Every latency of every row NaN: the first named, the others counted.
-  const std::string e = ErrorOf([](stats::Stats* s) {
+  e = ErrorOf([](stats::Stats* s) {
     for (stats::StatRow& r : *s->mutable_rows())
       for (double& v : *r.mutable_latency_us()) v = NAN;
   });
@@ -124,6 +139,11 @@ TEST_F(Damaged, NonFiniteOrNonPositiveLatencies) {
 }
 
 TEST_F(Damaged, NaNPercentileAndNegativeBandwidth) {
+  EXPECT_NE(ErrorOf([&](stats::Stats* s) { Timed(s)->set_latency_p50_us(Timed(s)->latency_p50_us() * 2); })
+                .find("latencyP50Us is "),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([](stats::Stats* s) { s->mutable_ranks(0)->set_lateness_p50_us(1e6); }).find("latenessP50Us"),
+            std::string::npos);
   EXPECT_EQ(ErrorOf([&](stats::Stats* s) { Timed(s)->set_latency_p50_us(NAN); }),
             TimedWhere() + ": latencyP50Us is NaN; it must be a finite number > 0");
   EXPECT_EQ(ErrorOf([&](stats::Stats* s) { Timed(s)->set_busbw_gbps(-1); }),
@@ -187,6 +207,8 @@ TEST_F(Damaged, SamplesThatDisagreeWithTheirCounts) {
               r->clear_latency_us();
               for (size_t i = 0; i < 3 * kMaxRowSamples; ++i) r->add_latency_us(1.0 + static_cast<double>(i));
               r->set_samples(static_cast<uint32_t>(3 * kMaxRowSamples));
+              r->set_latency_p50_us(static_cast<double>(3 * kMaxRowSamples / 2));  // nearest rank 1,536
+              r->set_latency_p99_us(3042);                                          // ceil(0.99 x 3,072)
             }),
             "");
 }

@@ -260,6 +260,8 @@ stats::Stats ThreeTimesFaster(const std::string& dir) {
   for (stats::StatRow& r : *base.mutable_rows()) {
     for (double& v : *r.mutable_latency_us()) v /= 3;
     if (r.has_latency_p50_us()) r.set_latency_p50_us(r.latency_p50_us() / 3);
+    if (r.has_latency_p99_us()) r.set_latency_p99_us(r.latency_p99_us() / 3);
+    if (r.has_algbw_gbps()) r.set_algbw_gbps(r.algbw_gbps() * 3);
     if (r.has_busbw_gbps()) r.set_busbw_gbps(r.busbw_gbps() * 3);
   }
   return base;
@@ -284,6 +286,7 @@ TEST(CheckRecordings, OneRowOneAndAHalfTimesSlowerFailsAndIsNamed) {
     found = true;
     for (double& v : *r.mutable_latency_us()) v /= 1.5;
     r.set_latency_p50_us(r.latency_p50_us() / 1.5);
+    r.set_latency_p99_us(r.latency_p99_us() / 1.5);
   }
   ASSERT_TRUE(found);
   const Gate g = Check({WriteBaseline(base, "rs")}, dir);
