@@ -24,6 +24,7 @@
 #include "tools/model/model.h"
 #include "tools/order/order.h"
 #include "tools/reader/reader.h"
+#include "tools/stats/baseline_check.h"
 #include "tools/stats/openmetrics.h"
 #include "tools/stats/stats.h"
 #include "tools/model/job.h"
@@ -426,24 +427,37 @@ int StatsCommand(const Inputs& inputs, const std::string& format, std::ostream& 
   return 0;
 }
 
+// `check` cannot judge (exit 2): said in the JSON and the JUnit file too
+// (check.h UnusableCheckReport), as on standard error (by the caller).
+int CheckUnusable(const std::string& error, const std::string& format, const std::string& junit_path,
+                  std::ostream& out, std::ostream& err) {
+  if (format == "json") out << ReportJson(UnusableCheckReport(error));
+  if (!junit_path.empty()) {
+    std::ofstream jf(junit_path, std::ios::binary | std::ios::trunc);
+    jf << UnusableJUnitXml(error);
+    jf.close();
+    if (!jf) err << "ncclwatch check: " << CannotWrite(junit_path) << "\n";
+  }
+  return 2;
+}
+
 int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_paths, const std::string& format,
                  const std::string& junit_path, const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   std::vector<stats::Stats> baselines;
   std::string error;
   for (const std::string& path : baseline_paths) {
     std::string bytes;
-    if (!ReadBaseline(path, &bytes, &error)) {
-      err << "ncclwatch check: " << error << "\n";
-      return 2;
-    }
     baselines.emplace_back();
-    if (!StatsFromJson(bytes, &baselines.back(), &error)) {
-      err << "ncclwatch check: baseline " << path << ": " << error << "\n";
-      return 2;
+    if (ReadBaseline(path, &bytes, &error)) {
+      if (ParseBaseline(bytes, &baselines.back(), &error)) continue;
+      error = "baseline " + path + ": " + error;
     }
+    err << "ncclwatch check: " << error << "\n";
+    return CheckUnusable(error, format, junit_path, out, err);
   }
   Model m;
-  if (!Load("check", inputs, true, &m, err, &error, false, true)) return 2;
+  if (!Load("check", inputs, true, &m, err, &error, false, true))
+    return CheckUnusable(error, format, junit_path, out, err);
   CheckResult r = CompareStats(baselines, ComputeStats(m), opts);
   // The diagnosis diagnose gives on the same inputs (its Flight Recorder
   // join included), so the gate's reason reads as diagnose's verdict.

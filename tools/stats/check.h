@@ -116,6 +116,15 @@ stats::CheckReport CheckReportOf(const CheckResult& r);
 // and where, never a measured value.
 std::string JUnitXml(const CheckResult& r, const CheckOptions& opts);
 
+// When `check` cannot judge at all (exit 2): a baseline unreadable or
+// refused (baseline_check.h), or traces that yield no model. `error` says
+// which file and why. Every report asked for says so, as the text report's
+// standard error does, so that a CI system reading only the JSON or the
+// JUnit file sees the gate fail, never a green or empty result: a
+// CheckReport of verdict "UNUSABLE INPUT: `error`" and exit_status 2, and
+// JUnit XML whose one case ("check", "input usable") is an error.
+stats::CheckReport UnusableCheckReport(const std::string& error);
+std::string UnusableJUnitXml(const std::string& error);
 
 }  // namespace ncclwatch::tools
 

@@ -109,4 +109,18 @@ std::string JUnitXml(const CheckResult& r, const CheckOptions& opts) {
   return x.str();
 }
 
+std::string UnusableJUnitXml(const std::string& error) {
+  const std::string message = XmlEscape("unusable input: " + error);
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    << "<testsuites name=\"ncclwatch check\" tests=\"1\" failures=\"0\" errors=\"1\" time=\"0\">\n"
+    << "  <testsuite name=\"check\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\">\n"
+    << "    <testcase classname=\"check\" name=\"input usable\" time=\"0\">\n"
+    << "      <error type=\"unusable input\" message=\"" << message << "\">" << message << "</error>\n"
+    << "    </testcase>\n"
+    << "  </testsuite>\n"
+    << "</testsuites>\n";
+  return x.str();
+}
+
 }  // namespace ncclwatch::tools

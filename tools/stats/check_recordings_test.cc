@@ -8,8 +8,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -257,6 +260,8 @@ stats::Stats ThreeTimesFaster(const std::string& dir) {
   for (stats::StatRow& r : *base.mutable_rows()) {
     for (double& v : *r.mutable_latency_us()) v /= 3;
     if (r.has_latency_p50_us()) r.set_latency_p50_us(r.latency_p50_us() / 3);
+    if (r.has_latency_p99_us()) r.set_latency_p99_us(r.latency_p99_us() / 3);
+    if (r.has_algbw_gbps()) r.set_algbw_gbps(r.algbw_gbps() * 3);
     if (r.has_busbw_gbps()) r.set_busbw_gbps(r.busbw_gbps() * 3);
   }
   return base;
@@ -281,6 +286,7 @@ TEST(CheckRecordings, OneRowOneAndAHalfTimesSlowerFailsAndIsNamed) {
     found = true;
     for (double& v : *r.mutable_latency_us()) v /= 1.5;
     r.set_latency_p50_us(r.latency_p50_us() / 1.5);
+    r.set_latency_p99_us(r.latency_p99_us() / 1.5);
   }
   ASSERT_TRUE(found);
   const Gate g = Check({WriteBaseline(base, "rs")}, dir);
@@ -417,6 +423,61 @@ TEST(CheckRecordings, AnOldBaselineIsAClearError) {
   EXPECT_EQ(RunCli({"ncclwatch", "check", "--baseline", path, "testdata/gpu/healthy"}, out, err), 2);
   EXPECT_NE(err.str().find(path), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("holds no samples"), std::string::npos) << err.str();
+}
+
+// What check makes of a baseline it refuses (baseline_check.h) or cannot
+// read: exit 2, and the same words on standard error, as the JSON
+// report's verdict and as the JUnit file's one error.
+struct Refusal {
+  int status = -1;
+  std::string err, xml;
+  stats::CheckReport json;
+  JUnitCounts junit;
+};
+
+Refusal Refused(const std::string& baseline) {
+  Refusal r;
+  const std::string junit = TmpDir() + "/refused.xml";
+  std::remove(junit.c_str());
+  std::ostringstream out, err, jout, jerr;
+  r.status = RunCli({"ncclwatch", "check", "--junit", junit, "--baseline", baseline, "testdata/gpu/healthy"}, out, err);
+  r.err = err.str();
+  EXPECT_EQ(out.str(), "");
+  r.xml = ReadFile(junit);
+  r.junit = ValidateJUnit(r.xml);
+  EXPECT_EQ(RunCli({"ncclwatch", "check", "--format=json", "--baseline", baseline, "testdata/gpu/healthy"}, jout, jerr),
+            r.status);
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(jout.str(), &r.json).ok()) << jout.str();
+  EXPECT_EQ(r.status, 2) << r.err;
+  const std::string said = r.err.substr(0, r.err.find('\n'));
+  EXPECT_EQ(said.rfind("ncclwatch check: ", 0), 0u) << r.err;
+  const std::string error = said.substr(strlen("ncclwatch check: "));
+  EXPECT_EQ(r.json.verdict(), "UNUSABLE INPUT: " + error);
+  EXPECT_EQ(r.json.exit_status(), 2);
+  EXPECT_FALSE(r.json.passed());
+  EXPECT_EQ(r.junit.errors, 1) << r.xml;
+  EXPECT_EQ(r.junit.failures, 0) << r.xml;
+  EXPECT_TRUE(Contains(r.junit.failing, "check input usable: unusable input: " + error)) << r.xml;
+  return r;
+}
+
+TEST(CheckRecordings, ADamagedBaselineIsRefusedInEveryReport) {
+  stats::Stats s = StatsOfRecording("testdata/gpu/healthy");
+  for (stats::StatRow& row : *s.mutable_rows())
+    for (double& v : *row.mutable_latency_us()) v = NAN;
+  const std::string nan = WriteBaseline(s, "nan");
+  Refusal r = Refused(nan);
+  EXPECT_NE(r.err.find("baseline " + nan + ": row "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": latencyUs[0] is NaN"), std::string::npos) << r.err;
+
+  const std::string json = StatsToJson(StatsOfRecording("testdata/gpu/healthy"));
+  const std::string nul = TmpDir() + "/nul.json";
+  std::ofstream(nul) << json.substr(0, 100) << '\0' << json.substr(100);
+  r = Refused(nul);
+  EXPECT_NE(r.err.find("baseline " + nul + ": byte 100 (line "), std::string::npos) << r.err;
+
+  r = Refused(TmpDir() + "/absent.json");
+  EXPECT_NE(r.err.find("absent.json"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -239,4 +239,13 @@ stats::CheckReport CheckReportOf(const CheckResult& r) {
   return rep;
 }
 
+stats::CheckReport UnusableCheckReport(const std::string& error) {
+  stats::CheckReport rep;
+  rep.set_verdict(SanitizeUtf8("UNUSABLE INPUT: " + error));
+  rep.set_passed(false);
+  rep.set_exit_status(2);
+  rep.add_errors(SanitizeUtf8(error));
+  return rep;
+}
+
 }  // namespace ncclwatch::tools

@@ -7,18 +7,56 @@
 namespace ncclwatch::tools {
 namespace {
 
-// A resample of `from` into `to` (same size), drawn with `rng`. The modulo
-// bias is below 2^-50 for the sizes a row holds.
-void Resample(const std::vector<double>& from, std::mt19937_64* rng, std::vector<double>* to) {
-  to->resize(from.size());
-  for (double& x : *to) x = from[(*rng)() % from.size()];
+// Uniform in [0, 1) from the top 53 bits of one draw.
+double Uniform(std::mt19937_64* rng) { return static_cast<double>((*rng)() >> 11) * 0x1.0p-53; }
+
+// A standard normal (Box-Muller). Our own, with Gamma below, rather than
+// <random>'s distributions, whose algorithms are each library's: the
+// stream, and so every interval, is the same on every machine.
+double Normal(std::mt19937_64* rng) {
+  const double u1 = 1.0 - Uniform(rng), u2 = Uniform(rng);  // u1 in (0, 1]
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+// Gamma(a, 1) for a >= 1: Marsaglia and Tsang, "A simple method for
+// generating gamma variables" (2000).
+double Gamma(double a, std::mt19937_64* rng) {
+  const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    const double x = Normal(rng);
+    double v = 1.0 + c * x;
+    if (v <= 0) continue;
+    v = v * v * v;
+    const double u = Uniform(rng);
+    if (u < 1.0 - 0.0331 * x * x * x * x || std::log(u) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
+  }
+}
+
+// The nearest-rank `p`-th percentile of a resample (n draws with
+// replacement) of `sorted`, drawn directly. The resample's k-th smallest
+// value is sorted[J], J the k-th smallest of n indices uniform on
+// [0, n): floor(n U) for n uniforms U in [0, 1), so J = floor(n U(k)), and
+// the k-th smallest of n uniforms is Beta(k, n - k + 1), G1 / (G1 + G2)
+// for independent Gamma(k) and Gamma(n - k + 1). The bootstrap's law
+// exactly, in constant time where a resample costs n draws and a
+// selection.
+double ResampledPercentile(const std::vector<double>& sorted, size_t k, std::mt19937_64* rng) {
+  const size_t n = sorted.size();
+  const double g1 = Gamma(static_cast<double>(k), rng), g2 = Gamma(static_cast<double>(n - k + 1), rng);
+  const size_t j = static_cast<size_t>(static_cast<double>(n) * (g1 / (g1 + g2)));
+  return sorted[std::min(j, n - 1)];
+}
+
+// The nearest rank (1-based) of the p-th percentile of n values.
+size_t RankOf(size_t n, double p) {
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(n)));
+  return std::min(std::max<size_t>(rank, 1), n);
 }
 
 }  // namespace
 
 double PercentileOf(std::vector<double>* v, double p) {
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v->size())));
-  rank = std::min(std::max<size_t>(rank, 1), v->size());
+  const size_t rank = RankOf(v->size(), p);
   auto nth = v->begin() + static_cast<std::ptrdiff_t>(rank - 1);
   std::nth_element(v->begin(), nth, v->end());
   return *nth;
@@ -29,17 +67,18 @@ bool CompareSamples(const std::vector<double>& baseline, const std::vector<doubl
   if (baseline.empty() || current.empty() || opts.resamples < 1) return false;
   auto effect_of = [effect](double b, double c) { return effect == Effect::kRatio ? c / b - 1.0 : c - b; };
   std::vector<double> b = baseline, c = current;
-  out->baseline = PercentileOf(&b, p);
-  out->current = PercentileOf(&c, p);
+  std::sort(b.begin(), b.end());
+  std::sort(c.begin(), c.end());
+  const size_t kb = RankOf(b.size(), p), kc = RankOf(c.size(), p);
+  out->baseline = b[kb - 1];
+  out->current = c[kc - 1];
   if (effect == Effect::kRatio && !(out->baseline > 0 && out->current > 0)) return false;
   out->effect = effect_of(out->baseline, out->current);
   std::mt19937_64 rng(opts.seed);
   std::vector<double> effects;
   effects.reserve(static_cast<size_t>(opts.resamples));
   for (int i = 0; i < opts.resamples; ++i) {
-    Resample(baseline, &rng, &b);
-    Resample(current, &rng, &c);
-    const double sb = PercentileOf(&b, p), sc = PercentileOf(&c, p);
+    const double sb = ResampledPercentile(b, kb, &rng), sc = ResampledPercentile(c, kc, &rng);
     // Positive samples give positive statistics; a zero one (a 0 us latency)
     // makes the ratio unbounded, which is what it is.
     effects.push_back(effect == Effect::kRatio && !(sb > 0) ? HUGE_VAL : effect_of(sb, sc));

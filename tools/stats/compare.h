@@ -6,18 +6,23 @@
 // false-alarm rate: each side is resampled with replacement, independently,
 // `resamples` times; each time the statistic (nearest-rank percentile) is
 // taken on both resamples and their effect (ratio minus one, or difference)
-// noted. The interval is the alpha and 1 - alpha quantiles of those effects;
+// noted. A resample's percentile is drawn directly from its law (an order
+// statistic of uniform draws: a Beta variate, compare.cc), so a comparison
+// costs a sort of each side and `resamples` constant-time draws, not
+// `resamples` times the samples. The interval is the alpha and 1 - alpha quantiles of those effects;
 // a change is significant at one-sided level alpha when the interval does
 // not hold zero. The random numbers come from std::mt19937_64 (its output
-// is fixed by the C++ standard) with a fixed seed: the same samples give
-// the same interval on every machine, so a gate never flips on a rerun of
-// the same data.
+// is fixed by the C++ standard) with a fixed seed, turned into variates by
+// our own code, not <random>'s distributions (each library's own): the
+// same samples give the same interval on every machine (libm's log, cos
+// and sqrt aside, which differ by an ulp at most), so a gate never flips
+// on a rerun of the same data.
 //
 // Not for samples that are not independent draws of one quantity (the
 // samples of several runs of different speeds, pooled, understate the
 // spread between runs: the caller raises its floor to that spread).
 //
-// Allocation: two vectors the size of the samples per call. No shared state.
+// Allocation: two sorted copies of the samples per call. No shared state.
 
 #ifndef TOOLS_STATS_COMPARE_H_
 #define TOOLS_STATS_COMPARE_H_
@@ -53,6 +58,12 @@ double PercentileOf(std::vector<double>* v, double p);
 // when either side is empty, or for kRatio when a statistic is not positive.
 bool CompareSamples(const std::vector<double>& baseline, const std::vector<double>& current, double p, Effect effect,
                     const BootstrapOptions& opts, SampleComparison* out);
+
+// Samples kept per row of a baseline (stats.proto StatRow.latency_us):
+// enough for the bootstrap to see a p99, small enough for a baseline of
+// hundreds of rows to stay in megabytes. More are kept as that many
+// evenly spaced quantiles (SketchSamples), and `check` compares no more.
+inline constexpr size_t kMaxRowSamples = 1024;
 
 // At most `max` of `samples`, sorted, in the unit they are given: all of
 // them, or `max` evenly spaced quantiles (the i-th is the sample of rank

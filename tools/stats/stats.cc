@@ -23,11 +23,6 @@ namespace {
 
 constexpr char kFormat[] = "ncclwatch-stats/2";
 
-// Samples kept per row in the JSON (StatRow.latency_us): enough for the
-// bootstrap of `check` to see a p99, small enough for a baseline of
-// hundreds of rows to stay in megabytes.
-constexpr size_t kMaxRowSamples = 1024;
-
 std::vector<double> SamplesUs(const std::vector<int64_t>& ns) {
   std::vector<double> us;
   us.reserve(ns.size());
