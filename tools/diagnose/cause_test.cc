@@ -28,12 +28,7 @@ using testing::kSec;
 using testing::OpPlan;
 using testing::RankPlan;
 
-std::string TempDir() {
-  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-  std::string tmpl = base + "/cause_testXXXXXX";
-  char* d = mkdtemp(&tmpl[0]);
-  return d ? std::string(d) : base;
-}
+std::string TempDir() { return testing::NewTestDir("cause_test"); }
 
 report::Diagnosis RunJob(const JobSpec& spec) {
   std::string dir = TempDir();

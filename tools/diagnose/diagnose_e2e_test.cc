@@ -27,12 +27,7 @@ using testing::kSec;
 using testing::OpPlan;
 using testing::RankPlan;
 
-std::string TempDir() {
-  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-  std::string tmpl = base + "/diagnose_e2eXXXXXX";
-  char* d = mkdtemp(&tmpl[0]);
-  return d ? std::string(d) : base;
-}
+std::string TempDir() { return testing::NewTestDir("diagnose_e2e"); }
 
 report::Diagnosis RunJob(const JobSpec& spec, std::string* dir_out = nullptr) {
   std::string dir = TempDir();

@@ -26,12 +26,7 @@ using testing::kUs;
 constexpr uint64_t kMask = 0x46;      // Coll | P2p | KernelCh: the plugin's default
 constexpr uint64_t kKernelCh = 0x40;
 
-std::string TempDir() {
-  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-  std::string tmpl = base + "/mask_changeXXXXXX";
-  char* d = mkdtemp(&tmpl[0]);
-  return d ? std::string(d) : base;
-}
+std::string TempDir() { return testing::NewTestDir("mask_change"); }
 
 // Two ranks run AllReduce #0..#9 (10 ms apart from 3 s, each completing in
 // 1 ms), then `after` adds what follows on each rank's builder; both stay

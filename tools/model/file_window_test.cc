@@ -27,12 +27,7 @@ namespace {
 using testing::kMs;
 using testing::kSec;
 
-std::string TempDir() {
-  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-  std::string tmpl = base + "/file_windowXXXXXX";
-  char* d = mkdtemp(&tmpl[0]);
-  return d ? std::string(d) : base;
-}
+std::string TempDir() { return testing::NewTestDir("file_window"); }
 
 void Write(const std::string& path, const std::string& bytes, bool append) {
   std::ofstream f(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));

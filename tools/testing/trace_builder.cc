@@ -1,5 +1,7 @@
 #include "tools/testing/trace_builder.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -1033,6 +1035,14 @@ std::vector<std::string> WriteJob(const std::vector<TraceBuilder>& files, const 
     Check(f.WriteTo(paths.back()), "cannot write a trace file");
   }
   return paths;
+}
+
+std::string NewTestDir(const std::string& prefix) {
+  const char* env = getenv("TEST_TMPDIR");
+  const std::string base = env != nullptr ? env : "/tmp";
+  std::string tmpl = base + "/" + prefix + "XXXXXX";
+  const char* d = mkdtemp(&tmpl[0]);
+  return d != nullptr ? std::string(d) : base;
 }
 
 }  // namespace ncclwatch::tools::testing

@@ -422,6 +422,10 @@ std::vector<TraceBuilder> BuildJob(const JobSpec& spec, JobPlan* plan = nullptr)
 // One file per rank in `dir`, named like the plugin's. Returns the paths.
 std::vector<std::string> WriteJob(const std::vector<TraceBuilder>& files, const std::string& dir);
 
+// A new folder for one test's files, under $TEST_TMPDIR (else /tmp), its
+// name starting with `prefix`. Returns the base folder if none could be made.
+std::string NewTestDir(const std::string& prefix);
+
 }  // namespace ncclwatch::tools::testing
 
 #endif  // TOOLS_TESTING_TRACE_BUILDER_H_

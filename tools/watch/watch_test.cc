@@ -37,12 +37,7 @@ using testing::kSec;
 using testing::OpPlan;
 using testing::RankPlan;
 
-std::string TempDir() {
-  std::string base = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-  std::string tmpl = base + "/watchXXXXXX";
-  char* d = mkdtemp(&tmpl[0]);
-  return d ? std::string(d) : base;
-}
+std::string TempDir() { return testing::NewTestDir("watch"); }
 
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 // A verdict without its durations, which grow while a hang lasts.
