@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {

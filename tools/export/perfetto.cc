@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "proto/perfetto_subset.pb.h"
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {

@@ -1,8 +1,8 @@
 // Small text helpers for what the tools print: names come from the traced
 // program (communicator names are user-assigned) and may hold anything.
 
-#ifndef TOOLS_STATS_TEXT_H_
-#define TOOLS_STATS_TEXT_H_
+#ifndef TOOLS_TEXT_SAFE_TEXT_H_
+#define TOOLS_TEXT_SAFE_TEXT_H_
 
 #include <string>
 
@@ -26,4 +26,4 @@ std::string XmlEscape(const std::string& s);
 
 }  // namespace ncclwatch::tools
 
-#endif  // TOOLS_STATS_TEXT_H_
+#endif  // TOOLS_TEXT_SAFE_TEXT_H_

@@ -1,4 +1,4 @@
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 #include <gtest/gtest.h>
 
