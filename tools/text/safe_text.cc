@@ -2,6 +2,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <algorithm>
 
@@ -284,13 +285,14 @@ void SafeTextStream::Buf::Drain(bool all) {
 SafeTextStream::Buf::int_type SafeTextStream::Buf::overflow(int_type c) {
   if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
   pending_ += traits_type::to_char_type(c);
-  if (pending_.size() >= (64 << 10)) Drain(false);
+  if (pending_.size() >= (64 << 10) || c == '\n') Drain(false);
   return c;
 }
 
 std::streamsize SafeTextStream::Buf::xsputn(const char* s, std::streamsize n) {
   pending_.append(s, static_cast<size_t>(n));
-  if (pending_.size() >= (64 << 10)) Drain(false);
+  // Line by line, as a reader of a running command (watch) expects.
+  if (pending_.size() >= (64 << 10) || memchr(s, '\n', static_cast<size_t>(n)) != nullptr) Drain(false);
   return n;
 }
 
