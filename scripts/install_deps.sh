@@ -46,6 +46,7 @@ fi
 # Release checks: the metrics, the man page and the .deb.
 PACKAGES+=(
   prometheus             # /usr/bin/promtool: //tools/stats:promtool_test
+  libxml2-utils          # xmllint: //tools/text:safe_output_test reads check's JUnit back
   man-db                 # man --warnings on the generated page: //tools:completion_test
   groff-base             # nroff, which man runs
   lintian                # the .deb checked: //release:lintian_test
