@@ -44,6 +44,7 @@ PACKAGES+=(
   prometheus-node-exporter  # the textfile recipe, run by //tools/stats:prometheus_test
   prometheus-pushgateway    # the Pushgateway recipe, likewise
   curl                      # which pushes and scrapes there
+  libxml2-utils          # xmllint: //tools/text:safe_output_test reads check's JUnit back
   man-db                 # man --warnings on the generated page: //tools:completion_test
   groff-base             # nroff, which man runs
   lintian                # the .deb checked: //release:lintian_test

@@ -22,6 +22,7 @@
 #include "tools/model/collectives.h"
 #include "tools/model/liveness.h"
 #include "tools/summary/summary.h"
+#include "tools/text/safe_text.h"
 
 // Every flag of every subcommand, in one place; each subcommand accepts only
 // its own (kCommands). Parsed by ParseArgs below, not absl::ParseCommandLine,
@@ -454,18 +455,30 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
 // Every command's report goes to --out (-o) when given: merge and export
 // write there themselves (binary and streamed output); the others through
 // this file.
+//
+// Messages, and the reports of the commands whose every format is text,
+// pass through SafeTextStream: a name the formatter did not escape reaches
+// no terminal raw (docs/security.md).
 int RunTo(const Command& cmd, const std::vector<std::string>& paths, const std::set<std::string>& given,
-          std::ostream& out, std::ostream& err) {
+          std::ostream& out, std::ostream& raw_err) {
   const std::string name = cmd.name;
   const std::string path = absl::GetFlag(FLAGS_out);
-  if (path.empty() || name == "merge" || name == "export" || name == "summarize")
-    return Run(cmd, paths, given, out, err);
+  SafeTextStream err(raw_err);
+  if (name == "merge" || name == "export" || name == "summarize") return Run(cmd, paths, given, out, err);
+  if (path.empty()) {
+    SafeTextStream text(out);
+    return Run(cmd, paths, given, text, err);
+  }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
     err << "ncclwatch " << name << ": " << CannotWrite(path) << "\n";
     return 2;
   }
-  const int status = Run(cmd, paths, given, file, err);
+  int status;
+  {
+    SafeTextStream text(file);
+    status = Run(cmd, paths, given, text, err);
+  }
   file.close();
   if (!file) {
     err << "ncclwatch " << name << ": " << CannotWrite(path) << "\n";

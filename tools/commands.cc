@@ -30,6 +30,7 @@
 #include "tools/model/job.h"
 #include "tools/model/summary_merge.h"
 #include "tools/summary/summary.h"
+#include "tools/text/safe_text.h"
 #include "tools/watch/watch.h"
 
 namespace ncclwatch::tools {
@@ -309,10 +310,13 @@ int MergeCommand(const Inputs& inputs, const std::string& format, const std::str
     o = &file;
   }
   if (format == "text") {
-    PrintMergeText(r, *o);
+    // Text only: pb is binary (cli.cc filters the other commands' text).
+    SafeTextStream text(*o);
+    PrintMergeText(r, text);
   } else if (format == "json") {
     *o << ReportJson(r);
   } else {
+    MakeValidUtf8(&r);
     r.SerializeToOstream(o);
   }
   return 0;

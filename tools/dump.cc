@@ -10,10 +10,31 @@
 #include "tools/model/semantics.h"
 #include "tools/reader/reader.h"
 #include "tools/summary/summary.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 
 namespace {
+
+// Strings and bytes as protobuf's text format writes them (C escapes, so
+// no control reaches the terminal), but a name of a megabyte cut to
+// kMaxNameBytes first: no record's line grows with it.
+class CutStringPrinter : public google::protobuf::TextFormat::FastFieldValuePrinter {
+ public:
+  void PrintString(const std::string& val,
+                   google::protobuf::TextFormat::BaseTextGenerator* generator) const override {
+    FastFieldValuePrinter::PrintString(CutName(val), generator);
+  }
+  void PrintBytes(const std::string& val, google::protobuf::TextFormat::BaseTextGenerator* generator) const override {
+    FastFieldValuePrinter::PrintBytes(CutName(val), generator);
+  }
+};
+
+// One record a line.
+void SingleLine(google::protobuf::TextFormat::Printer* printer) {
+  printer->SetSingleLineMode(true);
+  printer->SetDefaultFieldValuePrinter(new CutStringPrinter());
+}
 
 // "mask change at 4.010 s: Coll|P2p|KernelCh -> Coll|P2p (0x46 -> 0x6),
 // last read 4.000 s, completions from KernelCh: stops completions".
@@ -41,12 +62,12 @@ bool DumpSummary(const std::string& path, const DumpOptions& opts, std::ostream&
   SummaryResult s;
   std::string error;
   const bool ok = ReadSummaryFile(path, &s, &error);
-  out << "== " << path << ": per-node summary, format " << s.header.format() << " v" << s.header.version()
+  out << "== " << Printable(path) << ": per-node summary, format " << s.header.format() << " v" << s.header.version()
       << ", window " << s.header.window() << ", " << s.procs.size() << " processes\n";
   google::protobuf::TextFormat::Printer printer;
-  printer.SetSingleLineMode(true);
+  SingleLine(&printer);
   for (const summary::SummaryProcess& p : s.procs) {
-    out << "  " << p.path() << ": " << p.records_size() << " window records, " << p.let_go_ops()
+    out << "  " << Printable(p.path()) << ": " << p.records_size() << " window records, " << p.let_go_ops()
         << " operations let go" << (p.damaged() ? ", damaged at offset " + std::to_string(p.damaged_at()) : "")
         << (p.cut_tail() ? ", cut tail" : "") << "\n";
     for (const summary::CommPrefix& c : p.prefixes()) {
@@ -109,7 +130,7 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
       status = 2;
       continue;
     }
-    out << "== " << f << "\n";
+    out << "== " << Printable(f) << "\n";
     std::map<uint32_t, std::string> strings;
     trace::Record rec;
     uint64_t off = 0;
@@ -118,7 +139,7 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
     std::string drops;
     std::vector<std::string> mask_changes;
     google::protobuf::TextFormat::Printer printer;
-    printer.SetSingleLineMode(true);
+    SingleLine(&printer);
     while (reader.Next(&rec, &off)) {
       switch (rec.body_case()) {
         case trace::Record::kStringDef:
@@ -171,7 +192,7 @@ int Dump(const std::vector<std::string>& paths, const DumpOptions& opts, std::os
           const auto& o = rec.op();
           auto name = [&](uint32_t id) {
             if (id == 0) return std::string("-");
-            return strings.count(id) ? strings[id] : std::string("?");
+            return strings.count(id) ? Printable(CutName(strings[id])) : std::string("?");
           };
           s = name(o.func()) + " " + name(o.datatype()) + " " + name(o.algo()) + "/" + name(o.proto()) + "  " + s;
         } else if (rec.has_mask_change()) {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -52,29 +52,9 @@ class JsonWriter {
     buf_.clear();
   }
 
-  void AppendString(const std::string& raw) {
-    const std::string s = SanitizeUtf8(raw);
-    buf_ += '"';
-    for (char ch : s) {
-      const unsigned char c = static_cast<unsigned char>(ch);
-      switch (c) {
-        case '"': buf_ += "\\\""; break;
-        case '\\': buf_ += "\\\\"; break;
-        case '\n': buf_ += "\\n"; break;
-        case '\r': buf_ += "\\r"; break;
-        case '\t': buf_ += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char esc[8];
-            snprintf(esc, sizeof(esc), "\\u%04x", c);
-            buf_ += esc;
-          } else {
-            buf_ += ch;
-          }
-      }
-    }
-    buf_ += '"';
-  }
+  // JSON escapes keep the value; controls, C1 and reordering characters
+  // are escaped, invalid UTF-8 becomes U+FFFD (tools/text/safe_text.h).
+  void AppendString(const std::string& raw) { buf_ += JsonQuote(raw); }
 
   void AppendNum(double d) {
     char num[40];

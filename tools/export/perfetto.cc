@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "proto/perfetto_subset.pb.h"
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -87,7 +87,7 @@ class PerfettoWriter {
     if (fresh) {
       pb::EventName* n = p->mutable_interned_data()->add_event_names();
       n->set_iid(iid);
-      n->set_name(SanitizeUtf8(name));
+      n->set_name(Printable(name));
     }
     p->mutable_track_event()->set_name_iid(iid);
   }
@@ -110,12 +110,12 @@ class PerfettoWriter {
       if (fresh) {
         pb::DebugAnnotationName* n = p->mutable_interned_data()->add_debug_annotation_names();
         n->set_iid(iid);
-        n->set_name(SanitizeUtf8(a.key));
+        n->set_name(Printable(a.key));
       }
       pb::DebugAnnotation* d = p->mutable_track_event()->add_debug_annotations();
       d->set_name_iid(iid);
       switch (a.kind) {
-        case ExportArg::kString: d->set_string_value(SanitizeUtf8(a.s)); break;
+        case ExportArg::kString: d->set_string_value(Printable(a.s)); break;
         case ExportArg::kInt: d->set_int_value(a.i); break;
         case ExportArg::kDouble: d->set_double_value(a.d); break;
         case ExportArg::kBool: d->set_bool_value(a.b); break;
@@ -130,10 +130,10 @@ class PerfettoWriter {
     d->set_uuid(uuid);
     if (parent != 0) {
       d->set_parent_uuid(parent);
-      d->set_name(SanitizeUtf8(name));
+      d->set_name(Printable(name));
     } else {
       d->mutable_process()->set_pid(pid);
-      d->mutable_process()->set_process_name(SanitizeUtf8(name));
+      d->mutable_process()->set_process_name(Printable(name));
     }
     Emit(&packet_);
     return uuid;

@@ -229,6 +229,7 @@ TEST(PerfettoTest, AFlowStartsOnTheEarliestArrivalNotTheLowestRank) {
   EXPECT_EQ(flows, 1u);
 }
 
+// Labels a viewer shows: the visible escapes of tools/text/safe_text.h.
 TEST(PerfettoTest, HostileNamesStayValidUtf8) {
   Job j(std::string("bad\xFFname\n\"x\""));
   j.Add(0, "AllReduce", 0, 0, 100'000);
@@ -236,7 +237,7 @@ TEST(PerfettoTest, HostileNamesStayValidUtf8) {
   bool found = false;
   for (auto& [uuid, t] : r.tracks)
     if (t.parent != 0) {
-      EXPECT_EQ(t.name, "bad\xEF\xBF\xBDname\n\"x\"");
+      EXPECT_EQ(t.name, "bad\\xffname\\n\"x\"");
       found = true;
     }
   EXPECT_TRUE(found);

@@ -9,6 +9,7 @@
 #include "tools/fr/pickle.h"
 #include "tools/model/semantics.h"
 #include "tools/reader/reader.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -136,8 +137,8 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
     *error = "no rank number at the end of the file name";
     return false;
   }
-  dump->version = Str(top.Get("version"));
-  dump->nccl_version = Str(top.Get("comm_lib_version"));
+  dump->version = CutName(Str(top.Get("version")));
+  dump->nccl_version = CutName(Str(top.Get("comm_lib_version")));
   Budget budget;
   auto too_large = [&](const std::string& where) {
     *error = "the dump would take more than " + std::to_string(kMaxValueBytes >> 20) + " MiB once read (at " + where +
@@ -149,7 +150,7 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
     for (const auto& [k, v] : pgs->entries) {
       if (!k->IsStr() || v->kind != PyValue::Kind::kDict) continue;
       FrGroup g;
-      g.desc = Str(v->Get("desc"));
+      g.desc = CutName(Str(v->Get("desc")));
       if (!budget.Take(sizeof(FrGroup) + 4 * sizeof(void*) + k->s.size() + g.desc.size()))
         return too_large("process group '" + k->s + "'");
       bool over = false;
@@ -157,7 +158,7 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
         if (over) return too_large("the ranks of process group '" + k->s + "'");
         continue;
       }
-      dump->groups[k->s] = std::move(g);
+      dump->groups[CutName(k->s)] = std::move(g);
     }
   }
   for (const PyRef& ref : entries->items) {
@@ -168,16 +169,16 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
     FrEntry out;
     const PyValue* pg = e.Get("process_group");
     if (pg != nullptr && pg->kind == PyValue::Kind::kTuple && pg->items.size() == 2) {
-      out.pg = Str(pg->items[0].get());
-      out.pg_desc = Str(pg->items[1].get());
+      out.pg = CutName(Str(pg->items[0].get()));
+      out.pg_desc = CutName(Str(pg->items[1].get()));
     }
     const PyValue* seq = e.Get("collective_seq_id");
     if (seq == nullptr || !seq->IsInt()) continue;
     out.collective_seq_id = seq->i;
     const PyValue* p2p = e.Get("is_p2p");
     out.is_p2p = p2p != nullptr && p2p->kind == PyValue::Kind::kBool && p2p->b;
-    out.profiling_name = Str(e.Get("profiling_name"));
-    out.state = Str(e.Get("state"));
+    out.profiling_name = CutName(Str(e.Get("profiling_name")));
+    out.state = CutName(Str(e.Get("state")));
     if (!budget.Take(out.pg.size() + out.pg_desc.size() + out.profiling_name.size() + out.state.size()))
       return too_large("entry " + std::to_string(dump->entries.size()));
     if (const PyValue* fr = e.Get("frames"); fr != nullptr && fr->kind == PyValue::Kind::kList) {
@@ -189,10 +190,10 @@ bool ParseFrDump(const std::string& path, std::string_view bytes, FrDump* dump, 
         if (!budget.Take(2 * sizeof(FrFrame) + file->size() + name->size()))
           return too_large("frame " + std::to_string(out.frames.size()) + " of entry " +
                            std::to_string(dump->entries.size()));
-        frame.file = *file;
+        frame.file = CutName(*file);
         const PyValue* line = f->Get("line");
         frame.line = line != nullptr && line->IsInt() ? line->i : 0;
-        frame.name = *name;
+        frame.name = CutName(*name);
         out.frames.push_back(std::move(frame));
       }
     }

@@ -13,6 +13,7 @@
 
 #include "proto/trace.pb.h"
 #include "tools/reader/reader.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -249,11 +250,11 @@ bool Screen(const std::string& job, const std::vector<HeaderFacts>& facts, const
 TraceHeaderFacts HeaderFactsOf(const trace::ProcessHeader& header, uint64_t size) {
   TraceHeaderFacts h;
   h.found = true;
-  h.host = header.hostname();
+  h.host = CutName(header.hostname());
   h.pid = header.pid();
   h.mono_base_ns = header.mono_base_ns();
   h.realtime_base_ns = header.realtime_base_ns();
-  h.job_id = header.job_id();
+  h.job_id = CutName(header.job_id());
   h.size = size;
   return h;
 }

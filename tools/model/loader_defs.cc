@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "tools/text/safe_text.h"
+
 namespace ncclwatch::tools::loader_internal {
 
 void Seen(Proc* p, int64_t t) {
@@ -55,11 +57,11 @@ void AddHeader(const Place& at, const trace::ProcessHeader& h) {
   const uint64_t off = at.off;
   fs.have_header = true;
   p->header_offset = off;
-  p->host = h.hostname();
+  p->host = CutName(h.hostname());
   // gethostname(2)'s names: letters, digits, '-', '.' and '_'.
   for (char ch : p->host)
     if (!isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.' && ch != '_') {
-      Damaged(p, &fs.damage_issues, off, "a process header whose host name holds a '" + std::string(1, ch) + "'");
+      Damaged(p, &fs.damage_issues, off, "a process header whose host name holds a '" + Printable(std::string(1, ch)) + "'");
       break;
     }
   p->pid = h.pid();
@@ -192,7 +194,7 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
     if (c.comm_hash() != 0) m->comm_of_hash.emplace(c.comm_hash(), ci);
   }
   Comm& comm = m->comms[ci];
-  if (!c.name().empty()) comm.name = c.name();
+  if (!c.name().empty()) comm.name = CutName(c.name());
   // NCCL's impossible size says nothing of the communicator's.
   if (!nccl_impossible && c.nranks() > comm.nranks) comm.nranks = c.nranks();
   auto known = fs.member_of_comm.find(c.comm());
@@ -205,7 +207,7 @@ void AddCommInit(const Place& at, const trace::CommInit& c) {
     mem.rank = c.from_event() || nccl_impossible || (c.nranks() <= 0 && c.comm_hash() == 0) ? -1 : c.rank();
     mem.init_ns = base + Rel(c.time_ns());
     mem.init_offset = off;
-    mem.name = c.name();
+    mem.name = CutName(c.name());
     mem.nranks = nccl_impossible ? 0 : c.nranks();
     mem.nccl_impossible = nccl_impossible;
     mem.nccl_nranks = c.nranks();
@@ -251,7 +253,7 @@ void AddDrops(const Place& at, const trace::Drops& d) {
   p->drops.write_failed = d.write_failed();
   p->drops.foreign_parent = d.foreign_parent();
   p->drops.bad_parent = d.bad_parent();
-  p->drops.last_write_error = d.last_write_error();
+  p->drops.last_write_error = CutName(d.last_write_error());
   // Older plugins lost completions to any of these drops, uncounted.
   const uint64_t lost = d.completions_counted()
                             ? d.completions_lost()

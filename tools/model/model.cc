@@ -7,10 +7,14 @@
 #include "tools/model/inputs.h"
 #include "tools/model/loader.h"
 #include "tools/reader/reader.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 
-uint16_t Model::Intern(const std::string& s) {
+uint16_t Model::Intern(const std::string& raw) {
+  // Function, datatype, algorithm and protocol names: a real one is a few
+  // bytes, a longer one is held and shown cut.
+  const std::string s = CutName(raw);
   auto it = string_ids.find(s);
   if (it != string_ids.end()) return it->second;
   if (strings.size() >= 65535) return 0;
@@ -22,8 +26,10 @@ uint16_t Model::Intern(const std::string& s) {
 
 std::string Comm::Label() const {
   std::string n;
+  // A sentence shows the name escaped (tools/text/safe_text.h): it cannot
+  // end the line or steer a terminal, whichever output carries it.
   if (!name.empty()) {
-    n = "'" + name + "'";
+    n = "'" + Printable(name) + "'";
   } else {
     char buf[32];
     snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(hash));
@@ -31,7 +37,7 @@ std::string Comm::Label() const {
   }
   const std::string size = size_guessed ? "size unknown, " + std::to_string(members.size()) + " given"
                                         : std::to_string(nranks) + " ranks";
-  if (name.empty() && !process_group.empty()) return n + tag + " (process group '" + process_group + "', " + size + ")";
+  if (name.empty() && !process_group.empty()) return n + tag + " (process group '" + Printable(process_group) + "', " + size + ")";
   return n + tag + " (" + size + ")";
 }
 

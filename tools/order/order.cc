@@ -7,6 +7,7 @@
 
 #include "tools/model/liveness.h"
 #include "tools/model/semantics.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 
@@ -293,7 +294,7 @@ void PrintMergeText(const report::MergeReport& r, std::ostream& out) {
     if (!o.mismatch().empty()) state << " [" << o.mismatch() << " mismatch]";
     char t[32];
     snprintf(t, sizeof(t), "%.3f", static_cast<double>(o.first_start_ns()) / 1e6);
-    out << std::setw(7) << o.position() << std::setw(14) << t << std::setw(26) << o.comm().substr(0, 25)
+    out << std::setw(7) << o.position() << std::setw(14) << t << std::setw(26) << Printable(o.comm()).substr(0, 25)
         << std::setw(36) << op.str().substr(0, 35) << std::setw(18) << ranks.str() << state.str() << "\n";
   }
 }

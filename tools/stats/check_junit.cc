@@ -6,7 +6,7 @@
 
 #include "tools/stats/check.h"
 #include "tools/stats/check_internal.h"
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 

@@ -5,6 +5,8 @@
 #include <functional>
 #include <vector>
 
+#include "tools/text/safe_text.h"
+
 namespace ncclwatch::tools {
 namespace {
 
@@ -80,17 +82,6 @@ std::string JobLabel(const std::string& job_id) {
 }
 
 }  // namespace
-
-std::string OpenMetricsLabel(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
 
 void WriteOpenMetrics(const stats::Stats& s, std::ostream& out, const MetricsOptions& opts) {
   const std::string job = JobLabel(opts.job_id);

@@ -34,9 +34,6 @@ struct MetricsOptions {
 
 void WriteOpenMetrics(const stats::Stats& s, std::ostream& out, const MetricsOptions& opts = {});
 
-// A label value escaped as OpenMetrics wants it: \ " and newline.
-std::string OpenMetricsLabel(const std::string& v);
-
 }  // namespace ncclwatch::tools
 
 #endif  // TOOLS_STATS_OPENMETRICS_H_

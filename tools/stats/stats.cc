@@ -13,7 +13,7 @@
 #include "tools/json.h"
 #include "tools/stats/compare.h"
 #include "tools/stats/samples.h"
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 

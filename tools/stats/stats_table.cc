@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_join.h"
 #include "tools/stats/stats.h"
-#include "tools/stats/text.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
