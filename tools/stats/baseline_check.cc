@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "tools/stats/compare.h"
 #include "tools/stats/stats.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -40,7 +41,9 @@ std::string ValueText(double v) {
   return absl::StrCat(v);
 }
 
-std::string Quoted(const std::string& s) { return "'" + absl::CHexEscape(s) + "'"; }
+// As the file has it, cut to the tools' name length: every output escapes
+// what it prints (tools/text), so escaping here would show twice.
+std::string Quoted(const std::string& s) { return "'" + CutName(s) + "'"; }
 
 // Collects the problems of one baseline: the first is said in full, the
 // rest counted. `where_` is the row being looked at ("row 3 (...)").
@@ -230,7 +233,7 @@ bool ParseBaseline(std::string_view bytes, stats::Stats* s, std::string* error) 
   for (size_t i = 0; i < bytes.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(bytes[i]);
     if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-      *error = absl::StrCat(Position(bytes, i), ": a control byte (\\x", absl::Hex(c, absl::kZeroPad2),
+      *error = absl::StrCat(Position(bytes, i), ": a control byte (0x", absl::Hex(c, absl::kZeroPad2),
                             ") where JSON has none; the file is damaged or not a stats baseline");
       return false;
     }
