@@ -1472,4 +1472,18 @@ bool WriterPast(const Trace& t, uint64_t mono_ns) {
   return after >= 2;
 }
 
+Ev AllReduceEv(uint64_t seq) {
+  Ev o;
+  o.type = nccl::kColl;
+  o.seq = seq;
+  o.func = "AllReduce";
+  o.datatype = "ncclFloat32";
+  o.algo = "RING";
+  o.proto = "SIMPLE";
+  o.count = 4096;
+  o.nchannels = 2;
+  o.nwarps = 8;
+  return o;
+}
+
 }  // namespace ncclwatch::testing

@@ -233,6 +233,10 @@ struct Ev {
   uint8_t phase = 0;
 };
 
+// A collective as the tests mostly start it: AllReduce #seq of 4,096
+// float32s, ring/simple, on 2 channels of 8 warps.
+Ev AllReduceEv(uint64_t seq);
+
 // State arguments of any version.
 struct StArgs {
   size_t trans_size = 0;       // v1..v3 ProxyOp, v4+ ProxyStep

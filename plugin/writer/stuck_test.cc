@@ -70,17 +70,7 @@ void* Proxy(FakeComm& c, void* op, int channel, int peer, bool is_send, int nste
 
 // Sets up the stuck op on `c`; returns it enqueued.
 void MakeStuckOp(FakeComm& c) {
-  Ev o;
-  o.type = nccl::kColl;
-  o.seq = 2;
-  o.func = "AllReduce";
-  o.datatype = "ncclFloat32";
-  o.algo = "RING";
-  o.proto = "SIMPLE";
-  o.count = 4096;
-  o.nchannels = 2;
-  o.nwarps = 8;
-  void* op = c.Start(o);
+  void* op = c.Start(AllReduceEv(2));
   ASSERT_NE(op, nullptr);
   c.Stop(op);  // enqueued
   Ev k;

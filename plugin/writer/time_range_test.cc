@@ -23,19 +23,7 @@ void ExpectUndamaged(const std::string& dir, size_t ops) {
   EXPECT_EQ(m.ops.size(), ops);
 }
 
-Ev Coll(uint64_t seq) {
-  Ev o;
-  o.type = nccl::kColl;
-  o.seq = seq;
-  o.func = "AllReduce";
-  o.datatype = "ncclFloat32";
-  o.algo = "RING";
-  o.proto = "SIMPLE";
-  o.count = 4096;
-  o.nchannels = 2;
-  o.nwarps = 8;
-  return o;
-}
+Ev Coll(uint64_t seq) { return AllReduceEv(seq); }
 
 // An operation whose enqueue took 3 s (NCCL blocked in the kernel launch
 // behind a full launch queue, or a thread descheduled): its record reaches
