@@ -158,16 +158,9 @@ TEST(Storm, TheLargestStuckReportReadsUndamaged) {
           // Enqueued, then its proxy operations start and stay mid-step;
           // no kernel channel ever stops. Driven call by call: RunOp's
           // full sequence per operation would take most of a minute here.
-          Ev o;
-          o.type = nccl::kColl;
-          o.seq = static_cast<uint64_t>(t) * 100'000 + static_cast<uint64_t>(k);
-          o.func = "AllReduce";
-          o.datatype = "ncclFloat32";
-          o.algo = "RING";
-          o.proto = "SIMPLE";
+          Ev o = AllReduceEv(static_cast<uint64_t>(t) * 100'000 + static_cast<uint64_t>(k));
           o.count = 1024;
           o.nchannels = 8;
-          o.nwarps = 8;
           void* op = a.Start(o);
           a.Stop(op);
           for (int p = 0; p < 16; ++p) {
