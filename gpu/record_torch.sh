@@ -12,7 +12,9 @@
 # rank on cuda:0 with its own NCCL_HOSTID (--one-gpu), and caps each at CAP seconds.
 #
 # A source is a completion source (channels, events), or "proxy": CUDA events with NCCL's
-# proxy operations and steps added (NCCLWATCH_EVENTS=default,proxyop,proxystep).
+# proxy operations and steps added (NCCLWATCH_EVENTS=default,proxyop,proxystep). The net-*
+# faults run every rank over NET_PLUGIN (default out/libnccl-net-faulty.so, gpu/faulty_net.c,
+# built by gpu/faulty_net_test.sh), which the fault rank arms; NCCL's NET log goes to log.txt.
 #
 # Environment: NCCL_PROFILER_PLUGIN (default out/libnccl-profiler-ncclwatch.so), NRANKS
 # (default "4 8"), SOURCES (default "channels events"), FAULTS (default: all),
@@ -51,11 +53,18 @@ fi
   echo "matrix: faults=[$faults] sources=[$sources] nranks=[$nranks]"
 } >"$out/manifest.txt"
 
+net_plugin="${NET_PLUGIN:-$repo/out/libnccl-net-faulty.so}"
+
 one() {  # one run: FAULT SOURCE N
   local fault=$1 src=$2 n=$3 d="$out/$1-$2-$3r" t0=$SECONDS rc completions=$2 events=default
+  local -a net=()
   [[ $src == proxy ]] && completions=events events=default,proxyop,proxystep
+  if [[ $fault == net-* ]]; then
+    [[ -f "$net_plugin" ]] || { echo "record_torch.sh: $fault needs $net_plugin" >&2; return; }
+    net=(NCCL_NET_PLUGIN="$net_plugin" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)
+  fi
   mkdir -p "$d/fr"
-  NCCLWATCH_DIR="$d" NCCLWATCH_STUCK_SEC=3 NCCLWATCH_COMPLETIONS="$completions" NCCLWATCH_EVENTS="$events" \
+  env "${net[@]}" NCCLWATCH_DIR="$d" NCCLWATCH_STUCK_SEC=3 NCCLWATCH_COMPLETIONS="$completions" NCCLWATCH_EVENTS="$events" \
     PYTHONUNBUFFERED=1 \
     timeout -k 10 "$cap" torchrun --standalone --nproc_per_node="$n" "$here/torch_faults.py" \
     --fault "$fault" --fault-rank "${FAULT_RANK:-1}" --one-gpu --fr-dir "$d/fr" >"$d/log.txt" 2>&1

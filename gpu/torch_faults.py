@@ -35,6 +35,10 @@ then synchronizes the GPU. At step K (default 4) rank R (default 1) does the fau
                   one before (PyTorch makes one communicator per pair at its first call); rank R
                   receives from the rank after it instead: ranks hang in the creation of pair
                   communicators that their peers never make
+  net-stop        with NCCL_NET_PLUGIN=libnccl-net-faulty.so (gpu/faulty_net.c), at step K every
+                  send of rank R stops on the network (its receives go on); every host lives
+  net-link        the same on one connection of rank R only (one link between two ranks)
+  net-slow        every send of rank R takes NET_FAULT_SLOW_MS (default 20) longer
 
 With a hang the process-group watchdog times out after T seconds (default 10), dumps PyTorch's
 Flight Recorder into --fr-dir (nccl_trace_rank_<rank>) and tears the process down; with a dead
@@ -58,7 +62,7 @@ from datetime import timedelta
 
 FAULTS = ("healthy", "kill", "exception", "os-exit", "swap-completes", "swap-hangs", "count", "dtype",
           "ag-mismatch", "rs-mismatch", "subgroup-skip", "idle", "gpu-busy", "straggler", "gpu-slow", "threads",
-          "p2p-peer")
+          "p2p-peer", "net-stop", "net-link", "net-slow")
 
 
 def parse_args():
@@ -144,6 +148,15 @@ def main():
             time.sleep(0.25)
         if me and args.fault == "gpu-slow":
             torch.cuda._sleep(int(0.1 * 2e9))  # cycles, about 100 ms at 2 GHz
+        if fault and args.fault.startswith("net-"):
+            import ctypes
+            plugin = os.environ.get("NCCL_NET_PLUGIN", "")
+            if "/" not in plugin:
+                sys.exit(f"rank {rank}: {args.fault} needs NCCL_NET_PLUGIN=/path/libnccl-net-faulty.so")
+            arm = ctypes.CDLL(plugin).ncclwatch_net_fault_arm  # the handle NCCL opened
+            arm.argtypes = [ctypes.c_char_p]
+            if arm(args.fault[4:].encode()) == 0:
+                sys.exit(f"rank {rank}: libnccl-net-faulty.so refused mode {args.fault[4:]}")
 
         swap = fault and args.fault in ("swap-completes", "swap-hangs")
         # swap-completes: the all_gather moves as many bytes as the all_reduce.
