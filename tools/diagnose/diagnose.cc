@@ -567,6 +567,14 @@ std::string FormatText(const Diagnosis& d) {
     if (!d.findings(0).cause_text().empty()) out << "    cause: " << d.findings(0).cause_text() << "\n";
     evidence(d.findings(0));
   }
+  // NCCL's RAS view (watch --ras, diagnose --ras): beside the verdict, never in it.
+  if (d.has_ras() && !d.ras().error().empty()) {
+    out << "\n" << d.ras().error() << "\n";
+  } else if (d.has_ras()) {
+    out << "\nRAS (" << d.ras().source() << "):\n";
+    for (const std::string& l : d.ras().lines()) out << "  " << l << "\n";
+    for (const std::string& l : d.ras().versus_traces()) out << "  " << l << "\n";
+  }
   if (d.consequences_size() > 0) {
     out << "\nBlocked behind it (" << d.consequences_size() << "):\n";
     for (const Finding& f : d.consequences()) out << "  " << f.summary() << "\n";
