@@ -1,6 +1,6 @@
-// QueryRas against FakeRasServer: a thread on a loopback port that speaks
-// RAS's protocol as NCCL's src/ras/client_support.cc does, or misbehaves.
-// The tests wait on QueryRas's result; its deadlines are the bound.
+// QueryRas against FakeRasServer (fake_ras_server.h), which speaks RAS's
+// protocol or misbehaves. The tests wait on QueryRas's result; its
+// deadlines are the bound.
 #include "tools/ras/client.h"
 
 #include <arpa/inet.h>
@@ -14,90 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tools/ras/fake_ras_server.h"
+
 namespace ncclwatch::tools {
 namespace {
-
-class FakeRasServer {
- public:
-  enum Mode {
-    kJson,         // NCCL 2.28.7 and later
-    kTextOnly,     // before: SET FORMAT is an unknown command
-    kSilent,       // accepts, never answers
-    kGarbage,      // not RAS
-    kStallsBody,   // answers the handshake, sends part of the report, never closes
-  };
-
-  FakeRasServer(Mode mode, std::string body) : mode_(mode), body_(std::move(body)) {
-    listen_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(listen(listen_, 1), 0);
-    socklen_t len = sizeof(a);
-    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~FakeRasServer() {
-    if (thread_.joinable()) thread_.join();
-    close(listen_);
-  }
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  // What the client said, one command a line, once the connection is over.
-  const std::vector<std::string>& heard() {
-    if (thread_.joinable()) thread_.join();
-    return heard_;
-  }
-
- private:
-  void Serve() {
-    const int fd = accept(listen_, nullptr, nullptr);
-    if (fd < 0) return;
-    if (mode_ == kGarbage) Send(fd, "HTTP/1.1 400 Bad Request\r\n\r\n");
-    std::string line;
-    while (mode_ != kSilent && mode_ != kGarbage && ReadLine(fd, &line)) {
-      heard_.push_back(line);
-      if (line.rfind("CLIENT PROTOCOL ", 0) == 0) Send(fd, "SERVER PROTOCOL 2\n");
-      else if (line.rfind("TIMEOUT ", 0) == 0) Send(fd, "OK\n");
-      else if (line == "SET FORMAT json" && mode_ != kTextOnly) Send(fd, "OK\n");
-      else if (line == "STATUS" || line == "VERBOSE STATUS") {
-        if (mode_ == kStallsBody) {
-          Send(fd, body_.substr(0, body_.size() / 2));
-          break;
-        }
-        Send(fd, body_);
-        close(fd);
-        return;
-      } else {
-        Send(fd, "ERROR: Unknown command " + line + "\n");
-      }
-    }
-    // Until the client gives up and closes.
-    char b[256];
-    while (recv(fd, b, sizeof(b), 0) > 0) {
-    }
-    close(fd);
-  }
-  static void Send(int fd, const std::string& s) { (void)!send(fd, s.data(), s.size(), MSG_NOSIGNAL); }
-  bool ReadLine(int fd, std::string* line) {
-    line->clear();
-    char c;
-    while (recv(fd, &c, 1, 0) == 1) {
-      if (c == '\n') return true;
-      *line += c;
-    }
-    return false;
-  }
-
-  Mode mode_;
-  std::string body_;
-  int listen_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-  std::vector<std::string> heard_;
-};
 
 RasQueryOptions Quick() {
   RasQueryOptions o;
@@ -111,7 +31,7 @@ const char kJsonBody[] = "{\n  \"communicators\": []\n}\n";
 const char kTextBody[] = "NCCL version 2.26.2+cuda12.8 compiled with CUDA 12.8\n";
 
 TEST(RasClientTest, AsksJsonWhereTheServerTakesIt) {
-  FakeRasServer s(FakeRasServer::kJson, kJsonBody);
+  FakeRasServer s(FakeRasServer::kJson, kTextBody, kJsonBody);
   const RasAnswer a = QueryRas(s.address(), Quick());
   ASSERT_TRUE(a.ok) << a.error;
   EXPECT_TRUE(a.json);
@@ -133,7 +53,7 @@ TEST(RasClientTest, FallsBackToTextWhereSetFormatIsRefused) {
 }
 
 TEST(RasClientTest, TextWhenAskedForText) {
-  FakeRasServer s(FakeRasServer::kJson, kTextBody);
+  FakeRasServer s(FakeRasServer::kJson, kTextBody, kJsonBody);
   RasQueryOptions o = Quick();
   o.prefer_json = false;
   o.ras_timeout_sec = 7;
@@ -148,10 +68,11 @@ TEST(RasClientTest, AServerThatNeverAnswersCostsItsDeadline) {
   const RasAnswer a = QueryRas(s.address(), Quick());
   EXPECT_FALSE(a.ok);
   EXPECT_EQ(a.error, "RAS at " + s.address() + ": no answer within 0.3 s (after CLIENT PROTOCOL 2)");
+  EXPECT_EQ(s.connections(), 1);
 }
 
 TEST(RasClientTest, AReportThatNeverEndsCostsItsDeadline) {
-  FakeRasServer s(FakeRasServer::kStallsBody, std::string(1000, 'x'));
+  FakeRasServer s(FakeRasServer::kStallsBody, "", std::string(1000, 'x'));
   const RasAnswer a = QueryRas(s.address(), Quick());
   EXPECT_FALSE(a.ok);
   EXPECT_EQ(a.error, "RAS at " + s.address() + ": answer not complete within 0.5 s (500 bytes read) (after STATUS)");
