@@ -55,7 +55,7 @@ commands="$work/commands.tsv"
 docs=("$root/README.md")
 for f in "$root"/docs/*.md; do docs+=("$f"); done
 awk '
-  BEGIN { cmds = "diagnose|watch|merge|export|stats|check|summarize|dump" }
+  BEGIN { cmds = "diagnose|watch|merge|export|stats|check|summarize|dump|ras" }
   FNR == 1 { fence = 0; norun = 0; held = ""; name = FILENAME; sub(".*/", "", name)
              if (FILENAME ~ /\/docs\/[^\/]*$/) name = "docs/" name }
   /^[ \t]*```/ {
@@ -119,7 +119,7 @@ done < "$commands"
 
 # Every flag a command's --help names is documented in docs/commands.md.
 undocumented=0
-for cmd in diagnose watch merge export stats check summarize dump; do
+for cmd in diagnose watch merge export stats check summarize dump ras; do
   "$ncclwatch_bin" "$cmd" --help > "$work/help" || fail "ncclwatch $cmd --help failed"
   for flag in $(grep -oE -- '--[a-z][a-z-]*[a-z]' "$work/help" | sort -u); do
     if ! grep -qE -- "\`$flag[ =\`]" "$root/docs/commands.md"; then

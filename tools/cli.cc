@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "tools/dump.h"
 #include "tools/export/timeline.h"
 #include "tools/progress.h"
+#include "tools/ras/client.h"
 #include "tools/stats/check.h"
 #include "tools/model/collectives.h"
 #include "tools/model/liveness.h"
@@ -57,6 +59,9 @@ ABSL_FLAG(double, from, 0.0, "export: the window's start, seconds on the job's t
 ABSL_FLAG(double, to, 0.0, "export: the window's end, seconds on the job's timeline");
 ABSL_FLAG(bool, around_finding, false, "export: the window around the first finding's operation");
 ABSL_FLAG(std::string, ranks, "", "export: only these ranks (0,2-5)");
+ABSL_FLAG(std::string, ras, "",
+          "watch: also ask NCCL's RAS at HOST:PORT (bare --ras: 127.0.0.1:28028); diagnose: a RAS answer saved by "
+          "'ncclwatch ras'; its view goes under the verdict");
 
 namespace ncclwatch::tools {
 namespace {
@@ -73,13 +78,17 @@ struct Command {
   std::string usage;
   std::vector<std::string> flags;  // absl flag names it accepts ("min_wait" is --min-wait too)
   std::vector<std::string> repeatable;  // values of these accumulate, comma-separated
+  // Flags that may be given bare (--ras), and the value that means; given
+  // bare they never take the next argument as their value.
+  std::map<std::string, std::string> bare = {};
+  bool takes_traces = true;  // false: its inputs are not trace files (ras)
 };
 
 const Command kCommands[] = {
     {"diagnose",
      "what went wrong and who caused it (the verdict is the first line)",
      DiagnoseUsage(),
-     {"format", "json", "min_wait", "job", "out", "fr", "refine_args"},
+     {"format", "json", "min_wait", "job", "out", "fr", "refine_args", "ras"},
      {}},
     {"merge", "the cross-rank order of operations of a job", MergeUsage(), {"format", "out", "job"}, {}},
     {"export",
@@ -101,13 +110,21 @@ const Command kCommands[] = {
     {"watch",
      "follow a running job's files; diagnose's verdict as soon as it holds",
      WatchUsage(),
-     {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops"},
-     {}},
+     {"format", "json", "min_wait", "job", "out", "fr", "interval", "settle", "timeout", "window_ops", "ras"},
+     {},
+     {{"ras", kDefaultRasAddress}}},
     {"summarize",
      "one node's trace files as one small summary, for diagnose and merge",
      SummarizeUsage(),
      {"out", "window", "max_kb_per_rank", "job", "collectives"},
      {"collectives"}},
+    {"ras",
+     "NCCL's RAS view of a running job, its answer as it came (for diagnose --ras)",
+     RasUsage(),
+     {"format", "out"},
+     {},
+     {},
+     false},
 };
 
 // Flags whose value is a file or folder (the completions offer paths).
@@ -200,7 +217,10 @@ int ParseArgs(const Command& cmd, const std::vector<std::string>& args, std::vec
       err << who << "unknown option '" << a << "'\n" << cmd.usage;
       return 2;
     }
-    if (!has_value) {
+    const auto bare = cmd.bare.find(std::string(flag->Name()));
+    if (!has_value && bare != cmd.bare.end()) {
+      value = bare->second;
+    } else if (!has_value) {
       if (flag->IsOfType<bool>()) {
         value = "true";
       } else if (i + 1 < args.size()) {
@@ -269,6 +289,18 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
   const std::string name = cmd.name;
   const std::string who = "ncclwatch " + name + ": ";
   std::string format = absl::GetFlag(FLAGS_format);
+  if (name == "ras") {
+    if (paths.size() > 1) {
+      err << who << "one RAS address at most, not " << paths.size() << "\n" << cmd.usage;
+      return 2;
+    }
+    if (given.count("format") && format != "json" && format != "text") {
+      err << who << "--format must be json or text, not '" << format << "'\n" << cmd.usage;
+      return 2;
+    }
+    return RasCommand(paths.empty() ? kDefaultRasAddress : paths[0], !given.count("format") || format == "json", out,
+                      err);
+  }
   if (name == "dump") {
     DumpOptions opts;
     opts.records = !absl::GetFlag(FLAGS_summary);
@@ -312,12 +344,14 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
       return 2;
     }
     if (name == "diagnose" && absl::GetFlag(FLAGS_refine_args)) return RefineArgsCommand(inputs, out, err);
+    if (name == "diagnose") inputs.ras_path = absl::GetFlag(FLAGS_ras);
     if (name == "diagnose") return DiagnoseCommand(inputs, format, opts, out, err);
     WatchSettings w;
     w.interval_sec = absl::GetFlag(FLAGS_interval);
     w.timeout_sec = absl::GetFlag(FLAGS_timeout);
     w.follow.settle = absl::GetFlag(FLAGS_settle);
     w.follow.window_ops = absl::GetFlag(FLAGS_window_ops);
+    w.ras_address = absl::GetFlag(FLAGS_ras);
     // --min-wait given: the same limit while the job runs as after.
     if (given.count("min_wait")) w.follow.live_wait_sec = opts.min_wait_sec;
     std::string bad;
@@ -325,6 +359,9 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     else if (!(w.timeout_sec >= 0)) bad = "--timeout must be 0 (none) or more";
     else if (w.follow.settle < 1) bad = "--settle must be 1 or more";
     else if (w.follow.window_ops < 1) bad = "--window-ops must be 1 or more";
+    std::string host;
+    int port = 0;
+    if (bad.empty() && given.count("ras") && !ParseRasAddress(w.ras_address, &host, &port, &bad)) bad = "--ras: " + bad;
     if (!bad.empty()) {
       err << who << bad << "\n" << cmd.usage;
       return 2;
@@ -443,7 +480,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     const int status =
         ParseArgs(cmd, std::vector<std::string>(argv.begin() + 2, argv.end()), &inputs, &given, out, err);
     if (status >= 0) return status;
-    if (inputs.empty()) {
+    if (inputs.empty() && cmd.takes_traces) {
       err << "ncclwatch " << name << ": no trace file or directory given\n" << cmd.usage;
       return 2;
     }

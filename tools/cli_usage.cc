@@ -76,6 +76,11 @@ std::string DiagnoseUsage() {
     "                  among the inputs (pickles named ..._RANK) are read anyway.\n"
     "                  They name each communicator's process group and give each\n"
     "                  rank's Python call; without them nothing changes\n"
+    "  --ras FILE      an answer of NCCL's RAS saved by 'ncclwatch ras' (JSON or\n"
+    "                  text): what RAS says (dead or unresponsive processes,\n"
+    "                  communicators stuck in init, launch counts) goes under\n"
+    "                  the verdict, with where it agrees or disagrees; the\n"
+    "                  verdict and exit status stay the traces'\n"
     "  --out FILE, -o FILE  write the report there instead of standard output\n"
     "Exit status: 0 healthy, 1 a problem found (a straggler alone included),\n"
     "2 unusable input, 3 the evidence is incomplete or damaged (files missing or\n"
@@ -210,6 +215,11 @@ std::string WatchUsage() {
     "  --min-wait SEC   an operation in flight this long is a hang (default: the\n"
     "                   files' NCCLWATCH_STUCK_SEC while the job runs, ", kDefaults.min_wait_sec, " once it\n"
     "                   is over)\n"
+    "  --ras[=HOST:PORT]  also ask NCCL's RAS (default 127.0.0.1:28028;\n"
+    "                   NCCL_RAS_ADDR of the job), once per poll at most, a few\n"
+    "                   seconds at most each: its view goes under the verdict\n"
+    "                   (as diagnose --ras), which stays the traces'; not\n"
+    "                   reachable is said, not an error\n"
     "  --format=text|json, --json, --job ID, --fr PATH,..., --out FILE, -o FILE\n"
     "                   as for diagnose\n"
     "SIGINT or SIGTERM: the verdict on what was read, then exit.\n"
@@ -249,6 +259,24 @@ std::string SummarizeUsage() {
     "  --job ID     only the files of job ID\n"
     "Exit status: 0 written, 2 no usable trace file or not written, 3 written\n"
     "without some files (named on standard error).\n");
+}
+
+std::string RasUsage() {
+  return "usage: ncclwatch ras [--format=json|text] [--out FILE] [HOST:PORT]\n"
+    "\n"
+    "Asks NCCL's RAS service (NCCL 2.24 and later runs it in every process of a\n"
+    "job, on 127.0.0.1:28028 unless NCCL_RAS_ADDR says otherwise) for its view\n"
+    "of the job, and prints its answer as it came: which processes are dead or\n"
+    "unresponsive, each communicator's status and how many collectives each rank\n"
+    "launched. Save it for 'ncclwatch diagnose --ras FILE' (NCCLWATCH_ON_STUCK\n"
+    "can run it). HOST is a numeric address or localhost. It takes a few\n"
+    "seconds at most (about 11 s when RAS accepts and never answers).\n"
+    "  --format=json   RAS's JSON where it gives it (NCCL 2.28.7 and later),\n"
+    "                  else its text (the default)\n"
+    "  --format=text   RAS's own text report (VERBOSE STATUS)\n"
+    "  --out FILE, -o FILE  write the answer there instead of standard output\n"
+    "Exit status: 0 printed, 1 RAS not reachable or its answer cut short (said\n"
+    "on standard error), 2 a usage error.\n";
 }
 
 }  // namespace ncclwatch::tools

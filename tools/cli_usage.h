@@ -25,6 +25,7 @@ std::string CheckUsage();
 std::string DumpUsage();
 std::string WatchUsage();
 std::string SummarizeUsage();
+std::string RasUsage();
 
 }  // namespace ncclwatch::tools
 

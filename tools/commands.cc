@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "tools/export/export.h"
@@ -23,6 +24,9 @@
 #include "tools/json.h"
 #include "tools/model/model.h"
 #include "tools/order/order.h"
+#include "tools/ras/client.h"
+#include "tools/ras/evidence.h"
+#include "tools/ras/parse.h"
 #include "tools/reader/reader.h"
 #include "tools/stats/baseline_check.h"
 #include "tools/stats/openmetrics.h"
@@ -147,6 +151,28 @@ report::Diagnosis DiagnoseJoined(const char* cmd, const Inputs& inputs, Model* m
   return d;
 }
 
+// The communicators the traces hold: RAS's that are not there never
+// finished their init.
+std::set<uint64_t> CommHashes(const Model& m) {
+  std::set<uint64_t> h;
+  for (const Comm& c : m.comms)
+    if (c.hash != 0) h.insert(c.hash);
+  return h;
+}
+
+// A saved RAS answer (`ncclwatch ras > FILE`): a regular file of at most
+// kMaxRasAnswerBytes. What is wrong with it is said under the verdict, as
+// a Flight Recorder dump that cannot be read is: context, not the verdict.
+report::RasReport ReadRasFile(const std::string& path) {
+  std::string bytes;
+  RegularFile f;
+  if (!ReadFileHead(path, kMaxRasAnswerBytes + 1, &bytes, &f))
+    return RasReportError(path, (f.not_regular ? "RAS answer " : "cannot read RAS answer ") + path + ": " + f.why);
+  if (bytes.size() > kMaxRasAnswerBytes)
+    return RasReportError(path, "RAS answer " + path + ": more than 64 MiB, more than RAS writes");
+  return RasReportOf(path, bytes);
+}
+
 }  // namespace
 
 int DiagnoseCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
@@ -158,6 +184,7 @@ int DiagnoseCommand(const Inputs& inputs, const std::string& format, const Diagn
     return 2;
   }
   report::Diagnosis d = DiagnoseJoined("diagnose", inputs, &model, opts, err);
+  if (!inputs.ras_path.empty()) AddRasEvidence(ReadRasFile(inputs.ras_path), CommHashes(model), &d);
   out << (format == "json" ? FormatJson(d) : FormatText(d));
   return ExitStatus(d);
 }
@@ -233,12 +260,33 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
   WatchOptions o = settings.follow;
   o.load = inputs.load;
   o.diagnose = opts;
-  o.verdict = [&](Model* m, const DiagnoseOptions& d) { return DiagnoseJoined("watch", inputs, m, d, err); };
+  std::set<uint64_t> trace_comms;
+  o.verdict = [&](Model* m, const DiagnoseOptions& d) {
+    trace_comms = CommHashes(*m);
+    return DiagnoseJoined("watch", inputs, m, d, err);
+  };
   Watcher watcher(inputs.paths, o);
   StopSignals signals;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  // NCCL's RAS, once per interval at most: its latest view goes under the
+  // verdict; what it newly says of dead, unresponsive or initializing
+  // processes is said as it comes (launch counts change every round).
+  report::RasReport ras;
+  double ras_asked = -1;
+  std::set<std::string> ras_said;
+  auto ask_ras = [&] {
+    if (settings.ras_address.empty() || (ras_asked >= 0 && now() - ras_asked < settings.interval_sec)) return;
+    ras_asked = now();
+    const RasAnswer a = QueryRas(settings.ras_address);
+    ras = a.ok ? RasReportOf(a.address, a.body) : RasReportError(settings.ras_address, a.error);
+    std::vector<std::string> say(ras.lines().begin(), ras.lines().end());
+    if (!ras.error().empty()) say = {ras.error()};
+    for (const std::string& l : say)
+      if (l.find(" launches:") == std::string::npos && ras_said.insert(l).second)
+        err << "ncclwatch watch: " << (ras.error().empty() ? "RAS: " : "") << l << "\n";
+  };
   auto finish = [&](const WatchState& s) {
     for (const std::string& n : s.notes) err << "ncclwatch watch: " << n << "\n";
     if (s.end == WatchState::kUnusable) {
@@ -246,13 +294,16 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
       PrintUnusable(format, s.waiting, {}, out);
       return 2;
     }
-    out << (format == "json" ? FormatJson(s.diagnosis) : FormatText(s.diagnosis));
-    return ExitStatus(s.diagnosis);
+    report::Diagnosis d = s.diagnosis;
+    if (!settings.ras_address.empty()) AddRasEvidence(ras, trace_comms, &d);
+    out << (format == "json" ? FormatJson(d) : FormatText(d));
+    return ExitStatus(d);
   };
   std::string said_waiting;
   size_t said_files = 0, said_procs = 0;
   bool said_stuck = false;
   for (;;) {
+    ask_ras();
     const WatchState s = watcher.Poll(now());
     if (s.end != WatchState::kRunning) return finish(s);
     for (const std::string& n : s.notes) err << "ncclwatch watch: " << n << "\n";
@@ -286,6 +337,24 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
     if (settings.timeout_sec > 0) sleep = std::min(sleep, settings.timeout_sec - now());
     signals.Sleep(sleep);
   }
+}
+
+int RasCommand(const std::string& address, bool json, std::ostream& out, std::ostream& err) {
+  RasQueryOptions o;
+  o.prefer_json = json;
+  const RasAnswer a = QueryRas(address, o);
+  if (!a.ok) {
+    err << "ncclwatch ras: " << a.error << "\n";
+    return 1;
+  }
+  if (json && !a.json) err << "ncclwatch ras: " << a.format_note << "; its text follows\n";
+  out << a.body;
+  // Printed as it came; a note when ncclwatch could not read it.
+  report::RasView view;
+  std::string error;
+  if (!ParseRasAnswer(a.body, &view, &error))
+    err << "ncclwatch ras: note: diagnose --ras will not read this answer: " << error << "\n";
+  return 0;
 }
 
 int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,

@@ -28,6 +28,9 @@ struct Inputs {
   // diagnose: PyTorch Flight Recorder dumps (files or folders) besides the
   // ones found among `paths` (tools/fr/flight_recorder.h).
   std::vector<std::string> fr_paths;
+  // diagnose: a saved answer of NCCL's RAS (`ncclwatch ras > FILE`), whose
+  // view goes under the verdict (tools/ras/evidence.h); empty: none.
+  std::string ras_path;
   // Where to draw progress while reading and writing (tools/progress.h:
   // std::cerr on a terminal); null: silent.
   std::ostream* progress = nullptr;
@@ -50,6 +53,9 @@ int RefineArgsCommand(const Inputs& inputs, std::ostream& out, std::ostream& err
 struct WatchSettings {
   double interval_sec = 2;
   double timeout_sec = 0;  // 0: none
+  // NCCL's RAS, asked at most once per interval (tools/ras/client.h), its
+  // latest view under the verdict; empty: not asked.
+  std::string ras_address;
   // What the Watcher is told (settle, window_ops, live_wait_sec); the
   // command sets its inputs, options and verdict.
   WatchOptions follow;
@@ -59,6 +65,10 @@ struct WatchSettings {
 // `out` as DiagnoseCommand prints it, and its exit status.
 int WatchCommand(const Inputs& inputs, const std::string& format, const DiagnoseOptions& opts,
                  const WatchSettings& settings, std::ostream& out, std::ostream& err);
+// `ncclwatch ras`: NCCL's RAS answer at `address` as it came (JSON where
+// the server takes it and `json`), for `diagnose --ras FILE`. Exit: 0
+// printed, 1 RAS not reachable or its answer incomplete (said on `err`).
+int RasCommand(const std::string& address, bool json, std::ostream& out, std::ostream& err);
 // `format`: text, json or pb; `out_path` empty: standard output.
 int MergeCommand(const Inputs& inputs, const std::string& format, const std::string& out_path,
                  std::ostream& out, std::ostream& err);
