@@ -67,10 +67,12 @@ for c in $configs; do
   case "$c" in
     default) run_config default //... ;;
     asan) run_config asan //plugin/... //tools/... ;;
-    # The plugin's threads, and the tools' two: the merge's second reader
-    # (summary_test, job_test) and the straggler counts beside the finders
-    # (every Diagnose: diagnose's tests, job_test's sampled stragglers).
+    # The plugin's threads, and the tools': the merge's second reader
+    # (summary_test, job_test), the straggler counts beside the finders
+    # (every Diagnose: diagnose's tests, job_test's sampled stragglers) and
+    # the fake RAS service beside its clients (client_test, ras_cli_test).
     tsan) run_config tsan //plugin/... //tools/summary:summary_test //tools/model:job_test \
+      //tools/ras:client_test //tools:ras_cli_test \
       //tools/diagnose:diagnose_test //tools/diagnose:find_cycles_test //tools/diagnose:find_dead_test \
       //tools/diagnose:find_ended_test //tools/diagnose:find_late_test //tools/diagnose:find_mismatch_test \
       //tools/diagnose:find_missing_test //tools/diagnose:find_p2p_test //tools/diagnose:find_stragglers_test \
