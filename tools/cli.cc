@@ -345,6 +345,10 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     }
     if (name == "diagnose" && absl::GetFlag(FLAGS_refine_args)) return RefineArgsCommand(inputs, out, err);
     if (name == "diagnose") inputs.ras_path = absl::GetFlag(FLAGS_ras);
+    if (name == "diagnose" && given.count("ras") && inputs.ras_path.empty()) {
+      err << who << "--ras needs the file of a saved RAS answer (ncclwatch ras > FILE)\n" << cmd.usage;
+      return 2;
+    }
     if (name == "diagnose") return DiagnoseCommand(inputs, format, opts, out, err);
     WatchSettings w;
     w.interval_sec = absl::GetFlag(FLAGS_interval);
@@ -352,6 +356,7 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
     w.follow.settle = absl::GetFlag(FLAGS_settle);
     w.follow.window_ops = absl::GetFlag(FLAGS_window_ops);
     w.ras_address = absl::GetFlag(FLAGS_ras);
+    if (given.count("ras") && w.ras_address.empty()) w.ras_address = kDefaultRasAddress;
     // --min-wait given: the same limit while the job runs as after.
     if (given.count("min_wait")) w.follow.live_wait_sec = opts.min_wait_sec;
     std::string bad;

@@ -130,6 +130,12 @@ TEST(RasCliTest, BareRasTakesNoArgument) {
   EXPECT_TRUE(r.out.find("\nRAS not reachable at 127.0.0.1:28028: ") != std::string::npos ||
               r.out.find("\nRAS (127.0.0.1:28028):\n") != std::string::npos)
       << r.out;
+  // --ras= is the bare --ras.
+  const Result empty = Cli({"watch", "--interval=0.05", "--timeout=30", "--ras=", kJob});
+  EXPECT_EQ(empty.status, plain.status) << empty.err;
+  EXPECT_TRUE(empty.out.find("\nRAS not reachable at 127.0.0.1:28028: ") != std::string::npos ||
+              empty.out.find("\nRAS (127.0.0.1:28028):\n") != std::string::npos)
+      << empty.out;
   const Result none = Cli({"watch", "--ras"});
   EXPECT_EQ(none.status, 2);
   EXPECT_NE(none.err.find("no trace file or directory given"), std::string::npos) << none.err;
@@ -182,6 +188,9 @@ TEST(RasCliTest, RasUnreachableOrMisused) {
   EXPECT_EQ(r.err,
             "ncclwatch ras: RAS address 'node7:28028': give a numeric IP address (or localhost); names are not "
             "resolved\n");
+  r = Cli({"diagnose", "--ras=", kJob});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(FirstLine(r.err), "ncclwatch diagnose: --ras needs the file of a saved RAS answer (ncclwatch ras > FILE)");
   r = Cli({"watch", "--ras=node7:28028", kJob});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(FirstLine(r.err),
