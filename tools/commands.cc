@@ -274,6 +274,7 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
   // verdict; what it newly says of dead, unresponsive or initializing
   // processes is said as it comes (launch counts change every round).
   report::RasReport ras;
+  RasLaunchTracker launches;
   double ras_asked = -1;
   std::set<std::string> ras_said;
   auto ask_ras = [&] {
@@ -281,6 +282,7 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
     ras_asked = now();
     const RasAnswer a = QueryRas(settings.ras_address);
     ras = a.ok ? RasReportOf(a.address, a.body) : RasReportError(settings.ras_address, a.error);
+    if (ras.error().empty()) launches.Add(ras.view(), ras_asked);
     std::vector<std::string> say(ras.lines().begin(), ras.lines().end());
     if (!ras.error().empty()) say = {ras.error()};
     for (const std::string& l : say)
@@ -295,7 +297,10 @@ int WatchCommand(const Inputs& inputs, const std::string& format, const Diagnose
       return 2;
     }
     report::Diagnosis d = s.diagnosis;
-    if (!settings.ras_address.empty()) AddRasEvidence(ras, trace_comms, &d);
+    if (!settings.ras_address.empty()) {
+      launches.Note(&ras);
+      AddRasEvidence(ras, trace_comms, &d);
+    }
     out << (format == "json" ? FormatJson(d) : FormatText(d));
     return ExitStatus(d);
   };

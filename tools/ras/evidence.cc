@@ -202,6 +202,36 @@ report::RasReport RasReportOf(const std::string& source, std::string_view answer
   return r;
 }
 
+void RasLaunchTracker::Add(const report::RasView& view, double now_sec) {
+  std::map<std::string, Since> next;
+  for (const report::RasComm& c : view.comms()) {
+    bool differ = false;
+    std::string key = Hex(c.hash());
+    for (const report::RasLaunches& l : c.launches()) {
+      differ |= l.groups_size() > 1;
+      key += "|" + l.SerializeAsString();
+    }
+    if (!differ) continue;
+    auto it = seen_.find(key);
+    Since s = it != seen_.end() ? it->second : Since{now_sec, now_sec, 0, CommName(c)};
+    s.last_sec = now_sec;
+    ++s.answers;
+    next[key] = s;
+  }
+  seen_ = std::move(next);
+}
+
+void RasLaunchTracker::Note(report::RasReport* ras) const {
+  if (!ras->error().empty()) return;
+  for (const auto& [key, s] : seen_) {
+    if (s.answers < 2) continue;
+    char b[64];
+    snprintf(b, sizeof(b), "%.1f s", s.last_sec - s.first_sec);
+    ras->add_lines(s.name + ": these launch counts have not moved for " + b + " (" + std::to_string(s.answers) +
+                   " answers): its ranks launched nothing meanwhile");
+  }
+}
+
 void AddRasEvidence(report::RasReport ras, const std::set<uint64_t>& trace_comms, report::Diagnosis* d) {
   if (!ras.error().empty()) {
     *d->mutable_ras() = std::move(ras);

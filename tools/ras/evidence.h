@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -43,6 +44,30 @@ std::vector<std::string> RasViewLines(const report::RasView& v);
 // Puts `ras` into `d` with its comparison against d's verdict.
 // `trace_comms`: the communicator hashes the traces hold (empty: unknown).
 void AddRasEvidence(report::RasReport ras, const std::set<uint64_t>& trace_comms, report::Diagnosis* d);
+
+// Launch counts that differ between ranks and stay the same from one RAS
+// answer to the next: NCCL's RAS documentation's sign of a stuck
+// communicator (counts that differ while ranks run merely outpace RAS).
+// `watch` gives it every answer; Note() says, on the latest, for how long
+// each such communicator's counts have not moved.
+//
+// Thread safety: one thread.
+class RasLaunchTracker {
+ public:
+  // `now_sec`: the caller's monotonic clock when `view` was read.
+  void Add(const report::RasView& view, double now_sec);
+  // Appends to `ras` a line for each communicator whose differing counts
+  // held over two answers or more.
+  void Note(report::RasReport* ras) const;
+
+ private:
+  struct Since {
+    double first_sec = 0, last_sec = 0;
+    int answers = 0;
+    std::string name;
+  };
+  std::map<std::string, Since> seen_;  // communicator and its counts -> since when
+};
 
 // "rank 2", "ranks 0,1,3", "ranks 0-63"; RAS's counted-but-unnamed ranks as
 // "26 ranks", or "6 ranks (0,2-5,7)" when it named some.

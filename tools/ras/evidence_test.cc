@@ -141,6 +141,37 @@ TEST(RasEvidenceTest, UnreachableOrUnusable) {
   EXPECT_FALSE(r.has_view());
 }
 
+TEST(RasEvidenceTest, LaunchCountsThatDoNotMove) {
+  const report::RasReport behind = Report("idle_rank.json");
+  RasLaunchTracker t;
+  t.Add(behind.view(), 10);
+  report::RasReport r = behind;
+  t.Note(&r);
+  EXPECT_EQ(r.lines_size(), behind.lines_size());  // one answer says nothing yet
+  t.Add(behind.view(), 12);
+  t.Add(behind.view(), 14.5);
+  r = behind;
+  t.Note(&r);
+  ASSERT_EQ(r.lines_size(), behind.lines_size() + 1);
+  EXPECT_EQ(r.lines(r.lines_size() - 1),
+            "communicator 0x8a1c61f6e31e2b29 (4 ranks): these launch counts have not moved for 4.5 s (3 answers): its "
+            "ranks launched nothing meanwhile");
+  // Counts that moved start again; counts that agree are not followed.
+  report::RasView moved = behind.view();
+  for (report::RasLaunches& l : *moved.mutable_comms(0)->mutable_launches())
+    for (report::RasLaunchGroup& g : *l.mutable_groups()) g.set_launches(g.launches() + 1);
+  t.Add(moved, 16);
+  r = behind;
+  t.Note(&r);
+  EXPECT_EQ(r.lines_size(), behind.lines_size());
+  t.Add(Report("init.json").view(), 18);
+  t.Add(Report("init.json").view(), 20);
+  r = Report("init.json");
+  const int before = r.lines_size();
+  t.Note(&r);
+  EXPECT_EQ(r.lines_size(), before);
+}
+
 TEST(RasEvidenceTest, RankLists) {
   report::RasRanks r;
   for (int k : {7, 0, 2, 3, 4, 5, 9, 10}) r.add_ranks(k);
