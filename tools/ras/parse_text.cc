@@ -53,6 +53,9 @@ struct GroupRow {
   std::string status, errors;
 };
 
+// One pass over the answer's lines, a section and an entry at a time:
+// fills the view, or stops at the first damaged line with its number.
+// Ranks named under a count go to `group_`, the count's RasRanks.
 class TextParser {
  public:
   TextParser(report::RasView* view, std::string* error) : v_(view), error_(error) {}
