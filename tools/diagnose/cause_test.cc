@@ -262,6 +262,12 @@ TEST(CauseTest, EveryFindingKindsCauseRestsOnEvidence) {
       ASSERT_NE(f, nullptr) << FormatText(d);
       ASSERT_NE(f->cause(), report::CAUSE_UNSPECIFIED) << f->summary();
       ASSERT_FALSE(f->cause_text().empty()) << f->summary();
+      // No finder names a cause without the records it rests on, so none
+      // is turned into "cannot tell" behind its back (BackCause).
+      EXPECT_FALSE(Has(f->cause_text(), "no record shows the cause first named")) << f->cause_text();
+      if (f->cause() != report::CAUSE_UNKNOWN) {
+        EXPECT_FALSE(f->cause_evidence().empty()) << f->cause_text();
+      }
       if (f->cause() == report::CAUSE_UNKNOWN) {
         // "cannot tell: why; ... tell(s)": what would tell follows.
         EXPECT_EQ(f->cause_text().rfind("cannot tell", 0), 0u) << f->cause_text();

@@ -79,6 +79,22 @@ void AddEvidence(Finding* f, const std::string& proc, const std::string& text) {
   e->set_text(text);
 }
 
+void SetCause(Finding* f, report::Cause cause, const std::string& text, const std::string& evidence) {
+  f->set_cause(cause);
+  f->set_cause_text(text);
+  if (cause == report::CAUSE_UNKNOWN) f->clear_cause_evidence();
+  else f->set_cause_evidence(evidence);
+}
+
+void BackCause(Finding* f) {
+  if (f->cause() == report::CAUSE_UNKNOWN || f->cause() == report::CAUSE_UNSPECIFIED ||
+      !f->cause_evidence().empty())
+    return;
+  SetCause(f, report::CAUSE_UNKNOWN,
+           "cannot tell: no record shows the cause first named (" + f->cause_text() +
+               "); what would tell: the records that show it, named in the evidence below");
+}
+
 void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
   f.set_severity(f.kind() == report::STRAGGLER ? report::SEVERITY_WARNING : report::SEVERITY_ERROR);
   int prec = 2 * Precedence(f.kind());

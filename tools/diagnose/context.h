@@ -116,6 +116,16 @@ void SetOp(uint32_t op, Finding* f);
 void SetOp(const Match& mt, Finding* f);
 void AddEvidence(Finding* f, const std::string& proc, const std::string& text);
 
+// The kind of cause a finding's evidence points to, and the only way a
+// finder names one. A cause other than CAUSE_UNKNOWN says what it rests on
+// (`evidence`, Finding.cause_evidence: the records that show it); "cannot
+// tell" says in `text` what would tell, and needs no evidence.
+void SetCause(Finding* f, report::Cause cause, const std::string& text, const std::string& evidence = "");
+// A cause named without the records that show it becomes "cannot tell":
+// run on every finding once its finder is done. Finders never rely on it
+// (cause_test walks every kind of finding).
+void BackCause(Finding* f);
+
 // A finding with its place in the verdict order.
 struct Ranked {
   int precedence;
