@@ -278,6 +278,34 @@ FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* miss
   return f;
 }
 
+bool FlightRecorderGiven(const Model& m) {
+  for (const Comm& comm : m.comms)
+    if (!comm.process_group.empty()) return true;
+  return false;
+}
+
+std::string IdleWouldTell(const Ctx& c, const std::vector<uint32_t>& procs, bool p2p) {
+  std::vector<std::string> would;
+  if (!FlightRecorderGiven(c.m))
+    would.push_back("Flight Recorder dumps (--fr; PyTorch writes them with TORCH_NCCL_DUMP_ON_TIMEOUT=1), "
+                    "which name the call each rank is in");
+  would.push_back("a Python stack of " + std::string(procs.size() == 1 ? "it" : "each") +
+                  " (py-spy dump while it hangs, or NCCLWATCH_ON_STUCK='py-spy dump --pid %p')");
+  // The P2pApi event comes with profiler API v5 (NCCL 2.28); advised only
+  // where some rank could have recorded it and did not.
+  bool could = false;
+  for (uint32_t pr : procs) {
+    const Proc& p = c.m.procs[pr];
+    could |= p.api_version >= 5 && (p.event_mask & kMaskP2pApi) == 0;
+  }
+  if (p2p && could)
+    would.push_back("possibly the API event of a send or receive that never reached launch "
+                    "(NCCLWATCH_EVENTS=default,p2papi)");
+  std::string s;
+  for (size_t i = 0; i < would.size(); ++i) s += (i == 0 ? "" : i + 1 == would.size() ? " or " : ", ") + would[i];
+  return s;
+}
+
 std::string ProxyLine(const Ctx& c, uint32_t comm, const ProxyState& x) {
   return std::string(x.is_send ? "send to " : "receive from ") + c.PeerName(comm, x.peer) +
          " never completed on channel " + std::to_string(x.channel);

@@ -167,6 +167,16 @@ std::string LostTail(const Ctx& c, uint32_t proc, uint32_t comm, std::string* af
 FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* missing_seq = nullptr,
                 uint16_t missing_func = 0);
 
+// What would tell a host busy outside NCCL from a program that called
+// something else, for the idle ranks `procs` ("Flight Recorder dumps (--fr,
+// ...), a Python stack (...) or ..."): never dumps already given, nor an
+// event their headers show was on. `p2p`: also the API event of a send or
+// receive that never reached launch, where it could have been recorded.
+std::string IdleWouldTell(const Ctx& c, const std::vector<uint32_t>& procs, bool p2p);
+// Whether Flight Recorder dumps were joined to the model (a communicator
+// carries its process group).
+bool FlightRecorderGiven(const Model& m);
+
 // "send to rank 2 never completed on channel 3": a stalled proxy transfer.
 std::string ProxyLine(const Ctx& c, uint32_t comm, const ProxyState& x);
 // The evidence of one rank's stuck report for op `oi` (latest report naming it).

@@ -123,10 +123,13 @@ std::vector<Ranked> FindLate(const Ctx& c) {
                        "; what held that operation holds this one, and its finding tells");
         } else {
           sum += "; it was idle outside NCCL until then";
-          SetCause(&f, report::CAUSE_RESOURCES,
-                   c.Name(last.proc) + "'s host was busy outside NCCL (a data loader, a checkpoint, the GIL, "
-                                       "a blocked thread); a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where",
-                   c.Name(last.proc) + " was idle outside NCCL until it enqueued it (the lines below)");
+          // Idle outside NCCL is what a busy host leaves, and what a
+          // program doing other work on that rank leaves too.
+          SetCause(&f, report::CAUSE_UNKNOWN,
+                   "cannot tell: " + c.Name(last.proc) + " was idle outside NCCL until then, and a host busy outside "
+                   "NCCL (a data loader, the GIL, a blocked thread) and a program doing other work on that rank "
+                   "(a checkpoint, a sleep, a store) leave the same records; what would tell: " +
+                       IdleWouldTell(c, {last.proc}, /*p2p=*/false));
         }
         AddEvidence(&f, c.Name(last.proc), "enqueued it at " + At(c.T(last.start_ns)));
         AddEvidence(&f, c.Names(waiting_procs), "enqueued it by " + At(c.T(before.start_ns)) + ", waited " + Dur(gap));

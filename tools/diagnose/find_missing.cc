@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "tools/diagnose/idle_cause.h"
+
 namespace ncclwatch::tools::diagnose_internal {
 namespace {
 
@@ -351,6 +353,22 @@ Finding MissingRank(const Ctx& c, const Seen& s) {
                   (s.stuck_named ? "; stuck reports name it" : ""));
   if (!absent.empty() && !nf.empty())
     AddEvidence(&f, RankList(nf), "no trace file or a damaged one: cannot tell whether it joined");
+  if (s.completed) {
+    // A rooted collective some ranks completed (see FindMissingAndStuck):
+    // those that went on wait in a later operation here, for the same ranks.
+    std::vector<uint32_t> done;
+    for (auto& [r, oi] : s.present)
+      if (m.ops[oi].state == OpState::kCompleted) done.push_back(m.ops[oi].proc);
+    AddEvidence(&f, c.Names(done),
+                "completed it: its data reached them from root " + std::to_string(m.ops[s.ops[0]].peer_or_root) +
+                    " without passing the ranks that never joined");
+    for (uint32_t pr : done)
+      if (c.oldest_inflight[pr] != kNone && m.ops[c.oldest_inflight[pr]].comm == ci) *f.add_waiting() = c.Ref(pr, ci);
+  }
+  if (!no_majority && !absent.empty())
+    ExplainAbsent(c, ci, "HANG: " + c.Names(absent) + " never joined " + s.opname + " on " + c.CommLabel(ci) + "; " +
+                             c.Names(s.waiting) + " waited " + Dur(s.waited),
+                  &f);
   return f;
 }
 
@@ -608,7 +626,13 @@ std::vector<Ranked> FindMissingAndStuck(const Ctx& c, const std::vector<uint64_t
           break;
         }
       }
-      if ((!s.absent.empty() || (!s.no_file.empty() && !s.hole)) && !s.completed && s.hung) {
+      // A rooted collective can complete on the ranks whose part of it
+      // does not pass through a rank that never joined (a Broadcast's
+      // ring from its root: seen with NCCL 2.28, ranks 4-7 completing
+      // #4 that ranks 0,1 never issued while ranks 2,3 waited in it).
+      // The ranks that wait in it still wait for the absent ones.
+      const bool open = !s.completed || IsRooted(m.ops[s.present[0].second].fn);
+      if ((!s.absent.empty() || (!s.no_file.empty() && !s.hole)) && open && s.hung) {
         // A rank still inside an earlier collective of this communicator
         // never went on without this one: the hang is the earlier one's.
         const uint32_t held = HeldByEarlier(c, s);
