@@ -360,6 +360,11 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
       if (last_placed != nullptr) {
         std::vector<FrP2pCall> p2p =
             P2pAfter(dump, pg, last_placed, c.comm, pos, last_placed->pg_desc.empty() ? pg : last_placed->pg_desc);
+        // One dump per rank and group: the same file found twice (in a
+        // folder given and named with --fr) says it once.
+        proc.fr_p2p.erase(std::remove_if(proc.fr_p2p.begin(), proc.fr_p2p.end(),
+                                         [&](const FrP2pCall& x) { return x.comm == c.comm; }),
+                          proc.fr_p2p.end());
         proc.fr_p2p.insert(proc.fr_p2p.end(), p2p.begin(), p2p.end());
       }
     }
