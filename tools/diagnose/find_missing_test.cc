@@ -171,6 +171,32 @@ TEST(FindMissingAndStuck, UntrackedSkipPutsTheSkipperInTheNextOperation) {
   EXPECT_EQ(d.findings_size(), 1) << FormatText(d);
 }
 
+// Rank 1 is still inside Broadcast #5, which ranks 0,2,3 completed (from
+// root 0); ranks 0,2 wait in AllReduce #6, which rank 3, idle, never
+// issued either. Rank 1 is held, not one that went on without #6: the
+// culprit is rank 3 alone, and its idleness cannot tell a busy host from
+// a program elsewhere.
+TEST(FindMissingAndStuck, ARankHeldInAnEarlierCollectiveNeverWentOnWithoutTheNext) {
+  Job j;
+  j.Procs(4, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 4, "AllReduce", 1024, 1.0, 1.01);
+  for (uint32_t p = 0; p < 4; ++p) j.Coll(p, w, 5, "Broadcast", 1024, 2.0, p == 1 ? -1 : 2.01);
+  for (uint32_t p : {0u, 2u}) j.Coll(p, w, 6, "AllReduce", 1024, 2.1, -1);
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  const report::Finding& f = d.findings(0);
+  EXPECT_EQ(f.kind(), report::MISSING_RANK) << FormatText(d);
+  EXPECT_EQ(Names(f.culprits()), V{"rank 3"}) << FormatText(d);
+  EXPECT_EQ(f.fates_size(), 1);
+  bool held = false;
+  for (const report::ProcRef& r : f.waiting()) held |= r.name() == "rank 1";
+  EXPECT_TRUE(held) << FormatText(d);
+  EXPECT_EQ(f.cause(), report::CAUSE_UNKNOWN) << f.cause_text();
+  EXPECT_EQ(d.verdict().find("went on without"), std::string::npos) << d.verdict();
+  EXPECT_EQ(f.cause_text().find("went on without"), std::string::npos) << f.cause_text();
+}
+
 // Rank 3 waits in 'pp' for rank 4, which idles: rank 4 is the root cause,
 // and the 'world' hang follows from it.
 TEST(FindMissingAndStuck, MissingRankWaitsInAnotherComm) {

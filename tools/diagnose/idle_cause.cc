@@ -61,9 +61,11 @@ void ExplainAbsent(const Ctx& c, uint32_t comm, const std::string& head, Finding
     return true;
   };
   std::vector<uint32_t> held_procs, idle;
+  std::vector<bool> is_held;  // per culprit, before any moves
   bool other = false;
   for (int i = 0; i < f->culprits_size(); ++i) {
-    if (held(i)) held_procs.push_back(procs[static_cast<size_t>(i)]);
+    is_held.push_back(held(i));
+    if (is_held.back()) held_procs.push_back(procs[static_cast<size_t>(i)]);
     else if (f->fates(i) == report::FATE_IDLE) idle.push_back(procs[static_cast<size_t>(i)]);
     else other = true;
   }
@@ -75,7 +77,7 @@ void ExplainAbsent(const Ctx& c, uint32_t comm, const std::string& head, Finding
     return;
   }
   if (other || idle.empty()) return;
-  if (!held_procs.empty()) KeepCulprits(f, [&](int i) { return !held(i); });
+  if (!held_procs.empty()) KeepCulprits(f, [&](int i) { return !is_held[static_cast<size_t>(i)]; });
   const PeersNeverMeet p = FindPeersNeverMeet(c, comm, idle);
   auto blamed = [&](uint32_t pr) { return std::find(p.culprits.begin(), p.culprits.end(), pr) != p.culprits.end(); };
   // A pairing that blames only ranks that joined makes no claim here.
