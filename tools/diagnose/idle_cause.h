@@ -18,6 +18,9 @@
 // would tell (IdleWouldTell). Findings with another fate are left to
 // Diagnose's AssignCause.
 //
+// Covered by p2p_peers_test (idle ranks, peers that never meet, the
+// recordings) and find_missing_test (a held rank beside an idle one).
+//
 // Thread safety: a function of a const Ctx and its arguments; any thread.
 
 #ifndef TOOLS_DIAGNOSE_IDLE_CAUSE_H_
