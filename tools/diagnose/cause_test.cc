@@ -204,19 +204,24 @@ const report::Finding* OfKind(const report::Diagnosis& d, report::FindingKind ki
 }
 
 // Every "NCCLWATCH_X=value" a line advises that the processes' headers
-// show was already on.
+// show was already on, and Flight Recorder dumps where they were given.
 std::vector<std::string> AdvisedButOn(const std::string& text, const Model& m) {
-  bool events = !m.procs.empty(), steps = !m.procs.empty();
+  bool events = !m.procs.empty(), steps = !m.procs.empty(), p2papi = !m.procs.empty(), fr = false;
   for (const Proc& p : m.procs) {
     events = events && p.event_completions;
     steps = steps && (p.event_mask & kMaskProxyStep) != 0;
+    p2papi = p2papi && (p.event_mask & kMaskP2pApi) != 0;
   }
+  for (const Comm& c : m.comms) fr |= !c.process_group.empty();
   std::vector<std::string> out;
   std::regex setting("NCCLWATCH_[A-Z_]+=[^ );,]+");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), setting); it != std::sregex_iterator(); ++it) {
     const std::string s = it->str();
-    if ((s == "NCCLWATCH_COMPLETIONS=events" && events) || (Has(s, "proxystep") && steps)) out.push_back(s);
+    if ((s == "NCCLWATCH_COMPLETIONS=events" && events) || (Has(s, "proxystep") && steps) ||
+        (Has(s, "p2papi") && p2papi))
+      out.push_back(s);
   }
+  if (fr && Has(text, "--fr")) out.push_back("--fr");
   return out;
 }
 
@@ -237,7 +242,8 @@ TEST(CauseTest, EveryFindingKindsCauseRestsOnEvidence) {
   };
   testing::WriteJob(BuildJob(dead), dir + "/dead");
   const std::map<report::FindingKind, std::vector<std::string>> cases = {
-      {report::MISSING_RANK, {"testdata/torch/exception-channels-4r", "testdata/gpu/host-stuck"}},
+      {report::MISSING_RANK,
+       {"testdata/torch/exception-channels-4r", "testdata/gpu/host-stuck", "testdata/torch/p2p-peer-events-4r"}},
       {report::MISMATCH, {"testdata/torch/count-channels-4r"}},
       {report::ORDER_MISMATCH, {"testdata/torch/swap-completes-channels-4r"}},
       {report::STUCK_IN_PROGRESS, {dir + "/stuck", "testdata/gpu-events/gpu-blocked"}},
@@ -262,6 +268,12 @@ TEST(CauseTest, EveryFindingKindsCauseRestsOnEvidence) {
       ASSERT_NE(f, nullptr) << FormatText(d);
       ASSERT_NE(f->cause(), report::CAUSE_UNSPECIFIED) << f->summary();
       ASSERT_FALSE(f->cause_text().empty()) << f->summary();
+      // No finder names a cause without the records it rests on, so none
+      // is turned into "cannot tell" behind its back (BackCause).
+      EXPECT_FALSE(Has(f->cause_text(), "no record shows the cause first named")) << f->cause_text();
+      if (f->cause() != report::CAUSE_UNKNOWN) {
+        EXPECT_FALSE(f->cause_evidence().empty()) << f->cause_text();
+      }
       if (f->cause() == report::CAUSE_UNKNOWN) {
         // "cannot tell: why; ... tell(s)": what would tell follows.
         EXPECT_EQ(f->cause_text().rfind("cannot tell", 0), 0u) << f->cause_text();

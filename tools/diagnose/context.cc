@@ -79,6 +79,22 @@ void AddEvidence(Finding* f, const std::string& proc, const std::string& text) {
   e->set_text(text);
 }
 
+void SetCause(Finding* f, report::Cause cause, const std::string& text, const std::string& evidence) {
+  f->set_cause(cause);
+  f->set_cause_text(text);
+  if (cause == report::CAUSE_UNKNOWN) f->clear_cause_evidence();
+  else f->set_cause_evidence(evidence);
+}
+
+void BackCause(Finding* f) {
+  if (f->cause() == report::CAUSE_UNKNOWN || f->cause() == report::CAUSE_UNSPECIFIED ||
+      !f->cause_evidence().empty())
+    return;
+  SetCause(f, report::CAUSE_UNKNOWN,
+           "cannot tell: no record shows the cause first named (" + f->cause_text() +
+               "); what would tell: the records that show it, named in the evidence below");
+}
+
 void Emit(std::vector<Ranked>* out, int64_t when, Finding f) {
   f.set_severity(f.kind() == report::STRAGGLER ? report::SEVERITY_WARNING : report::SEVERITY_ERROR);
   int prec = 2 * Precedence(f.kind());
@@ -260,6 +276,34 @@ FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* miss
   }
   if (f.fate != report::FATE_DIED) f.evidence += lost;
   return f;
+}
+
+bool FlightRecorderGiven(const Model& m) {
+  for (const Comm& comm : m.comms)
+    if (!comm.process_group.empty()) return true;
+  return false;
+}
+
+std::string IdleWouldTell(const Ctx& c, const std::vector<uint32_t>& procs, bool p2p) {
+  std::vector<std::string> would;
+  if (!FlightRecorderGiven(c.m))
+    would.push_back("Flight Recorder dumps (--fr; PyTorch writes them with TORCH_NCCL_DUMP_ON_TIMEOUT=1), "
+                    "which name the call each rank is in");
+  would.push_back("a Python stack of " + std::string(procs.size() == 1 ? "it" : "each") +
+                  " (py-spy dump while it hangs, or NCCLWATCH_ON_STUCK='py-spy dump --pid %p')");
+  // The P2pApi event comes with profiler API v5 (NCCL 2.28); advised only
+  // where some rank could have recorded it and did not.
+  bool could = false;
+  for (uint32_t pr : procs) {
+    const Proc& p = c.m.procs[pr];
+    could |= p.api_version >= 5 && (p.event_mask & kMaskP2pApi) == 0;
+  }
+  if (p2p && could)
+    would.push_back("possibly the API event of a send or receive that never reached launch "
+                    "(NCCLWATCH_EVENTS=default,p2papi)");
+  std::string s;
+  for (size_t i = 0; i < would.size(); ++i) s += (i == 0 ? "" : i + 1 == would.size() ? " or " : ", ") + would[i];
+  return s;
 }
 
 std::string ProxyLine(const Ctx& c, uint32_t comm, const ProxyState& x) {

@@ -116,6 +116,16 @@ void SetOp(uint32_t op, Finding* f);
 void SetOp(const Match& mt, Finding* f);
 void AddEvidence(Finding* f, const std::string& proc, const std::string& text);
 
+// The kind of cause a finding's evidence points to, and the only way a
+// finder names one. A cause other than CAUSE_UNKNOWN says what it rests on
+// (`evidence`, Finding.cause_evidence: the records that show it); "cannot
+// tell" says in `text` what would tell, and needs no evidence.
+void SetCause(Finding* f, report::Cause cause, const std::string& text, const std::string& evidence = "");
+// A cause named without the records that show it becomes "cannot tell":
+// run on every finding once its finder is done. Finders never rely on it
+// (cause_test walks every kind of finding).
+void BackCause(Finding* f);
+
 // A finding with its place in the verdict order.
 struct Ranked {
   int precedence;
@@ -156,6 +166,16 @@ std::string LostTail(const Ctx& c, uint32_t proc, uint32_t comm, std::string* af
 // earlier one, so it took part in them even where its file lost the records).
 FateInfo FateOf(const Ctx& c, uint32_t proc, uint32_t comm, const uint64_t* missing_seq = nullptr,
                 uint16_t missing_func = 0);
+
+// What would tell a host busy outside NCCL from a program that called
+// something else, for the idle ranks `procs` ("Flight Recorder dumps (--fr,
+// ...), a Python stack (...) or ..."): never dumps already given, nor an
+// event their headers show was on. `p2p`: also the API event of a send or
+// receive that never reached launch, where it could have been recorded.
+std::string IdleWouldTell(const Ctx& c, const std::vector<uint32_t>& procs, bool p2p);
+// Whether Flight Recorder dumps were joined to the model (a communicator
+// carries its process group).
+bool FlightRecorderGiven(const Model& m);
 
 // "send to rank 2 never completed on channel 3": a stalled proxy transfer.
 std::string ProxyLine(const Ctx& c, uint32_t comm, const ProxyState& x);

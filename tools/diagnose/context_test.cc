@@ -88,5 +88,36 @@ TEST(Context, EmitRanksByKindAndGivesSeverity) {
   EXPECT_GT(out[2].precedence, out[3].precedence);
 }
 
+// A cause names the records it rests on; one named without them reads
+// "cannot tell", whatever its finder said.
+TEST(Context, ACauseWithoutItsEvidenceBecomesCannotTell) {
+  Finding backed;
+  SetCause(&backed, report::CAUSE_PROGRAM, "program logic: x", "the records of each rank's call");
+  BackCause(&backed);
+  EXPECT_EQ(backed.cause(), report::CAUSE_PROGRAM);
+  EXPECT_EQ(backed.cause_evidence(), "the records of each rank's call");
+
+  Finding bare;
+  SetCause(&bare, report::CAUSE_RESOURCES, "rank 1's host was busy");
+  BackCause(&bare);
+  EXPECT_EQ(bare.cause(), report::CAUSE_UNKNOWN);
+  EXPECT_EQ(bare.cause_text().rfind("cannot tell: ", 0), 0u) << bare.cause_text();
+  EXPECT_NE(bare.cause_text().find("rank 1's host was busy"), std::string::npos) << bare.cause_text();
+  EXPECT_TRUE(bare.cause_evidence().empty());
+
+  // A finder's own set_cause, past SetCause, is caught the same way.
+  Finding direct;
+  direct.set_cause(report::CAUSE_NETWORK);
+  direct.set_cause_text("the network");
+  BackCause(&direct);
+  EXPECT_EQ(direct.cause(), report::CAUSE_UNKNOWN);
+
+  // "cannot tell" needs no evidence and stays as it is.
+  Finding unknown;
+  SetCause(&unknown, report::CAUSE_UNKNOWN, "cannot tell: why; what would tell: that");
+  BackCause(&unknown);
+  EXPECT_EQ(unknown.cause_text(), "cannot tell: why; what would tell: that");
+}
+
 }  // namespace
 }  // namespace ncclwatch::tools::diagnose_internal

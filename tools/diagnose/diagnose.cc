@@ -228,7 +228,8 @@ std::vector<bool> Consequences(const std::vector<Ranked>& found, int64_t slack_n
 }
 
 // The kind of cause a finding's evidence points to, where its finder did
-// not say (STUCK_IN_PROGRESS and JOB_ENDED do, from what they saw).
+// not say (STUCK_IN_PROGRESS and JOB_ENDED do, from what they saw), with
+// the records it rests on.
 void AssignCause(Finding* f) {
   if (f->cause() != report::CAUSE_UNSPECIFIED) return;
   const std::string who = f->culprits_size() == 1 ? f->culprits(0).name() : std::string("the culprits");
@@ -238,12 +239,13 @@ void AssignCause(Finding* f) {
     case report::MISMATCH:
     case report::ORDER_MISMATCH:
     case report::UNMATCHED_P2P:
-      f->set_cause(report::CAUSE_PROGRAM);
-      f->set_cause_text("program logic: the ranks called NCCL differently");
+      SetCause(f, report::CAUSE_PROGRAM, "program logic: the ranks called NCCL differently",
+               "each rank's record of its call (the lines below)");
       return;
     case report::WAIT_CYCLE:
-      f->set_cause(report::CAUSE_PROGRAM);
-      f->set_cause_text("program logic: the ranks used their communicators in different orders");
+      SetCause(f, report::CAUSE_PROGRAM, "program logic: the ranks used their communicators in different orders",
+               "each rank of the cycle waits in a communicator that a rank it waits for has not reached (the lines "
+               "below)");
       return;
     case report::MISSING_RANK: {
       bool died = false, idle = false, unknown = false, other = false;
@@ -254,33 +256,34 @@ void AssignCause(Finding* f) {
         other |= x == report::FATE_LEFT_CLEANLY || x == report::FATE_WAITS_ELSEWHERE;
       }
       if (died) {
-        f->set_cause(report::CAUSE_RESOURCES);
-        f->set_cause_text(whose + " process died (killed, crashed or frozen); its log or the kernel log says which");
+        SetCause(f, report::CAUSE_RESOURCES,
+                 whose + " process died (killed, crashed or frozen); its log or the kernel log says which",
+                 "its heartbeats stopped without a finalize (the lines below)");
       } else if (idle && !other) {
-        f->set_cause(report::CAUSE_RESOURCES);
-        f->set_cause_text(whose + " host was busy outside NCCL (a data loader, the GIL, a blocked thread); "
-                          "a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
+        SetCause(f, report::CAUSE_RESOURCES,
+                 whose + " host was busy outside NCCL (a data loader, the GIL, a blocked thread); "
+                         "a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where",
+                 "alive with no NCCL operation in flight (the lines below)");
       } else if (other) {
-        f->set_cause(report::CAUSE_PROGRAM);
-        f->set_cause_text("program logic: " + who + " went on without it (a skipped or extra call)");
+        SetCause(f, report::CAUSE_PROGRAM, "program logic: " + who + " went on without it (a skipped or extra call)",
+                 "it left cleanly or waits in another operation, never having issued this one (the lines below)");
       } else {
-        f->set_cause(report::CAUSE_UNKNOWN);
-        f->set_cause_text(unknown ? "cannot tell: " + whose + " file is missing or damaged; it would tell"
-                                  : "cannot tell");
+        SetCause(f, report::CAUSE_UNKNOWN,
+                 unknown ? "cannot tell: " + whose + " file is missing or damaged; it would tell" : "cannot tell");
       }
       return;
     }
     case report::DEAD_RANK:
-      f->set_cause(report::CAUSE_RESOURCES);
-      f->set_cause_text(whose + " process died (killed, crashed or frozen); its log or the kernel log says which");
+      SetCause(f, report::CAUSE_RESOURCES,
+               whose + " process died (killed, crashed or frozen); its log or the kernel log says which",
+               "its heartbeats stopped without a finalize (the lines below)");
       return;
     case report::STRAGGLER:
-      f->set_cause(report::CAUSE_RESOURCES);
-      f->set_cause_text(who + " reaches collectives late: its host or GPU is slower or busier");
+      SetCause(f, report::CAUSE_RESOURCES, who + " reaches collectives late: its host or GPU is slower or busier",
+               "its arrival times at the collectives (the lines below)");
       return;
     default:
-      f->set_cause(report::CAUSE_UNKNOWN);
-      f->set_cause_text("cannot tell");
+      SetCause(f, report::CAUSE_UNKNOWN, "cannot tell");
   }
 }
 
@@ -356,7 +359,10 @@ std::vector<Ranked> RunFinders(const Ctx& c, StragglerCounter* counter) {
   bool error_before = false;
   for (const Ranked& r : found) error_before |= r.f.severity() == report::SEVERITY_ERROR;
   Append(&found, FindEnded(c, error_before));  // last: only where nothing else explains it
-  for (Ranked& r : found) AssignCause(&r.f);
+  for (Ranked& r : found) {
+    AssignCause(&r.f);
+    BackCause(&r.f);
+  }
   std::stable_sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.precedence, a.when) < std::tie(b.precedence, b.when);
   });

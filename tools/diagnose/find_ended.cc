@@ -94,9 +94,9 @@ void EndedAfterTheWork(const Ctx& c, const std::vector<uint32_t>& unended, std::
     for (uint32_t pi : unended)
       AddEvidence(&f, c.Name(pi), "last operation: " + LastOpText(c, pi, kNone) + "; ended at " +
                                        At(c.T(m.procs[pi].last_ns)) + ", no finalize");
-    f.set_cause(report::CAUSE_UNKNOWN);
-    f.set_cause_text("cannot tell: the scheduler's log tells a cancel or a lost node; a job whose ranks destroy "
-                     "their communicators before they exit leaves a finalize in every file, and an OK here");
+    SetCause(&f, report::CAUSE_UNKNOWN,
+             "cannot tell: the scheduler's log tells a cancel or a lost node; a job whose ranks destroy "
+             "their communicators before they exit leaves a finalize in every file, and an OK here");
     Emit(out, last_act, std::move(f));
     return;
   }
@@ -118,12 +118,12 @@ void EndedAfterTheWork(const Ctx& c, const std::vector<uint32_t>& unended, std::
   // files separates them.
   bool fr = false;
   for (const Comm& comm : m.comms) fr |= !comm.process_group.empty();
-  f.set_cause(report::CAUSE_UNKNOWN);
-  f.set_cause_text(std::string("cannot tell: a host busy outside NCCL and a program waiting on itself (a store or "
-                               "barrier, communicator creation) leave the same records; what would tell: ") +
-                   (fr ? "" : "Flight Recorder dumps (--fr), or ") +
-                   "a Python stack of each rank (NCCLWATCH_ON_STUCK='py-spy dump --pid %p', or py-spy dump while it "
-                   "hangs)");
+  SetCause(&f, report::CAUSE_UNKNOWN,
+           std::string("cannot tell: a host busy outside NCCL and a program waiting on itself (a store or "
+                       "barrier, communicator creation) leave the same records; what would tell: ") +
+               (fr ? "" : "Flight Recorder dumps (--fr), or ") +
+               "a Python stack of each rank (NCCLWATCH_ON_STUCK='py-spy dump --pid %p', or py-spy dump while it "
+               "hangs)");
   Emit(out, last_act, std::move(f));
 }
 
@@ -210,9 +210,8 @@ void SeveralEndedFirst(const Ctx& c, const First& first, const std::vector<uint3
     AddEvidence(f, c.Name(pi), std::string(m.procs[pi].finalized ? "finalized" : "no finalize") +
                                    "; last sign of life at " + At(c.T(m.procs[pi].last_ns)) +
                                    "; last operation: " + LastOpText(c, pi, kNone));
-  f->set_cause(report::CAUSE_UNKNOWN);
-  f->set_cause_text("cannot tell which of " + c.Names(firsts) +
-                    " ended first, nor why: their logs (an exception, a signal, an exit) tell");
+  SetCause(f, report::CAUSE_UNKNOWN, "cannot tell which of " + c.Names(firsts) +
+                                         " ended first, nor why: their logs (an exception, a signal, an exit) tell");
 }
 
 // ENDING_ONE_FIRST: one process ended first and the job was ended after it.
@@ -247,13 +246,14 @@ void OneEndedFirst(const Ctx& c, const First& first, const std::vector<uint32_t>
                                    (m.procs[pi].finalized ? " (finalized: aborted)" : ", no finalize"));
   }
   if (p.finalized) {
-    f->set_cause(report::CAUSE_PROGRAM);
-    f->set_cause_text("program logic: " + c.Name(first.proc) +
-                      " exited by itself (an exception, exit()); its log says why");
+    SetCause(f, report::CAUSE_PROGRAM,
+             "program logic: " + c.Name(first.proc) + " exited by itself (an exception, exit()); its log says why",
+             c.Name(first.proc) + " finalized its communicators and ended first, with operations in flight");
   } else {
-    f->set_cause(report::CAUSE_RESOURCES);
-    f->set_cause_text(c.Name(first.proc) + "'s process was killed or crashed (the OOM killer, a signal, os._exit); "
-                      "its log or the kernel log says which");
+    SetCause(f, report::CAUSE_RESOURCES,
+             c.Name(first.proc) + "'s process was killed or crashed (the OOM killer, a signal, os._exit); "
+                                  "its log or the kernel log says which",
+             c.Name(first.proc) + "'s file ends first, without a finalize, with operations in flight");
   }
 }
 
@@ -278,9 +278,9 @@ void AllEndedAtOnce(const Ctx& c, const std::vector<uint32_t>& by_end, Finding* 
                                    At(c.T(m.procs[pi].last_ns)) +
                                    (m.procs[pi].finalized ? " (finalized)" : ", no finalize"));
   }
-  f->set_cause(report::CAUSE_UNKNOWN);
-  f->set_cause_text("cannot tell: the scheduler's log tells a cancel or a lost node, a later copy of the files tells "
-                    "a job still running");
+  SetCause(f, report::CAUSE_UNKNOWN,
+           "cannot tell: the scheduler's log tells a cancel or a lost node, a later copy of the files tells "
+           "a job still running");
 }
 
 }  // namespace

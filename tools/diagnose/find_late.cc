@@ -118,14 +118,18 @@ std::vector<Ranked> FindLate(const Ctx& c) {
         if (busy != kNone) {
           const Op& b = m.ops[busy];
           sum += "; meanwhile it was in " + c.OpName(b) + " on " + c.CommLabel(b.comm);
-          f.set_cause(report::CAUSE_UNKNOWN);
-          f.set_cause_text("cannot tell: " + c.Name(last.proc) + " waited in " + c.OpName(b) + " on " +
-                           c.CommLabel(b.comm) + "; what held that operation holds this one");
+          SetCause(&f, report::CAUSE_UNKNOWN,
+                   "cannot tell: " + c.Name(last.proc) + " waited in " + c.OpName(b) + " on " + c.CommLabel(b.comm) +
+                       "; what held that operation holds this one, and its finding tells");
         } else {
           sum += "; it was idle outside NCCL until then";
-          f.set_cause(report::CAUSE_RESOURCES);
-          f.set_cause_text(c.Name(last.proc) + "'s host was busy outside NCCL (a data loader, a checkpoint, the GIL, "
-                           "a blocked thread); a Python stack (py-spy, NCCLWATCH_ON_STUCK) tells where");
+          // Idle outside NCCL is what a busy host leaves, and what a
+          // program doing other work on that rank leaves too.
+          SetCause(&f, report::CAUSE_UNKNOWN,
+                   "cannot tell: " + c.Name(last.proc) + " was idle outside NCCL until then, and a host busy outside "
+                   "NCCL (a data loader, the GIL, a blocked thread) and a program doing other work on that rank "
+                   "(a checkpoint, a sleep, a store) leave the same records; what would tell: " +
+                       IdleWouldTell(c, {last.proc}, /*p2p=*/false));
         }
         AddEvidence(&f, c.Name(last.proc), "enqueued it at " + At(c.T(last.start_ns)));
         AddEvidence(&f, c.Names(waiting_procs), "enqueued it by " + At(c.T(before.start_ns)) + ", waited " + Dur(gap));
@@ -136,8 +140,8 @@ std::vector<Ranked> FindLate(const Ctx& c) {
               " had not started " + opname + " when the stuck reports were written, while " + c.Names(waiting_procs) +
               " were in it; it completed " + Dur(wait) + " after it was issued: earlier work on " +
               (late_procs.size() == 1 ? "its stream" : "their streams") + " held it";
-        f.set_cause(report::CAUSE_RESOURCES);
-        f.set_cause_text(c.Names(late_procs) + "'s GPU was busy with earlier work on its stream");
+        SetCause(&f, report::CAUSE_RESOURCES, c.Names(late_procs) + "'s GPU was busy with earlier work on its stream",
+                 "stuck reports: " + c.Names(late_procs) + "'s GPU had not started it while the others were in it");
         for (uint32_t oi : late) AddEvidence(&f, c.Name(m.ops[oi].proc), "its stuck report: its GPU had not started it");
         for (uint32_t oi : waited)
           AddEvidence(&f, c.Name(m.ops[oi].proc),

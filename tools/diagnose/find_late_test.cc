@@ -31,10 +31,12 @@ TEST(FindLate, LateRankIsTheCauseOfTheHangThatFollows) {
   EXPECT_EQ(f.kind(), report::LATE_RANK);
   EXPECT_EQ(Names(f.culprits()), V{"rank 1"});
   EXPECT_EQ(Names(f.waiting()), (V{"rank 0", "rank 2", "rank 3"}));
-  EXPECT_EQ(f.cause(), report::CAUSE_RESOURCES);
+  // Idle outside NCCL: a busy host and a program doing other work look alike.
+  EXPECT_EQ(f.cause(), report::CAUSE_UNKNOWN);
+  EXPECT_NE(f.cause_text().find("what would tell: "), std::string::npos) << f.cause_text();
   EXPECT_EQ(d.verdict(),
             "LATE: rank 1 reached AllReduce #5 on comm 'world' (4 ranks) 30.0 s after ranks 0,2,3, which waited in "
-            "it; it was idle outside NCCL until then [cause: rank 1's resources]");
+            "it; it was idle outside NCCL until then [cause: cannot tell]");
   // The hang that follows names ranks 0,2,3 as missing: a consequence, blaming no one.
   ASSERT_GE(d.consequences_size(), 1) << FormatText(d);
   EXPECT_EQ(d.consequences(0).kind(), report::MISSING_RANK);

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "tools/diagnose/idle_cause.h"
+
 namespace ncclwatch::tools::diagnose_internal {
 namespace {
 
@@ -275,9 +277,10 @@ Finding ExtraBySiblings(const Ctx& c, const Seen& s, const std::vector<uint32_t>
   for (uint32_t oi : s.unfinished)
     AddEvidence(&f, c.Name(c.m.ops[oi].proc), "in " + s.opname + " since " + At(c.T(c.m.ops[oi].start_ns)) +
                                                   ", waited " + Dur(c.WaitSec(c.m.ops[oi])));
-  f.set_cause(report::CAUSE_PROGRAM);
-  f.set_cause_text("program logic: " + c.Names(s.waiting) + " issued one collective more than " + c.Names(absent) +
-                   " and the communicators made with it");
+  SetCause(&f, report::CAUSE_PROGRAM,
+           "program logic: " + c.Names(s.waiting) + " issued one collective more than " + c.Names(absent) +
+               " and the communicators made with it",
+           "the communicators made with it count their calls as " + c.Names(absent) + " do (the lines below)");
   return f;
 }
 
@@ -350,6 +353,22 @@ Finding MissingRank(const Ctx& c, const Seen& s) {
                   (s.stuck_named ? "; stuck reports name it" : ""));
   if (!absent.empty() && !nf.empty())
     AddEvidence(&f, RankList(nf), "no trace file or a damaged one: cannot tell whether it joined");
+  if (s.completed) {
+    // A rooted collective some ranks completed (see FindMissingAndStuck):
+    // those that went on wait in a later operation here, for the same ranks.
+    std::vector<uint32_t> done;
+    for (auto& [r, oi] : s.present)
+      if (m.ops[oi].state == OpState::kCompleted) done.push_back(m.ops[oi].proc);
+    AddEvidence(&f, c.Names(done),
+                "completed it: its data reached them from root " + std::to_string(m.ops[s.ops[0]].peer_or_root) +
+                    " without passing the ranks that never joined");
+    for (uint32_t pr : done)
+      if (c.oldest_inflight[pr] != kNone && m.ops[c.oldest_inflight[pr]].comm == ci) *f.add_waiting() = c.Ref(pr, ci);
+  }
+  if (!no_majority && !absent.empty())
+    ExplainAbsent(c, ci, "HANG: " + c.Names(absent) + " never joined " + s.opname + " on " + c.CommLabel(ci) + "; " +
+                             c.Names(s.waiting) + " waited " + Dur(s.waited),
+                  &f);
   return f;
 }
 
@@ -463,32 +482,34 @@ void StuckCause(const Ctx& c, const Seen& s, const StuckSeen& seen, Finding* f) 
   std::vector<uint32_t> procs;
   for (auto& [r, oi] : s.present) procs.push_back(c.m.ops[oi].proc);
   if (!seen.gpu_not_started.empty() && !seen.gpu_started.empty()) {
-    f->set_cause(report::CAUSE_RESOURCES);
-    f->set_cause_text(c.Names(seen.gpu_not_started) + "'s GPU was busy with earlier work on its stream");
+    SetCause(f, report::CAUSE_RESOURCES, c.Names(seen.gpu_not_started) + "'s GPU was busy with earlier work on its stream",
+             "stuck reports: " + c.Names(seen.gpu_not_started) + "'s GPU never started it, " +
+                 c.Names(seen.gpu_started) + "'s did");
     return;
   }
   if (!seen.gpu_window.empty() && seen.first_stall.empty()) {
-    f->set_cause(report::CAUSE_UNKNOWN);
-    f->set_cause_text("cannot tell: " + c.Names(seen.gpu_window) + "'s GPU is somewhere in a window of operations "
-                      "launched without CUDA events of their own, and which one holds it is not known; what would "
-                      "tell: events at every launch (NCCLWATCH_EVENT_INTERVAL_US=0)");
+    SetCause(f, report::CAUSE_UNKNOWN,
+             "cannot tell: " + c.Names(seen.gpu_window) +
+                 "'s GPU is somewhere in a window of operations launched without CUDA events of their own, and "
+                 "which one holds it is not known; what would tell: events at every launch "
+                 "(NCCLWATCH_EVENT_INTERVAL_US=0)");
     return;
   }
   bool alive = true;
   for (uint32_t pr : procs) alive = alive && !c.dead[pr];
   const bool named = seen.stall_peer != kNone && !c.dead[seen.stall_peer];
   if (!seen.first_stall.empty() && alive && named && seen.stall_gpu_started) {
-    f->set_cause(report::CAUSE_NETWORK);
-    f->set_cause_text("the network: every rank of it alive, " + c.Name(seen.stall_proc) +
-                      "'s GPU in it, and a transfer between two named ranks stopped (" + seen.first_stall + ")");
+    SetCause(f, report::CAUSE_NETWORK,
+             "the network: every rank of it alive, " + c.Name(seen.stall_proc) +
+                 "'s GPU in it, and a transfer between two named ranks stopped (" + seen.first_stall + ")",
+             "stuck reports: " + seen.first_stall + "; heartbeats of every rank of it");
     return;
   }
   std::string why = "a busy GPU and the network leave the same records here";
   if (!seen.first_stall.empty() && !alive) why = "a rank of it is dead, which stops its transfers too";
   else if (!seen.first_stall.empty() && !named) why = "the stalled transfer's peer has no trace file to show it alive";
   else if (!seen.first_stall.empty()) why = "whether " + c.Name(seen.stall_proc) + "'s GPU started it is not known";
-  f->set_cause(report::CAUSE_UNKNOWN);
-  f->set_cause_text("cannot tell: " + why + "; what would tell: " + StuckWouldTell(c, procs));
+  SetCause(f, report::CAUSE_UNKNOWN, "cannot tell: " + why + "; what would tell: " + StuckWouldTell(c, procs));
 }
 
 // STUCK_IN_PROGRESS: a collective every rank issued that never finished on
@@ -605,7 +626,13 @@ std::vector<Ranked> FindMissingAndStuck(const Ctx& c, const std::vector<uint64_t
           break;
         }
       }
-      if ((!s.absent.empty() || (!s.no_file.empty() && !s.hole)) && !s.completed && s.hung) {
+      // A rooted collective can complete on the ranks whose part of it
+      // does not pass through a rank that never joined (a Broadcast's
+      // ring from its root: seen with NCCL 2.28, ranks 4-7 completing
+      // #4 that ranks 0,1 never issued while ranks 2,3 waited in it).
+      // The ranks that wait in it still wait for the absent ones.
+      const bool open = !s.completed || IsRooted(m.ops[s.present[0].second].fn);
+      if ((!s.absent.empty() || (!s.no_file.empty() && !s.hole)) && open && s.hung) {
         // A rank still inside an earlier collective of this communicator
         // never went on without this one: the hang is the earlier one's.
         const uint32_t held = HeldByEarlier(c, s);

@@ -1,6 +1,7 @@
 #include "tools/fr/flight_recorder.h"
 
 #include <ctype.h>
+#include <stdio.h>
 
 #include <algorithm>
 #include <set>
@@ -107,6 +108,52 @@ const FrFrame* UserFrame(const FrEntry& e) {
   for (const FrFrame& f : e.frames)
     if (f.file.find("/torch/") == std::string::npos) return &f;
   return e.frames.empty() ? nullptr : &e.frames[0];
+}
+
+// "nccl:send 0->1 #24 of group 'default_pg' (completed) from main() at f.py:188".
+std::string CallText(const FrEntry& e, const std::string& group) {
+  std::string text = e.profiling_name + " #" + std::to_string(e.collective_seq_id) + " of group '" + group + "' (" +
+                     e.state + ")";
+  if (const FrFrame* uf = UserFrame(e))
+    text += " from " + uf->name + "() at " + uf->file + ":" + std::to_string(uf->line);
+  return text;
+}
+
+// PyTorch names a point-to-point entry "nccl:send 0->1" or "nccl:recv 1<-2"
+// (group ranks, this rank's first). False for anything else.
+bool ParseP2pName(const std::string& name, bool* recv, int32_t* self, int32_t* peer) {
+  int a = -1, b = -1;
+  char arrow[3] = {};
+  if (sscanf(name.c_str(), "nccl:send %d%2[-<>]%d", &a, arrow, &b) == 3 && std::string(arrow) == "->") *recv = false;
+  else if (sscanf(name.c_str(), "nccl:recv %d%2[-<>]%d", &a, arrow, &b) == 3 && std::string(arrow) == "<-") *recv = true;
+  else return false;
+  if (a < 0 || b < 0) return false;
+  *self = a;
+  *peer = b;
+  return true;
+}
+
+// The sends and receives `dump` shows on group `pg` after `last`, its last
+// entry placed on a recorded collective, up to its next collective there:
+// calls the rank's NCCL records may lack (Proc::fr_p2p). `pos`: the dump's
+// rank in the group, which each call must name as its own.
+std::vector<FrP2pCall> P2pAfter(const FrDump& dump, const std::string& pg, const FrEntry* last, uint32_t comm,
+                                size_t pos, const std::string& group) {
+  std::vector<FrP2pCall> out;
+  size_t i = 0;
+  while (i < dump.entries.size() && &dump.entries[i] != last) ++i;
+  for (++i; i < dump.entries.size(); ++i) {
+    const FrEntry& e = dump.entries[i];
+    if (e.pg != pg) continue;
+    if (!e.is_p2p) break;
+    FrP2pCall call;
+    int32_t self = -1;
+    if (!ParseP2pName(e.profiling_name, &call.recv, &self, &call.peer) || self != static_cast<int32_t>(pos)) continue;
+    call.comm = comm;
+    call.text = CallText(e, group);
+    out.push_back(std::move(call));
+  }
+  return out;
 }
 
 }  // namespace
@@ -297,13 +344,29 @@ FrJoin JoinFlightRecorder(const std::vector<std::string>& files, const std::vect
       const Candidate& c = fits[0];
       Comm& comm = m.comms[c.comm];
       if (comm.process_group.empty()) comm.process_group = label;
+      const FrEntry* last_placed = nullptr;
       for (const FrEntry* e : entries) {
         if (NcclFunc(e->profiling_name) == Func::kOther) break;
         if (e->collective_seq_id < 1) continue;
         const uint64_t k = static_cast<uint64_t>(e->collective_seq_id) - 1;
-        if (k < c.colls.size()) join.by_op[c.colls[k]] = FrCall{e, dump.rank};
+        if (k < c.colls.size()) {
+          join.by_op[c.colls[k]] = FrCall{e, dump.rank};
+          last_placed = e;
+        }
       }
       joined_proc = c.proc;
+      Proc& proc = m.procs[c.proc];
+      proc.fr_joined = true;
+      if (last_placed != nullptr) {
+        std::vector<FrP2pCall> p2p =
+            P2pAfter(dump, pg, last_placed, c.comm, pos, last_placed->pg_desc.empty() ? pg : last_placed->pg_desc);
+        // One dump per rank and group: the same file found twice (in a
+        // folder given and named with --fr) says it once.
+        proc.fr_p2p.erase(std::remove_if(proc.fr_p2p.begin(), proc.fr_p2p.end(),
+                                         [&](const FrP2pCall& x) { return x.comm == c.comm; }),
+                          proc.fr_p2p.end());
+        proc.fr_p2p.insert(proc.fr_p2p.end(), p2p.begin(), p2p.end());
+      }
     }
     if (joined_proc != kNone && !dump.entries.empty()) {
       // The call the rank is in: its oldest entry not completed (entries are
@@ -378,11 +441,8 @@ void AddFlightRecorderEvidence(const Model& m, const FrJoin& join, report::Diagn
         pf->set_line(fr.line);
         pf->set_function(fr.name);
       }
-      std::string text = std::string("Python: ") + (this_op ? "" : "not in it; in ") + e.profiling_name + " #" +
-                         std::to_string(e.collective_seq_id) + " of group '" + pc->process_group() + "' (" +
-                         e.state + ")";
-      if (const FrFrame* uf = UserFrame(e))
-        text += " from " + uf->name + "() at " + uf->file + ":" + std::to_string(uf->line);
+      const std::string text =
+          std::string("Python: ") + (this_op ? "" : "not in it; in ") + CallText(e, pc->process_group());
       report::Evidence* ev = f->add_evidence();
       ev->set_proc(r->name());
       ev->set_text(text);

@@ -108,6 +108,37 @@ TEST(FlightRecorder, TheVerdictNamesTheGroupAndThePythonLines) {
   EXPECT_NE(FormatJson(r.d).find("\"pythonCalls\""), std::string::npos);
 }
 
+// A send and a receive whose peers never met left no NCCL record on ranks
+// 0,1 (testdata/torch/p2p-peer-events-4r): the join keeps the ones their
+// dumps show after their last recorded collective, with PyTorch's peer,
+// and none for ranks 2,3, whose records end in a later collective.
+TEST(FlightRecorder, SendsAndReceivesAfterTheLastRecordedCollectiveAreKept) {
+  const std::string dir = "testdata/torch/p2p-peer-events-4r";
+  Model m;
+  std::string err;
+  ASSERT_TRUE(BuildModel({dir}, LoadOptions(), &m, &err)) << err;
+  const FrJoin join = JoinFlightRecorder(ListFiles({dir}, &MayBeFrDumpName).files, {dir + "/fr/nccl_trace_rank_1"}, &m);
+  EXPECT_TRUE(join.notes.empty()) << join.notes[0];
+  ASSERT_EQ(m.comms.size(), 1u);
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE(rank);
+    const Proc& p = m.procs[m.comms[0].proc_of_rank[static_cast<size_t>(rank)]];
+    EXPECT_TRUE(p.fr_joined);
+    if (rank >= 2) {
+      EXPECT_TRUE(p.fr_p2p.empty());
+      continue;
+    }
+    // Named twice (found in the folder and named): kept once.
+    ASSERT_EQ(p.fr_p2p.size(), 1u);
+    const FrP2pCall& call = p.fr_p2p[0];
+    EXPECT_EQ(call.comm, 0u);
+    EXPECT_EQ(call.recv, rank == 1);
+    EXPECT_EQ(call.peer, rank == 0 ? 1 : 2);
+    EXPECT_EQ(call.text.rfind(rank == 0 ? "nccl:send 0->1 #24 of group 'default_pg'" : "nccl:recv 1<-2 #24", 0), 0u)
+        << call.text;
+  }
+}
+
 // The join reads the finding's operation from the finding (Finding.op),
 // never looks it up again by communicator, function name and number: what
 // a finding says of them in words changes nothing.

@@ -313,6 +313,18 @@ struct SampledComm {
 // a handful is chance.
 inline constexpr size_t kMinSampledCollectives = 16;
 
+// A send or receive PyTorch's Flight Recorder saw a rank call after its
+// last collective that the rank's NCCL records hold (tools/fr joins them).
+// NCCL connects a pair at its first call, inside the group launch, before
+// any operation reaches the profiler: a call whose peer never answers
+// leaves no NCCL record, and this is the only trace of it.
+struct FrP2pCall {
+  uint32_t comm = kNone;  // Model::comms index: the dump's process group's
+  int32_t peer = -1;      // comm rank (PyTorch's group rank)
+  bool recv = false;
+  std::string text;       // "nccl:send 0->1 #24 of group 'default_pg' (completed) from main() at f.py:188"
+};
+
 struct Proc {
   std::string path;
   std::string host;
@@ -406,6 +418,10 @@ struct Proc {
   std::vector<MaskChange> mask_changes;  // in file order
   std::vector<KernelPhaseSpan> phases;   // LoadOptions::kernel_phases: by op, channel, start
   std::vector<uint32_t> ops;  // Model::ops indices in program order (enqueue start)
+  // Flight Recorder dumps (tools/fr): one of this process was joined, and
+  // the sends and receives it shows after its last recorded collective.
+  bool fr_joined = false;
+  std::vector<FrP2pCall> fr_p2p;
 };
 
 struct CommMember {

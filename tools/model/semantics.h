@@ -77,6 +77,9 @@ inline constexpr uint64_t kMaskP2p = 1u << 2;
 inline constexpr uint64_t kMaskProxyOp = 1u << 3;
 inline constexpr uint64_t kMaskProxyStep = 1u << 4;
 inline constexpr uint64_t kMaskKernelCh = 1u << 6;
+// v5+: a send or receive as the program called it, before NCCL's group
+// launch connects the pair (NCCLWATCH_EVENTS=...,p2papi).
+inline constexpr uint64_t kMaskP2pApi = 1u << 10;
 inline constexpr uint64_t kMaskKernelLaunch = 1u << 11;
 // NCCL's mask is an int: a value past 32 bits is no mask NCCL has.
 inline constexpr uint64_t kMaskMax = 0xffffffffu;

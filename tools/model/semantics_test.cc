@@ -99,6 +99,7 @@ static_assert(kMaskP2p == nccl::kP2p);
 static_assert(kMaskProxyOp == nccl::kProxyOp);
 static_assert(kMaskProxyStep == nccl::kProxyStep);
 static_assert(kMaskKernelCh == nccl::kKernelCh);
+static_assert(kMaskP2pApi == nccl::kP2pApi);
 static_assert(kMaskKernelLaunch == nccl::kKernelLaunch);
 static_assert(kStateKernelPhaseStop == nccl::kKernelPhaseStop);
 
