@@ -155,7 +155,7 @@ def main():
                 sys.exit(f"rank {rank}: {args.fault} needs NCCL_NET_PLUGIN=/path/libnccl-net-faulty.so")
             arm = ctypes.CDLL(plugin).ncclwatch_net_fault_arm  # the handle NCCL opened
             arm.argtypes = [ctypes.c_char_p]
-            if arm(args.fault[4:].encode()) == 0:
+            if arm(args.fault[4:].encode()) != 0:  # 0 armed, -1 refused
                 sys.exit(f"rank {rank}: libnccl-net-faulty.so refused mode {args.fault[4:]}")
 
         swap = fault and args.fault in ("swap-completes", "swap-hangs")
