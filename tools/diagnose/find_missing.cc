@@ -380,10 +380,28 @@ struct StuckSeen {
   std::vector<uint32_t> no_report, gpu_not_started, gpu_started, gpu_window;
   std::string windows;      // "; rank 2's GPU is somewhere in AllReduce #1..#5 (events sampled)"
   std::string first_stall;  // "rank 1: send to rank 2 never completed on channel 3"
+  int stall_rank = -1;      // StallRank of first_stall
+  double stall_done = 2;    // the fraction of its steps first_stall had done
   uint32_t stall_proc = kNone;     // the rank of first_stall
   uint32_t stall_peer = kNone;     // its peer's process (kNone: no file)
   bool stall_gpu_started = false;  // the stalled rank's GPU started the operation
 };
+
+// Which stalled transfer names the hang best. In a ring every rank's
+// transfers stall once one link stops, but only the receive across that
+// link still waits on the network (posted, no data: RecvPosted, RecvWait);
+// the others' receives got their data and wait on their own GPU
+// (RecvGPUWait, RecvFlushWait), which waits on the ring upstream. Seen on
+// NCCL 2.28.9 with one rank's sends stopped: that rank's peer alone was in
+// RecvWait. Where several receives wait on the network (a longer ring
+// drains behind the stopped link), the one with the least of its steps
+// done is nearest the stop: the others received more before their
+// upstream ran dry.
+int StallRank(const ProxyState& x) {
+  if (!x.is_send && (x.last_state == 10 || x.last_state == 4)) return 2;
+  if (!x.is_send && (x.last_state == 12 || x.last_state == 11)) return 0;
+  return 1;
+}
 
 // One unfinished op's stuck report: its evidence line, its stalled
 // transfers (added to `f`), and what it tells of its GPU (into `seen`).
@@ -439,7 +457,10 @@ std::string StuckLine(const Ctx& c, uint32_t ci, uint32_t oi, const StuckOp& s, 
     st->set_idle_sec(idle);
     line += "; " + ProxyLine(c, ci, x) + " (step " + std::to_string(x.last_step) + " of " +
             std::to_string(x.nsteps) + ", " + StateName(x.last_state) + ", idle " + Dur(idle) + ")";
-    if (seen->first_stall.empty()) {
+    const double done = x.nsteps == 0 ? 0 : static_cast<double>(x.last_step) / x.nsteps;
+    if (StallRank(x) > seen->stall_rank || (StallRank(x) == seen->stall_rank && done < seen->stall_done)) {
+      seen->stall_rank = StallRank(x);
+      seen->stall_done = done;
       seen->first_stall = c.Name(op.proc) + ": " + ProxyLine(c, ci, x);
       seen->stall_proc = op.proc;
       seen->stall_peer = c.HasFile(ci, x.peer) ? c.m.comms[ci].proc_of_rank[x.peer] : kNone;

@@ -470,6 +470,55 @@ TEST(FindMissingAndStuck, StuckInProgressNamesChannelAndPeer) {
   EXPECT_EQ(ExitStatus(d), 1);
 }
 
+// One rank's sends stopped in a ring: every rank's transfers stall, but
+// only the receive across the stopped link still waits on the network
+// (RecvWait); the others got their data and wait on their GPU
+// (RecvGPUWait). The verdict names that link, whichever report comes first.
+TEST(FindMissingAndStuck, StuckNamesTheReceiveThatWaitsOnTheNetwork) {
+  Job j;
+  j.Procs(4, 15.0);
+  uint32_t w = j.Comm("world", 0xabc, {0, 1, 2, 3});
+  j.Steps(w, 11);
+  std::vector<uint32_t> ops;
+  for (uint32_t p = 0; p < 4; ++p) ops.push_back(j.Coll(p, w, 12, "AllReduce", 1024, 5.0, -1));
+  for (uint32_t p = 0; p < 4; ++p) {
+    StuckReport r;
+    r.time_ns = Ns(11.0);
+    r.threshold_sec = 6;
+    StuckOp so;
+    so.op = ops[p];
+    so.comm = w;
+    so.seq = 12;
+    so.func = j.m.Intern("AllReduce");
+    so.age_ns = 6 * kSec;
+    so.nchannels = 1;
+    so.gpu = 2;
+    so.proxy_started = 2;
+    ProxyState recv;
+    recv.channel = 0;
+    recv.peer = (p + 3) % 4;
+    recv.is_send = false;
+    recv.nsteps = 6;
+    // Rank 0 on the GPU; ranks 1-3 wait on the network, rank 2 nearest
+    // the stop with the fewest steps done.
+    recv.last_state = p == 0 ? 12 : 10;
+    recv.last_step = p == 2 ? 2 : 4;
+    recv.last_update_ns = Ns(8.0);
+    ProxyState send = recv;
+    send.peer = (p + 1) % 4;
+    send.is_send = true;
+    send.last_state = 9;  // SendWait
+    so.proxy = {recv, send};
+    r.ops.push_back(so);
+    j.m.procs[p].stucks.push_back(r);
+  }
+  report::Diagnosis d = Diagnose(j.Finish());
+  ASSERT_GE(d.findings_size(), 1) << FormatText(d);
+  EXPECT_NE(d.verdict().find("; rank 2: receive from rank 1 never completed on channel 0 [cause: the network]"),
+            std::string::npos)
+      << d.verdict();
+}
+
 TEST(FindMissingAndStuck, StuckOnSomeRanksNamesThem) {
   Job j;
   j.Procs(3, 15.0);
