@@ -74,6 +74,33 @@ TEST(RasParseTest, TextOneRankBehind) {
   EXPECT_EQ(v.unparsed_size(), 0);
 }
 
+// Answers of a real RAS (NCCL 2.28.9 in PyTorch 2.11, one H100, 4 ranks
+// over sockets), asked while ranks 0 and 1 hung connecting point-to-point
+// peers that never meet and ranks 2 and 3 waited in Broadcast #4.
+TEST(RasParseTest, RealAnswersOfAPointToPointHang) {
+  for (const char* name : {"real_2.28.9_p2p_hang.status.txt", "real_2.28.9_p2p_hang.json.txt"}) {
+    report::RasView v;
+    std::string error;
+    ASSERT_TRUE(ParseRasAnswer(Read(name), &v, &error)) << name << ": " << error;
+    EXPECT_NE(v.nccl_version().find("2.28.9"), std::string::npos) << name;
+    ASSERT_EQ(v.comms_size(), 1) << name;
+    const report::RasComm& c = v.comms(0);
+    EXPECT_EQ(c.hash(), 0x9f0812c7b4950c2full) << name;
+    EXPECT_EQ(c.size(), 4u) << name;
+    EXPECT_EQ(v.peers_size(), 0) << name;
+  }
+  report::RasView v;
+  std::string error;
+  ASSERT_TRUE(ParseRasAnswer(Read("real_2.28.9_p2p_hang.status.txt"), &v, &error)) << error;
+  ASSERT_EQ(v.comms(0).launches_size(), 1);
+  EXPECT_EQ(v.comms(0).launches(0).func(), "Broadcast");
+  ASSERT_EQ(v.comms(0).launches(0).groups_size(), 2);
+  EXPECT_EQ(v.comms(0).launches(0).groups(0).launches(), 5u);
+  EXPECT_EQ(v.comms(0).launches(0).groups(0).ranks().count(), 2u);
+  EXPECT_EQ(v.comms(0).launches(0).groups(1).launches(), 4u);
+  EXPECT_EQ(v.unparsed_size(), 0);
+}
+
 TEST(RasParseTest, JsonOneRankBehind) {
   report::RasView v;
   std::string error;
