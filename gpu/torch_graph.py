@@ -2,7 +2,7 @@
 """A PyTorch all-reduce captured into a CUDA graph, N ranks on one GPU (NCCL_HOSTID per rank).
 
     NCCL_NVLS_ENABLE=0 NCCL_PROFILER_PLUGIN=... NCCLWATCH_DIR=... python3 gpu/torch_graph.py [N] [--gpus]
-        [--skip-next R] [--replays N] [--eager N]
+        [--skip-next R] [--hang-replay R] [--replays N] [--eager N]
 
 --gpus: rank r on GPU r instead (one node: NVLink or shared memory, no network transfers, so
 NCCL starts the captured call's operations once, at the capture, rather than per replay).
@@ -10,6 +10,12 @@ NCCL starts the captured call's operations once, at the capture, rather than per
 all-reduce after the replays (NCCL gives it the captured call's number): it sleeps outside NCCL
 while the others wait in it, until PyTorch's watchdog (a 10 s process-group timeout in this mode)
 ends the job. ncclwatch must name rank R as the one that never joined it.
+
+--hang-replay R: a hang inside a replay, with nothing after it. Rank R never launches the graph's
+last replay: it sleeps outside NCCL while the others' last replay waits for it on the GPU. PyTorch's
+watchdog watches no replay, so nothing ends the job: rank R raises after HANG_SEC (default 25)
+seconds and torch.multiprocessing ends the others, as a scheduler would end a hung job.
+ncclwatch must name the replay and rank R.
 
 --replays N, --eager N: replay the graph N times (default 3), and run N eager all-reduces after
 it (default 3): enough of them for `ncclwatch check` to judge a run against a baseline.
@@ -36,8 +42,8 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 
-def worker(rank, world, gpus, skip_rank, replays, eager):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631")
+def worker(rank, world, gpus, skip_rank, hang_rank, replays, eager):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("GRAPH_PORT", "29631"))
     if not gpus:
         os.environ.update(NCCL_HOSTID=f"host{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
     device = rank if gpus else 0
@@ -70,6 +76,10 @@ def worker(rank, world, gpus, skip_rank, replays, eager):
         dist.all_reduce(x)
     for i in range(replays):
         x.fill_(1.0)
+        if rank == hang_rank and i == replays - 1:
+            print(f"rank {rank} never launches replay {i} and sleeps", flush=True)
+            time.sleep(float(os.environ.get("HANG_SEC", "25")))
+            raise RuntimeError(f"rank {rank}: ends the job its missing replay hung")
         graph.replay()
         expect(float(world), f"graph replay {i}")
     if rank == skip_rank:
@@ -97,9 +107,10 @@ if __name__ == "__main__":
         return value
 
     skip = option("--skip-next", -1)
+    hang = option("--hang-replay", -1)
     replays = option("--replays", 3)
     eager = option("--eager", 3)
     args = [a for a in argv if a != "--gpus"]
     n = int(args[0]) if args else 4
-    mp.spawn(worker, args=(n, "--gpus" in argv, skip, replays, eager), nprocs=n)
+    mp.spawn(worker, args=(n, "--gpus" in argv, skip, hang, replays, eager), nprocs=n)
     print("ok")
