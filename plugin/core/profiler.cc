@@ -169,7 +169,18 @@ void Profiler::ChooseCompletions() {
   // channels rather than pay for CUDA events on top of them.
   const bool phases = api_version_ >= 7 && (config_.nccl_mask & nccl::kKernelPhase) != 0;
   if (phases) config_.nccl_mask |= nccl::kKernelCh;
-  if (config_.completions == Completions::kChannels) return;
+  // From NCCL 2.31 kernel channels also turn on NCCL's per-phase device
+  // timestamps and a system fence in every kernel: they cost the job
+  // itself, whatever the plugin does, so the default never asks for them
+  // there, and a user who does is told the price at init.
+  const std::string cost =
+      api_version_ >= 7 ? "; NCCL 2.31 and later charge kernel channels to every kernel (10.5% at a 1 MiB "
+                          "all-reduce on 8x A100 with NCCL 2.31.2, NVIDIA/nccl#2355)"
+                        : "";
+  if (config_.completions == Completions::kChannels) {
+    if (!cost.empty()) completions_ = "channels (NCCLWATCH_COMPLETIONS=channels" + cost + ")";
+    return;
+  }
   // The default (auto) takes CUDA events wherever they can be had: NCCL's
   // kernel-channel instrumentation costs its proxy thread whatever the
   // plugin does (2.8x on a pipelined 1 MiB all-reduce on 2x H200), events
@@ -184,8 +195,15 @@ void Profiler::ChooseCompletions() {
   } else if (!ResolveCudaDriver(&cuda_, &why)) {
     why = name + ": " + why;
   }
+  if (!why.empty() && api_version_ >= 7 && !phases && kernelch_fast_) {
+    // No CUDA events here, and channels would cost the job: no completions.
+    config_.nccl_mask &= ~static_cast<uint64_t>(nccl::kKernelCh);
+    completions_ = "none (" + why + cost + "; NCCLWATCH_COMPLETIONS=channels asks for them)";
+    if (asked) config_.warnings.push_back(why + "; no completions are recorded");
+    return;
+  }
   if (!why.empty()) {
-    completions_ = "channels (" + why + ")";
+    completions_ = "channels (" + why + (phases || !kernelch_fast_ ? cost : "") + ")";
     // Asked for by name, the fallback is news; by default it is expected
     // (NCCL 2.23 to 2.27, a process that never loaded libcuda): the init
     // line and the file header say which was used.
@@ -201,6 +219,7 @@ void Profiler::ChooseCompletions() {
   // the same whatever the plugin does with it. Kept only when asked for raw.
   config_.nccl_mask |= nccl::kKernelLaunch;
   if (kernelch_fast_) config_.nccl_mask &= ~static_cast<uint64_t>(nccl::kKernelCh);
+  else if (!cost.empty()) completions_ = "events (kernelch in NCCLWATCH_EVENTS" + cost + ")";
   wanted_kinds_ |= 1u << kEvKernelLaunch;
   launch_fast_ = !((config_.raw_kinds >> kEvKernelLaunch) & 1);
 }

@@ -123,6 +123,43 @@ TEST_F(EventsTest, EventsAreTheDefaultWhereTheyCanBeHad) {
   for (const std::string& w : Warnings()) EXPECT_EQ(w.find("CUDA-event"), std::string::npos) << w;
 }
 
+// NCCL 2.31 (API v7) charges kernel channels to every kernel: the default
+// never asks for them there, and a user who does is told the price in the
+// init line and the file header, whether as the completion source or as
+// raw records beside CUDA events.
+TEST_F(EventsTest, KernelChannelsOnV7AreAskedOnlyByNameAndPriced) {
+  struct Case {
+    const char* completions;
+    const char* events;
+    bool kernel_ch;
+    const char* source;  // how the header's completions start
+  } cases[] = {{"auto", "default", false, "events"},
+               {"channels", "default", true, "channels (NCCLWATCH_COMPLETIONS=channels; NCCL 2.31"},
+               {"auto", "default,kernelch", true, "events (kernelch in NCCLWATCH_EVENTS; NCCL 2.31"}};
+  for (const Case& k : cases) {
+    const std::string dir = MakeTempDir("v7cost");
+    SetPluginEnv({{"NCCLWATCH_DIR", dir},
+                  {"NCCLWATCH_COMPLETIONS", k.completions},
+                  {"NCCLWATCH_EVENTS", k.events},
+                  {"NCCLWATCH_FLUSH_MS", "10"}});
+    ClearLogs();
+    FakeComm c(PluginLib::Shared(), 7);
+    ASSERT_EQ(c.Init(0xEC, "v7cost", 1, 2, 0), 0);
+    EXPECT_EQ((c.mask() & nccl::kKernelCh) != 0, k.kernel_ch) << k.completions << " " << k.events;
+    c.RunOp(Op(1, kStreamA));
+    cuda_->run(kStreamA);
+    ASSERT_EQ(c.Finalize(), 0);
+    std::unique_ptr<Trace> t = WaitForTrace(dir, [](const Trace& x) { return !x.finalizes.empty(); });
+    const std::string& said = t->header->completions();
+    EXPECT_EQ(said.rfind(k.source, 0), 0u) << said;
+    EXPECT_EQ(said.find("NVIDIA/nccl#2355") != std::string::npos, k.kernel_ch) << said;
+    bool init = false;
+    for (const LogLine& l : Logs())
+      init |= l.text.find("completions from " + said) != std::string::npos;
+    EXPECT_TRUE(init) << "the init line carries the price: " << said;
+  }
+}
+
 TEST_F(EventsTest, OpsCompleteWhenTheirStreamPassesTheLaunch) {
   FakeComm c(PluginLib::Shared(), 5);
   ASSERT_EQ(c.Init(0xE1, "events", 1, 2, 0), 0);

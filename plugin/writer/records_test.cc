@@ -35,6 +35,29 @@ TEST(RecordsTest, AHugeCommunicatorNameIsCut) {
   EXPECT_EQ(t->ops.size(), 11u);
 }
 
+// NCCL 2.31 (API v7) in a process without libcuda (no CUDA events): the
+// fallback of older releases, kernel channels, would cost every kernel
+// there, so the plugin records no completions and says why and how to ask.
+TEST(RecordsTest, NoCompletionsRatherThanPricedChannelsOnV7) {
+  std::string dir = MakeTempDir("v7nocuda");
+  SetPluginEnv({{"NCCLWATCH_DIR", dir}, {"NCCLWATCH_FLUSH_MS", "5"}});
+  {
+    FakeComm c(PluginLib::Shared(), 7);
+    ASSERT_EQ(c.Init(0x9b, "v7nocuda", 1, 2, 0), 0);
+    EXPECT_EQ(c.mask() & nccl::kKernelCh, 0);
+    OpSpec s;
+    s.seq = 0;
+    c.RunOp(s);
+    ASSERT_EQ(c.Finalize(), 0);
+  }
+  std::unique_ptr<Trace> t = ReadSingleTrace(dir);
+  const std::string& said = t->header->completions();
+  EXPECT_EQ(said.rfind("none (CUDA-event completions: libcuda.so.1 is not loaded", 0), 0u) << said;
+  EXPECT_NE(said.find("NCCLWATCH_COMPLETIONS=channels asks for them"), std::string::npos) << said;
+  ASSERT_EQ(t->ops.size(), 1u);
+  EXPECT_FALSE(t->ops[0].op->completion_tracked());
+}
+
 // Many operations in flight, each with many proxy operations: the stuck
 // report (one record) is capped to what the encode buffer and the reader
 // take, and reads back whole.
