@@ -8,6 +8,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <zlib.h>
 
 #include "tools/reader/reader.h"
 
@@ -18,11 +19,39 @@ namespace {
 // FileWindow; a GiB is no summary we write).
 constexpr uint64_t kMaxSummaryRecord = 1ull << 30;
 
+// zlib's CRC-32 of `n` bytes at `p`, fed in pieces that fit its uInt.
+uint32_t Crc32(const char* p, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    const uInt piece = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(p), piece);
+    p += piece;
+    n -= piece;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+// The four bytes after a record: the CRC-32 of its length and body, little
+// endian, so that a flipped byte anywhere in the frame is seen.
+void PutCrc(uint32_t crc, std::string* out) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+}
+
+uint32_t GetCrc(const std::string& b, size_t pos) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(b[pos + i])} << (8 * i);
+  return v;
+}
+
 void Frame(const summary::SummaryRecord& r, std::string* out) {
-  google::protobuf::io::StringOutputStream raw(out);
-  google::protobuf::io::CodedOutputStream coded(&raw);
-  coded.WriteVarint64(r.ByteSizeLong());
-  r.SerializeWithCachedSizes(&coded);
+  const size_t start = out->size();
+  {
+    google::protobuf::io::StringOutputStream raw(out);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.WriteVarint64(r.ByteSizeLong());
+    r.SerializeWithCachedSizes(&coded);
+  }
+  PutCrc(Crc32(out->data() + start, out->size() - start), out);
 }
 
 // The length at `*pos`, which moves past it; false when the bytes there are
@@ -185,9 +214,28 @@ bool LooksLikeSummary(const std::string& head) {
          r.header().format() == kSummaryFormat;
 }
 
+namespace {
+
+// Whether a whole frame starts at `pos` and its checksum holds.
+bool FrameHolds(const std::string& b, size_t pos) {
+  const size_t at = pos;
+  uint64_t len = 0;
+  if (!ReadLength(b, &pos, &len) || len > kMaxSummaryRecord || len > b.size() - pos || b.size() - pos - len < 4)
+    return false;
+  return GetCrc(b, pos + len) == Crc32(b.data() + at, pos + len - at);
+}
+
+}  // namespace
+
 bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error) {
+  error->clear();
   size_t pos = 0;
   bool first = true;
+  // Whether each record is followed by its CRC-32 (version 3 on). Told by
+  // the header's own checksum as well as its version, so that a flipped
+  // version byte cannot turn the checks off.
+  bool checked = false;
+  uint64_t index = 0;
   summary::SummaryRecord r;
   while (pos < bytes.size()) {
     const size_t at = pos;
@@ -197,17 +245,34 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
       *error = where + "the file ends inside a record's length (cut short?)";
       return false;
     }
-    if (len > bytes.size() - pos || len > kMaxSummaryRecord) {
+    const size_t tail = checked ? 4 : 0;
+    if (len > bytes.size() - pos || len > kMaxSummaryRecord || (checked && bytes.size() - pos - len < tail)) {
       *error = where + "a record of " + std::to_string(len) + " bytes, past the end of the file (" +
                std::to_string(bytes.size() - pos) + " left): cut short or damaged";
       return false;
+    }
+    if (checked && GetCrc(bytes, pos + len) != Crc32(bytes.data() + at, pos + len - at)) {
+      // Its length may be the changed byte: the records after it are read
+      // only where the next frame proves the boundary (its own checksum
+      // holds, or the file ends there).
+      const size_t next = pos + len + 4;
+      const bool resync = next == bytes.size() || FrameHolds(bytes, next);
+      const std::string what = where + "record " + std::to_string(index) + " (process " + std::to_string(index) +
+                               ") does not match its checksum: its bytes changed after it was written; " +
+                               (resync ? "it is not read" : "it and what follows are not read");
+      *error = error->empty() ? what : *error + "; " + what;
+      if (!resync) return false;
+      pos = next;
+      ++index;
+      continue;
     }
     if (!r.ParseFromArray(bytes.data() + pos, static_cast<int>(len))) {
       *error = where + (first ? "not an ncclwatch summary (its first record is no summary header)"
                               : "a record that does not parse: damaged");
       return false;
     }
-    pos += len;
+    pos += len + tail;
+    ++index;
     if (first) {
       if (!r.has_header() || r.header().format() != kSummaryFormat) {
         *error = where + "not an ncclwatch summary (its first record is no summary header)";
@@ -219,6 +284,21 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
                  "): read it with a newer ncclwatch";
         return false;
       }
+      const bool crc_follows =
+          bytes.size() - pos >= 4 && GetCrc(bytes, pos) == Crc32(bytes.data() + at, pos - at);
+      if (r.header().version() >= kFirstCheckedVersion && !crc_follows) {
+        *error = where + "record 0 (the header) does not match its checksum: its bytes changed after it was "
+                         "written; the file is not read";
+        return false;
+      }
+      if (r.header().version() < kFirstCheckedVersion && crc_follows) {
+        *error = where + "the header says format version " + std::to_string(r.header().version()) +
+                 " but carries a version " + std::to_string(kFirstCheckedVersion) +
+                 " checksum: damaged; the file is not read";
+        return false;
+      }
+      checked = crc_follows;
+      if (checked) pos += 4;
       out->header = r.header();
       first = false;
       continue;
@@ -233,7 +313,7 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
     *error = name + ": empty: not an ncclwatch summary";
     return false;
   }
-  return true;
+  return error->empty();
 }
 
 bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* error) {

@@ -5,7 +5,11 @@
 // A summary file is a stream of length-delimited SummaryRecords: first a
 // header (format, version, the options it was made with), then one
 // SummaryProcess per trace file summarized. Lengths are protobuf varints,
-// written and read with libprotobuf's coded streams.
+// written and read with libprotobuf's coded streams. From version 3 each
+// record is followed by four bytes, the CRC-32 (zlib's, little endian) of
+// its length and body: a summary is copied off every node and stands in for
+// traces, so a byte changed on the way must read as damage, never as a
+// finding. A record that fails its check is not read (see ParseSummary).
 //
 // Thread safety: pure functions, but for ReadSummaryFiles (below).
 
@@ -25,7 +29,9 @@ namespace ncclwatch::tools {
 
 inline constexpr char kSummaryFormat[] = "ncclwatch-summary";
 // 2: every operation's timings as stats rows (SummaryProcess.rows).
-inline constexpr uint32_t kSummaryVersion = 2;
+// 3: each record followed by the CRC-32 of its frame (length and body).
+inline constexpr uint32_t kSummaryVersion = 3;
+inline constexpr uint32_t kFirstCheckedVersion = 3;
 inline constexpr char kSummaryExtension[] = ".ncclsummary";
 
 struct SummaryResult {
@@ -50,9 +56,12 @@ std::string EncodeSummary(const SummaryResult& s);
 // Whether `head` (a file's first bytes) starts like a summary file.
 bool LooksLikeSummary(const std::string& head);
 // A summary file's bytes to its header and processes. On damage (a length
-// past the end, a record that does not parse, a foreign or newer file) the
+// past the end, a checksum that does not match, a record that does not
+// parse, a foreign or newer file) the
 // processes before it are kept and `error` names the file, the offset and
-// the problem (false).
+// the problem (false). A process record that fails its checksum alone
+// (the next frame's checksum holds, or the file ends after it) is skipped
+// and the reading goes on: `error` names each one skipped.
 bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error);
 // The same on a file (a regular file of at most kMaxSummaryBytes).
 inline constexpr uint64_t kMaxSummaryBytes = 4ull << 30;

@@ -1,0 +1,175 @@
+// A summary whose bytes changed after it was written is never evidence:
+// every byte of one rank's summary of two recordings (a skipped collective
+// and a healthy job, each rank summarized alone), changed one at a time, gives
+// diagnose's verdict on the intact summaries or one that says the evidence
+// is incomplete or unusable, never another finding or an OK the job did not
+// earn. The per-record CRC-32 (tools/model/summary_format.h) is what holds
+// this; the test fails without it (a changed count or hash reads as a
+// mismatch).
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tools/diagnose/diagnose.h"
+#include "tools/model/inputs.h"
+#include "tools/model/job.h"
+#include "tools/model/summary_format.h"
+#include "tools/summary/summary.h"
+
+namespace ncclwatch::tools {
+namespace {
+
+std::string Tmp() { return getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp"; }
+
+std::string Verdict(const std::vector<std::string>& paths) {
+  Model m;
+  std::string error;
+  if (!BuildJobModel(paths, LoadOptions(), &m, &error)) return "UNUSABLE INPUT: " + error;
+  return Diagnose(m).verdict();
+}
+
+bool SaysDamaged(const std::string& v) {
+  return v.rfind("INCOMPLETE", 0) == 0 || v.rfind("UNUSABLE", 0) == 0;
+}
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The summaries of `folder`: one of all its files (whole) or one per file
+// (each process its own node, as a job of one rank a node writes them).
+std::vector<std::string> Summaries(const std::string& folder, bool whole, const std::string& tag) {
+  const TraceInputs in = ListFiles({folder}, &IsTraceFileName);
+  std::vector<std::vector<std::string>> groups;
+  if (whole) groups.push_back(in.files);
+  else
+    for (const std::string& f : in.files) groups.push_back({f});
+  std::vector<std::string> out;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    SummaryResult s;
+    std::string error;
+    EXPECT_TRUE(Summarize(groups[g], SummarizeOptions(), &s, &error)) << error;
+    const std::string path = Tmp() + "/" + tag + "-" + std::to_string(g) + kSummaryExtension;
+    Write(path, EncodeSummary(s));
+    out.push_back(path);
+  }
+  return out;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Every byte of the first rank's summary, changed one at a time (by one of
+// three masks in turn: a low bit, a varint's continuation bit, all bits),
+// the other ranks' summaries intact.
+void EveryByteOf(const std::string& folder, const std::string& tag) {
+  const std::vector<std::string> paths = Summaries(folder, false, tag);
+  ASSERT_GT(paths.size(), 1u);
+  const std::string intact = Verdict(paths);
+  ASSERT_FALSE(SaysDamaged(intact)) << intact;
+  const std::string& path = paths[0];
+  const std::string bytes = Slurp(path);
+  const uint8_t masks[] = {0x01, 0x80, 0xff};
+  size_t changed = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const uint8_t mask = masks[i % 3];
+    std::string b = bytes;
+    b[i] = static_cast<char>(static_cast<uint8_t>(b[i]) ^ mask);
+    Write(path, b);
+    const std::string v = Verdict(paths);
+    if (v != intact) ++changed;
+    EXPECT_TRUE(v == intact || SaysDamaged(v))
+        << path << " byte " << i << " ^ " << int{mask} << ": " << v << "\n  intact: " << intact;
+  }
+  Write(path, bytes);
+  // The changes were seen: the checksums make nearly every one damage.
+  EXPECT_GT(changed, bytes.size() * 9 / 10) << tag;
+}
+
+TEST(SummaryDamage, EveryByteOfASkipJobsSummary) { EveryByteOf("testdata/gpu/skip", "skip"); }
+
+TEST(SummaryDamage, EveryByteOfAHealthyJobsSummary) { EveryByteOf("testdata/gpu/healthy", "healthy"); }
+
+// A summary of the previous format (version 2: the same records, no
+// checksums) still reads; a checked file whose version byte was changed to
+// 2 does not.
+TEST(SummaryDamage, AnUncheckedVersionTwoSummaryStillReads) {
+  SummaryResult s;
+  std::string error;
+  const TraceInputs in = ListFiles({"testdata/gpu/healthy"}, &IsTraceFileName);
+  ASSERT_TRUE(Summarize(in.files, SummarizeOptions(), &s, &error)) << error;
+  s.header.set_version(2);
+  const std::string checked = EncodeSummary(s);
+  // Each frame without its four checksum bytes: a varint length (each byte
+  // with its high bit set but the last), the body, then the CRC.
+  std::string plain;
+  size_t frames = 0;
+  for (size_t pos = 0; pos < checked.size(); ++frames) {
+    uint64_t len = 0;
+    size_t n = 0;
+    do {
+      len |= uint64_t{static_cast<uint8_t>(checked[pos + n]) & 0x7fu} << (7 * n);
+    } while (static_cast<uint8_t>(checked[pos + n++]) & 0x80u);
+    plain.append(checked, pos, n + len);
+    pos += n + len + 4;
+  }
+  ASSERT_EQ(frames, 1 + s.procs.size());
+  SummaryResult back;
+  ASSERT_TRUE(ParseSummary("v2", plain, &back, &error)) << error;
+  EXPECT_EQ(back.procs.size(), s.procs.size());
+  SummaryResult lied;
+  EXPECT_FALSE(ParseSummary("v3", checked, &lied, &error));
+  EXPECT_NE(error.find("says format version 2 but carries a version 3 checksum"), std::string::npos) << error;
+}
+
+// One process's record changed in a summary of four: the other three are
+// read, and the error names the one that is not.
+TEST(SummaryDamage, OneDamagedProcessLeavesTheOthersRead) {
+  SummaryResult s;
+  std::string error;
+  const TraceInputs in = ListFiles({"testdata/gpu/healthy"}, &IsTraceFileName);
+  ASSERT_TRUE(Summarize(in.files, SummarizeOptions(), &s, &error)) << error;
+  ASSERT_EQ(s.procs.size(), 4u);
+  std::string bytes = EncodeSummary(s);
+  // The second process's record: past the header's frame and the first's.
+  std::vector<size_t> starts;
+  for (size_t pos = 0; pos < bytes.size();) {
+    starts.push_back(pos);
+    uint64_t len = 0;
+    size_t n = 0;
+    do {
+      len |= uint64_t{static_cast<uint8_t>(bytes[pos + n]) & 0x7fu} << (7 * n);
+    } while (static_cast<uint8_t>(bytes[pos + n++]) & 0x80u);
+    pos += n + len + 4;
+  }
+  ASSERT_EQ(starts.size(), 5u);
+  bytes[(starts[2] + starts[3]) / 2] ^= 0x01;
+  SummaryResult back;
+  EXPECT_FALSE(ParseSummary("n.ncclsummary", bytes, &back, &error));
+  EXPECT_EQ(back.procs.size(), 3u);
+  EXPECT_EQ(error, "n.ncclsummary: offset " + std::to_string(starts[2]) +
+                       ": record 2 (process 2) does not match its checksum: its bytes changed after it was "
+                       "written; it is not read");
+  // Its length changed instead: the boundary after it cannot be trusted.
+  bytes[(starts[2] + starts[3]) / 2] ^= 0x01;
+  bytes[starts[2]] ^= 0x01;
+  SummaryResult cut;
+  EXPECT_FALSE(ParseSummary("n.ncclsummary", bytes, &cut, &error));
+  EXPECT_EQ(cut.procs.size(), 1u);
+  EXPECT_NE(error.find("record 2 (process 2) does not match its checksum: its bytes changed after it was written; "
+                       "it and what follows are not read"),
+            std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace ncclwatch::tools
