@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,8 +86,39 @@ std::vector<std::string> ExecCandidates(const std::string& program, const char* 
   return out;
 }
 
+namespace {
+
+// Whether another user could rename or replace an entry of `dir` or of a
+// folder above it: one writable by group or others without the sticky bit,
+// or owned by someone else than us or root (an owner may rename what a
+// sticky folder holds). A folder that cannot be read for it counts as one.
+bool OthersCanSwapIn(const std::string& dir) {
+  char real[PATH_MAX];
+  if (realpath(dir.empty() ? "." : dir.c_str(), real) == nullptr) return true;
+  std::string d = real;
+  const uid_t me = geteuid();
+  for (;;) {
+    struct stat st;
+    if (stat(d.c_str(), &st) != 0) return true;
+    if (st.st_uid != me && st.st_uid != 0) return true;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) return true;
+    if (d == "/") return false;
+    const size_t slash = d.rfind('/');
+    d = slash == 0 ? "/" : d.substr(0, slash);
+  }
+}
+
+bool UsesTracePath(const std::vector<std::string>& words) {
+  for (const std::string& w : words)
+    if (ExpandWord(w, 0, 0, std::string(1, '\0')).find('\0') != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
 OnStuckRunner::~OnStuckRunner() {
   CloseFd(&out_fd_);
+  CloseFd(&trace_read_fd_);
   // A running keeper keeps its socket: it closes when the process exits.
   if (keeper_ <= 0) CloseFd(&sock_);
 }
@@ -93,11 +126,36 @@ OnStuckRunner::~OnStuckRunner() {
 void OnStuckRunner::Close() { CloseFd(&out_fd_); }
 
 bool OnStuckRunner::Prepare(std::vector<std::string> words, const std::string& output_path, uint32_t mode,
-                            std::string* error) {
+                            std::string* error, int trace_fd, const std::string& trace_path, std::string* note) {
   if (words.empty() || out_fd_ >= 0 || started_) return false;
+  if (trace_fd >= 0 && UsesTracePath(words)) {
+    const size_t slash = trace_path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : trace_path.substr(0, slash);
+    if (OthersCanSwapIn(dir)) {
+      // Opened through /proc: the inode the plugin holds, whatever its
+      // name now points to; for reading only.
+      const std::string self = "/proc/self/fd/" + std::to_string(trace_fd);
+      const int fd = High(open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (fd < 0) {
+        *error = "another user could swap the trace's name in '" + dir + "' for a link, and " + self +
+                 " cannot be opened (" + strerror(errno) + ") to give %f as the open file";
+        return false;
+      }
+      CloseFd(&trace_read_fd_);
+      trace_read_fd_ = fd;
+      if (note != nullptr)
+        *note = "another user could swap names in '" + dir +
+                "' (writable by others without the sticky bit, or not ours): %f is /proc/self/fd/3, the command's "
+                "descriptor 3, which reads the trace file itself";
+    }
+  }
   bool taken = false;
   const int fd = CreateOwnFile(output_path, mode, 0, &taken, error);
-  if (fd < 0) return false;
+  if (fd < 0) {
+    *error = "its output file: " + *error;
+    CloseFd(&trace_read_fd_);
+    return false;
+  }
   out_fd_ = High(fd);
   words_ = std::move(words);
   output_ = output_path;
@@ -112,7 +170,8 @@ OnStuckRunner::Event OnStuckRunner::Start(pid_t pid, int64_t rank, const std::st
   timeout_sec_ = timeout_sec;
   max_bytes_ = max_bytes;
   std::vector<std::string> argv;
-  for (const std::string& w : words_) argv.push_back(ExpandWord(w, pid, rank, trace_path));
+  const std::string f = trace_read_fd_ >= 0 ? "/proc/self/fd/3" : trace_path;
+  for (const std::string& w : words_) argv.push_back(ExpandWord(w, pid, rank, f));
   program_ = argv[0];
   const std::vector<std::string> paths = ExecCandidates(argv[0], getenv("PATH"));
   std::vector<std::string> env;
@@ -162,6 +221,7 @@ OnStuckRunner::Event OnStuckRunner::Start(pid_t pid, int64_t rank, const std::st
   job->timeout_ns = static_cast<int64_t>(timeout_sec * 1e9);
   job->max_bytes = max_bytes;
   job->out_fd = out_fd_;
+  job->trace_fd = trace_read_fd_;
 
   int pipe_fds[2] = {-1, -1};
   int socks[2] = {-1, -1};

@@ -57,7 +57,17 @@ class OnStuckRunner {
   // At start-up: keeps the command's words and creates its output file
   // with mode `mode`. False with `error` when the file cannot be made (the
   // command is then off).
-  bool Prepare(std::vector<std::string> words, const std::string& output_path, uint32_t mode, std::string* error);
+  //
+  // `trace_fd` (the trace file, open; -1: none) is for %f. Where a folder
+  // on the trace's path can be changed by another user (writable by group
+  // or others without the sticky bit, or owned by another user than us or
+  // root), its name could be swapped for a link to a file that user cannot
+  // read, which the command would then copy into its output: there %f
+  // becomes /proc/self/fd/3, the command's descriptor 3, open for reading
+  // on the very file the plugin writes, and `note` says so. Where /proc
+  // cannot give that descriptor, the command is off (false).
+  bool Prepare(std::vector<std::string> words, const std::string& output_path, uint32_t mode, std::string* error,
+               int trace_fd = -1, const std::string& trace_path = "", std::string* note = nullptr);
   // Starts the command (once per runner, only after Prepare). Never waits.
   Event Start(pid_t pid, int64_t rank, const std::string& trace_path, double timeout_sec, uint64_t max_bytes);
   // Looks once, without blocking, for the keeper's report.
@@ -81,6 +91,7 @@ class OnStuckRunner {
   std::string output_;
   std::string program_;
   int out_fd_ = -1;
+  int trace_read_fd_ = -1;  // the trace, for %f by descriptor; -1: %f is the path
   int sock_ = -1;
   bool started_ = false;
   pid_t keeper_ = -1;

@@ -348,5 +348,75 @@ TEST(OnStuck, APlantedOutputNameTurnsTheCommandOff) {
   EXPECT_NE(err.find("(a FIFO)"), std::string::npos) << err;
 }
 
+// In a folder another user can write (no sticky bit), the trace's name may
+// be swapped for a link to a file only the host's user can read: %f is then
+// the command's descriptor 3, which reads the trace the plugin holds open,
+// whatever the name points to by the time the command runs.
+TEST(OnStuck, ASwappedTraceNameIsNeverFollowed) {
+  const std::string dir = NewDir("swap");
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  const std::string trace = dir + "/t.ncclwatch";
+  const int fd = open(trace.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "TRACE", 5), 5);
+  const std::string victim = NewDir("victim") + "/secret";
+  std::ofstream(victim) << "SECRET";
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
+  OnStuckRunner r;
+  std::string err, note;
+  ASSERT_TRUE(r.Prepare(Words("sh -c 'cat \"$1\"; printf \" %s\" \"$1\"' sh %f"), trace + ".on_stuck.txt", 0600,
+                        &err, fd, trace, &note))
+      << err;
+  EXPECT_NE(note.find("%f is /proc/self/fd/3"), std::string::npos) << note;
+  EXPECT_NE(note.find(dir), std::string::npos) << note;
+  // The swap, after start-up and before the hang.
+  ASSERT_EQ(rename(trace.c_str(), (dir + "/moved").c_str()), 0);
+  ASSERT_EQ(symlink(victim.c_str(), trace.c_str()), 0);
+  ASSERT_EQ(write(fd, "+MORE", 5), 5);  // written after the swap: the same file
+  EXPECT_EQ(r.Start(1, 0, trace, 60, 1 << 20).kind, OnStuckRunner::Event::kStarted);
+  PollUntil(&r, OnStuckRunner::Event::kExited);
+  EXPECT_EQ(Read(trace + ".on_stuck.txt"), "TRACE+MORE /proc/self/fd/3");
+  PollUntilDone(&r);
+  close(fd);
+}
+
+// Where no other user can change the folders on the way (ours, or sticky),
+// %f stays the trace's path; a command without %f gets no descriptor 3.
+TEST(OnStuck, ASafeFolderKeepsThePath) {
+  for (mode_t mode : {0700, 01777}) {
+    SCOPED_TRACE(mode);
+    const std::string dir = NewDir("safe");
+    ASSERT_EQ(chmod(dir.c_str(), mode), 0);
+    const std::string trace = dir + "/t.ncclwatch";
+    const int fd = open(trace.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    OnStuckRunner r;
+    std::string err, note;
+    ASSERT_TRUE(r.Prepare(Words("printf %s %f"), trace + ".on_stuck.txt", 0600, &err, fd, trace, &note)) << err;
+    EXPECT_EQ(note, "");
+    r.Start(1, 0, trace, 60, 1 << 20);
+    PollUntil(&r, OnStuckRunner::Event::kExited);
+    EXPECT_EQ(Read(trace + ".on_stuck.txt"), trace);
+    PollUntilDone(&r);
+    close(fd);
+  }
+  const std::string open_dir = NewDir("nof");
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);
+  const std::string trace = open_dir + "/t.ncclwatch";
+  const int fd = open(trace.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  OnStuckRunner r;
+  std::string err, note;
+  ASSERT_TRUE(r.Prepare(Words("sh -c 'ls /proc/$$/fd | tr \"\\n\" \" \"' sh"), trace + ".on_stuck.txt", 0600,
+                        &err, fd, trace, &note))
+      << err;
+  EXPECT_EQ(note, "");
+  r.Start(1, 0, trace, 60, 1 << 20);
+  PollUntil(&r, OnStuckRunner::Event::kExited);
+  EXPECT_EQ(Read(trace + ".on_stuck.txt").find(" 3 "), std::string::npos) << Read(trace + ".on_stuck.txt");
+  PollUntilDone(&r);
+  close(fd);
+}
+
 }  // namespace
 }  // namespace ncclwatch::plugin

@@ -235,9 +235,15 @@ int CommandMain(void* arg) {
     if (s != SIGKILL && s != SIGSTOP) Sys(SYS_rt_sigaction, s, P(&dfl), 0, 8);
   unsigned long none = 0;
   Sys(SYS_rt_sigprocmask, SIG_SETMASK, P(&none), 0, 8);
+  int exec_err_w = start->exec_err_w;
   Place(j->devnull, 0);
   Place(j->pipe_w, 1);
   Place(j->pipe_w, 2);
+  if (j->trace_fd >= 0) {
+    // Descriptor 3 is the trace's; the errno pipe moves out of its way.
+    if (exec_err_w == 3) exec_err_w = static_cast<int>(Sys(SYS_fcntl, 3, F_DUPFD_CLOEXEC, 4));
+    Place(j->trace_fd, 3);
+  }
   // Every other descriptor is close-on-exec. PATH as execvp searches it:
   // on to the next candidate where this one is not there or not ours to
   // run; EACCES if one was there but could not be run.
@@ -250,7 +256,7 @@ int CommandMain(void* arg) {
   }
   if (denied && (err == ENOENT || err == ENOTDIR || err == ELOOP || err == ENAMETOOLONG)) err = EACCES;
   const int e = static_cast<int>(err);
-  Sys(SYS_write, start->exec_err_w, P(&e), sizeof(e));
+  Sys(SYS_write, exec_err_w, P(&e), sizeof(e));
   Sys(SYS_exit_group, 127);
   return 127;
 }
@@ -299,8 +305,8 @@ int ReaperMain(void* arg) {
       fd = static_cast<int>(moved);
     }
   }
-  int keep[7] = {j->sock, j->out_fd, j->pipe_r, j->pipe_w, j->devnull, err_pipe[0], err_pipe[1]};
-  CloseAllBut(keep, 7);
+  int keep[8] = {j->sock, j->out_fd, j->pipe_r, j->pipe_w, j->devnull, err_pipe[0], err_pipe[1], j->trace_fd};
+  CloseAllBut(keep, 8);
   ReaperReport rep;
   rep.kind = ReaperReport::kExited;
   rep.status = 0;

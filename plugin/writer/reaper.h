@@ -63,6 +63,7 @@ struct ReaperJob {
   int pipe_r;   // the command's stdout and stderr, read by the reaper
   int pipe_w;   //   ... written by the command
   int devnull;  // the command's stdin
+  int trace_fd;  // the trace, open for reading: the command's descriptor 3 (-1: none)
   int host_pid;
   int64_t timeout_ns;
   uint64_t max_bytes;

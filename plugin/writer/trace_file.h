@@ -54,6 +54,7 @@ class TraceFile {
   void AppendNotice(uint64_t records, const std::function<size_t(uint8_t* buf, size_t cap)>& encode);
 
   bool open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   uint64_t records_written() const { return records_written_; }  // records in the file
   uint64_t bytes_written() const { return bytes_written_; }

@@ -74,9 +74,12 @@ bool Writer::Open(std::string* error) {
   // The command's output file now, beside the trace, never later: a name
   // planted there later cannot catch us.
   if (!c.on_stuck.empty()) {
-    std::string why;
-    if (!on_stuck_.Prepare(c.on_stuck, file_.path() + ".on_stuck.txt", c.file_mode, &why))
-      core_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK is off: its output file: %s", why.c_str());
+    std::string why, note;
+    if (!on_stuck_.Prepare(c.on_stuck, file_.path() + ".on_stuck.txt", c.file_mode, &why, file_.fd(), file_.path(),
+                           &note))
+      core_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK is off: %s", why.c_str());
+    else if (!note.empty())
+      core_->Log(nccl::kLogWarn, "NCCLWATCH_ON_STUCK: %s", note.c_str());
   }
   uint64_t now = NowNs();
   // Where completions come from, as decided at init (Profiler::
