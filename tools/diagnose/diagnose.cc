@@ -26,6 +26,7 @@
 #include "tools/diagnose/find_p2p.h"
 #include "tools/diagnose/find_stragglers.h"
 #include "tools/diagnose/sections.h"
+#include "tools/diagnose/versions.h"
 #include "tools/arrivals/counts.h"
 #include "tools/arrivals/digest.h"
 #include "tools/json.h"
@@ -419,33 +420,6 @@ void AddFindings(const Model& model, std::vector<Ranked> found, Diagnosis* d) {
   }
 }
 
-// Which NCCL and driver ran: one line per combination (a mixed job is
-// worth seeing), and what the NCCL versions cannot show.
-void AddVersions(const Model& model, Diagnosis* d) {
-  std::map<std::string, size_t> versions;
-  for (const Proc& p : model.procs) {
-    std::string v = "NCCL " + (p.nccl_version.empty() ? std::string("version not recorded") : p.nccl_version);
-    v += ", CUDA driver ";
-    v += p.cuda_driver_version > 0 ? std::to_string(p.cuda_driver_version / 1000) + "." +
-                                         std::to_string(p.cuda_driver_version % 1000 / 10)
-                                   : std::string("not recorded");
-    ++versions[v];
-  }
-  for (const auto& [v, n] : versions) d->add_versions(v + ": " + Plural(n, "process", "processes"));
-  // NCCL 2.29 and later run ncclBroadcast as an AllGatherV that emits no
-  // Coll event (read in their src/enqueue.cc; docs/nccl_call_order.md): the
-  // files hold no Broadcast, and an OK cannot speak for one.
-  size_t blind = 0;
-  for (const Proc& p : model.procs) {
-    int major = 0, minor = 0;
-    if (sscanf(p.nccl_version.c_str(), "%d.%d", &major, &minor) == 2 && (major > 2 || (major == 2 && minor >= 29)))
-      ++blind;
-  }
-  if (blind > 0)
-    d->add_versions("NCCL 2.29 and later record no Broadcast (run as AllGatherV without Coll events): a hang "
-                    "inside a Broadcast is not seen (" + Plural(blind, "process", "processes") + ")");
-}
-
 // The verdict without a finding: what was looked at, and what holds.
 // `operations`, `done`: the job's totals, with those a windowed reader let
 // go (model.h), and of those how many completed.
@@ -532,7 +506,7 @@ Diagnosis Diagnose(const Model& model, const DiagnoseOptions& opts) {
   FillInput(c, &d);
   FillClock(c, &d);
   d.set_processes(static_cast<uint32_t>(model.procs.size()));
-  AddVersions(model, &d);
+  for (std::string& line : VersionLines(model)) d.add_versions(std::move(line));
   d.set_communicators(static_cast<uint32_t>(model.comms.size()));
   // Operations a windowed reader let go count in the job's totals (model.h).
   uint64_t operations = model.ops.size(), done = 0;
