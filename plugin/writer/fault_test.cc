@@ -17,6 +17,7 @@
 #include "plugin/core/core.h"
 #include "plugin/testing/fake_nccl_host.h"
 #include "plugin/testing/waits.h"
+#include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
 
 // Built with ThreadSanitizer? (gcc says __SANITIZE_THREAD__, clang __has_feature.)
@@ -245,6 +246,86 @@ TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
   EXPECT_TRUE(d.completions_counted());
   EXPECT_EQ(t->ops.size() + d.completions_lost(), 1u + 2 * kOps);
   EXPECT_LT(t->ops.size(), 1u + 2 * kOps);  // the limit did cost operations
+}
+
+// The disk is full from the first batch after the header: the
+// communicator's definition is lost with it. Once writes succeed again the
+// plugin defines the communicator again before its operations, so the file
+// reads whole (never "damaged"), and diagnose puts the lost writes first,
+// with what the error means, in an INCOMPLETE line (exit 3).
+TEST(FaultTest, ALostDefinitionIsWrittenAgainAndTheLossLeadsTheVerdict) {
+  const std::string dir = MakeTempDir("lostdefs");
+  const std::string path = dir + "/t.ncclwatch";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    plugin::ProfilerOptions o;
+    o.config.dir = dir;
+    std::string err;
+    if (!plugin::ParseEvents("default", &o.config.nccl_mask, &o.config.raw_kinds, &err)) _exit(7);
+    o.config.flush_ms = 600000;  // writes happen at ForceFlush only
+    o.config.heartbeat_ms = 600000;
+    o.config.stuck_sec = 0;
+    o.api_version = 5;
+    o.file_name_override = "t.ncclwatch";
+    plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+    if (p == nullptr) _exit(4);
+    p->ForceFlush();  // the header's batch
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) _exit(5);
+    // Soft limit at the header: the next writes fail (EFBIG); the hard
+    // limit stays, so the soft one can be raised again.
+    rlimit rl{static_cast<rlim_t>(st.st_size), RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(6);
+    plugin::Context* ctx = p->NewContext(0x1057, "world", 1, 2, 0);
+    uint64_t seq = 0;
+    auto ops = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        plugin::EventDesc d;
+        d.kind = plugin::kEvColl;
+        d.seq = ++seq;
+        d.func = "AllReduce";
+        d.datatype = "ncclFloat32";
+        d.count = 1024;
+        d.nchannels = 0;  // completes at enqueue
+        void* h = p->Start(ctx, d);
+        if (h != nullptr) p->Stop(h);
+      }
+      p->ForceFlush();
+    };
+    ops(20);  // lost, with the communicator's definition
+    rl.rlim_cur = RLIM_INFINITY;
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(8);
+    ops(5);  // written, after the communicator defined again
+    p->FinalizeContext(ctx);
+    plugin::Profiler::Release(p);
+    _exit(0);
+  }
+  int status = WaitFor(child);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto t = ReadTrace(path);
+  EXPECT_TRUE(t->raw.issues.empty()) << ::testing::PrintToString(t->raw.issues);
+  EXPECT_EQ(t->ops.size(), 5u);
+  tools::Model m;
+  std::string err;
+  ASSERT_TRUE(tools::BuildModel({dir}, tools::LoadOptions(), &m, &err)) << err;
+  ASSERT_EQ(m.procs.size(), 1u);
+  EXPECT_FALSE(m.procs[0].damaged) << ::testing::PrintToString(m.procs[0].issues);
+  ASSERT_EQ(m.comms.size(), 1u);
+  EXPECT_EQ(m.comms[0].name, "world");
+  EXPECT_EQ(m.ops.size(), 5u);
+  EXPECT_GE(m.procs[0].drops.write_failed, 20u);
+  tools::MatchOps(&m);
+  tools::AlignClocks(&m);
+  const report::Diagnosis d = tools::Diagnose(m);
+  EXPECT_EQ(d.verdict().rfind("INCOMPLETE", 0), 0u) << d.verdict();
+  EXPECT_NE(d.verdict().find(" lost " + std::to_string(m.procs[0].drops.write_failed) +
+                             " records in failed writes (File too large: a file size limit (ulimit -f) was reached)"),
+            std::string::npos)
+      << d.verdict();
+  EXPECT_EQ(d.verdict().find("damaged"), std::string::npos) << d.verdict();
+  EXPECT_EQ(tools::ExitStatus(d), 3);
 }
 
 TEST(FaultTest, FinalizeWithAnOperationInFlightIsAnAbort) {

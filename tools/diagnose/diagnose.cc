@@ -56,6 +56,15 @@ using Gaps = std::vector<Gap>;
 Gaps Incomplete(const Ctx& c, bool error_found) {
   const Model& m = c.m;
   Gaps why;
+  // Writes that failed (a full disk, a size limit) come first: they are
+  // why a file may hold no communicator or operation, and the fix is not
+  // in the job.
+  for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
+    const Drops& d = m.procs[pi].drops;
+    if (d.write_failed > 0)
+      why.push_back(c.Name(pi) + " lost " + Plural(d.write_failed, "record", "records") + " in failed writes" +
+                    (d.last_write_error.empty() ? "" : " (" + WriteErrorMeaning(d.last_write_error) + ")"));
+  }
   if (m.comms.empty() || m.ops.empty())
     why.emplace_back(m.comms.empty() ? "the files hold no communicator" : "the files hold no operation");
   // Files missing: the communicator missing the most ranks, and the launcher's world.
@@ -118,7 +127,8 @@ Gaps Incomplete(const Ctx& c, bool error_found) {
       why.push_back(c.Name(pi) + "'s file is damaged at offset " + std::to_string(p.damaged_at));
     else if (p.cut_tail && !p.finalized)
       cut.push_back(pi);
-    if (p.drops.lost() > 0) why.push_back(c.Name(pi) + " lost " + Plural(p.drops.lost(), "event", "events"));
+    const uint64_t other_lost = p.drops.lost() - std::min(p.drops.lost(), p.drops.write_failed);
+    if (other_lost > 0) why.push_back(c.Name(pi) + " lost " + Plural(other_lost, "event", "events"));
     if (p.cut_ops > 0)
       why.push_back("watch let go of " + Plural(p.cut_ops, "operation", "operations") + " of " + c.Name(pi) +
                     " before every rank had finished them");

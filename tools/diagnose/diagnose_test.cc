@@ -76,15 +76,19 @@ TEST(Diagnose, InputIssues) {
   report::Diagnosis d = Diagnose(j.Finish());
   // Input notes make the evidence incomplete: never OK, and the first line says why.
   EXPECT_EQ(ExitStatus(d), 3) << FormatText(d);
-  EXPECT_EQ(d.verdict().rfind("INCOMPLETE: no problem found in the 3 processes given, but the files hold no operation; "
-                              "no file for rank 3 of comm 'world' (4 ranks) (3 of 4 given); and 2 more (Input): cannot "
-                              "tell",
+  // Failed writes first: they explain what the files lack, and what it
+  // means (a full disk) is said.
+  EXPECT_EQ(d.verdict().rfind("INCOMPLETE: no problem found in the 3 processes given, but rank 2 lost 1,234 records in "
+                              "failed writes (No space left on device: the disk was full); the files hold no "
+                              "operation; and 2 more (Input): cannot tell",
                               0),
             0u)
       << d.verdict();
   EXPECT_EQ(d.incomplete_size(), 4);
   std::string text = FormatText(d);
-  EXPECT_NE(text.find("rank 2 lost 1,234 events: 1,234 in failed writes (No space left on device)"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 2 lost 1,234 events: 1,234 in failed writes (No space left on device: the disk was full)"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("cut tail: the last record's length is incomplete (normal for a killed process)"), std::string::npos);
   EXPECT_NE(text.find("comm 'world' (4 ranks): no trace file for its rank 3 (3 of 4 given)"), std::string::npos);
   EXPECT_NE(text.find("cannot open /traces/x.ncclwatch: Permission denied"), std::string::npos);

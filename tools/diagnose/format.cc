@@ -121,4 +121,12 @@ std::string MaskChangeLoss(const MaskChange& c) {
   return out;
 }
 
+std::string WriteErrorMeaning(const std::string& error) {
+  if (error == "No space left on device") return error + ": the disk was full";
+  if (error == "File too large") return error + ": a file size limit (ulimit -f) was reached";
+  if (error == "Disk quota exceeded") return error + ": the user's disk quota was reached";
+  if (error == "Input/output error") return error + ": the disk or network filesystem failed";
+  return error;
+}
+
 }  // namespace ncclwatch::tools::diagnose_internal

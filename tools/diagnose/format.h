@@ -33,6 +33,9 @@ std::string StateName(uint32_t s);
 // ", " ("" when none; "everything (a damaged record)" when its values fail
 // the model's checks).
 std::string MaskChangeLoss(const MaskChange& c);
+// The plugin's last write error (strerror's text) with what it means for
+// the user: "No space left on device: the disk was full".
+std::string WriteErrorMeaning(const std::string& error);
 
 }  // namespace ncclwatch::tools::diagnose_internal
 

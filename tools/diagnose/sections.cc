@@ -118,7 +118,7 @@ void FillInput(const Ctx& c, Diagnosis* d) {
       std::vector<std::string> why;
       if (p.drops.write_failed)
         why.push_back(Thousands(p.drops.write_failed) + " in failed writes" +
-                      (p.drops.last_write_error.empty() ? "" : " (" + p.drops.last_write_error + ")"));
+                      (p.drops.last_write_error.empty() ? "" : " (" + WriteErrorMeaning(p.drops.last_write_error) + ")"));
       if (p.drops.ring_full) why.push_back(Thousands(p.drops.ring_full) + " with a full record buffer");
       if (p.drops.pool_exhausted) why.push_back(Thousands(p.drops.pool_exhausted) + " with no free event handle");
       if (p.drops.no_thread_slot) why.push_back(Thousands(p.drops.no_thread_slot) + " from too many threads");

@@ -102,12 +102,14 @@ void AddBatch(const Place& at, const trace::Batch& b, uint64_t records_before) {
   if (fs.in_batch) {
     // The write before this one holds records_before minus what came
     // before it, or the framing inside it was damaged into records
-    // that still parse. A jump in the sequence with more records
-    // before is writes the plugin lost (Drops), not damage. Files of
+    // that still parse. A jump in the sequence is writes the plugin lost
+    // (Drops), not damage: records_before counts only the records that
+    // reached the file (TraceFile::records_written), so it is what was
+    // read, or more from a plugin that counted lost ones. Files of
     // plugins that did not count records say 0.
     const bool next = b.seq() == fs.batch_seq + 1;
     const bool counted = b.records_before() != 0;
-    const bool lost_writes = b.seq() > fs.batch_seq + 1 && b.records_before() > records_before;
+    const bool lost_writes = b.seq() > fs.batch_seq + 1 && b.records_before() >= records_before;
     std::string why;
     if (counted && (next ? b.records_before() != records_before : !lost_writes))
       why = "a write whose records do not add up to the next batch's count (" +
