@@ -72,14 +72,20 @@ struct Ctx {
   double WaitSec(const Op& op) const { return tools::WaitSec(m, op); }
   bool Hung(uint32_t oi) const { return live.Hung(oi); }
   std::string CommLabel(uint32_t comm) const { return "comm " + m.comms[comm].Label(); }
-  // "AllReduce #12", "Send #3 to rank 2".
+  // "AllReduce #12", "Send #3 to rank 2"; with the caller's tag where it
+  // gave one (NCCL 2.31+): "AllReduce #12 (tag 4711)".
   std::string OpName(const Op& op) const {
     std::string f = Str(op.func).empty() ? std::string("operation") : Str(op.func);
-    if (op.kind == OpKind::kColl) return f + " #" + std::to_string(op.seq);
+    std::string tag;
+    if (!m.user_tags.empty() && &op >= m.ops.data() && &op < m.ops.data() + m.ops.size()) {
+      const uint64_t t = UserTag(m, static_cast<uint32_t>(&op - m.ops.data()));
+      if (t != 0) tag = " (tag " + std::to_string(t) + ")";
+    }
+    if (op.kind == OpKind::kColl) return f + " #" + std::to_string(op.seq) + tag;
     const Comm& c = m.comms[op.comm];
     std::string peer = HasFile(op.comm, op.peer_or_root) ? Name(c.proc_of_rank[op.peer_or_root])
                                                           : "comm rank " + std::to_string(op.peer_or_root);
-    return f + " #" + std::to_string(op.seq) + (IsRecv(op.fn) ? " from " : " to ") + peer;
+    return f + " #" + std::to_string(op.seq) + (IsRecv(op.fn) ? " from " : " to ") + peer + tag;
   }
   // OpName, marking an operation that shares its number with the next call
   // because NCCL did not count it (captured into a CUDA graph, or replayed:

@@ -120,6 +120,7 @@ void AddOp(const Place& at, const trace::Op& o) {
     }
   }
   const uint32_t oi = static_cast<uint32_t>(m->ops.size());
+  if (o.user_tag() != 0) m->user_tags[oi] = o.user_tag();
   if (o.event_id() != 0) {
     auto early = fs.early_done.find(o.event_id());
     if (early != fs.early_done.end()) {

@@ -551,6 +551,10 @@ struct Model {
   // Arrivals summaries sampled across the whole job (SampledComm), one per
   // communicator that has them.
   std::vector<SampledComm> sampled;
+  // The caller's tag of each operation that has one (NCCL 2.31's userTag,
+  // a framework's step, layer or phase), by Model::ops index. Few jobs tag
+  // their calls, so a map rather than a field of every Op.
+  std::unordered_map<uint32_t, uint64_t> user_tags;
 
   const std::string& Str(uint16_t id) const { return strings[id]; }
   uint16_t Intern(const std::string& s);
@@ -565,6 +569,13 @@ struct Model {
   // Loading: the communicator of each nonzero hash (CommInits join it).
   std::unordered_map<uint64_t, uint32_t> comm_of_hash;
 };
+
+// The caller's tag of ops[oi] (Model::user_tags); 0: none.
+inline uint64_t UserTag(const Model& m, uint32_t oi) {
+  if (m.user_tags.empty()) return 0;
+  auto it = m.user_tags.find(oi);
+  return it == m.user_tags.end() ? 0 : it->second;
+}
 
 // Whether ops[oi] is one of Model::asked_ops: a finder that judges
 // arrivals leaves it out (its rank's neighbours in time are gone); the

@@ -100,6 +100,10 @@ void SampledLateness(const Model& m, const SampledComm& sc, std::map<RankKey, Ra
 }
 
 
+// The most distinct caller tags a row lists (a framework's phases or
+// layers; a step number in the tag would give one per call).
+constexpr size_t kMaxRowTags = 16;
+
 struct Acc {
   Func fn = Func::kOther;  // the row's function (its key holds the name)
   int32_t nranks = 0;
@@ -112,6 +116,7 @@ struct Acc {
   std::vector<uint32_t> warmed;  // per process: its timed ops of the row left out so far
   std::vector<int64_t> gpu, cpu, polled, delay, skew;
   uint64_t skew_stride = 0;  // skew from samples across the job (StatRow.skew_stride)
+  std::set<uint64_t> tags;   // the callers' tags (StatRow.user_tags), at most kMaxRowTags + 1
   // From per-node summaries (Proc::row_digests): every operation of those
   // processes; their window ops are not counted again.
   bool sketched = false;
@@ -260,6 +265,7 @@ void AddOps(const Model& m, uint32_t pi, const StatsOptions& opts, Rows* rows) {
     }
     if (o.match != kNone) a.matches.push_back(o.match);
     else ++a.unmatched;
+    if (const uint64_t tag = UserTag(m, oi); tag != 0 && a.tags.size() <= kMaxRowTags) a.tags.insert(tag);
     if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
     const OpSample smp = Sample(o, &a.warmed[pi], opts);
     a.incomplete += smp.incomplete;
@@ -322,6 +328,13 @@ void WriteRow(const RowKey& key, Acc& a, stats::StatRow* r) {
     calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
   }
   r->set_calls(static_cast<uint32_t>(calls));
+  for (uint64_t tag : a.tags) {
+    if (static_cast<size_t>(r->user_tags_size()) == kMaxRowTags) {
+      r->set_user_tags_cut(true);
+      break;
+    }
+    r->add_user_tags(tag);
+  }
   r->set_incomplete(a.incomplete);
   r->set_warmup(a.warmup);
   if (a.sketched) {
