@@ -21,6 +21,12 @@ namespace {
 
 // A p99 needs this many samples to be more than the largest of them.
 constexpr uint32_t kMinTailSamples = 100;
+// And this many baseline runs: the slowest samples of one run move
+// together (its iterations, its ranks, the synchronizations between them),
+// so resampling them gives no interval for its p99; the spread between runs
+// does. A rerun of a real benchmark job failed at +33% on its p99 with an
+// interval of zero width, judged from one run against one.
+constexpr size_t kMinTailRuns = 3;
 // A row whose interval reaches this change (in latency terms: 1.5x slower)
 // without being significant cannot tell the regression the gate promises
 // to catch from noise: NOISY.
@@ -84,6 +90,15 @@ void Judge(const std::vector<std::vector<double>>& per_run, const std::vector<do
   const double scale = effect == Effect::kRatio ? 100.0 : 1.0;
   const double e = c.effect * scale, lo = c.low * scale, hi = c.high * scale;
   item->set_change_pct(e);
+  if (percentile > 50 && std::fabs(e) > 1e-9 && hi - lo <= 1e-9 * std::fabs(e)) {
+    // A tail that moved, yet every resample gave the same change: its few
+    // slowest samples repeat one value, so the resampling shows no spread
+    // that the tail has between runs: no judgment. (A median on samples
+    // of one value each side is certain, and judged.)
+    item->set_status("skipped");
+    item->set_note("the resampled statistic never moved (an interval of zero width): its samples cannot tell");
+    return;
+  }
   item->set_change_low_pct(lo);
   item->set_change_high_pct(hi);
   // Several runs: the statistic moved from run to run by up to `spread`
@@ -173,6 +188,8 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
       if (m.has(c)) item.set_current(m.get(c));
       std::vector<std::vector<double>> per_run;
       uint32_t base_n = 0;
+      size_t base_runs = 0;
+      for (const stats::StatRow* r : runs) base_runs += r != nullptr;
       for (const stats::StatRow* r : runs) {
         if (r == nullptr) continue;
         const auto& s = SamplesOf(m.source, *r);
@@ -198,6 +215,11 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
       } else if (timing_differs) {
         item.set_status("skipped");
         item.set_note("not comparable: timing from " + b->timing() + " in the baseline, " + c.timing() + " in this run");
+      } else if (m.tail && base_runs < kMinTailRuns) {
+        item.set_status("skipped");
+        item.set_note("a p99 is judged against a baseline of " + std::to_string(kMinTailRuns) +
+                      " runs or more (one --baseline each; " + std::to_string(base_runs) +
+                      " given): one run's slowest samples move together, so their spread is not the p99's");
       } else {
         // Judged in latency terms; a bandwidth's tolerance (a drop) becomes
         // the latency growth that gives it.

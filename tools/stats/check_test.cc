@@ -90,7 +90,8 @@ TEST(CheckTest, ComparesEachMetricWithItsTolerance) {
   stats::Stats run = StatsOf({Row("world", "AllReduce", 20, 115, 120, 43),     // p50 +15% > 10%: regressed
                               Row("world", "AllGather", 20, 75, 79, 66),       // -25%: improved
                               Row("world", "Broadcast", 20, 109, 114, 46)});   // +9%: within
-  CheckResult r = CompareStats(base, run, DefaultCheckOptions());
+  // Three baseline runs: a p99 is judged against no fewer.
+  CheckResult r = CompareStats({base, base, base}, run, DefaultCheckOptions());
   ASSERT_NE(Item(r, "AllReduce", "latency_p50"), nullptr);
   EXPECT_EQ(Item(r, "AllReduce", "latency_p50")->status(), "regressed");
   EXPECT_NEAR(Item(r, "AllReduce", "latency_p50")->change_pct(), 15.0, 0.1);
@@ -118,7 +119,7 @@ TEST(CheckTest, MissingNewAndIncomparableRowsDoNotFail) {
                                Row("tp", "AllReduce", 20, 100, 200, 50, "gpu")});
   stats::Stats run = StatsOf({Row("world", "AllReduce", 20, 100, 200, 50), Row("world", "Send", 10, 10, 20, 5),
                               Row("tp", "AllReduce", 20, 900, 900, 5, "cpu")});
-  CheckResult r = CompareStats(base, run, DefaultCheckOptions());
+  CheckResult r = CompareStats({base, base, base}, run, DefaultCheckOptions());
   EXPECT_EQ(r.regressed, 0);
   EXPECT_EQ(r.missing, 1);
   EXPECT_EQ(r.added, 1);
@@ -135,7 +136,7 @@ TEST(CheckTest, MissingNewAndIncomparableRowsDoNotFail) {
 
   CheckOptions strict = DefaultCheckOptions();
   strict.strict = true;
-  CheckResult rs = CompareStats(base, run, strict);
+  CheckResult rs = CompareStats({base, base, base}, run, strict);
   EXPECT_TRUE(rs.failed());
   std::ostringstream sout;
   PrintCheck(rs, strict, sout);
@@ -164,7 +165,7 @@ TEST(CheckTest, ANoisyRowIsNoisyNotPassed) {
   // Beside a judged row, a NOISY one does not fail, unless --strict.
   stats::Stats base = StatsOf({b, Row("world", "AllGather", 20, 100, 105, 50)});
   stats::Stats run = StatsOf({c, Row("world", "AllGather", 20, 100, 105, 50)});
-  r = CompareStats(base, run, DefaultCheckOptions());
+  r = CompareStats({base, base, base}, run, DefaultCheckOptions());
   EXPECT_EQ(r.noisy, 2);  // latency_p50 and busbw of AllReduce
   EXPECT_FALSE(r.failed());
   std::ostringstream out2;
@@ -172,7 +173,44 @@ TEST(CheckTest, ANoisyRowIsNoisyNotPassed) {
   EXPECT_EQ(out2.str().rfind("PASS: 3 metric(s) judged, none regressed; 2 too noisy to judge", 0), 0u) << out2.str();
   CheckOptions strict = DefaultCheckOptions();
   strict.strict = true;
-  EXPECT_TRUE(CompareStats(base, run, strict).failed());
+  EXPECT_TRUE(CompareStats({base, base, base}, run, strict).failed());
+}
+
+// A p99 from one baseline run is not judged: one run's slowest samples move
+// together. Three runs are judged, their spread raising the floor.
+TEST(CheckTest, ATailIsJudgedOnlyAgainstThreeRuns) {
+  const stats::StatRow b = Row("world", "AllReduce", 20, 100, 105, 50);
+  stats::StatRow c = Row("world", "AllReduce", 20, 100, 105, 50);
+  SetSamples(&c, 100, 0.6, 201);  // the same median, a p99 +56%
+  CheckResult one = CompareStats(StatsOf({b}), StatsOf({c}), DefaultCheckOptions());
+  const stats::CheckItem* i = Item(one, "AllReduce", "latency_p99");
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->status(), "skipped");
+  EXPECT_NE(i->note().find("a p99 is judged against a baseline of 3 runs or more (one --baseline each; 1 given)"),
+            std::string::npos)
+      << i->note();
+  EXPECT_FALSE(i->has_change_low_pct());  // no interval shown
+  CheckResult two = CompareStats({StatsOf({b}), StatsOf({b})}, StatsOf({c}), DefaultCheckOptions());
+  EXPECT_EQ(Item(two, "AllReduce", "latency_p99")->status(), "skipped");
+  CheckResult three = CompareStats({StatsOf({b}), StatsOf({b}), StatsOf({b})}, StatsOf({c}), DefaultCheckOptions());
+  EXPECT_EQ(Item(three, "AllReduce", "latency_p99")->status(), "regressed") << Item(three, "AllReduce", "latency_p99")->note();
+  EXPECT_EQ(Item(three, "AllReduce", "latency_p50")->status(), "ok");
+}
+
+// A tail whose resamples all give one change (its slowest samples repeat
+// one value) shows no interval and is not judged; a median is.
+TEST(CheckTest, AZeroWidthTailIntervalIsNeverShown) {
+  stats::StatRow b = Row("world", "AllReduce", 20, 100, 100, 50);
+  stats::StatRow c = b;
+  SetSamples(&b, 100, 0.0, 201);  // every sample 100 us
+  SetSamples(&c, 133, 0.0, 201);  // every sample 133 us
+  CheckResult r = CompareStats({StatsOf({b}), StatsOf({b}), StatsOf({b})}, StatsOf({c}), DefaultCheckOptions());
+  const stats::CheckItem* tail = Item(r, "AllReduce", "latency_p99");
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(tail->status(), "skipped");
+  EXPECT_NE(tail->note().find("interval of zero width"), std::string::npos) << tail->note();
+  EXPECT_FALSE(tail->has_change_low_pct());
+  EXPECT_EQ(Item(r, "AllReduce", "latency_p50")->status(), "regressed");  // certain: +33%
 }
 
 // The same change on a quiet row is significant, and fails past the floor.
@@ -378,7 +416,7 @@ TEST(CheckTest, JUnitEscapesHostileNames) {
   const std::string hostile = "<tp\"&'>]]>\n\x01\xC3\xA9";
   stats::Stats base = StatsOf({Row(hostile, "AllReduce", 20, 100, 105, 50), Row("gone", "Send", 3, 1, 1, 1)});
   stats::Stats run = StatsOf({Row(hostile, "AllReduce", 20, 150, 105, 50)});
-  CheckResult r = CompareStats(base, run, DefaultCheckOptions());
+  CheckResult r = CompareStats({base, base, base}, run, DefaultCheckOptions());
   report::Diagnosis d;
   report::Finding* f = d.add_findings();
   f->set_kind(report::MISMATCH);
