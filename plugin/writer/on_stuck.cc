@@ -99,7 +99,7 @@ bool OthersCanSwapIn(const std::string& dir) {
   const uid_t me = geteuid();
   for (;;) {
     struct stat st;
-    if (stat(d.c_str(), &st) != 0) return true;
+    if (StatPath(d, true, &st) != 0) return true;
     if (st.st_uid != me && st.st_uid != 0) return true;
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) return true;
     if (d == "/") return false;
