@@ -141,6 +141,10 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
   if (!sp.digested()) return true;
   std::vector<RowDigest> rows;
   std::vector<RankDigest> ranks;
+  // Each row is about 560 bytes with its five sketches: grown by doubling,
+  // a summary's rows would briefly take three times that.
+  rows.reserve(static_cast<size_t>(sp.rows_size()));
+  ranks.reserve(static_cast<size_t>(sp.ranks_size()));
   for (const summary::RowDigest& r : sp.rows()) {
     // -2 unknown, -1 zero bytes, else log2 of a 64-bit size (stats.h BucketLabel).
     if (r.bucket() < -2 || r.bucket() > 63) return false;
