@@ -93,6 +93,11 @@ void ReadSummariesOf(const std::vector<std::string>& summaries, std::vector<Summ
   std::vector<SummaryResult> read;
   std::vector<std::string> read_errors;
   ReadSummaryFiles(summaries, &read, &read_errors);
+  // Reserved: grown by doubling, the pieces would briefly take three times
+  // their room.
+  size_t n = pieces->size();
+  for (const SummaryResult& s : read) n += s.procs.size();
+  pieces->reserve(n);
   for (size_t i = 0; i < summaries.size(); ++i) {
     SummaryResult& s = read[i];
     if (!read_errors[i].empty())

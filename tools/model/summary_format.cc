@@ -4,12 +4,14 @@
 #include <atomic>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <zlib.h>
 
+#include "tools/model/summary_shape.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -141,6 +143,10 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
   if (!sp.digested()) return true;
   std::vector<RowDigest> rows;
   std::vector<RankDigest> ranks;
+  // Each row is about 560 bytes with its five sketches: grown by doubling,
+  // a summary's rows would briefly take three times that.
+  rows.reserve(static_cast<size_t>(sp.rows_size()));
+  ranks.reserve(static_cast<size_t>(sp.ranks_size()));
   for (const summary::RowDigest& r : sp.rows()) {
     // -2 unknown, -1 zero bytes, else log2 of a 64-bit size (stats.h BucketLabel).
     if (r.bucket() < -2 || r.bucket() > 63) return false;
@@ -216,6 +222,30 @@ bool LooksLikeSummary(const std::string& head) {
 
 namespace {
 
+// The records a reading skips, said in its error: the first few each with
+// what was wrong, then how many more, so that a file of a million damaged
+// records makes no error of a million sentences.
+class Skipped {
+ public:
+  void Add(const std::string& what, std::string* error) {
+    if (named_ == kNamed) {
+      ++more_;
+      return;
+    }
+    *error = error->empty() ? what : *error + "; " + what;
+    ++named_;
+  }
+  // The count of the others, once the reading ends.
+  void Close(std::string* error) const {
+    if (more_ > 0) *error += "; and " + std::to_string(more_) + " more records like these are not read";
+  }
+
+ private:
+  static constexpr int kNamed = 4;
+  int named_ = 0;
+  uint64_t more_ = 0;
+};
+
 // Whether a whole frame starts at `pos` and its checksum holds.
 bool FrameHolds(const std::string& b, size_t pos) {
   const size_t at = pos;
@@ -236,6 +266,9 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
   // version byte cannot turn the checks off.
   bool checked = false;
   uint64_t index = 0;
+  Skipped skipped;
+  // Each process's path, with its record: summarize writes each once.
+  std::unordered_map<std::string, uint64_t> paths;
   summary::SummaryRecord r;
   while (pos < bytes.size()) {
     const size_t at = pos;
@@ -260,9 +293,35 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
       const std::string what = where + "record " + std::to_string(index) + " (process " + std::to_string(index) +
                                ") does not match its checksum: its bytes changed after it was written; " +
                                (resync ? "it is not read" : "it and what follows are not read");
-      *error = error->empty() ? what : *error + "; " + what;
-      if (!resync) return false;
+      if (!resync) {
+        skipped.Close(error);
+        *error = error->empty() ? what : *error + "; " + what;
+        return false;
+      }
+      skipped.Add(what, error);
       pos = next;
+      ++index;
+      continue;
+    }
+    // Before it is parsed: an element far smaller than any summarize
+    // writes costs a hundred times its bytes once parsed (summary_shape.h).
+    std::string why;
+    if (!PlausibleSummaryRecord(bytes.data() + pos, len, &why)) {
+      if (first) {
+        *error = where + "not an ncclwatch summary (its first record is no summary header)";
+        return false;
+      }
+      const std::string what = where + "record " + std::to_string(index) + " (process " + std::to_string(index) +
+                               ") is not what summarize writes: " + why +
+                               ": damaged, or made to take far more memory than its bytes; " +
+                               (checked ? "it is not read" : "it and what follows are not read");
+      if (!checked) {
+        skipped.Close(error);
+        *error = error->empty() ? what : *error + "; " + what;
+        return false;
+      }
+      skipped.Add(what, error);
+      pos += len + tail;
       ++index;
       continue;
     }
@@ -307,8 +366,18 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
       *error = where + "a record that is no process summary: damaged";
       return false;
     }
+    auto [seen, fresh] = paths.try_emplace(r.process().path(), index - 1);
+    if (!fresh) {
+      skipped.Add(where + "record " + std::to_string(index - 1) + " (process " + std::to_string(index - 1) +
+                      ") is the same process as record " + std::to_string(seen->second) +
+                      ": summarize writes each once: damaged, or made to take far more memory than its bytes; "
+                      "it is not read",
+                  error);
+      continue;
+    }
     out->procs.push_back(std::move(*r.mutable_process()));
   }
+  skipped.Close(error);
   if (first) {
     *error = name + ": empty: not an ncclwatch summary";
     return false;

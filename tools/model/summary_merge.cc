@@ -1,6 +1,7 @@
 #include "tools/model/summary_merge.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -58,7 +59,10 @@ bool Screen(const std::vector<SummaryPiece>& pieces, const LoadOptions& opts, st
 // What the merge found of each process, beyond its window: what was
 // settled, its digests, the cap's cuts, the facts of its whole file.
 struct After {
-  std::vector<Proc> digests;  // ReadDigests', read as each window is fed
+  // ReadDigests', read as each window is fed; none for a process without
+  // digests (a Proc is some 750 bytes, and a hostile summary can hold
+  // hundreds of thousands of near-empty processes).
+  std::vector<std::unique_ptr<Proc>> digests;
   std::vector<bool> digests_ok;
   std::vector<bool> samples_held;
 };
@@ -76,7 +80,7 @@ void SetProcessFacts(size_t i, const SummaryPiece& piece, const Settled& settled
   m->summary_let_go += p->settled_ops + back;
   p->settled_completed = sp.let_go_completed() - std::min(back, sp.let_go_completed()) + settled.completed;
   const bool from_summary = !piece.source.empty();
-  MoveDigests(&after->digests[i], p);
+  if (after->digests[i] != nullptr) MoveDigests(after->digests[i].get(), p);
   p->samples_held = after->samples_held[i];
   if (!after->digests_ok[i] || (from_summary && !p->digested))
     m->undigested.push_back(sp.path() + (from_summary ? " (in " + piece.source + ")" : std::string()) + ": " +
@@ -182,7 +186,10 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
     // The loader holds the window now, `f.chains` the prefixes; below only
     // the process's facts are read, not these.
     summary::SummaryProcess& sp = pieces[i].sp;
-    after.digests_ok[i] = ReadDigests(sp, &after.digests[i]);
+    if (sp.digested()) {
+      after.digests[i] = std::make_unique<Proc>();
+      after.digests_ok[i] = ReadDigests(sp, after.digests[i].get());
+    }
     Release(sp.mutable_records());
     Release(sp.mutable_prefixes());
     Release(sp.mutable_asked_collectives());

@@ -140,6 +140,59 @@ TEST(SummaryFileTest, DamageIsNamedWithItsOffset) {
   EXPECT_EQ(s.procs.size(), whole.procs.size() - 1);  // the next frame's checksum holds: the rest is read
 }
 
+// The start of each record's frame in a checked summary's bytes.
+std::vector<size_t> FrameStarts(const std::string& bytes) {
+  std::vector<size_t> starts;
+  for (size_t pos = 0; pos < bytes.size();) {
+    starts.push_back(pos);
+    uint64_t len = 0;
+    size_t n = 0;
+    do {
+      len |= uint64_t{static_cast<uint8_t>(bytes[pos + n]) & 0x7fu} << (7 * n);
+    } while (static_cast<uint8_t>(bytes[pos + n++]) & 0x80u);
+    pos += n + len + 4;
+  }
+  return starts;
+}
+
+// A record with an element smaller than any summarize writes (an empty
+// stats row: two bytes, a hundred once parsed) is refused before it is
+// parsed, checksum right or not, named with its offset, record and field;
+// the others are read. So is a second record of one process, and a
+// hundred thousand such records make an error of a few sentences.
+TEST(SummaryFileTest, ElementsSummarizeNeverWritesAreRefused) {
+  SummaryResult s;
+  std::string error;
+  JobSummary(Dir("implausible"));
+  ASSERT_TRUE(Summarize({Dir("implausible")}, SummarizeOptions(), &s, &error)) << error;
+  ASSERT_EQ(s.procs.size(), 4u);
+  s.procs[1].add_rows();
+  s.procs.push_back(s.procs[2]);
+  std::string bytes = EncodeSummary(s);
+  const std::vector<size_t> starts = FrameStarts(bytes);
+  ASSERT_EQ(starts.size(), 6u);
+  SummaryResult back;
+  EXPECT_FALSE(ParseSummary("n.ncclsummary", bytes, &back, &error));
+  EXPECT_EQ(back.procs.size(), 3u);
+  EXPECT_EQ(error, "n.ncclsummary: offset " + std::to_string(starts[2]) + ": record 2 (process 2) is not what "
+                   "summarize writes: rows[" + std::to_string(s.procs[1].rows_size() - 1) +
+                   "] is 0 bytes: summarize writes every one with at least 5 (its communicator and its count of "
+                   "operations): damaged, or made to take far more memory than its bytes; it is not read; "
+                   "n.ncclsummary: offset " + std::to_string(starts[5]) + ": record 5 (process 5) is the same "
+                   "process as record 3: summarize writes each once: damaged, or made to take far more memory "
+                   "than its bytes; it is not read");
+
+  SummaryResult many;
+  many.header = s.header;
+  many.procs.resize(100000);
+  EXPECT_FALSE(ParseSummary("n.ncclsummary", EncodeSummary(many), &back, &error));
+  EXPECT_LT(error.size(), 1000u) << error;
+  EXPECT_NE(error.find(": record 1 (process 1) is not what summarize writes: it names no trace file: "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("; and 99996 more records like these are not read"), std::string::npos) << error;
+}
+
 // Many files read together (on several threads where the host has cores)
 // give each file what reading it alone gives, in its own place: a cut
 // file's error and the processes before its cut, a missing file's error.

@@ -7,7 +7,8 @@
 // (summarize --collectives) too, which turns every chains' MISMATCH into
 // the traces' line. And `stats` and
 // `check` from summaries give the traces' rows and verdicts, quantiles
-// within the sketches' 1%, at both windows.
+// within the sketches' 1%, at both windows. And every summary made of
+// them, whole folder or one file, reads back as written.
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -129,6 +130,51 @@ TEST(SummaryTestdataTest, EveryRecordingFolderIsCompared) {
   // The count the comparison below rests on: a glob that lost the folders
   // would compare nothing.
   EXPECT_GE(Folders().size(), 100u);
+}
+
+// What summarize writes is never refused: every recording's summaries (of
+// the whole folder and of each file alone; at the default window, at 2
+// operations with and without a tight cap, and a second round's with
+// collectives asked) read back whole, each process as written. The
+// reader's rule on the smallest elements (tools/model/summary_shape.h)
+// holds this.
+TEST(SummaryTestdataTest, EverySummaryReadsBackAsWritten) {
+  int summaries = 0, processes = 0;
+  for (const std::string& folder : Folders()) {
+    const TraceInputs in = ListFiles({folder}, &IsTraceFileName);
+    std::vector<std::vector<std::string>> groups{{folder}};
+    for (const std::string& f : in.files) groups.push_back({f});
+    for (const std::vector<std::string>& group : groups) {
+      for (int round = 0; round < 4; ++round) {
+        SummarizeOptions opts;
+        opts.window = round == 0 ? 64 : round == 3 ? 3 : 2;
+        opts.max_bytes_per_rank = round == 1 ? 0 : round == 2 ? 256 : opts.max_bytes_per_rank;
+        if (round == 2) opts.checkpoint_every = 1;
+        SummaryResult s;
+        std::string error;
+        if (round == 3) {
+          // Every communicator's first 64 collectives asked for.
+          if (!Summarize(group, opts, &s, &error)) continue;
+          for (const summary::SummaryProcess& p : s.procs)
+            for (const summary::CommPrefix& c : p.prefixes())
+              if (c.comm_hash() != 0) opts.collectives.push_back(CollectiveRange{c.comm_hash(), 1, 64});
+          s = SummaryResult();
+        }
+        if (!Summarize(group, opts, &s, &error)) continue;
+        SummaryResult back;
+        const std::string what = group[0] + " round " + std::to_string(round);
+        EXPECT_TRUE(ParseSummary("n.ncclsummary", EncodeSummary(s), &back, &error)) << what << ": " << error;
+        EXPECT_EQ(error, "") << what;
+        ASSERT_EQ(back.procs.size(), s.procs.size()) << what;
+        for (size_t i = 0; i < s.procs.size(); ++i)
+          EXPECT_EQ(back.procs[i].SerializeAsString(), s.procs[i].SerializeAsString()) << what << " process " << i;
+        ++summaries;
+        processes += static_cast<int>(s.procs.size());
+      }
+    }
+  }
+  EXPECT_GE(summaries, 1000);
+  printf("%d summaries of %d processes read back as written\n", summaries, processes);
 }
 
 TEST(SummaryTestdataTest, DefaultWindowGivesTheTracesVerdict) {
