@@ -177,6 +177,40 @@ TEST(FaultTest, FileSizeLimitMidRunKeepsTheHostGoingAndShowsTheLoss) {
   EXPECT_EQ(m.procs[0].drops.last_write_error, "File too large");
 }
 
+// A profiler driven through the core (no NCCL host), writing "t.ncclwatch"
+// in `dir` only at ForceFlush, with kernel channels in the mask; null on
+// failure. For a forked child that sets its own RLIMIT_FSIZE.
+plugin::Profiler* CoreProfiler(const std::string& dir) {
+  plugin::ProfilerOptions o;
+  o.config.dir = dir;
+  std::string err;
+  if (!plugin::ParseEvents("default", &o.config.nccl_mask, &o.config.raw_kinds, &err)) return nullptr;
+  o.config.flush_ms = 600000;  // writes happen at ForceFlush only
+  o.config.heartbeat_ms = 600000;
+  o.config.stuck_sec = 0;
+  o.config.buffer_mb = 8;
+  o.api_version = 5;
+  o.file_name_override = "t.ncclwatch";
+  return plugin::Profiler::Acquire(o, &err);
+}
+
+// `n` AllReduces that complete at enqueue (no channels), numbered on from
+// `*seq`, then a write.
+void CompletedColls(plugin::Profiler* p, plugin::Context* ctx, uint64_t* seq, int n) {
+  for (int i = 0; i < n; ++i) {
+    plugin::EventDesc d;
+    d.kind = plugin::kEvColl;
+    d.seq = ++*seq;
+    d.func = "AllReduce";
+    d.datatype = "ncclFloat32";
+    d.count = 1024;
+    d.nchannels = 0;
+    void* h = p->Start(ctx, d);
+    if (h != nullptr) p->Stop(h);
+  }
+  p->ForceFlush();
+}
+
 // The limit falls a few bytes past the last whole batch, too close for even
 // the loss notice: the newest batch is given up for it (counted as lost), and
 // later notices replace it. Driven through the core so the test decides when
@@ -188,40 +222,17 @@ TEST(FaultTest, TheLossShowsEvenWhenTheLimitLeavesNoRoomForTheNotice) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    plugin::ProfilerOptions o;
-    o.config.dir = dir;
-    std::string err;
-    // Kernel channels in the mask: completions are tracked.
-    if (!plugin::ParseEvents("default", &o.config.nccl_mask, &o.config.raw_kinds, &err)) _exit(7);
-    o.config.flush_ms = 600000;  // writes happen at ForceFlush only
-    o.config.heartbeat_ms = 600000;
-    o.config.stuck_sec = 0;
-    o.config.buffer_mb = 8;
-    o.api_version = 5;
-    o.file_name_override = "t.ncclwatch";
-    plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+    plugin::Profiler* p = CoreProfiler(dir);
     if (p == nullptr) _exit(4);
     plugin::Context* ctx = p->NewContext(0x5ead, "world", 1, 2, 0);
     uint64_t seq = 0;
-    auto ops = [&](int n) {
-      for (int i = 0; i < n; ++i) {
-        plugin::EventDesc d;
-        d.kind = plugin::kEvColl;
-        d.seq = ++seq;
-        d.func = "AllReduce";
-        d.nchannels = 0;  // completes at enqueue
-        void* h = p->Start(ctx, d);
-        if (h != nullptr) p->Stop(h);
-      }
-      p->ForceFlush();
-    };
-    ops(1);  // the header's batch, then one with the communicator and an operation
+    CompletedColls(p, ctx, &seq, 1);  // the header's batch, then one with the communicator and an operation
     struct stat st;
     if (stat(path.c_str(), &st) != 0) _exit(5);
     rlimit rl{static_cast<rlim_t>(st.st_size) + 8, static_cast<rlim_t>(st.st_size) + 8};
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(6);
-    ops(kOps);  // fails; 8 bytes are no room for the notice
-    ops(kOps);  // fails again: a new notice replaces the first
+    CompletedColls(p, ctx, &seq, kOps);  // fails; 8 bytes are no room for the notice
+    CompletedColls(p, ctx, &seq, kOps);  // fails again: a new notice replaces the first
     p->FinalizeContext(ctx);
     plugin::Profiler::Release(p);
     _exit(0);
@@ -259,16 +270,7 @@ TEST(FaultTest, ALostDefinitionIsWrittenAgainAndTheLossLeadsTheVerdict) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    plugin::ProfilerOptions o;
-    o.config.dir = dir;
-    std::string err;
-    if (!plugin::ParseEvents("default", &o.config.nccl_mask, &o.config.raw_kinds, &err)) _exit(7);
-    o.config.flush_ms = 600000;  // writes happen at ForceFlush only
-    o.config.heartbeat_ms = 600000;
-    o.config.stuck_sec = 0;
-    o.api_version = 5;
-    o.file_name_override = "t.ncclwatch";
-    plugin::Profiler* p = plugin::Profiler::Acquire(o, &err);
+    plugin::Profiler* p = CoreProfiler(dir);
     if (p == nullptr) _exit(4);
     p->ForceFlush();  // the header's batch
     struct stat st;
@@ -279,24 +281,10 @@ TEST(FaultTest, ALostDefinitionIsWrittenAgainAndTheLossLeadsTheVerdict) {
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(6);
     plugin::Context* ctx = p->NewContext(0x1057, "world", 1, 2, 0);
     uint64_t seq = 0;
-    auto ops = [&](int n) {
-      for (int i = 0; i < n; ++i) {
-        plugin::EventDesc d;
-        d.kind = plugin::kEvColl;
-        d.seq = ++seq;
-        d.func = "AllReduce";
-        d.datatype = "ncclFloat32";
-        d.count = 1024;
-        d.nchannels = 0;  // completes at enqueue
-        void* h = p->Start(ctx, d);
-        if (h != nullptr) p->Stop(h);
-      }
-      p->ForceFlush();
-    };
-    ops(20);  // lost, with the communicator's definition
+    CompletedColls(p, ctx, &seq, 20);  // lost, with the communicator's definition
     rl.rlim_cur = RLIM_INFINITY;
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(8);
-    ops(5);  // written, after the communicator defined again
+    CompletedColls(p, ctx, &seq, 5);  // written, after the communicator defined again
     p->FinalizeContext(ctx);
     plugin::Profiler::Release(p);
     _exit(0);

@@ -211,6 +211,19 @@ std::string EncodeSummary(const SummaryResult& s) {
   return out;
 }
 
+std::vector<size_t> SummaryFrameStarts(const std::string& bytes) {
+  std::vector<size_t> starts;
+  size_t pos = 0;
+  uint64_t len = 0;
+  while (pos < bytes.size()) {
+    const size_t at = pos;
+    if (!ReadLength(bytes, &pos, &len) || len > bytes.size() - pos) break;
+    starts.push_back(at);
+    pos += len + 4;
+  }
+  return starts;
+}
+
 bool LooksLikeSummary(const std::string& head) {
   size_t pos = 0;
   uint64_t len = 0;

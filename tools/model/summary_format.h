@@ -53,6 +53,11 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out);
 // The summary file's bytes: the header, then each process, length-delimited.
 std::string EncodeSummary(const SummaryResult& s);
 
+// Where each record's frame starts in `bytes`, a checked (version 3) summary
+// as EncodeSummary writes it: length, body, checksum. Stops at a length
+// that runs past the end. For tests and tools that look at the framing.
+std::vector<size_t> SummaryFrameStarts(const std::string& bytes);
+
 // Whether `head` (a file's first bytes) starts like a summary file.
 bool LooksLikeSummary(const std::string& head);
 // A summary file's bytes to its header and processes. On damage (a length

@@ -109,20 +109,12 @@ TEST(SummaryDamage, AnUncheckedVersionTwoSummaryStillReads) {
   ASSERT_TRUE(Summarize(in.files, SummarizeOptions(), &s, &error)) << error;
   s.header.set_version(2);
   const std::string checked = EncodeSummary(s);
-  // Each frame without its four checksum bytes: a varint length (each byte
-  // with its high bit set but the last), the body, then the CRC.
+  // Each frame without its four checksum bytes (length, body, CRC).
+  std::vector<size_t> starts = SummaryFrameStarts(checked);
+  ASSERT_EQ(starts.size(), 1 + s.procs.size());
+  starts.push_back(checked.size());
   std::string plain;
-  size_t frames = 0;
-  for (size_t pos = 0; pos < checked.size(); ++frames) {
-    uint64_t len = 0;
-    size_t n = 0;
-    do {
-      len |= uint64_t{static_cast<uint8_t>(checked[pos + n]) & 0x7fu} << (7 * n);
-    } while (static_cast<uint8_t>(checked[pos + n++]) & 0x80u);
-    plain.append(checked, pos, n + len);
-    pos += n + len + 4;
-  }
-  ASSERT_EQ(frames, 1 + s.procs.size());
+  for (size_t k = 0; k + 1 < starts.size(); ++k) plain.append(checked, starts[k], starts[k + 1] - starts[k] - 4);
   SummaryResult back;
   ASSERT_TRUE(ParseSummary("v2", plain, &back, &error)) << error;
   EXPECT_EQ(back.procs.size(), s.procs.size());
@@ -141,16 +133,7 @@ TEST(SummaryDamage, OneDamagedProcessLeavesTheOthersRead) {
   ASSERT_EQ(s.procs.size(), 4u);
   std::string bytes = EncodeSummary(s);
   // The second process's record: past the header's frame and the first's.
-  std::vector<size_t> starts;
-  for (size_t pos = 0; pos < bytes.size();) {
-    starts.push_back(pos);
-    uint64_t len = 0;
-    size_t n = 0;
-    do {
-      len |= uint64_t{static_cast<uint8_t>(bytes[pos + n]) & 0x7fu} << (7 * n);
-    } while (static_cast<uint8_t>(bytes[pos + n++]) & 0x80u);
-    pos += n + len + 4;
-  }
+  const std::vector<size_t> starts = SummaryFrameStarts(bytes);
   ASSERT_EQ(starts.size(), 5u);
   bytes[(starts[2] + starts[3]) / 2] ^= 0x01;
   SummaryResult back;

@@ -140,21 +140,6 @@ TEST(SummaryFileTest, DamageIsNamedWithItsOffset) {
   EXPECT_EQ(s.procs.size(), whole.procs.size() - 1);  // the next frame's checksum holds: the rest is read
 }
 
-// The start of each record's frame in a checked summary's bytes.
-std::vector<size_t> FrameStarts(const std::string& bytes) {
-  std::vector<size_t> starts;
-  for (size_t pos = 0; pos < bytes.size();) {
-    starts.push_back(pos);
-    uint64_t len = 0;
-    size_t n = 0;
-    do {
-      len |= uint64_t{static_cast<uint8_t>(bytes[pos + n]) & 0x7fu} << (7 * n);
-    } while (static_cast<uint8_t>(bytes[pos + n++]) & 0x80u);
-    pos += n + len + 4;
-  }
-  return starts;
-}
-
 // A record with an element smaller than any summarize writes (an empty
 // stats row: two bytes, a hundred once parsed) is refused before it is
 // parsed, checksum right or not, named with its offset, record and field;
@@ -169,7 +154,7 @@ TEST(SummaryFileTest, ElementsSummarizeNeverWritesAreRefused) {
   s.procs[1].add_rows();
   s.procs.push_back(s.procs[2]);
   std::string bytes = EncodeSummary(s);
-  const std::vector<size_t> starts = FrameStarts(bytes);
+  const std::vector<size_t> starts = SummaryFrameStarts(bytes);
   ASSERT_EQ(starts.size(), 6u);
   SummaryResult back;
   EXPECT_FALSE(ParseSummary("n.ncclsummary", bytes, &back, &error));
