@@ -18,7 +18,7 @@
 #   summaries/       its per-node summary
 #   fr/              PyTorch Flight Recorder dumps (testdata/gpu/torch_skip/fr)
 #   trace.ncclwatch  one trace file of traces/
-#   base.json, run1.json, run2.json   baselines: stats --format=json of traces/
+#   base.json, run1.json to run3.json   baselines: stats --format=json of traces/
 #   testdata/        the repository's recordings
 #   $NCCLWATCH_DIR and $TRACES (traces/), $NCCLWATCH_SUMMARIES (summaries/),
 #   $NCCLWATCH_JOB_ID (empty: every job), $ask (empty)
@@ -47,7 +47,7 @@ cp "$first" "$work/trace.ncclwatch"
   cd "$work" &&
     "$ncclwatch_bin" summarize -o summaries/node.ncclsummary traces/ > /dev/null 2>&1 &&
     "$ncclwatch_bin" stats --format=json -o base.json traces/ 2> /dev/null &&
-    cp base.json run1.json && cp base.json run2.json
+    cp base.json run1.json && cp base.json run2.json && cp base.json run3.json
 ) || fail "could not make the placeholders with $ncclwatch_bin"
 
 # The command lines: "FILE:LINE<TAB>ARGUMENTS" (the text after `ncclwatch`).
