@@ -282,6 +282,12 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
   Skipped skipped;
   // Each process's path, with its record: summarize writes each once.
   std::unordered_map<std::string, uint64_t> paths;
+  // The reading ends at `what`, after the records it skipped.
+  auto stop = [&](const std::string& what) {
+    skipped.Close(error);
+    *error = error->empty() ? what : *error + "; " + what;
+    return false;
+  };
   summary::SummaryRecord r;
   while (pos < bytes.size()) {
     const size_t at = pos;
@@ -306,11 +312,7 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
       const std::string what = where + "record " + std::to_string(index) + " (process " + std::to_string(index) +
                                ") does not match its checksum: its bytes changed after it was written; " +
                                (resync ? "it is not read" : "it and what follows are not read");
-      if (!resync) {
-        skipped.Close(error);
-        *error = error->empty() ? what : *error + "; " + what;
-        return false;
-      }
+      if (!resync) return stop(what);
       skipped.Add(what, error);
       pos = next;
       ++index;
@@ -328,11 +330,7 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
                                ") is not what summarize writes: " + why +
                                ": damaged, or made to take far more memory than its bytes; " +
                                (checked ? "it is not read" : "it and what follows are not read");
-      if (!checked) {
-        skipped.Close(error);
-        *error = error->empty() ? what : *error + "; " + what;
-        return false;
-      }
+      if (!checked) return stop(what);
       skipped.Add(what, error);
       pos += len + tail;
       ++index;

@@ -1,6 +1,7 @@
 #include "tools/model/summary_shape.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <string>
 #include <vector>
@@ -70,6 +71,10 @@ Rule Single(const Descriptor* d, const char* name, const Shape* shape) {
   return r;
 }
 
+// The most rules a shape has (Shapes below): a scan's counts live on the
+// stack.
+constexpr size_t kMaxRules = 12;
+
 // The rules, from what summarize always sets (window_summary.cc,
 // summary.cc, summary_format.cc SetDigests, tools/stats DigestProcesses,
 // tools/arrivals DigestArrivals). Sizes are an element's own bytes, its
@@ -111,6 +116,8 @@ struct Shapes {
     // The record is named for its process: its fields need no prefix.
     record.rules = {Single(SummaryRecord::descriptor(), "process", &process)};
     record.rules.back().name.clear();
+    for (const Shape* s : {&record, &process, &prefix, &samples, &arrivals})
+      if (s->rules.size() > kMaxRules) abort();  // a rule added past kMaxRules: raise it
   }
 };
 
@@ -124,18 +131,42 @@ std::string Ordinal(uint64_t n) {
   return std::to_string(n) + suffix;
 }
 
-// Scans the message up to `in`'s limit by `shape`; `at` names it ("" for
-// the record, else "prefixes[3]."). False with `why` at the first element
-// summarize could not have written, or bytes that are no message.
-bool Scan(CodedInputStream* in, const Shape& shape, const std::string& at, std::string* why) {
-  std::vector<uint64_t> count(shape.rules.size(), 0), small(shape.rules.size(), 0);
+// Where a scan is: the element of a rule, inside its parent's (null: the
+// record). Named only when something is wrong: a summary may hold millions
+// of elements, and scanning them must cost no string each.
+struct Where {
+  const Where* parent = nullptr;
+  const Rule* rule = nullptr;
+  uint64_t index = 0;  // of a repeated field's element
+};
+
+// "prefixes[3].colls[0]" ("" for the record).
+std::string Name(const Where* w) {
+  if (w == nullptr || w->rule == nullptr) return "";
+  std::string parent = Name(w->parent);
+  if (w->rule->name.empty()) return parent;
+  return (parent.empty() ? parent : parent + ".") + w->rule->name +
+         (w->rule->repeated ? "[" + std::to_string(w->index) + "]" : "");
+}
+
+// "prefixes[3]." ("" for the record): what goes before a field's name.
+std::string Prefix(const Where* w) {
+  const std::string n = Name(w);
+  return n.empty() ? n : n + ".";
+}
+
+// Scans the message up to `in`'s limit by `shape`; `at` says where it is.
+// False with `why` at the first element summarize could not have written,
+// or bytes that are no message.
+bool Scan(CodedInputStream* in, const Shape& shape, const Where* at, std::string* why) {
+  uint64_t count[kMaxRules] = {}, small[kMaxRules] = {};
   bool has_needed = shape.needs == 0;
   for (;;) {
     const uint32_t tag = in->ReadTag();
     if (tag == 0) {
       // The end of the message, or bytes that are none.
       if (in->BytesUntilLimit() != 0) {
-        *why = at + "does not parse";
+        *why = Prefix(at) + "does not parse";
         return false;
       }
       break;
@@ -146,14 +177,14 @@ bool Scan(CodedInputStream* in, const Shape& shape, const std::string& at, std::
     while (k < shape.rules.size() && shape.rules[k].number != number) ++k;
     if (!delimited || (k == shape.rules.size() && number != shape.needs)) {
       if (!WireFormatLite::SkipField(in, tag)) {
-        *why = at + "does not parse";
+        *why = Prefix(at) + "does not parse";
         return false;
       }
       continue;
     }
     uint32_t len = 0;
     if (!in->ReadVarint32(&len) || static_cast<int>(len) < 0 || static_cast<int>(len) > in->BytesUntilLimit()) {
-      *why = at + "does not parse";
+      *why = Prefix(at) + "does not parse";
       return false;
     }
     if (k == shape.rules.size()) {  // the needed field
@@ -162,12 +193,11 @@ bool Scan(CodedInputStream* in, const Shape& shape, const std::string& at, std::
       continue;
     }
     const Rule& r = shape.rules[k];
-    // Named only where said: a summary may hold millions of elements.
-    auto name = [&] { return at + r.name + (r.repeated ? "[" + std::to_string(count[k] - 1) + "]" : ""); };
+    const Where here{at, &r, r.repeated ? count[k] : 0};
     if (r.repeated) {
       ++count[k];
       if (len < r.min_bytes && ++small[k] > r.smaller) {
-        *why = name() + " is " + std::to_string(len) + " bytes: summarize writes every one with at least " +
+        *why = Name(&here) + " is " + std::to_string(len) + " bytes: summarize writes every one with at least " +
                std::to_string(r.min_bytes) + " (" + r.why + ")" +
                (r.smaller > 0 ? std::string(" but one (") + r.smaller_why + "), and this is the " +
                                     Ordinal(small[k]) + " smaller"
@@ -180,12 +210,12 @@ bool Scan(CodedInputStream* in, const Shape& shape, const std::string& at, std::
       continue;
     }
     const CodedInputStream::Limit limit = in->PushLimit(static_cast<int>(len));
-    const std::string inner = name();
-    if (!Scan(in, *r.shape, inner.empty() ? inner : inner + ".", why)) return false;
+    if (!Scan(in, *r.shape, &here, why)) return false;
     in->PopLimit(limit);
   }
   if (!has_needed) {
-    *why = (at.empty() ? std::string("it ") : at.substr(0, at.size() - 1) + " ") + shape.needs_why;
+    const std::string n = Name(at);
+    *why = (n.empty() ? std::string("it") : n) + " " + shape.needs_why;
     return false;
   }
   return true;
@@ -200,7 +230,7 @@ bool PlausibleSummaryRecord(const char* data, size_t size, std::string* why) {
     return false;
   }
   CodedInputStream in(reinterpret_cast<const uint8_t*>(data), static_cast<int>(size));
-  return Scan(&in, shapes.record, "", why);
+  return Scan(&in, shapes.record, nullptr, why);
 }
 
 }  // namespace ncclwatch::tools
