@@ -168,7 +168,9 @@ __attribute__((hot)) void GroupFallback(int api, void* context, void** handle, E
 // A handle behind which the plugin keeps nothing: Stop and State ignore it.
 // A GroupApi token is tested first: NCCL 2.28+ hands one back twice per
 // group (its states) and once at its stop, on the launching thread.
-inline bool Empty(void* handle) { return handle == nullptr || IsGroupApiToken(handle) || handle == GroupToken(); }
+inline bool Empty(void* handle) {
+  return handle == nullptr || IsGroupApiToken(handle) || handle == GroupToken() || handle == CapturedApiToken();
+}
 
 __attribute__((hot)) nccl::Result Stop(void* handle) noexcept {
   if (Empty(handle)) return nccl::kSuccess;
@@ -634,7 +636,8 @@ __attribute__((noinline, hot)) nccl::Result LaunchThreadStart(void* context, voi
                               std::memory_order_relaxed);
       }
       if (!p->Wants(type == nccl::kCollApi ? kEvCollApi : kEvP2pApi)) {
-        if (handle != nullptr) *handle = nullptr;
+        const bool captured = type == nccl::kCollApi ? e->collApi.graphCaptured : e->p2pApi.graphCaptured;
+        if (handle != nullptr) *handle = captured ? CapturedApiToken() : nullptr;
         return nccl::kSuccess;
       }
     }

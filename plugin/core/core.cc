@@ -38,6 +38,7 @@ namespace {
 constexpr uint32_t kOpReserveDivisor = 4;
 
 alignas(64) char g_group_token[64];
+alignas(64) char g_captured_api_token[64];
 
 // GroupApi tokens (NewGroupApiToken): each thread takes a block of numbers
 // at a time, so that a group costs its thread no locked instruction (NCCL
@@ -53,6 +54,7 @@ thread_local TokenBlock t_tokens{0, 0};
 }  // namespace
 
 __attribute__((hot)) void* GroupToken() { return g_group_token; }
+__attribute__((hot)) void* CapturedApiToken() { return g_captured_api_token; }
 
 __attribute__((hot)) void* NewGroupApiToken() {
   TokenBlock& b = t_tokens;
@@ -141,7 +143,7 @@ Slot* Profiler::SpareSlot(ThreadBuf* tb) {
 }
 
 __attribute__((hot)) Slot* Profiler::ValidParent(void* p) {
-  if (p == nullptr || p == g_group_token || IsGroupApiToken(p)) return nullptr;
+  if (p == nullptr || p == g_group_token || p == g_captured_api_token || IsGroupApiToken(p)) return nullptr;
   auto* s = static_cast<Slot*>(p);
   if (SlotIsOurs(p) && s->state.load(std::memory_order_acquire) != kSlotFree) return s;
   // Rare: the thread's buffer is looked up only to count it.
@@ -169,8 +171,11 @@ __attribute__((hot)) void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc&
   r.kind = kRecOp;
   r.etype = d.kind;
   r.comm = ctx->comm;
+  // Under a CapturedApiToken parent, NCCL started the op for a plan
+  // captured into a CUDA graph: at capture, or at one of its replays.
   r.flags = static_cast<uint16_t>((d.is_collnet ? kFlagCollnet : 0) | (d.is_nvls ? kFlagNvls : 0) |
-                                  (d.is_sym_coll ? kFlagSymColl : 0));
+                                  (d.is_sym_coll ? kFlagSymColl : 0) |
+                                  (d.parent == g_captured_api_token ? kFlagGraph : 0));
   r.nchannels = d.nchannels;
   r.nwarps = d.nwarps;
   r.id = s->id.load(std::memory_order_relaxed);

@@ -355,6 +355,18 @@ inline Slot* SlotOfHandle(void* handle) {
 // kernel-channel handle.
 void* GroupToken();
 
+// v5+: the handle a CollApi or P2pApi event gets when the plugin keeps
+// nothing for it and NCCL says the call is captured into a CUDA graph
+// (graphCaptured). NCCL keeps it with the call's task and passes it as the
+// parent of every Coll or P2p it starts for that task, at capture and at
+// each replay, so the op is known to come from a graph (kFlagGraph). NCCL
+// 2.28 to 2.32 also count a captured collective in its seqNumber, at each
+// replay, when the task's mask has KernelCh and this handle is not null
+// (ncclProfilerStartTaskEvents): with kernel channels each replay then
+// takes a number of its own, as an eager call does, instead of sharing the
+// next call's. Stop and State ignore it; as a parent it is no parent.
+void* CapturedApiToken();
+
 // v5+: the handle a GroupApi event gets when the plugin keeps nothing for it
 // and its launches take their completions from CUDA events. Each group gets
 // its own (a process-wide count, top bit set: never one of our slots, which

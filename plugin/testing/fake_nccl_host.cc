@@ -1013,7 +1013,7 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
   const bool op_reported = !gate || (m & op_bits) != 0;
   void* group_api = nullptr;
   void* api = nullptr;
-  const bool api_events = version_ >= 5 && s.api_events;
+  const bool api_events = version_ >= 5 && s.api_events && !s.replay;
   if (api_events) {
     const bool captured = s.captured && s.captured(s.stream);
     Ev g;
@@ -1042,6 +1042,12 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
     void* kh = !gate || (m & nccl::kKernelLaunch) ? Start(k) : nullptr;
     if (s.launch) s.launch(s.stream);
     if (kh != nullptr) Stop(kh);
+    r.api = api;
+  }
+  if (s.defer_to_replays) {
+    if (api_events) Stop(group_api);
+    r.counted = false;
+    return r;
   }
   if (!op_reported) {
     // NCCL starts no Group and no task events: the kernel runs unseen.
@@ -1061,7 +1067,11 @@ OpResult FakeComm::RunOp(const OpSpec& s) {
 
   Ev o;
   o.type = s.p2p ? nccl::kP2p : nccl::kColl;
-  o.parent = version_ >= 5 ? api : group;
+  void* task_api = s.replay ? s.replay_api : api;
+  o.parent = version_ >= 5 ? task_api : group;
+  const bool persistent = s.replay || (s.captured && s.captured(s.stream));
+  r.counted = !persistent || ((group != nullptr || (version_ >= 5 && task_api != nullptr)) &&
+                              (m & nccl::kKernelCh) != 0);
   o.parent_group = group;
   o.seq = s.seq;
   o.func = s.func;

@@ -299,6 +299,15 @@ struct OpSpec {
   // asks the runtime at the API call (its CollApi or P2pApi graphCaptured,
   // the GroupApi's from the group's first call); null: not captured.
   std::function<bool(void* stream)> captured;
+  // A captured plan with proxy ops or kernel channels: NCCL starts no Group
+  // and no op at capture (the API events and the KernelLaunch only); each
+  // replay does, from CUDA's host-callback thread (hostStreamPlanTask).
+  bool defer_to_replays = false;
+  // One replay of such a plan: no API event and no KernelLaunch; the op's
+  // parentObj is the capture's CollApi or P2pApi handle (OpResult::api),
+  // which NCCL keeps with the task.
+  bool replay = false;
+  void* replay_api = nullptr;
   // v5+: false leaves the kernel's channels silent (the GPU never ran it),
   // as well as the ProxyOps' stops.
   bool kernel_runs = true;
@@ -321,6 +330,13 @@ struct OpResult {
   uint32_t kernel_channels = 0;
   uint32_t proxy_ops = 0;
   uint64_t proxy_bytes = 0;
+  void* api = nullptr;  // v5+: the CollApi or P2pApi handle the plugin gave
+  // Whether NCCL advanced the communicator's seqNumber for the call
+  // (ncclProfilerStartTaskEvents): always for an eager one; for a captured
+  // plan, at each start of its task events, only where the task's mask has
+  // KernelCh and its Group handle (v4) or CollApi handle (v5+) is not null.
+  // The next call of the function takes seq + 1 where it did.
+  bool counted = true;
 };
 
 class FakeComm {

@@ -192,6 +192,7 @@ void TraceEncoder::Op(const OpFields& op, const DoneFields* folded) {
   w->Bool(tf::Op::kIsSymColl, op.is_sym_coll);
   w->U64(tf::Op::kKernelVariant, op.kernel_variant);
   w->Bool(tf::Op::kLaunchWithoutEvent, op.launch_without_event);
+  w->Bool(tf::Op::kGraph, op.graph);
   if (folded != nullptr) {
     size_t dm = w->BeginMessage(tf::Op::kCompletion);
     DoneBody(w, *folded, &op);

@@ -129,6 +129,7 @@ struct OpFields {
   bool completion_tracked = false;  // not folded: an OpDone will follow
   uint32_t no_completion = 0;       // trace::NoCompletion, when none will
   bool launch_without_event = false;  // sampled: its launch recorded no event of its own
+  bool graph = false;                 // captured into a CUDA graph (kFlagGraph)
 };
 
 // An operation's completion.

@@ -203,6 +203,7 @@ void Writer::EncodeOp(const StagedRec& r, const StagedRec* done) {
   f.p2p_seq = r.op.p2p_seq;
   f.completion_tracked = tracked && !unsure;
   f.launch_without_event = tracked && without_event;
+  f.graph = (r.flags & kFlagGraph) != 0;
   if (unsure) {
     f.no_completion = 4;  // NO_COMPLETION_MASK
   } else if (events && !tracked) {

@@ -73,13 +73,17 @@ struct Ctx {
   bool Hung(uint32_t oi) const { return live.Hung(oi); }
   std::string CommLabel(uint32_t comm) const { return "comm " + m.comms[comm].Label(); }
   // "AllReduce #12", "Send #3 to rank 2"; with the caller's tag where it
-  // gave one (NCCL 2.31+): "AllReduce #12 (tag 4711)".
+  // gave one (NCCL 2.31+): "AllReduce #12 (tag 4711)"; and where its record
+  // says NCCL started it for a plan captured into a CUDA graph (FromGraph):
+  // "AllReduce #12 (from a CUDA graph)".
   std::string OpName(const Op& op) const {
     std::string f = Str(op.func).empty() ? std::string("operation") : Str(op.func);
     std::string tag;
-    if (!m.user_tags.empty() && &op >= m.ops.data() && &op < m.ops.data() + m.ops.size()) {
-      const uint64_t t = UserTag(m, static_cast<uint32_t>(&op - m.ops.data()));
+    if (&op >= m.ops.data() && &op < m.ops.data() + m.ops.size()) {
+      const uint32_t oi = static_cast<uint32_t>(&op - m.ops.data());
+      const uint64_t t = m.user_tags.empty() ? 0 : UserTag(m, oi);
       if (t != 0) tag = " (tag " + std::to_string(t) + ")";
+      if (FromGraph(m, oi)) tag += " (from a CUDA graph)";
     }
     if (op.kind == OpKind::kColl) return f + " #" + std::to_string(op.seq) + tag;
     const Comm& c = m.comms[op.comm];
@@ -87,12 +91,13 @@ struct Ctx {
                                                           : "comm rank " + std::to_string(op.peer_or_root);
     return f + " #" + std::to_string(op.seq) + (IsRecv(op.fn) ? " from " : " to ") + peer + tag;
   }
-  // OpName, marking an operation that shares its number with the next call
-  // because NCCL did not count it (captured into a CUDA graph, or replayed:
-  // MatchOps leaves it out of that number's match).
+  // OpName, marking also an operation that shares its number with the next
+  // call because NCCL did not count it (captured, or replayed: MatchOps
+  // leaves it out of that number's match).
   std::string OpNameOf(uint32_t oi) const {
     const Op& op = m.ops[oi];
-    return OpName(op) + (op.match == kNone && GraphLike(m, oi) ? " (from a CUDA graph)" : "");
+    return OpName(op) +
+           (!FromGraph(m, oi) && op.match == kNone && GraphLike(m, oi) ? " (from a CUDA graph)" : "");
   }
   std::string PeerName(uint32_t comm, int32_t rank) const {
     return HasFile(comm, rank) ? Name(m.comms[comm].proc_of_rank[rank]) : "comm rank " + std::to_string(rank);

@@ -134,8 +134,10 @@ void AddOp(const Place& at, const trace::Op& o) {
   m->ops.push_back(op);
   p->ops.push_back(oi);
   fs.op_offsets.push_back(off);
-  if (o.no_completion() == trace::NO_COMPLETION_NO_LAUNCH || o.no_completion() == trace::NO_COMPLETION_GRAPH)
+  if (o.graph() || o.no_completion() == trace::NO_COMPLETION_NO_LAUNCH ||
+      o.no_completion() == trace::NO_COMPLETION_GRAPH)
     p->graph_like_ops.push_back(oi);
+  if (o.graph()) p->graph_ops.push_back(oi);
 }
 
 void AddOpDone(const Place& at, const trace::OpDone& d) {

@@ -372,11 +372,14 @@ struct Proc {
   bool damaged_end = false;
   uint64_t damaged_at = 0;  // the first damaged byte offset
   // Its operations whose records say NCCL captured them into a CUDA graph
-  // (NO_COMPLETION_GRAPH) or ran them without a kernel launch of their own
+  // (trace.Op.graph, NO_COMPLETION_GRAPH) or ran them without a kernel launch of their own
   // on their thread (NO_COMPLETION_NO_LAUNCH: from CUDA's host-callback
   // thread, as a graph's replays run): Model::ops indices, ascending. Rare,
   // so a list rather than a flag in Op.
   std::vector<uint32_t> graph_like_ops;
+  // Of those, the ones whose record says NCCL started them for a plan
+  // captured into a CUDA graph (trace.Op.graph), at capture or at a replay.
+  std::vector<uint32_t> graph_ops;
   // Operations numbered again where they or the number's first holder are
   // graph-like: without kernel channels in its mask, NCCL (2.26 and later)
   // does not count captured calls, so the next call takes the same number,
@@ -677,6 +680,12 @@ std::string ProcName(const Model& m, uint32_t proc);
 // Whether operation `oi` is one of its process's Proc::graph_like_ops.
 inline bool GraphLike(const Model& m, uint32_t oi) {
   const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].graph_like_ops;
+  return !v.empty() && std::binary_search(v.begin(), v.end(), oi);
+}
+
+// Whether operation `oi` is one of its process's Proc::graph_ops.
+inline bool FromGraph(const Model& m, uint32_t oi) {
+  const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].graph_ops;
   return !v.empty() && std::binary_search(v.begin(), v.end(), oi);
 }
 
