@@ -58,7 +58,8 @@ const std::vector<Caveat>& Caveats() {
        [](const Proc&, int) {
          return std::string(
              "operations captured into CUDA graphs: NCCL reports them at capture, and a replay without network "
-             "work reports nothing (NVIDIA/nccl#1805): a hang inside a replay is not seen");
+             "work reports nothing (NVIDIA/nccl#1805): a hang inside a replay is not seen; under "
+             "NCCLWATCH_COMPLETIONS=channels NCCL numbers each replay it reports apart, with its kernels' end");
        }},
       // Releases read but never run under the plugin.
       {[](const Proc&, int code) { return code >= 23100 && code / 100 <= kNewestNcclRead / 100; },
