@@ -37,6 +37,9 @@ inline constexpr char kSummaryExtension[] = ".ncclsummary";
 struct SummaryResult {
   summary::SummaryHeader header;
   std::vector<summary::SummaryProcess> procs;
+  // Per process read (ParseSummary): its record's index in the file (the
+  // header is 0), so that an error found later can name it.
+  std::vector<uint64_t> records;
   std::vector<std::string> errors;  // paths not summarized, with why
   std::vector<std::string> notes;   // e.g. an asked communicator no rank here has
 };
