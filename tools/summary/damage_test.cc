@@ -61,24 +61,32 @@ TEST(SummaryDamage, EveryByteOfAHealthyJobsSummary) { EveryByteOf("testdata/gpu/
 // checksums) still reads; a checked file whose version byte was changed to
 // 2 does not.
 TEST(SummaryDamage, AnUncheckedVersionTwoSummaryStillReads) {
-  SummaryResult s;
-  std::string error;
-  const TraceInputs in = ListFiles({"testdata/gpu/healthy"}, &IsTraceFileName);
-  ASSERT_TRUE(Summarize(in.files, SummarizeOptions(), &s, &error)) << error;
-  s.header.set_version(2);
-  const std::string checked = EncodeSummary(s);
-  // Each frame without its four checksum bytes (length, body, CRC).
-  std::vector<size_t> starts = SummaryFrameStarts(checked);
-  ASSERT_EQ(starts.size(), 1 + s.procs.size());
-  starts.push_back(checked.size());
-  std::string plain;
-  for (size_t k = 0; k + 1 < starts.size(); ++k) plain.append(checked, starts[k], starts[k + 1] - starts[k] - 4);
-  SummaryResult back;
-  ASSERT_TRUE(ParseSummary("v2", plain, &back, &error)) << error;
-  EXPECT_EQ(back.procs.size(), s.procs.size());
-  SummaryResult lied;
-  EXPECT_FALSE(ParseSummary("v3", checked, &lied, &error));
-  EXPECT_NE(error.find("says format version 2 but carries a version 3 checksum"), std::string::npos) << error;
+  // At the default window, and at 2 with a checkpoint every 2 collectives
+  // (prefixes and chains to check: tools/model/summary_checks.h).
+  for (uint64_t window : {64, 2}) {
+    SummaryResult s;
+    std::string error;
+    const TraceInputs in = ListFiles({"testdata/gpu/healthy"}, &IsTraceFileName);
+    SummarizeOptions opts;
+    opts.window = window;
+    opts.checkpoint_every = window == 2 ? 2 : opts.checkpoint_every;
+    ASSERT_TRUE(Summarize(in.files, opts, &s, &error)) << error;
+    s.header.set_version(2);
+    const std::string checked = EncodeSummary(s);
+    // Each frame without its four checksum bytes (length, body, CRC).
+    std::vector<size_t> starts = SummaryFrameStarts(checked);
+    ASSERT_EQ(starts.size(), 1 + s.procs.size());
+    starts.push_back(checked.size());
+    std::string plain;
+    for (size_t k = 0; k + 1 < starts.size(); ++k) plain.append(checked, starts[k], starts[k + 1] - starts[k] - 4);
+    SummaryResult back;
+    ASSERT_TRUE(ParseSummary("v2", plain, &back, &error)) << error;
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(back.procs.size(), s.procs.size());
+    SummaryResult lied;
+    EXPECT_FALSE(ParseSummary("v3", checked, &lied, &error));
+    EXPECT_NE(error.find("says format version 2 but carries a version 3 checksum"), std::string::npos) << error;
+  }
 }
 
 // One process's record changed in a summary of four: the other three are
