@@ -26,8 +26,10 @@
 //    and asked for, and where they run on from a checkpoint (or from the
 //    start), their signatures chained give the checkpoints stored after
 //    them.
-// Not checked, since a real summary breaks it: that the window's seqs go
-// on from its prefix's (NCCL gives numbers again in CUDA graph replays).
+// Checked at the merge, where the window's records are parsed anyway: that
+// the window's collectives are not numbered below its prefix's (NCCL's
+// numbers repeat for CUDA graphs, never go back; merge_feed.cc), and that
+// chains which differ do not agree again (merge_chains.cc).
 // Not seen here: an edited hash at a prefix's end with nothing to chain
 // to it (no asked collectives); the merge then compares it with the other
 // ranks' (merge_chains.cc), and the second round, which asks for those

@@ -71,6 +71,19 @@ const std::vector<Edit>& Edits() {
          summary::LastSeq* l = LastOf(c, k.func());
          return l != nullptr && k.seq() > 0 && (l->set_seq(k.seq() - 1), true);
        }},
+      {"a prefix's last seq moved up",
+       [](summary::SummaryProcess* p) {
+         summary::CommPrefix* c = WithCheckpoints(p, 1);
+         return c != nullptr && c->colls_size() > 0 && (c->mutable_colls(0)->set_seq(c->colls(0).seq() + 3), true);
+       }},
+      {"a sample's collectives one more",
+       [](summary::SummaryProcess* p) {
+         return p->samples_size() > 0 && (p->mutable_samples(0)->set_collectives(p->samples(0).collectives() + 1), true);
+       }},
+      {"a sample's stride doubled",
+       [](summary::SummaryProcess* p) {
+         return p->samples_size() > 0 && (p->mutable_samples(0)->set_stride_log2(p->samples(0).stride_log2() + 1), true);
+       }},
       {"a checkpoint's seq moved past its function's last",
        [](summary::SummaryProcess* p) {
          summary::CommPrefix* c = WithCheckpoints(p, 1);
