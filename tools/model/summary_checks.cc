@@ -146,7 +146,8 @@ bool CheckAsked(const summary::SummaryProcess& sp, std::string* why) {
     if (p == prefix_of.end()) return *why = name + " is of no communicator it let go", false;
     const summary::CommPrefix& prefix = sp.prefixes(p->second);
     bool in_range = false;
-    for (const summary::PositionRange& r : prefix.asked()) in_range |= a.position() >= r.from() && a.position() <= r.to();
+    for (const summary::PositionRange& r : prefix.asked())
+      in_range |= a.position() >= r.from() && a.position() <= r.to();
     if (a.position() == 0 || a.position() > prefix.collectives() || !in_range)
       return *why = name + " is not among the collectives it let go and was asked for", false;
     if (!asked[p->second].emplace(a.position(), i).second) return *why = name + " is there twice", false;

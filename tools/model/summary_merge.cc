@@ -108,7 +108,8 @@ void SetProcessFacts(size_t i, const SummaryPiece& piece, const Settled& settled
     if (have.insert(is).second) p->issues.push_back(is);
   if (!settled.inconsistent.empty())
     gap(i, "the summary of " + name(i) +
-               (from_summary ? " (record " + std::to_string(piece.record) + " of " + piece.source + ")" : std::string()) +
+               (from_summary ? " (record " + std::to_string(piece.record) + " of " + piece.source + ")"
+                             : std::string()) +
                " is edited or damaged: " + settled.inconsistent);
   if (settled.conflicts > 0)
     gap(i, "the summaries cannot settle " + settled.first_conflict + " of " + name(i) +

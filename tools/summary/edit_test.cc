@@ -78,11 +78,15 @@ const std::vector<Edit>& Edits() {
        }},
       {"a sample's collectives one more",
        [](summary::SummaryProcess* p) {
-         return p->samples_size() > 0 && (p->mutable_samples(0)->set_collectives(p->samples(0).collectives() + 1), true);
+         if (p->samples_size() == 0) return false;
+         p->mutable_samples(0)->set_collectives(p->samples(0).collectives() + 1);
+         return true;
        }},
       {"a sample's stride doubled",
        [](summary::SummaryProcess* p) {
-         return p->samples_size() > 0 && (p->mutable_samples(0)->set_stride_log2(p->samples(0).stride_log2() + 1), true);
+         if (p->samples_size() == 0) return false;
+         p->mutable_samples(0)->set_stride_log2(p->samples(0).stride_log2() + 1);
+         return true;
        }},
       {"a checkpoint's seq moved past its function's last",
        [](summary::SummaryProcess* p) {
@@ -91,7 +95,9 @@ const std::vector<Edit>& Edits() {
        }},
       {"let_go_ops one more", [](summary::SummaryProcess* p) { return p->set_let_go_ops(p->let_go_ops() + 1), true; }},
       {"let_go_ops one fewer",
-       [](summary::SummaryProcess* p) { return p->let_go_ops() > 0 && (p->set_let_go_ops(p->let_go_ops() - 1), true); }},
+       [](summary::SummaryProcess* p) {
+         return p->let_go_ops() > 0 && (p->set_let_go_ops(p->let_go_ops() - 1), true);
+       }},
       {"let_go_completed one more",
        [](summary::SummaryProcess* p) { return p->set_let_go_completed(p->let_go_completed() + 1), true; }},
       {"a prefix's operations one more",
@@ -140,18 +146,19 @@ const std::vector<Edit>& Edits() {
 }
 
 // Each edit (`edits`) of rank 0's summary of `folder`, summarized with
-// `opts` each rank alone: the intact verdict, or one that says the
-// evidence is incomplete or unusable and names the edited file. Returns
-// how many edits applied.
+// `opts` each rank alone (or, `whole`, all ranks in one summary, as one
+// node's): the intact verdict, or one that says the evidence is
+// incomplete or unusable and names the edited file. Returns how many
+// edits applied.
 int EditsOf(const std::string& folder, const std::string& tag, const SummarizeOptions& opts,
-            const std::vector<Edit>& edits) {
-  std::vector<SummaryResult> made = SummarizeFolder(folder, false, opts);
+            const std::vector<Edit>& edits, bool whole = false) {
+  std::vector<SummaryResult> made = SummarizeFolder(folder, whole, opts);
   std::vector<std::string> paths;
   for (size_t g = 0; g < made.size(); ++g) {
     paths.push_back(testing::Tmp() + "/" + tag + "-" + std::to_string(g) + kSummaryExtension);
     WriteBytes(paths.back(), EncodeSummary(made[g]));
   }
-  EXPECT_GT(paths.size(), 1u);
+  EXPECT_EQ(paths.size() > 1, !whole);
   const std::string intact = Verdict(paths);
   EXPECT_FALSE(SaysDamaged(intact)) << intact;
   int applied = 0;
@@ -182,6 +189,17 @@ TEST(SummaryEdit, EditsOfASkipJobsSummary) {
   EXPECT_EQ(EditsOf("testdata/gpu/skip", "skip2", Options(2), Edits()), static_cast<int>(Edits().size()));
   // The default interval: each prefix holds its last only.
   EXPECT_GT(EditsOf("testdata/gpu/skip", "skip64", Options(64), Edits()), 10);
+}
+
+// One node's summary of every rank, its first process edited. Every edit
+// applies but the two of arrival samples: a node that holds every rank of
+// its communicators keeps arrival digests instead.
+TEST(SummaryEdit, EditsOfANodesSummary) {
+  for (const char* folder : {"testdata/gpu/skip", "testdata/gpu/healthy"}) {
+    const std::string tag =
+        std::string("node-") + (std::string(folder).find("skip") != std::string::npos ? "skip" : "healthy");
+    EXPECT_EQ(EditsOf(folder, tag, Options(2), Edits(), true), static_cast<int>(Edits().size()) - 2) << folder;
+  }
 }
 
 TEST(SummaryEdit, EditsOfAHealthyJobsSummary) {
@@ -230,7 +248,8 @@ TEST(SummaryEdit, EditsOfASecondRound) {
            return true;
          }},
     };
-    const std::string tag = std::string("asked-") + (std::string(folder).find("skip") != std::string::npos ? "skip" : "healthy");
+    const std::string tag =
+        std::string("asked-") + (std::string(folder).find("skip") != std::string::npos ? "skip" : "healthy");
     EXPECT_EQ(EditsOf(folder, tag, opts, asked), 2) << folder;
   }
 }
