@@ -119,7 +119,11 @@ Gaps Incomplete(const Ctx& c, bool error_found) {
         why.push_back(c.Name(mem.proc) + ": NCCL gave " + c.CommLabel(ci) + " nranks " +
                       std::to_string(mem.nccl_nranks) + ", rank " + std::to_string(mem.nccl_rank) +
                       " (impossible), so the evidence for that communicator is incomplete");
-  if (!m.errors.empty()) why.push_back(Plural(m.errors.size(), "path", "paths") + " could not be read");
+  // The first error said: it names the file and the place (a summary's
+  // record that failed its checks), which the first line must show.
+  if (!m.errors.empty())
+    why.push_back(Plural(m.errors.size(), "path", "paths") + " could not be read (" + m.errors[0] +
+                  (m.errors.size() > 1 ? "; and more" : "") + ")");
   std::vector<uint32_t> cut;
   for (uint32_t pi = 0; pi < m.procs.size(); ++pi) {
     const Proc& p = m.procs[pi];

@@ -148,8 +148,8 @@ class JsonWriter {
   void Flow(const SliceLayout& s, int32_t pid, int32_t tid) {
     const Op& o = m_.ops[s.op];
     const char* ph = s.flow == FlowStep::kFirst ? "s" : s.flow == FlowStep::kLast ? "f" : "t";
-    Begin((m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func)) + " #" + std::to_string(o.seq), "match", ph, pid,
-          tid);
+    Begin((m_.Str(o.func).empty() ? "(unknown)" : EventName(m_.Str(o.func))) + " #" + std::to_string(o.seq), "match",
+          ph, pid, tid);
     buf_ += ",\"id\":" + std::to_string(t_.FlowId(s.op)) + ",\"bp\":\"e\",\"ts\":";
     AppendUs(s.start_ns);
     buf_ += '}';

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "tools/model/semantics.h"
+#include "tools/text/safe_text.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -63,6 +64,10 @@ ExportArg Dbl(const char* key, double v) {
 }
 
 }  // namespace
+
+std::string EventName(std::string_view name, bool nccl) {
+  return CutName(name, nccl ? kMaxEventNcclNameBytes : kMaxEventNameBytes);
+}
 
 std::string ExportCommName(const Comm& c) {
   if (!c.name.empty()) return c.name;
@@ -222,7 +227,7 @@ int64_t Timeline::End(uint32_t oi) const {
 
 std::string Timeline::SliceName(uint32_t oi, bool gpu) const {
   const Op& o = m_.ops[oi];
-  std::string name = m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func);
+  std::string name = m_.Str(o.func).empty() ? "(unknown)" : EventName(m_.Str(o.func));
   if (gpu || (o.state == OpState::kCompleted && o.done_ns != kNoTime)) return name;
   const OpLiveness lv = live_.of_op[oi];
   if (lv == OpLiveness::kHung) name += " (STUCK)";
@@ -260,7 +265,8 @@ void Timeline::SliceArgs(const SliceLayout& s, std::vector<ExportArg>* args) con
   if (s.channel >= 0) args->push_back(Int("channel", s.channel));
   if (s.phase >= 0) {
     const Op& o = m_.ops[s.op];
-    args->push_back(Str("op", (m_.Str(o.func).empty() ? "(unknown)" : m_.Str(o.func)) + " #" + std::to_string(o.seq)));
+    args->push_back(Str("op", (m_.Str(o.func).empty() ? "(unknown)" : EventName(m_.Str(o.func))) + " #" +
+                                  std::to_string(o.seq)));
   }
 }
 
@@ -274,14 +280,14 @@ void Timeline::OpArgs(uint32_t oi, std::vector<ExportArg>* args) const {
   const Comm& c = m_.comms[o.comm];
   char hash[24];
   snprintf(hash, sizeof(hash), "0x%llx", static_cast<unsigned long long>(c.hash));
-  args->push_back(Str("comm", ExportCommName(c)));
+  args->push_back(Str("comm", EventName(ExportCommName(c), false)));
   args->push_back(Str("comm_hash", hash));
   args->push_back(Int("rank", o.rank));
   args->push_back(Int("seq", static_cast<int64_t>(o.seq)));
   args->push_back(Int("count", static_cast<int64_t>(o.count)));
-  args->push_back(Str("datatype", m_.Str(o.datatype)));
-  args->push_back(Str("algo", m_.Str(o.algo)));
-  args->push_back(Str("proto", m_.Str(o.proto)));
+  args->push_back(Str("datatype", EventName(m_.Str(o.datatype))));
+  args->push_back(Str("algo", EventName(m_.Str(o.algo))));
+  args->push_back(Str("proto", EventName(m_.Str(o.proto))));
   args->push_back(Int("nchannels", o.nchannels));
   if (o.kind == OpKind::kP2p) args->push_back(Int("peer", o.peer_or_root));
   else if (IsRooted(o.fn)) args->push_back(Int("root", o.peer_or_root));

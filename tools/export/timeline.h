@@ -43,12 +43,14 @@
 #ifndef TOOLS_EXPORT_TIMELINE_H_
 #define TOOLS_EXPORT_TIMELINE_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -192,6 +194,24 @@ class Timeline {
 
 // "comm 0x1234abcd" for a communicator without a name.
 std::string ExportCommName(const Comm& c);
+
+// The most bytes of a name (function, communicator, datatype, algorithm,
+// protocol) that each operation's events repeat. Names come from the
+// trace and are cut at 256 bytes where the tools read them, but a trace
+// defines a name once and every operation's events would repeat it
+// (escaped, up to six bytes a byte in JSON): an export of 20,000
+// operations on a communicator named with 256 control characters was 91
+// times its input, 123 with every name so. Real names are a few bytes;
+// the communicator's track carries its name up to 256 bytes, once
+// (docs/security.md, tools/export:bound_test).
+inline constexpr size_t kMaxEventNameBytes = 64;
+// NCCL's own names (function, datatype, algorithm, protocol) are at most
+// 14 bytes ("ReduceScatter", "ncclFloat8e4m3", "COLLNET_DIRECT"): a
+// longer one is no NCCL name, and is cut at this.
+inline constexpr size_t kMaxEventNcclNameBytes = 24;
+// `name` cut at kMaxEventNameBytes (a communicator's) or
+// kMaxEventNcclNameBytes (`nccl`: NCCL's), with the mark CutName puts.
+std::string EventName(std::string_view name, bool nccl = true);
 
 }  // namespace ncclwatch::tools
 

@@ -102,10 +102,11 @@ void ReadSummariesOf(const std::vector<std::string>& summaries, std::vector<Summ
     SummaryResult& s = read[i];
     if (!read_errors[i].empty())
       errors->push_back(read_errors[i] + (s.procs.empty() ? "" : " (the processes before it are read)"));
-    for (summary::SummaryProcess& p : s.procs) {
+    for (size_t k = 0; k < s.procs.size(); ++k) {
       pieces->emplace_back();
-      pieces->back().sp = std::move(p);
+      pieces->back().sp = std::move(s.procs[k]);
       pieces->back().source = summaries[i];
+      pieces->back().record = k < s.records.size() ? s.records[k] : k + 1;
     }
   }
 }

@@ -1,4 +1,7 @@
+#include <stdio.h>
+
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "tools/model/summary_merge_internal.h"
@@ -21,6 +24,57 @@ bool ChainMember::At(uint64_t pos, uint64_t* h) const {
 }
 
 namespace {
+
+// Chains that differ at a position and agree at a later one: no chain does
+// that (each value is FNV over every signature before it), so one of them
+// was edited. `groups`: the members' values at the first position where
+// they differ (`from`, an iterator into `positions`). The members out of
+// the largest group there that agree with another group later are named
+// with `gap` (all of the groups involved where two are largest); false
+// where none rejoins.
+bool Rejoined(uint64_t hash, const std::vector<ChainMember>& members,
+              const std::map<uint64_t, std::vector<size_t>>& groups, std::set<uint64_t>::const_iterator from,
+              std::set<uint64_t>::const_iterator end, const std::vector<SummaryPiece>& pieces,
+              const std::function<void(size_t, const std::string&)>& gap,
+              const std::function<std::string(size_t)>& name) {
+  const size_t kNone = SIZE_MAX;
+  std::vector<size_t> group_of(members.size(), kNone);
+  std::vector<size_t> sizes;
+  for (const auto& [h, v] : groups) {
+    for (size_t k : v) group_of[k] = sizes.size();
+    sizes.push_back(v.size());
+  }
+  const uint64_t at = *from;
+  for (auto it = std::next(from); it != end; ++it) {
+    std::map<uint64_t, std::pair<size_t, size_t>> seen;  // value -> first member, its group
+    for (size_t k = 0; k < members.size(); ++k) {
+      uint64_t h;
+      if (group_of[k] == kNone || !members[k].At(*it, &h)) continue;
+      auto [s, fresh] = seen.try_emplace(h, k, group_of[k]);
+      if (fresh || s->second.second == group_of[k]) continue;
+      // Members k and j were apart at `at` and together at *it.
+      const size_t j = s->second.first;
+      const size_t gk = group_of[k], gj = group_of[j];
+      for (size_t x : {j, k}) {
+        const size_t g = group_of[x];
+        if (sizes[g] > sizes[g == gk ? gj : gk]) continue;  // the larger side stands
+        const SummaryPiece& piece = pieces[members[x].proc];
+        const size_t y = x == k ? j : k;
+        char comm[24];
+        snprintf(comm, sizeof(comm), "0x%llx", static_cast<unsigned long long>(hash));
+        gap(members[x].proc,
+            "the summary of " + name(members[x].proc) +
+                (piece.source.empty() ? std::string()
+                                      : " (record " + std::to_string(piece.record) + " of " + piece.source + ")") +
+                " is edited or damaged: its signature chain on comm " + comm + " differs from " +
+                name(members[y].proc) + "'s at collective " + std::to_string(at) + " and equals it at collective " +
+                std::to_string(*it) + ", which no chain does");
+      }
+      return true;
+    }
+  }
+  return false;
+}
 
 // One communicator's chains (`members`, of communicator `hash`) compared:
 // the first position where they differ and the windows no longer hold the
@@ -62,6 +116,7 @@ void CompareOne(uint64_t hash, const std::vector<ChainMember>& members, const Cu
       continue;
     }
     diverged = true;
+    if (Rejoined(hash, members, by_hash, positions.find(pos), positions.end(), pieces, gap, name)) break;
     if (last_ok >= settled_max) break;  // the windows hold it: diagnose's finders see it
     size_t best = 0, best_n = 0, ties = 0;
     for (auto& [h, v] : by_hash) {

@@ -1,4 +1,7 @@
+#include <stdio.h>
+
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include <google/protobuf/arena.h>
@@ -76,7 +79,27 @@ struct Piece {
   // merge must not let go (window_summary.h: cross-communicator order, and
   // what a rank did last).
   uint64_t first_open = UINT64_MAX, last_start = 0;
+  // Its own prefixes' last seq per communicator and collective function
+  // (FuncIds).
+  std::map<std::pair<uint64_t, uint16_t>, uint64_t> own;
 };
+
+// A collective of the window numbered below what the process's own prefix
+// let go of its function: the window holds what came after the prefix,
+// and NCCL's numbers never go back on a communicator (they repeat, for
+// CUDA graphs: docs/nccl_call_order.md), so the summary was edited. Not
+// judged where reading the trace found damage (its numbers may be out of
+// line: the loader says so).
+void CheckNumbering(Piece* pc, const trace::Op& o, uint64_t hash, const std::string& func) {
+  Settled& s = pc->f->settled[pc->i];
+  if (!s.inconsistent.empty() || pc->sp.damaged()) return;
+  auto it = pc->own.find({hash, pc->f->names->Id(func)});
+  if (it == pc->own.end() || o.seq() >= it->second) return;
+  char comm[24];
+  snprintf(comm, sizeof(comm), "0x%llx", static_cast<unsigned long long>(hash));
+  s.inconsistent = "its window holds " + func + " #" + std::to_string(o.seq()) + " on comm " + comm +
+                   ", which its prefix let go up to #" + std::to_string(it->second) + " (numbers never go back)";
+}
 
 // Collective `o` (function `func`) of communicator `hash` on its member's
 // chain; whether the others' cut lets it go. Asked for (summarize
@@ -124,6 +147,7 @@ bool Settles(Piece* pc, const trace::Op& o, bool finished_here) {
   const bool p2p = o.kind() == trace::OP_KIND_P2P;
   bool cut = false;
   if (!p2p) {
+    CheckNumbering(pc, o, hash, func);
     cut = ChainCollective(pc, o, hash, c->second.second, func);
   } else {
     const bool recv = IsRecv(FuncFromName(func));
@@ -160,6 +184,8 @@ bool Settles(Piece* pc, const trace::Op& o, bool finished_here) {
 void FeedPiece(size_t i, const SummaryPiece& piece, Feeding* f) {
   const summary::SummaryProcess& sp = piece.sp;
   Piece pc{i, sp, f, AddPrefixMembers(i, sp, &f->chains), {}};
+  for (const summary::CommPrefix& p : sp.prefixes())
+    for (const summary::LastSeq& l : p.colls()) pc.own[{p.comm_hash(), f->names->Id(l.func())}] = l.seq();
   google::protobuf::Arena arena;  // freed with the process
   const std::vector<std::pair<uint64_t, const trace::Record*>> records = RecordsOf(piece, &arena);
   std::vector<const trace::Record*> parsed;

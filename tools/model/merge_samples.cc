@@ -16,9 +16,9 @@ namespace ncclwatch::tools::merge_internal {
 // 16,384 ranks the decoded samples of all would be hundreds of MB beside
 // the table kept.
 // `damaged`: members whose samples do not decode (their communicator gets
-// none).
+// none), as (piece, communicator hash).
 std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, const std::vector<bool>& keep,
-                                   uint64_t* damaged) {
+                                   std::vector<std::pair<size_t, uint64_t>>* damaged) {
   std::map<uint64_t, std::vector<std::pair<size_t, int>>> of;  // hash -> (process, index in its samples)
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!keep[i]) continue;
@@ -46,7 +46,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, cons
       const summary::ArrivalSamples& a = pieces[members[j].first].sp.samples(members[j].second);
       l.members.push_back(members[j].first);
       if (!DecodeSamples(a, &v)) {
-        ++*damaged;
+        damaged->emplace_back(members[j].first, hash);
         ok = false;
         break;
       }

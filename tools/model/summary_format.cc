@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <zlib.h>
 
+#include "tools/model/summary_checks.h"
 #include "tools/model/summary_shape.h"
 #include "tools/reader/reader.h"
 
@@ -288,6 +290,12 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
     *error = error->empty() ? what : *error + "; " + what;
     return false;
   };
+  // Each chain value's position across the file's processes, and the
+  // records found edited by it once read (ChainValues).
+  ChainValues chains;
+  std::set<uint64_t> edited;
+  const size_t first_proc = out->procs.size();
+  out->records.resize(first_proc);
   summary::SummaryRecord r;
   while (pos < bytes.size()) {
     const size_t at = pos;
@@ -386,7 +394,40 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
                   error);
       continue;
     }
+    // Its checksum holds, so an edit would pass for evidence: its counts,
+    // numbering and hashes must agree (summary_checks.h).
+    if (!CheckSummaryProcess(out->header, r.process(), &why)) {
+      skipped.Add(where + "record " + std::to_string(index - 1) + " (process " + std::to_string(index - 1) +
+                      ") is not what summarize writes: " + why + ": edited or damaged; it is not read",
+                  error);
+      continue;
+    }
+    uint64_t other = 0;
+    if (!chains.Add(index - 1, r.process(), &other, &why)) {
+      skipped.Add(where + "record " + std::to_string(index - 1) + " (process " + std::to_string(index - 1) +
+                      ") is not what summarize writes: " + why + ": edited or damaged; " +
+                      (other == index - 1 ? "it is not read" : "neither is read"),
+                  error);
+      edited.insert(other);
+      continue;
+    }
+    out->records.push_back(index - 1);
     out->procs.push_back(std::move(*r.mutable_process()));
+  }
+  // A record whose chain value another one had at another position, found
+  // after it was read.
+  if (!edited.empty()) {
+    size_t kept = first_proc;
+    for (size_t k = first_proc; k < out->procs.size(); ++k)
+      if (!edited.count(out->records[k])) {
+        if (kept != k) {
+          out->procs[kept] = std::move(out->procs[k]);
+          out->records[kept] = out->records[k];
+        }
+        ++kept;
+      }
+    out->procs.resize(kept);
+    out->records.resize(kept);
   }
   skipped.Close(error);
   if (first) {

@@ -37,6 +37,9 @@ inline constexpr char kSummaryExtension[] = ".ncclsummary";
 struct SummaryResult {
   summary::SummaryHeader header;
   std::vector<summary::SummaryProcess> procs;
+  // Per process read (ParseSummary): its record's index in the file (the
+  // header is 0), so that an error found later can name it.
+  std::vector<uint64_t> records;
   std::vector<std::string> errors;  // paths not summarized, with why
   std::vector<std::string> notes;   // e.g. an asked communicator no rank here has
 };
@@ -66,7 +69,10 @@ bool LooksLikeSummary(const std::string& head);
 // processes before it are kept and `error` names the file, the offset and
 // the problem (false). A process record that fails its checksum alone
 // (the next frame's checksum holds, or the file ends after it) is skipped
-// and the reading goes on: `error` names each one skipped.
+// and the reading goes on: `error` names each one skipped. So is a process
+// record that is not what summarize writes: its elements too small to be
+// (summary_shape.h), or its counts, numbering or chain values at odds
+// (summary_checks.h; two records whose chain values disagree: both).
 bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error);
 // The same on a file (a regular file of at most kMaxSummaryBytes).
 inline constexpr uint64_t kMaxSummaryBytes = 4ull << 30;

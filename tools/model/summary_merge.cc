@@ -1,5 +1,7 @@
 #include "tools/model/summary_merge.h"
 
+#include <stdio.h>
+
 #include <algorithm>
 #include <memory>
 #include <set>
@@ -104,6 +106,11 @@ void SetProcessFacts(size_t i, const SummaryPiece& piece, const Settled& settled
   std::set<std::string> have(p->issues.begin(), p->issues.end());
   for (const std::string& is : sp.issues())
     if (have.insert(is).second) p->issues.push_back(is);
+  if (!settled.inconsistent.empty())
+    gap(i, "the summary of " + name(i) +
+               (from_summary ? " (record " + std::to_string(piece.record) + " of " + piece.source + ")"
+                             : std::string()) +
+               " is edited or damaged: " + settled.inconsistent);
   if (settled.conflicts > 0)
     gap(i, "the summaries cannot settle " + settled.first_conflict + " of " + name(i) +
                (settled.conflicts > 1 ? " (and " + std::to_string(settled.conflicts - 1) + " more)" : "") +
@@ -168,7 +175,7 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
   // The arrival samples lined up now, while every summary is parsed, and
   // freed at once: the model built below reuses their memory (at 16,384
   // ranks they were a quarter of the merge's peak, BENCHMARKS.md).
-  uint64_t damaged_samples = 0;
+  std::vector<std::pair<size_t, uint64_t>> damaged_samples;
   std::vector<LinedUp> lined_up = LineUpSamples(pieces, keep, &damaged_samples);
   // Every communicator's samples carry GPU-held times, or the process's
   // are not judged whole for them (Proc::samples_held).
@@ -220,10 +227,19 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
     SetProcessFacts(i, pieces[i], f.settled[i], &after, gap, name, &m->procs[it->second], m);
   }
 
-  if (damaged_samples > 0)
-    m->notes.push_back("arrival samples of " + std::to_string(damaged_samples) +
-                       " (process, communicator) in the summaries are damaged: those communicators' samples are "
-                       "not judged");
+  // Summarize writes samples that decode: a summary's that do not is
+  // damaged or edited, named like a record that fails its checks.
+  for (const auto& [i, hash] : damaged_samples) {
+    char comm[24];
+    snprintf(comm, sizeof(comm), "0x%llx", static_cast<unsigned long long>(hash));
+    const std::string where = pieces[i].source.empty()
+                                  ? pieces[i].sp.path()
+                                  : pieces[i].source + ": record " + std::to_string(pieces[i].record) + " (" +
+                                        pieces[i].sp.path() + ")";
+    m->errors.push_back(where + ": its arrival samples on comm " + comm +
+                        " are not what summarize writes: edited or damaged; that communicator's samples are not "
+                        "judged");
+  }
   AddSampled(&lined_up, pieces, proc_of, m);
   CompareChains(f.chains, cuts, pieces, proc_of, gap, name, m);
   SetSettledColls(f.chains, cuts, m);

@@ -58,8 +58,10 @@ struct SummaryPiece {
   summary::SummaryProcess sp;
   // A trace file's window, read whole: its records. Null for a summary's.
   std::unique_ptr<FileWindow> window;
-  // The summary file it came from; "" for a trace file read whole.
+  // The summary file it came from; "" for a trace file read whole. And
+  // its record's index there (SummaryResult::records).
   std::string source;
+  uint64_t record = 0;
 };
 
 // The model of `pieces` (replacing `*m`), with `errors` and `notes` met

@@ -96,9 +96,9 @@ struct LinedUp {
 };
 // Each communicator's samples at the positions every member sampled
 // (merge_samples.cc). `damaged`: members whose samples do not decode
-// (their communicator gets none).
+// (their communicator gets none), as (piece, communicator hash).
 std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, const std::vector<bool>& keep,
-                                   uint64_t* damaged);
+                                   std::vector<std::pair<size_t, uint64_t>>* damaged);
 // The lined-up samples into the model (Model::sampled), on each member's
 // own clock, with the model's indices (`proc_of`: a piece's path to its
 // Model::procs index).
@@ -110,6 +110,9 @@ struct Settled {
   uint64_t ops = 0, completed = 0, conflicts = 0;
   uint64_t asked = 0;  // of the operations let go, put back (asked_collectives fed)
   std::string first_conflict;
+  // Why the summary is not what summarize writes (its window holds a
+  // collective numbered below what its own prefix let go); "" if it is.
+  std::string inconsistent;
 };
 
 // The merge's state while the windows are fed, one process after another.

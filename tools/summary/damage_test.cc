@@ -9,64 +9,22 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
-#include "tools/model/job.h"
 #include "tools/model/summary_format.h"
 #include "tools/summary/summary.h"
+#include "tools/summary/test_summaries.h"
 
 namespace ncclwatch::tools {
 namespace {
 
-std::string Tmp() { return getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp"; }
-
-std::string Verdict(const std::vector<std::string>& paths) {
-  Model m;
-  std::string error;
-  if (!BuildJobModel(paths, LoadOptions(), &m, &error)) return "UNUSABLE INPUT: " + error;
-  return Diagnose(m).verdict();
-}
-
-bool SaysDamaged(const std::string& v) {
-  return v.rfind("INCOMPLETE", 0) == 0 || v.rfind("UNUSABLE", 0) == 0;
-}
-
-void Write(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-// The summaries of `folder`: one of all its files (whole) or one per file
-// (each process its own node, as a job of one rank a node writes them).
-std::vector<std::string> Summaries(const std::string& folder, bool whole, const std::string& tag) {
-  const TraceInputs in = ListFiles({folder}, &IsTraceFileName);
-  std::vector<std::vector<std::string>> groups;
-  if (whole) groups.push_back(in.files);
-  else
-    for (const std::string& f : in.files) groups.push_back({f});
-  std::vector<std::string> out;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    SummaryResult s;
-    std::string error;
-    EXPECT_TRUE(Summarize(groups[g], SummarizeOptions(), &s, &error)) << error;
-    const std::string path = Tmp() + "/" + tag + "-" + std::to_string(g) + kSummaryExtension;
-    Write(path, EncodeSummary(s));
-    out.push_back(path);
-  }
-  return out;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::ReadBytes;
+using testing::SaysDamaged;
+using testing::Summaries;
+using testing::Verdict;
+using testing::WriteBytes;
 
 // Every byte of the first rank's summary, changed one at a time (by one of
 // three masks in turn: a low bit, a varint's continuation bit, all bits),
@@ -77,20 +35,20 @@ void EveryByteOf(const std::string& folder, const std::string& tag) {
   const std::string intact = Verdict(paths);
   ASSERT_FALSE(SaysDamaged(intact)) << intact;
   const std::string& path = paths[0];
-  const std::string bytes = Slurp(path);
+  const std::string bytes = ReadBytes(path);
   const uint8_t masks[] = {0x01, 0x80, 0xff};
   size_t changed = 0;
   for (size_t i = 0; i < bytes.size(); ++i) {
     const uint8_t mask = masks[i % 3];
     std::string b = bytes;
     b[i] = static_cast<char>(static_cast<uint8_t>(b[i]) ^ mask);
-    Write(path, b);
+    WriteBytes(path, b);
     const std::string v = Verdict(paths);
     if (v != intact) ++changed;
     EXPECT_TRUE(v == intact || SaysDamaged(v))
         << path << " byte " << i << " ^ " << int{mask} << ": " << v << "\n  intact: " << intact;
   }
-  Write(path, bytes);
+  WriteBytes(path, bytes);
   // The changes were seen: the checksums make nearly every one damage.
   EXPECT_GT(changed, bytes.size() * 9 / 10) << tag;
 }
@@ -103,24 +61,32 @@ TEST(SummaryDamage, EveryByteOfAHealthyJobsSummary) { EveryByteOf("testdata/gpu/
 // checksums) still reads; a checked file whose version byte was changed to
 // 2 does not.
 TEST(SummaryDamage, AnUncheckedVersionTwoSummaryStillReads) {
-  SummaryResult s;
-  std::string error;
-  const TraceInputs in = ListFiles({"testdata/gpu/healthy"}, &IsTraceFileName);
-  ASSERT_TRUE(Summarize(in.files, SummarizeOptions(), &s, &error)) << error;
-  s.header.set_version(2);
-  const std::string checked = EncodeSummary(s);
-  // Each frame without its four checksum bytes (length, body, CRC).
-  std::vector<size_t> starts = SummaryFrameStarts(checked);
-  ASSERT_EQ(starts.size(), 1 + s.procs.size());
-  starts.push_back(checked.size());
-  std::string plain;
-  for (size_t k = 0; k + 1 < starts.size(); ++k) plain.append(checked, starts[k], starts[k + 1] - starts[k] - 4);
-  SummaryResult back;
-  ASSERT_TRUE(ParseSummary("v2", plain, &back, &error)) << error;
-  EXPECT_EQ(back.procs.size(), s.procs.size());
-  SummaryResult lied;
-  EXPECT_FALSE(ParseSummary("v3", checked, &lied, &error));
-  EXPECT_NE(error.find("says format version 2 but carries a version 3 checksum"), std::string::npos) << error;
+  // At the default window, and at 2 with a checkpoint every 2 collectives
+  // (prefixes and chains to check: tools/model/summary_checks.h).
+  for (uint64_t window : {64, 2}) {
+    SummaryResult s;
+    std::string error;
+    const TraceInputs in = ListFiles({"testdata/gpu/healthy"}, &IsTraceFileName);
+    SummarizeOptions opts;
+    opts.window = window;
+    opts.checkpoint_every = window == 2 ? 2 : opts.checkpoint_every;
+    ASSERT_TRUE(Summarize(in.files, opts, &s, &error)) << error;
+    s.header.set_version(2);
+    const std::string checked = EncodeSummary(s);
+    // Each frame without its four checksum bytes (length, body, CRC).
+    std::vector<size_t> starts = SummaryFrameStarts(checked);
+    ASSERT_EQ(starts.size(), 1 + s.procs.size());
+    starts.push_back(checked.size());
+    std::string plain;
+    for (size_t k = 0; k + 1 < starts.size(); ++k) plain.append(checked, starts[k], starts[k + 1] - starts[k] - 4);
+    SummaryResult back;
+    ASSERT_TRUE(ParseSummary("v2", plain, &back, &error)) << error;
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(back.procs.size(), s.procs.size());
+    SummaryResult lied;
+    EXPECT_FALSE(ParseSummary("v3", checked, &lied, &error));
+    EXPECT_NE(error.find("says format version 2 but carries a version 3 checksum"), std::string::npos) << error;
+  }
 }
 
 // One process's record changed in a summary of four: the other three are

@@ -133,11 +133,12 @@ TEST(SummaryTestdataTest, EveryRecordingFolderIsCompared) {
 }
 
 // What summarize writes is never refused: every recording's summaries (of
-// the whole folder and of each file alone; at the default window, at 2
-// operations with and without a tight cap, and a second round's with
-// collectives asked) read back whole, each process as written. The
-// reader's rule on the smallest elements (tools/model/summary_shape.h)
-// holds this.
+// the whole folder and of each file alone; at the default window, at 1 to
+// 3 operations with and without a tight cap, checkpoints every 1, 2 or 3
+// collectives, and second rounds' with collectives asked) read back
+// whole, each process as written. The reader's rule on the smallest
+// elements (tools/model/summary_shape.h) and its consistency checks
+// (tools/model/summary_checks.h) hold this.
 TEST(SummaryTestdataTest, EverySummaryReadsBackAsWritten) {
   int summaries = 0, processes = 0;
   for (const std::string& folder : Folders()) {
@@ -145,14 +146,17 @@ TEST(SummaryTestdataTest, EverySummaryReadsBackAsWritten) {
     std::vector<std::vector<std::string>> groups{{folder}};
     for (const std::string& f : in.files) groups.push_back({f});
     for (const std::vector<std::string>& group : groups) {
-      for (int round = 0; round < 4; ++round) {
+      for (int round = 0; round < 6; ++round) {
         SummarizeOptions opts;
-        opts.window = round == 0 ? 64 : round == 3 ? 3 : 2;
-        opts.max_bytes_per_rank = round == 1 ? 0 : round == 2 ? 256 : opts.max_bytes_per_rank;
+        opts.window = round == 0 ? 64 : round == 3 ? 3 : round == 4 ? 1 : 2;
+        opts.max_bytes_per_rank = round == 1 ? 0 : round == 2 ? 256 : round == 4 ? 1024 : round == 5 ? 512
+                                                                                        : opts.max_bytes_per_rank;
         if (round == 2) opts.checkpoint_every = 1;
+        if (round == 4) opts.checkpoint_every = 3;
+        if (round == 5) opts.checkpoint_every = 2;
         SummaryResult s;
         std::string error;
-        if (round == 3) {
+        if (round == 3 || round == 5) {
           // Every communicator's first 64 collectives asked for.
           if (!Summarize(group, opts, &s, &error)) continue;
           for (const summary::SummaryProcess& p : s.procs)

@@ -124,10 +124,10 @@ void AppendVisible(std::string_view s, Style style, std::string* out) {
 
 }  // namespace
 
-std::string CutName(std::string_view s) {
-  if (s.size() <= kMaxNameBytes) return std::string(s);
+std::string CutName(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
   // Back off to the start of a UTF-8 character (at most 3 bytes).
-  size_t n = kMaxNameBytes;
+  size_t n = max;
   for (int k = 0; k < 3 && n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80; ++k) --n;
   return std::string(s.substr(0, n)) + "...[cut: " + std::to_string(s.size()) + " bytes]";
 }

@@ -45,9 +45,9 @@ namespace ncclwatch::tools {
 // records (a real trace never holds a longer one).
 inline constexpr size_t kMaxNameBytes = 256;
 
-// `s` when at most kMaxNameBytes long; else its first kMaxNameBytes bytes
-// (not splitting a UTF-8 character) and "...[cut: N bytes]", N its length.
-std::string CutName(std::string_view s);
+// `s` when at most `max` bytes long; else its first `max` bytes (not
+// splitting a UTF-8 character) and "...[cut: N bytes]", N its length.
+std::string CutName(std::string_view s, size_t max = kMaxNameBytes);
 
 // `s` with every byte sequence that is not valid UTF-8 replaced by U+FFFD,
 // so protobuf's JSON encoder (which drops invalid strings) keeps the rest.

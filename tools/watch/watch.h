@@ -77,7 +77,11 @@ struct WatchOptions {
   // Settled operations kept per rank and communicator: what stragglers
   // are judged over. A poll costs about ranks x communicators x this.
   uint64_t keep_recent = 100;
-  uint64_t chunk_bytes = 8ull << 20;    // read per file and poll, at most
+  // Read per file at a time. A file with more than this to read is read
+  // on in the same poll, before the model is built, until its window
+  // holds half of window_ops (each model holds every definition read so
+  // far: judging every chunk made catching up quadratic).
+  uint64_t chunk_bytes = 8ull << 20;
   // The verdict that ends the watch, from its model (default: Diagnose).
   // The command joins PyTorch Flight Recorder dumps here, as diagnose does.
   std::function<report::Diagnosis(Model*, const DiagnoseOptions&)> verdict;
