@@ -95,7 +95,9 @@ Seen See(const Ctx& c, uint32_t ci, const Match& mt) {
   s.hung = hung && any_hung;
   s.waited = waited == 1e300 ? 0 : waited;
   s.func = m.Str(m.ops[s.present[0].second].func);
-  s.opname = (s.func.empty() ? "operation" : s.func) + " #" + std::to_string(mt.seq);
+  // As the ranks in it name it: with its caller's tag, and marked where NCCL
+  // started it for a CUDA graph's replay.
+  s.opname = c.OpName(m.ops[s.present[0].second]);
   return s;
 }
 

@@ -39,6 +39,12 @@ const Case kCases[] = {
     {"cross-wait", 1, {"DEADLOCK: rank 0 issued AllReduce #0 on comm 'tp' {0,1} (2 ranks) before AllReduce #4 on comm 'world' (4 ranks) where rank 1"}},
     {"net-stall", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 'world' (4 ranks)", "rank 3 died"}},
     {"torch_skip", 1, {"HANG: rank 3 never joined AllReduce #4 on comm 0x", "(4 ranks); ranks 0,1,2 waited"}},
+    // A CUDA graph's last replay, which rank 3 never launched, under kernel
+    // channels: NCCL numbered each replay apart (testdata/torch/README.md).
+    {"graph-hang-channels-4r", 1,
+     {"HANG: rank 3 never joined AllReduce #8 (from a CUDA graph) on comm 0x", "ranks 0,1,2 waited",
+      "rank 3 left cleanly after AllReduce #7 (from a CUDA graph) [cause: program logic]"},
+     "testdata/torch/"},
     // testdata/gpu-ops: 2 ranks, NCCLWATCH_EVENTS=coll,p2p (no completions).
     {"healthy", 0, {"OK: no problem found"}, "testdata/gpu-ops/", 2},
     {"skip", 1, {"HANG: rank 1 never joined AllReduce #4 on comm 'world' (2 ranks); rank 0 waited"}, "testdata/gpu-ops/", 2},
