@@ -99,8 +99,13 @@ void Judge(const std::vector<std::vector<double>>& per_run, const std::vector<do
     item->set_note("the resampled statistic never moved (an interval of zero width): its samples cannot tell");
     return;
   }
-  item->set_change_low_pct(lo);
-  item->set_change_high_pct(hi);
+  // An interval is shown only where the resamples moved: every resample
+  // giving one value (a median of zeros, say) is certain, judged, and shown
+  // without an interval, never as one of zero width.
+  if (hi - lo > 1e-9 * std::max(1.0, std::fabs(e))) {
+    item->set_change_low_pct(lo);
+    item->set_change_high_pct(hi);
+  }
   // Several runs: the statistic moved from run to run by up to `spread`
   // from the pooled one; a change within it is what a rerun does, so the
   // floor rises by it (bounded: a spread past the NOISY limit makes the row
@@ -228,8 +233,10 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
         if (m.bandwidth && item.has_change_pct()) {
           const double lo = item.change_low_pct(), hi = item.change_high_pct();
           item.set_change_pct(AsBandwidth(item.change_pct()));
-          item.set_change_low_pct(AsBandwidth(hi));
-          item.set_change_high_pct(AsBandwidth(lo));
+          if (item.has_change_low_pct()) {
+            item.set_change_low_pct(AsBandwidth(hi));
+            item.set_change_high_pct(AsBandwidth(lo));
+          }
           item.set_tolerance_pct(-AsBandwidth(item.tolerance_pct()));
         }
       }
