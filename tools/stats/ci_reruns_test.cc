@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -34,18 +35,6 @@ constexpr char kRoot[] = "testdata/ci";
 constexpr int kTriplesPerRun = 3;
 // A slowdown the gate promises to catch.
 constexpr double kMustCatch = 1.5;
-
-std::string TmpDir() {
-  const char* t = getenv("TEST_TMPDIR");
-  return t ? t : "/tmp";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> Folders(const std::string& dir) {
   std::vector<std::string> v;
@@ -74,7 +63,8 @@ constexpr TruthRow kRows[] = {{"AllReduce 4 MiB", "AllReduce", 0},
 std::map<std::string, double> TruthP50(const std::string& dir) {
   std::map<std::string, std::vector<double>> per;
   for (int r = 0;; ++r) {
-    const std::string text = ReadFile(dir + "/truth-rank" + std::to_string(r) + ".json");
+    std::ifstream f(dir + "/truth-rank" + std::to_string(r) + ".json");
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     if (text.empty()) break;
     google::protobuf::Struct s;
     EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &s).ok()) << dir << " rank " << r;
@@ -152,7 +142,7 @@ TEST_P(CiReruns, RerunsPassAndSlowedRowsFail) {
     r.dir = cap + "/" + f;
     std::ostringstream out, err;
     ASSERT_EQ(RunCli({"ncclwatch", "stats", "--format=json", r.dir}, out, err), 0) << r.dir << err.str();
-    r.baseline = TmpDir() + "/" + GetParam() + "-" + f + ".json";
+    r.baseline = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/" + GetParam() + "-" + f + ".json";
     std::ofstream(r.baseline) << out.str();
     r.truth = TruthP50(r.dir);
     (is_plain ? plain : slowed).push_back(std::move(r));
