@@ -76,13 +76,15 @@ double AsBandwidth(double latency_pct) { return (1.0 / (1.0 + latency_pct / 100.
 // Judges one metric of one row: the pooled samples of the baseline's runs
 // against the run's. `per_run` holds each baseline run's samples (for the
 // spread between runs), `floor` and `noisy` are in effect units (percent,
-// or us for kDifference), latency terms.
+// or us for kDifference), latency terms. `base_units`, `cur_units`: the
+// independent draws each side holds (CompareSamples; 0: every sample).
 void Judge(const std::vector<std::vector<double>>& per_run, const std::vector<double>& current, double percentile,
-           Effect effect, double floor, double noisy, stats::CheckItem* item) {
+           Effect effect, double floor, double noisy, stats::CheckItem* item, size_t base_units = 0,
+           size_t cur_units = 0) {
   std::vector<double> pooled;
   for (const auto& r : per_run) pooled.insert(pooled.end(), r.begin(), r.end());
   SampleComparison c;
-  if (!CompareSamples(pooled, current, percentile, effect, BootstrapOptions(), &c)) {
+  if (!CompareSamples(pooled, current, percentile, effect, BootstrapOptions(), &c, base_units, cur_units)) {
     item->set_status("skipped");
     item->set_note("baseline value is not positive");
     return;
@@ -229,7 +231,15 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
         // Judged in latency terms; a bandwidth's tolerance (a drop) becomes
         // the latency growth that gives it.
         const double floor = m.bandwidth ? (1.0 / (1.0 - tol->second / 100.0) - 1.0) * 100.0 : tol->second;
-        Judge(per_run, cur, m.percentile, Effect::kRatio, floor, kNoisyRatio * 100.0, &item);
+        // A latency sample is one rank's share of a collective, and a
+        // collective's ranks end it together: the independent draws are
+        // its calls (StatRow.calls), not its samples.
+        size_t base_calls = 0;
+        for (const stats::StatRow* r : runs)
+          if (r != nullptr) base_calls += r->calls();
+        const bool by_call = m.source == Source::kLatency && base_calls > 0 && c.calls() > 0;
+        Judge(per_run, cur, m.percentile, Effect::kRatio, floor, kNoisyRatio * 100.0, &item,
+              by_call ? base_calls : 0, by_call ? c.calls() : 0);
         if (m.bandwidth && item.has_change_pct()) {
           const double lo = item.change_low_pct(), hi = item.change_high_pct();
           item.set_change_pct(AsBandwidth(item.change_pct()));

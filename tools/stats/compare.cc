@@ -40,9 +40,11 @@ double Gamma(double a, std::mt19937_64* rng) {
 // for independent Gamma(k) and Gamma(n - k + 1). The bootstrap's law
 // exactly, in constant time where a resample costs n draws and a
 // selection.
-double ResampledPercentile(const std::vector<double>& sorted, size_t k, std::mt19937_64* rng) {
+// With `m` draws instead of n (m-out-of-n), k is the rank among the m: the
+// k-th smallest of m uniforms picks the index, as above.
+double ResampledPercentile(const std::vector<double>& sorted, size_t m, size_t k, std::mt19937_64* rng) {
   const size_t n = sorted.size();
-  const double g1 = Gamma(static_cast<double>(k), rng), g2 = Gamma(static_cast<double>(n - k + 1), rng);
+  const double g1 = Gamma(static_cast<double>(k), rng), g2 = Gamma(static_cast<double>(m - k + 1), rng);
   const size_t j = static_cast<size_t>(static_cast<double>(n) * (g1 / (g1 + g2)));
   return sorted[std::min(j, n - 1)];
 }
@@ -63,7 +65,8 @@ double PercentileOf(std::vector<double>* v, double p) {
 }
 
 bool CompareSamples(const std::vector<double>& baseline, const std::vector<double>& current, double p, Effect effect,
-                    const BootstrapOptions& opts, SampleComparison* out) {
+                    const BootstrapOptions& opts, SampleComparison* out, size_t baseline_units,
+                    size_t current_units) {
   if (baseline.empty() || current.empty() || opts.resamples < 1) return false;
   auto effect_of = [effect](double b, double c) { return effect == Effect::kRatio ? c / b - 1.0 : c - b; };
   std::vector<double> b = baseline, c = current;
@@ -74,11 +77,15 @@ bool CompareSamples(const std::vector<double>& baseline, const std::vector<doubl
   out->current = c[kc - 1];
   if (effect == Effect::kRatio && !(out->baseline > 0 && out->current > 0)) return false;
   out->effect = effect_of(out->baseline, out->current);
+  // Draws per resample: the independent units, never more than the samples.
+  const size_t mb = baseline_units == 0 ? b.size() : std::min(baseline_units, b.size());
+  const size_t mc = current_units == 0 ? c.size() : std::min(current_units, c.size());
+  const size_t rb = RankOf(mb, p), rc = RankOf(mc, p);
   std::mt19937_64 rng(opts.seed);
   std::vector<double> effects;
   effects.reserve(static_cast<size_t>(opts.resamples));
   for (int i = 0; i < opts.resamples; ++i) {
-    const double sb = ResampledPercentile(b, kb, &rng), sc = ResampledPercentile(c, kc, &rng);
+    const double sb = ResampledPercentile(b, mb, rb, &rng), sc = ResampledPercentile(c, mc, rc, &rng);
     // Positive samples give positive statistics; a zero one (a 0 us latency)
     // makes the ratio unbounded, which is what it is.
     effects.push_back(effect == Effect::kRatio && !(sb > 0) ? HUGE_VAL : effect_of(sb, sc));

@@ -56,8 +56,15 @@ double PercentileOf(std::vector<double>* v, double p);
 
 // Compares the p-th percentile of `current` with that of `baseline`. False
 // when either side is empty, or for kRatio when a statistic is not positive.
+// `baseline_units`, `current_units`: how many independent draws each side's
+// samples hold (0: one per sample). A collective on N ranks gives N samples
+// that move together (its ranks end it together), so the samples of C
+// collectives hold C draws: each resample then takes C values, not N x C,
+// which is the bootstrap over collectives where a collective's samples are
+// alike, and wider where they differ.
 bool CompareSamples(const std::vector<double>& baseline, const std::vector<double>& current, double p, Effect effect,
-                    const BootstrapOptions& opts, SampleComparison* out);
+                    const BootstrapOptions& opts, SampleComparison* out, size_t baseline_units = 0,
+                    size_t current_units = 0);
 
 // Samples kept per row of a baseline (stats.proto StatRow.latency_us):
 // enough for the bootstrap to see a p99, small enough for a baseline of

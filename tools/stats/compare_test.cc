@@ -59,6 +59,32 @@ TEST(CompareTest, TheSameSamplesGiveTheSameInterval) {
   EXPECT_EQ(x.high, y.high);
 }
 
+// Each collective's 4 ranks give 4 alike samples: bootstrapped over the 50
+// collectives (units), the interval is the one of the 50 values alone, and
+// wider than the one that takes the 200 samples for independent draws.
+TEST(CompareTest, SamplesOfOneCollectiveCountAsOneDraw) {
+  std::vector<double> base, run, base_one, run_one;
+  for (int i = 0; i < 50; ++i) {
+    const double b = 100 + (i * 37) % 23, r = 104 + (i * 53) % 29;
+    base_one.push_back(b);
+    run_one.push_back(r);
+    for (int rank = 0; rank < 4; ++rank) {
+      base.push_back(b);
+      run.push_back(r);
+    }
+  }
+  SampleComparison samples, units, alone;
+  ASSERT_TRUE(CompareSamples(base, run, 50, Effect::kRatio, BootstrapOptions(), &samples));
+  ASSERT_TRUE(CompareSamples(base, run, 50, Effect::kRatio, BootstrapOptions(), &units, 50, 50));
+  ASSERT_TRUE(CompareSamples(base_one, run_one, 50, Effect::kRatio, BootstrapOptions(), &alone));
+  EXPECT_DOUBLE_EQ(units.effect, samples.effect);
+  EXPECT_GT(units.high - units.low, 1.5 * (samples.high - samples.low));
+  // The same law as the 50 values' own bootstrap: within a tenth of its width.
+  const double width = alone.high - alone.low;
+  EXPECT_NEAR(units.low, alone.low, 0.1 * width);
+  EXPECT_NEAR(units.high, alone.high, 0.1 * width);
+}
+
 TEST(CompareTest, NothingToCompare) {
   SampleComparison c;
   EXPECT_FALSE(CompareSamples({}, {1.0}, 50, Effect::kRatio, BootstrapOptions(), &c));
