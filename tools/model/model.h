@@ -677,17 +677,14 @@ bool AfterAPeerEnded(const Model& m, const Op& op);
 // "rank 3" (launcher rank) or "pid 1234@host" when the launcher said nothing.
 std::string ProcName(const Model& m, uint32_t proc);
 
-// Whether operation `oi` is one of its process's Proc::graph_like_ops.
-inline bool GraphLike(const Model& m, uint32_t oi) {
-  const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].graph_like_ops;
+// Whether operation `oi` is in one of its process's ascending lists of
+// rare operations (`list`: Proc::graph_like_ops or Proc::graph_ops).
+inline bool InProcList(const Model& m, uint32_t oi, std::vector<uint32_t> Proc::*list) {
+  const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].*list;
   return !v.empty() && std::binary_search(v.begin(), v.end(), oi);
 }
-
-// Whether operation `oi` is one of its process's Proc::graph_ops.
-inline bool FromGraph(const Model& m, uint32_t oi) {
-  const std::vector<uint32_t>& v = m.procs[m.ops[oi].proc].graph_ops;
-  return !v.empty() && std::binary_search(v.begin(), v.end(), oi);
-}
+inline bool GraphLike(const Model& m, uint32_t oi) { return InProcList(m, oi, &Proc::graph_like_ops); }
+inline bool FromGraph(const Model& m, uint32_t oi) { return InProcList(m, oi, &Proc::graph_ops); }
 
 }  // namespace ncclwatch::tools
 
