@@ -7,8 +7,9 @@
 #   gpu/record_ci.sh OUTDIR
 #
 # Environment: CAPTURES (default "channels events"), RUNS (plain runs per capture, default 10),
-# SLOWED (slowed runs per setting and capture, default 2, spread over the plain ones), ITERS (default 200), FIRST (the first
-# run number, to go on where a call stopped), BUDGET (seconds;
+# SLOWED (slowed runs per setting and capture, default 2, spread over the plain ones), ITERS (default 200), FIRST and
+# LAST (the first and last plain run number of this call, default 1 and RUNS, to split the runs
+# over several calls with the same layout), BUDGET (seconds;
 # no run starts after it, default 540). Runs go one at a time and interleaved (plain, slowed
 # settings, next capture), so that drift on the machine falls on every kind alike. Slow settings:
 # ch1 (NCCL_MAX_NCHANNELS=1), simple (NCCL_PROTO=Simple), and DELAYS (default none): entries
@@ -17,14 +18,14 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-[[ $# -eq 1 && "$1" != -* ]] || { sed -n "2,15p" "$0" >&2; exit 2; }
+[[ $# -eq 1 && "$1" != -* ]] || { sed -n "2,17p" "$0" >&2; exit 2; }
 out="$1"
 mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 2
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 plugin="${NCCL_PROFILER_PLUGIN:-$repo/out/libnccl-profiler-ncclwatch.so}"
 export NCCL_PROFILER_PLUGIN="$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")"
 captures="${CAPTURES:-channels events}" runs="${RUNS:-10}" slowed="${SLOWED:-2}"
-iters="${ITERS:-200}" budget="${BUDGET:-540}" first="${FIRST:-1}" delays="${DELAYS:-}"
+iters="${ITERS:-200}" budget="${BUDGET:-540}" first="${FIRST:-1}" last="${LAST:-${RUNS:-10}}" delays="${DELAYS:-}"
 declare -A slow=([ch1]="NCCL_MAX_NCHANNELS=1" [simple]="NCCL_PROTO=Simple")
 
 one() {  # capture kind n [VAR=value ...] [-- job args]
@@ -45,7 +46,7 @@ one() {  # capture kind n [VAR=value ...] [-- job args]
 kinds=(ch1 simple)
 for e in $delays; do kinds+=("delay${e%%:*}-${e#*:}"); done
 total=$((slowed * ${#kinds[@]})) per=$(((slowed * ${#kinds[@]} + runs - 1) / runs))
-for ((i = first, j = (first - 1) * per; i <= runs; i++)); do
+for ((i = first, j = (first - 1) * per; i <= runs && i <= last; i++)); do
   for cap in $captures; do
     one "$cap" plain "$i"
     for ((k = j; k < j + per && k < total; k++)); do
