@@ -12,7 +12,7 @@
 # over several calls with the same layout), BUDGET (seconds;
 # no run starts after it, default 540). Runs go one at a time and interleaved (plain, slowed
 # settings, next capture), so that drift on the machine falls on every kind alike. Slow settings:
-# ch1 (NCCL_MAX_NCHANNELS=1), simple (NCCL_PROTO=Simple), and DELAYS (default none): entries
+# SETTINGS (default "ch1 simple": ch1 is NCCL_MAX_NCHANNELS=1, simple NCCL_PROTO=Simple), and DELAYS (default none): entries
 # ROW:US, each a slowed kind delayROW-US (ci_bench.py --delay-row ROW --delay-us US). (NCCL_BUFFSIZE=65536 ran past the
 # 120 s limit every time on an H100 over sockets: not a setting to slow a run by.)
 set -uo pipefail
@@ -43,7 +43,7 @@ one() {  # capture kind n [VAR=value ...] [-- job args]
 }
 
 # Slowed kinds, each SLOWED times, spread over the plain runs in turn.
-kinds=(ch1 simple)
+read -ra kinds <<<"${SETTINGS-ch1 simple}"
 for e in $delays; do kinds+=("delay${e%%:*}-${e#*:}"); done
 total=$((slowed * ${#kinds[@]})) per=$(((slowed * ${#kinds[@]} + runs - 1) / runs))
 for ((i = first, j = (first - 1) * per; i <= runs && i <= last; i++)); do
