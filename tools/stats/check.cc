@@ -233,13 +233,17 @@ CheckResult CompareStats(const std::vector<stats::Stats>& baselines, const stats
         const double floor = m.bandwidth ? (1.0 / (1.0 - tol->second / 100.0) - 1.0) * 100.0 : tol->second;
         // A latency sample is one rank's share of a collective, and a
         // collective's ranks end it together: the independent draws are
-        // its calls (StatRow.calls), not its samples.
+        // its calls (StatRow.calls), not its samples; fewer where a rank's
+        // neighbouring calls move together (StatRow.independent_calls).
+        auto draws = [](const stats::StatRow& r) -> size_t {
+          return r.has_independent_calls() ? std::min(r.independent_calls(), r.calls()) : r.calls();
+        };
         size_t base_calls = 0;
         for (const stats::StatRow* r : runs)
-          if (r != nullptr) base_calls += r->calls();
-        const bool by_call = m.source == Source::kLatency && base_calls > 0 && c.calls() > 0;
+          if (r != nullptr) base_calls += draws(*r);
+        const bool by_call = m.source == Source::kLatency && base_calls > 0 && draws(c) > 0;
         Judge(per_run, cur, m.percentile, Effect::kRatio, floor, kNoisyRatio * 100.0, &item,
-              by_call ? base_calls : 0, by_call ? c.calls() : 0);
+              by_call ? base_calls : 0, by_call ? draws(c) : 0);
         if (m.bandwidth && item.has_change_pct()) {
           const double lo = item.change_low_pct(), hi = item.change_high_pct();
           item.set_change_pct(AsBandwidth(item.change_pct()));

@@ -101,6 +101,39 @@ bool CompareSamples(const std::vector<double>& baseline, const std::vector<doubl
   return true;
 }
 
+double IndependentShare(const std::vector<std::vector<double>>& series) {
+  size_t shortest = SIZE_MAX;
+  for (const auto& x : series)
+    if (!x.empty()) shortest = std::min(shortest, x.size());
+  if (shortest == SIZE_MAX) return 1.0;
+  // Fewer than 8 blocks of 8 say little of the blocks' variance: the
+  // calls are taken as they are.
+  if (shortest < 64) return 1.0;
+  const size_t b = static_cast<size_t>(std::sqrt(static_cast<double>(shortest)));
+  double ss = 0, ss_blocks = 0;
+  size_t df = 0, df_blocks = 0;
+  for (const auto& x : series) {
+    if (x.empty()) continue;
+    double mean = 0;
+    for (double v : x) mean += v;
+    mean /= static_cast<double>(x.size());
+    for (double v : x) ss += (v - mean) * (v - mean);
+    df += x.size() - 1;
+    const size_t blocks = x.size() / b;
+    for (size_t k = 0; k < blocks; ++k) {
+      double m = 0;
+      for (size_t i = k * b; i < (k + 1) * b; ++i) m += x[i];
+      m /= static_cast<double>(b);
+      ss_blocks += (m - mean) * (m - mean);
+    }
+    df_blocks += blocks - 1;
+  }
+  if (ss <= 0 || df == 0 || df_blocks == 0) return 1.0;
+  const double inflation = static_cast<double>(b) * (ss_blocks / static_cast<double>(df_blocks)) /
+                           (ss / static_cast<double>(df));
+  return inflation <= 1.0 ? 1.0 : 1.0 / inflation;
+}
+
 std::vector<double> SketchSamples(std::vector<double> samples, size_t max) {
   std::sort(samples.begin(), samples.end());
   if (samples.size() <= max || max == 0) return samples;

@@ -66,6 +66,20 @@ bool CompareSamples(const std::vector<double>& baseline, const std::vector<doubl
                     const BootstrapOptions& opts, SampleComparison* out, size_t baseline_units = 0,
                     size_t current_units = 0);
 
+// The share of `series`' samples that are independent draws, in (0, 1]:
+// each series is one rank's samples of a row in the order it made them,
+// and neighbours in it may move together (a loop's iterations, a
+// synchronization every few calls, a stretch where the machine ran slow).
+// Batch means: each series, less its own mean (a rank's steady offset is
+// not a correlation between calls), is cut into blocks of b = sqrt of the
+// shortest series; the block means' variance times b over the samples'
+// variance is how much the correlation widens a mean's spread, the
+// share's reciprocal. 1 where the shortest series is under 64 samples
+// (fewer than 8 blocks of 8 say little of the blocks' spread), or every
+// sample is alike. A resampling of `calls` x share calls is
+// then as wide as a block bootstrap of the calls.
+double IndependentShare(const std::vector<std::vector<double>>& series);
+
 // Samples kept per row of a baseline (stats.proto StatRow.latency_us):
 // enough for the bootstrap to see a p99, small enough for a baseline of
 // hundreds of rows to stay in megabytes. More are kept as that many

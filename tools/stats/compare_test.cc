@@ -85,6 +85,30 @@ TEST(CompareTest, SamplesOfOneCollectiveCountAsOneDraw) {
   EXPECT_NEAR(units.high, alone.high, 0.1 * width);
 }
 
+// Independent draws: samples that alternate as a loop's would count in
+// full; runs of ten alike (a slow stretch, a synchronization every ten
+// calls) count about one in ten; a rank's steady offset is no
+// correlation; too few samples to tell count in full.
+TEST(CompareTest, NeighboursThatMoveTogetherCountLess) {
+  std::vector<std::vector<double>> alternating(4), stretches(4), offset(4), few(4);
+  for (int r = 0; r < 4; ++r)
+    for (int i = 0; i < 400; ++i) {
+      const double jitter = ((i * 7919 + r * 104729) % 101) / 100.0;  // fixed, uncorrelated between neighbours
+      alternating[r].push_back(100 + jitter);
+      stretches[r].push_back(100 + 50 * ((i / 10 + r) % 3) + jitter);
+      offset[r].push_back(100 + 1000 * r + jitter);
+      if (i < 40) few[r].push_back(100 + 50 * ((i / 10) % 2));
+    }
+  EXPECT_GT(IndependentShare(alternating), 0.5);
+  const double share = IndependentShare(stretches);
+  EXPECT_GT(share, 0.05);
+  EXPECT_LT(share, 0.2);
+  EXPECT_GT(IndependentShare(offset), 0.5);
+  EXPECT_EQ(IndependentShare(few), 1.0);
+  EXPECT_EQ(IndependentShare({}), 1.0);
+  EXPECT_EQ(IndependentShare({std::vector<double>(100, 5.0)}), 1.0);
+}
+
 TEST(CompareTest, NothingToCompare) {
   SampleComparison c;
   EXPECT_FALSE(CompareSamples({}, {1.0}, 50, Effect::kRatio, BootstrapOptions(), &c));

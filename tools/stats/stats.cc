@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -115,6 +116,11 @@ struct Acc {
   uint32_t warmup = 0;
   std::vector<uint32_t> warmed;  // per process: its timed ops of the row left out so far
   std::vector<int64_t> gpu, cpu, polled, delay, skew;
+  // Where each process's samples start in gpu, cpu and polled (each
+  // process's are together, in its program order): the series whose
+  // neighbours IndependentShare measures.
+  std::vector<std::array<size_t, 3>> series_starts;
+  uint32_t series_proc = UINT32_MAX;
   uint64_t skew_stride = 0;  // skew from samples across the job (StatRow.skew_stride)
   std::set<uint64_t> tags;   // the callers' tags (StatRow.user_tags), at most kMaxRowTags + 1
   // From per-node summaries (Proc::row_digests): every operation of those
@@ -266,6 +272,10 @@ void AddOps(const Model& m, uint32_t pi, const StatsOptions& opts, Rows* rows) {
     if (o.match != kNone) a.matches.push_back(o.match);
     else ++a.unmatched;
     if (const uint64_t tag = UserTag(m, oi); tag != 0 && a.tags.size() <= kMaxRowTags) a.tags.insert(tag);
+    if (a.series_proc != pi) {
+      a.series_proc = pi;
+      a.series_starts.push_back({a.gpu.size(), a.cpu.size(), a.polled.size()});
+    }
     if (a.warmed.size() <= pi) a.warmed.resize(m.procs.size(), 0);
     const OpSample smp = Sample(o, &a.warmed[pi], opts);
     a.incomplete += smp.incomplete;
@@ -310,8 +320,25 @@ void AddSkew(const Model& m, const Sources& src, Rows* rows) {
   }
 }
 
+// The share of a row's latency samples (`which`: 0 gpu, 1 cpu, 2 polled,
+// in program order per process) that are independent draws.
+double LatencyShare(const Acc& a, int which) {
+  const std::vector<int64_t>& v = which == 0 ? a.gpu : which == 1 ? a.cpu : a.polled;
+  std::vector<std::vector<double>> series;
+  for (size_t i = 0; i < a.series_starts.size(); ++i) {
+    const size_t from = a.series_starts[i][which];
+    const size_t to = i + 1 < a.series_starts.size() ? a.series_starts[i + 1][which] : v.size();
+    if (to > from) series.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(to));
+  }
+  return IndependentShare(series);
+}
+
 // One row of the output from its accumulator (whose samples it reorders).
 void WriteRow(const RowKey& key, Acc& a, stats::StatRow* r) {
+  // Before any quantile reorders the samples.
+  const int which = !a.gpu.empty() ? 0 : !a.cpu.empty() ? 1 : 2;
+  const bool any = !a.gpu.empty() || !a.cpu.empty() || !a.polled.empty();
+  const double share = a.sketched || !any ? 0 : LatencyShare(a, which);
   std::sort(a.matches.begin(), a.matches.end());
   a.matches.erase(std::unique(a.matches.begin(), a.matches.end()), a.matches.end());
   r->set_comm(SanitizeUtf8(key.comm));
@@ -328,6 +355,8 @@ void WriteRow(const RowKey& key, Acc& a, stats::StatRow* r) {
     calls = IsP2p(a.fn) ? calls + a.digest_ops_sum : std::max(calls, a.digest_ops_max);
   }
   r->set_calls(static_cast<uint32_t>(calls));
+  if (share > 0 && calls > 0)
+    r->set_independent_calls(static_cast<uint32_t>(std::max<double>(1.0, std::round(static_cast<double>(calls) * share))));
   for (uint64_t tag : a.tags) {
     if (static_cast<size_t>(r->user_tags_size()) == kMaxRowTags) {
       r->set_user_tags_cut(true);
