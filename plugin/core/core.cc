@@ -29,6 +29,13 @@ __thread LaunchBinding t_launch = {0, nullptr, 0, 0};
 
 using calling_thread::t_launch;
 
+namespace token_internal {
+alignas(64) char g_group_token[64];
+alignas(64) char g_captured_api_token[64];
+}  // namespace token_internal
+using token_internal::g_captured_api_token;
+using token_internal::g_group_token;
+
 namespace {
 
 // Raw event records may fill a ring only up to 1 - 1/4 of it: the last
@@ -36,9 +43,6 @@ namespace {
 // needs (measured on GPU with NCCLWATCH_EVENTS=all: bursts of small
 // operations filled the rings with raw events, ~11% of events dropped).
 constexpr uint32_t kOpReserveDivisor = 4;
-
-alignas(64) char g_group_token[64];
-alignas(64) char g_captured_api_token[64];
 
 // GroupApi tokens (NewGroupApiToken): each thread takes a block of numbers
 // at a time, so that a group costs its thread no locked instruction (NCCL
@@ -52,9 +56,6 @@ struct TokenBlock {
 thread_local TokenBlock t_tokens{0, 0};
 
 }  // namespace
-
-__attribute__((hot)) void* GroupToken() { return g_group_token; }
-__attribute__((hot)) void* CapturedApiToken() { return g_captured_api_token; }
 
 __attribute__((hot)) void* NewGroupApiToken() {
   TokenBlock& b = t_tokens;
@@ -385,6 +386,10 @@ void Profiler::KernelChStopped(Slot* op, uint64_t now) {
 
 __attribute__((hot)) void* Profiler::StartOp(Context* ctx, const OpDesc& d) {
   if (ctx == nullptr || !IsOp(d.kind)) return nullptr;
+  return StartOpOf(ctx, d);
+}
+
+__attribute__((hot)) void* Profiler::StartOpOf(Context* ctx, const OpDesc& d) {
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) {

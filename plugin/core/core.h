@@ -144,6 +144,9 @@ class Profiler {
   // A Coll or P2p: what Start does for one, from its OpDesc (the v4+
   // adapters call it without building an EventDesc). Thread safety: as Start.
   void* StartOp(Context* ctx, const OpDesc& d);
+  // StartOp for a caller that knows `ctx` is one of this Profiler's, not
+  // finalized, and `d` an operation (the v5+ adapters' plan path).
+  void* StartOpOf(Context* ctx, const OpDesc& d);
   // Hot path. Start returns a handle or null (event dropped or not tracked).
   void* Start(Context* ctx, const EventDesc& d);
   void Stop(void* handle);
@@ -353,7 +356,14 @@ inline Slot* SlotOfHandle(void* handle) {
 // null one would silence every operation. Stop and State ignore it; as a
 // parent it is no parent. 64-byte aligned: never mistaken for a tagged
 // kernel-channel handle.
-void* GroupToken();
+namespace token_internal {
+// Defined in core.cc; only their addresses mean anything. Inline, so that
+// every Stop (which asks whether its handle is a token) reads an address
+// instead of making two calls.
+extern char g_group_token[64];
+extern char g_captured_api_token[64];
+}  // namespace token_internal
+inline void* GroupToken() { return token_internal::g_group_token; }
 
 // v5+: the handle a CollApi or P2pApi event gets when the plugin keeps
 // nothing for it and NCCL says the call is captured into a CUDA graph
@@ -365,7 +375,7 @@ void* GroupToken();
 // (ncclProfilerStartTaskEvents): with kernel channels each replay then
 // takes a number of its own, as an eager call does, instead of sharing the
 // next call's. Stop and State ignore it; as a parent it is no parent.
-void* CapturedApiToken();
+inline void* CapturedApiToken() { return token_internal::g_captured_api_token; }
 
 // v5+: the handle a GroupApi event gets when the plugin keeps nothing for it
 // and its launches take their completions from CUDA events. Each group gets
