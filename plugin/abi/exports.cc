@@ -389,8 +389,9 @@ nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
 // ---------------------------------------------------------------- v4..v7
 // A Coll or P2p: no EventDesc, its OpDesc filled from the members v4 to v7
 // share, and v7's tag and symmetric kernel (Profiler::StartOp).
+// Inline: a plan's op (PlanStart) makes no call for its copy.
 template <typename D>
-void CopyOpV4(const D& e, OpDesc* o) {
+inline __attribute__((always_inline)) void CopyOpV4(const D& e, OpDesc* o) {
   constexpr bool kV7 = std::is_same<D, nccl::DescrV7>::value;
   if (o->kind == kEvColl) {
     o->seq = e.coll.seqNumber;

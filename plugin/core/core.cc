@@ -152,7 +152,8 @@ __attribute__((hot)) Slot* Profiler::ValidParent(void* p) {
   return nullptr;
 }
 
-__attribute__((hot)) Rec* Profiler::ReserveOpRecord(ThreadBuf* tb) {
+// Inline: a launch's stop and an op's stop each take one.
+inline __attribute__((hot)) Rec* Profiler::ReserveOpRecord(ThreadBuf* tb) {
   Rec* r = tb->ring.Reserve();
   if (r == nullptr) OwnerIncrement(tb->counters.ring_full);
   return r;
@@ -243,7 +244,8 @@ __attribute__((hot)) void Profiler::FillOp(ThreadBuf* tb, Slot* s, const OpDesc&
   s->tracked.store(tracked ? 1 : 0, std::memory_order_relaxed);
 }
 
-__attribute__((hot)) void* Profiler::StartKernelLaunch(Context* ctx, const void* stream, const void* group_api) {
+// Flattened: the launch's start is one function on NCCL's launching thread.
+__attribute__((hot, flatten)) void* Profiler::StartKernelLaunch(Context* ctx, const void* stream, const void* group_api) {
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) {
@@ -389,7 +391,7 @@ __attribute__((hot)) void* Profiler::StartOp(Context* ctx, const OpDesc& d) {
   return StartOpOf(ctx, d);
 }
 
-__attribute__((hot)) void* Profiler::StartOpOf(Context* ctx, const OpDesc& d) {
+__attribute__((hot, flatten)) void* Profiler::StartOpOf(Context* ctx, const OpDesc& d) {
   if (__builtin_expect(abandoned_.load(std::memory_order_relaxed), false)) return nullptr;
   ThreadBuf* tb = CurrentThread();
   if (tb == nullptr) {
@@ -399,7 +401,9 @@ __attribute__((hot)) void* Profiler::StartOpOf(Context* ctx, const OpDesc& d) {
   return StartOpIn(tb, ctx, d);
 }
 
-__attribute__((hot)) void* Profiler::StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d) {
+// Flattened: the slot's claim and the record's fill are its own code, with
+// no call or register saves between them (the spare slot stays a call).
+__attribute__((hot, flatten)) void* Profiler::StartOpIn(ThreadBuf* tb, Context* ctx, const OpDesc& d) {
   const uint64_t now = Ticks();
   Slot* s = AllocSlot(tb);
   const bool spare = s == nullptr;

@@ -227,7 +227,7 @@ class Profiler {
   __attribute__((cold)) ThreadBuf* ClaimThread();
   __attribute__((cold)) void NoBuffer();  // counts one event dropped for want of a buffer
   Slot* AllocSlot(ThreadBuf* tb);
-  Slot* SpareSlot(ThreadBuf* tb);
+  __attribute__((cold, noinline)) Slot* SpareSlot(ThreadBuf* tb);
   void Claim(ThreadBuf* tb, Slot* s);
   // An event id of the calling thread's, never given before.
   static uint64_t NewId(ThreadBuf* tb) {
