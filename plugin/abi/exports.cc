@@ -2,7 +2,8 @@
 // adapter: it copies its own version's descriptor, field by field, into the
 // version-neutral EventDesc and calls the one core (core.h). No descriptor is
 // ever read through another version's type: the `type` tag is 8 bits wide
-// before v5 and 64 bits from v5 on.
+// before v5 and 64 bits from v5 on. The v1 to v3 adapters are
+// adapters_v1_v3.cc; what they share with these, adapter.h.
 //
 // Every entry point is noexcept and returns success, except init, which
 // fails (so NCCL runs on without us) when the plugin cannot work, saying why
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "plugin/abi/adapter.h"
 #include "plugin/core/config.h"
 #include "plugin/core/core.h"
 #include "plugin/core/event.h"
@@ -26,31 +28,35 @@
 #include "plugin/abi/profiler_v7.h"
 
 namespace ncclwatch::plugin {
+
+namespace adapter {
+// A Group event the plugin keeps nothing for still gets a handle on API v1
+// to v4: NCCL 2.23 to 2.27 start no Coll or P2p event under a null one (seen
+// on 2x H200: every file held no operation). Not on a context we did not
+// make or one that is turned off.
+// `api`: the calling table's version, not the Profiler's (the first init's).
+__attribute__((hot)) void GroupFallback(int api, void* context, void** handle, EventKind kind) {
+  if (api > 4 || kind != kEvGroup || handle == nullptr || *handle != nullptr) return;
+  if (Profiler::KnownContext(context) != nullptr) *handle = GroupToken();
+}
+
+}  // namespace adapter
+
 namespace {
+
+using adapter::CopyProxy;
+using adapter::Empty;
+using adapter::GroupFallback;
+using adapter::StartCommon;
+using adapter::StateV1;
+using adapter::StartV1;
+using adapter::StartV2;
+using adapter::StartV3;
+using adapter::Wanted;
 
 std::atomic<bool> g_off_logged{false};
 
 const char* GetEnv(const char* name) { return getenv(name); }
-
-// v1 passes enum values where later versions pass NCCL's names.
-const char* FuncName(uint8_t f) {
-  static const char* const kNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
-                                       "SendRecv",  "Send",   "Recv"};
-  return f < sizeof(kNames) / sizeof(kNames[0]) ? kNames[f] : "Unknown";
-}
-const char* DatatypeName(uint8_t t) {
-  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32", "ncclInt64",
-                                       "ncclUint64",  "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16"};
-  return t < sizeof(kNames) / sizeof(kNames[0]) ? kNames[t] : "Unknown";
-}
-const char* AlgoName(uint8_t a) {
-  static const char* const kNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
-  return a < sizeof(kNames) / sizeof(kNames[0]) ? kNames[a] : "Unknown";
-}
-const char* ProtoName(uint8_t p) {
-  static const char* const kNames[] = {"LL", "LL128", "SIMPLE"};
-  return p < sizeof(kNames) / sizeof(kNames[0]) ? kNames[p] : "Unknown";
-}
 
 void LogOff(nccl::Logger log, const std::string& why) {
   if (g_off_logged.exchange(true)) return;
@@ -122,21 +128,6 @@ nccl::Result Finalize(void* context) noexcept {
   return nccl::kSuccess;
 }
 
-// Before any copying: NCCL starts some event types whatever the activation
-// mask says (v5 calls Group, GroupApi and CollApi for every collective), and
-// most are of no use at the default capture.
-inline bool Wanted(void* context, EventKind kind) {
-  // Only a context we made is read: a PXN proxy's events carry another
-  // process's (NVIDIA/nccl#1586), and a turned-off communicator's is null.
-  Context* c = Profiler::KnownContext(context);
-  if (c == nullptr || !c->prof->Wants(kind)) return false;
-  if (__builtin_expect(c->finalized.load(std::memory_order_acquire), 0)) {
-    c->prof->RefuseFinalized();
-    return false;
-  }
-  return true;
-}
-
 // v4+: a kernel channel without raw capture goes straight to its op
 // (Profiler::StartKernelCh). True when it did.
 template <typename D>
@@ -149,48 +140,9 @@ bool KernelChFast(void* context, void** handle, EventKind kind, const D& e) {
   return true;
 }
 
-void StartCommon(void* context, void** handle, const EventDesc& d) {
-  auto* c = static_cast<Context*>(context);
-  void* h = c != nullptr ? c->prof->Start(c, d) : nullptr;
-  if (handle != nullptr) *handle = h;
-}
-
-// A Group event the plugin keeps nothing for still gets a handle on API v1
-// to v4: NCCL 2.23 to 2.27 start no Coll or P2p event under a null one (seen
-// on 2x H200: every file held no operation). Not on a context we did not
-// make or one that is turned off.
-// `api`: the calling table's version, not the Profiler's (the first init's).
-__attribute__((hot)) void GroupFallback(int api, void* context, void** handle, EventKind kind) {
-  if (api > 4 || kind != kEvGroup || handle == nullptr || *handle != nullptr) return;
-  if (Profiler::KnownContext(context) != nullptr) *handle = GroupToken();
-}
-
-// A handle behind which the plugin keeps nothing: Stop and State ignore it.
-// A GroupApi token is tested first: NCCL 2.28+ hands one back twice per
-// group (its states) and once at its stop, on the launching thread.
-inline bool Empty(void* handle) {
-  return handle == nullptr || IsGroupApiToken(handle) || handle == GroupToken() || handle == CapturedApiToken();
-}
-
 __attribute__((hot)) nccl::Result Stop(void* handle) noexcept {
   if (Empty(handle)) return nccl::kSuccess;
   SlotOfHandle(handle)->ctx->prof->Stop(handle);
-  return nccl::kSuccess;
-}
-
-// State arguments of v1..v3: a union whose member depends on the state.
-nccl::Result StateV1(void* handle, int state, nccl::StateArgsV1* args) noexcept {
-  if (Empty(handle)) return nccl::kSuccess;
-  StateArgs a;
-  if (args != nullptr) {
-    if ((state >= nccl::kProxyOpSendPosted && state <= nccl::kProxyOpRecvDone) || state == nccl::kProxyOpInProgress) {
-      a.trans_size = args->proxyOp.transSize;
-      a.steps = args->proxyOp.steps;
-    } else if (state >= nccl::kProxyCtrlIdle && state <= nccl::kProxyCtrlAppendEnd) {
-      a.appended_proxy_ops = args->proxyCtrl.appendedProxyOps;
-    }
-  }
-  SlotOfHandle(handle)->ctx->prof->State(handle, state, a);
   return nccl::kSuccess;
 }
 
@@ -211,178 +163,6 @@ __attribute__((hot)) nccl::Result StateV4(void* handle, int state, nccl::StateAr
     }
   }
   SlotOfHandle(handle)->ctx->prof->State(handle, state, a);
-  return nccl::kSuccess;
-}
-
-// ---------------------------------------------------------------- v1..v3
-template <typename D>
-void CopyProxy(const D& e, EventDesc* d) {
-  d->pid = e.proxyOp.pid;
-  d->channel = e.proxyOp.channelId;
-  d->peer = e.proxyOp.peer;
-  d->nsteps = e.proxyOp.nSteps;
-  d->chunk_size = e.proxyOp.chunkSize;
-  d->is_send = e.proxyOp.isSend != 0;
-}
-
-nccl::Result StartV1(void* context, void** handle, nccl::DescrV1* e) noexcept {
-  if (handle != nullptr) *handle = nullptr;
-  if (e == nullptr) return nccl::kSuccess;
-  const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) {
-    GroupFallback(1, context, handle, kind);
-    return nccl::kSuccess;
-  }
-  EventDesc d;
-  d.kind = kind;
-  d.parent = e->parentObj;
-  d.rank = e->rank;
-  switch (d.kind) {
-    case kEvColl:
-      d.comm_hash = e->coll.commHash;
-      d.seq = e->coll.seqNumber;
-      d.func = FuncName(e->coll.func);
-      d.send_buff = e->coll.sendBuff;
-      d.recv_buff = e->coll.recvBuff;
-      d.count = e->coll.count;
-      d.root = e->coll.root;
-      d.datatype = DatatypeName(e->coll.datatype);
-      d.op = e->coll.op;
-      d.traffic_bytes = e->coll.trafficBytes;
-      d.nchannels = e->coll.nMaxChannels;
-      d.nwarps = e->coll.nWarps;
-      d.algo = AlgoName(e->coll.algo);
-      d.proto = ProtoName(e->coll.proto);
-      d.is_collnet = e->coll.isCollnet != 0;
-      d.is_nvls = e->coll.isNvls != 0;
-      break;
-    case kEvP2p:
-      d.comm_hash = e->p2p.commHash;
-      d.func = FuncName(e->p2p.func);
-      d.recv_buff = e->p2p.buff;
-      d.datatype = DatatypeName(e->p2p.datatype);
-      d.count = e->p2p.count;
-      d.peer = e->p2p.peer;
-      break;
-    case kEvProxyOp:
-      CopyProxy(*e, &d);
-      break;
-    case kEvProxyStep:
-      d.step = e->proxyStep.step;
-      break;
-    case kEvGroup:
-    case kEvProxyCtrl:
-      break;
-    default:
-      return nccl::kSuccess;  // not a v1 event type
-  }
-  StartCommon(context, handle, d);
-  GroupFallback(1, context, handle, kind);
-  return nccl::kSuccess;
-}
-
-template <typename D>
-void CopyCollV2V3(const D& e, EventDesc* d) {
-  d->comm_hash = e.coll.commHash;
-  d->seq = e.coll.seqNumber;
-  d->func = e.coll.func;
-  d->send_buff = e.coll.sendBuff;
-  d->recv_buff = e.coll.recvBuff;
-  d->count = e.coll.count;
-  d->root = e.coll.root;
-  d->datatype = e.coll.datatype;
-  d->nchannels = e.coll.nMaxChannels;
-  d->nwarps = e.coll.nWarps;
-  d->algo = e.coll.algo;
-  d->proto = e.coll.proto;
-}
-template <typename D>
-void CopyP2pV2V3(const D& e, EventDesc* d) {
-  d->comm_hash = e.p2p.commHash;
-  d->func = e.p2p.func;
-  d->recv_buff = e.p2p.buff;
-  d->datatype = e.p2p.datatype;
-  d->count = e.p2p.count;
-  d->peer = e.p2p.peer;
-}
-
-nccl::Result StartV2(void* context, void** handle, nccl::DescrV2* e) noexcept {
-  if (handle != nullptr) *handle = nullptr;
-  if (e == nullptr) return nccl::kSuccess;
-  const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) {
-    GroupFallback(2, context, handle, kind);
-    return nccl::kSuccess;
-  }
-  EventDesc d;
-  d.kind = kind;
-  d.parent = e->parentObj;
-  d.rank = e->rank;
-  switch (d.kind) {
-    case kEvColl:
-      CopyCollV2V3(*e, &d);
-      d.traffic_bytes = e->coll.trafficBytes;
-      break;
-    case kEvP2p:
-      CopyP2pV2V3(*e, &d);
-      break;
-    case kEvProxyOp:
-      CopyProxy(*e, &d);
-      break;
-    case kEvProxyStep:
-      d.step = e->proxyStep.step;
-      break;
-    case kEvGroup:
-    case kEvProxyCtrl:
-      break;
-    default:
-      return nccl::kSuccess;
-  }
-  StartCommon(context, handle, d);
-  GroupFallback(2, context, handle, kind);
-  return nccl::kSuccess;
-}
-
-nccl::Result StartV3(void* context, void** handle, nccl::DescrV3* e) noexcept {
-  if (handle != nullptr) *handle = nullptr;
-  if (e == nullptr) return nccl::kSuccess;
-  const EventKind kind = KindOfMask(e->type);
-  if (!Wanted(context, kind)) {
-    GroupFallback(3, context, handle, kind);
-    return nccl::kSuccess;
-  }
-  EventDesc d;
-  d.kind = kind;
-  d.parent = e->parentObj;
-  d.rank = e->rank;
-  switch (d.kind) {
-    case kEvColl:
-      CopyCollV2V3(*e, &d);
-      break;
-    case kEvP2p:
-      CopyP2pV2V3(*e, &d);
-      break;
-    case kEvProxyOp:
-      CopyProxy(*e, &d);
-      break;
-    case kEvProxyStep:
-      d.step = e->proxyStep.step;
-      break;
-    case kEvKernelCh:
-      d.channel = e->kernelCh.channelId;
-      break;
-    case kEvNetPlugin:
-      d.net_id = e->netPlugin.id;
-      d.net_data = e->netPlugin.data;
-      break;
-    case kEvGroup:
-    case kEvProxyCtrl:
-      break;
-    default:
-      return nccl::kSuccess;
-  }
-  StartCommon(context, handle, d);
-  GroupFallback(3, context, handle, kind);
   return nccl::kSuccess;
 }
 
