@@ -426,41 +426,43 @@ __attribute__((noinline, hot)) nccl::Result LaunchThreadStart(void* context, voi
   return StartV4Plus<D, Copy>(context, handle, e);
 }
 
-// v5+: a plan's Group and its operations, on the same thread as its launch.
-// A Group the plugin keeps nothing for (unless it is captured raw) gets a
-// null handle at once: from v5 on NCCL starts a plan's operations under a
-// null one (GroupFallback). An operation goes straight to its OpDesc and
-// Profiler::StartOp, without StartV4Plus's frame; the rest go on to it.
+// v5+: a plan's operations, on the same thread as its launch: a Coll or P2p
+// goes straight to its OpDesc and Profiler::StartOpOf, without StartV4Plus's
+// frame and its second context check; the rest go on to StartV4Plus.
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
 __attribute__((noinline, hot)) nccl::Result PlanStart(void* context, void** handle, D* e) noexcept {
   const uint64_t type = e->type;
   Context* c = Profiler::KnownContext(context);
-  if (__builtin_expect(c != nullptr, 1)) {
-    Profiler* p = c->prof;
-    if (type == nccl::kGroup) {
-      if (!p->Wants(kEvGroup)) {
-        if (handle != nullptr) *handle = nullptr;
-        return nccl::kSuccess;
-      }
-    } else if ((type == nccl::kColl || type == nccl::kP2p) && !c->finalized.load(std::memory_order_acquire)) {
-      OpDesc o;
-      o.kind = type == nccl::kColl ? kEvColl : kEvP2p;
-      o.parent = e->parentObj;
-      CopyOpV4(*e, &o);
-      void* h = p->StartOpOf(c, o);
-      if (handle != nullptr) *handle = h;
-      return nccl::kSuccess;
-    }
+  if (__builtin_expect(c != nullptr && !c->finalized.load(std::memory_order_acquire), 1)) {
+    OpDesc o;
+    o.kind = type == nccl::kColl ? kEvColl : kEvP2p;
+    o.parent = e->parentObj;
+    CopyOpV4(*e, &o);
+    void* h = c->prof->StartOpOf(c, o);
+    if (handle != nullptr) *handle = h;
+    return nccl::kSuccess;
   }
   return StartV4Plus<D, Copy>(context, handle, e);
 }
 
-constexpr uint64_t kPlanTypes = nccl::kGroup | nccl::kColl | nccl::kP2p;
-
+// A plan's Group the plugin keeps nothing for (unless it is captured raw)
+// gets a null handle before any frame is built: from v5 on NCCL starts a
+// plan's operations under a null one (GroupFallback).
 template <typename D, bool (*Copy)(const D&, EventDesc*)>
 __attribute__((hot)) nccl::Result StartV5Plus(void* context, void** handle, D* e) noexcept {
-  if (e != nullptr && (e->type & kLaunchThreadTypes) != 0) return LaunchThreadStart<D, Copy>(context, handle, e);
-  if (e != nullptr && (e->type & kPlanTypes) != 0) return PlanStart<D, Copy>(context, handle, e);
+  if (e != nullptr) {
+    const uint64_t type = e->type;
+    if ((type & kLaunchThreadTypes) != 0) return LaunchThreadStart<D, Copy>(context, handle, e);
+    if (type == nccl::kGroup) {
+      const Context* c = Profiler::KnownContext(context);
+      if (c != nullptr && !c->prof->Wants(kEvGroup)) {
+        if (handle != nullptr) *handle = nullptr;
+        return nccl::kSuccess;
+      }
+    } else if (type == nccl::kColl || type == nccl::kP2p) {
+      return PlanStart<D, Copy>(context, handle, e);
+    }
+  }
   return StartV4Plus<D, Copy>(context, handle, e);
 }
 
