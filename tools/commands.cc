@@ -595,7 +595,8 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
   uint64_t let_go = 0, cut = 0, asked = 0;
   for (const summary::SummaryProcess& p : s.procs)
     let_go += p.let_go_ops(), cut += p.cut_ops() + p.cut_stuck_ops(), asked += p.asked_collectives_size();
-  out << "ncclwatch summarize: " << s.procs.size() << (s.procs.size() == 1 ? " process" : " processes") << ", "
+  out << "ncclwatch summarize: " << s.procs.size() << (s.procs.size() == 1 ? " process" : " processes")
+      << (s.header.nodes() > 0 ? " of " + WithThousands(s.header.nodes()) + " node summaries (a group)" : "") << ", "
       << WithThousands(let_go) << " operations let go"
       << (collectives.empty() ? "" : " (" + WithThousands(asked) + " of them kept as asked by --collectives)") << ", "
       << FormatBytes(bytes.size()) << " to " << out_path << "\n";

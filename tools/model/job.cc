@@ -102,6 +102,8 @@ void ReadSummariesOf(const std::vector<std::string>& summaries, std::vector<Summ
     SummaryResult& s = read[i];
     if (!read_errors[i].empty())
       errors->push_back(read_errors[i] + (s.procs.empty() ? "" : " (the processes before it are read)"));
+    // A group's: what reading the summaries it gathered could not give.
+    for (const std::string& e : s.header.read_errors()) errors->push_back(e);
     for (size_t k = 0; k < s.procs.size(); ++k) {
       pieces->emplace_back();
       pieces->back().sp = std::move(s.procs[k]);

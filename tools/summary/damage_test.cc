@@ -57,6 +57,35 @@ TEST(SummaryDamage, EveryByteOfASkipJobsSummary) { EveryByteOf("testdata/gpu/ski
 
 TEST(SummaryDamage, EveryByteOfAHealthyJobsSummary) { EveryByteOf("testdata/gpu/healthy", "healthy"); }
 
+// A node summary damaged before it was gathered into a group's: the
+// group's verdict is the nodes' own, its INCOMPLETE naming the same file,
+// offset and record (SummaryHeader.read_errors), never a finding or an OK
+// the damage hid. One byte in 13, each changed by all bits.
+TEST(SummaryDamage, AGroupOfADamagedNodeSaysWhatItsNodesSay) {
+  const std::vector<std::string> paths = Summaries("testdata/gpu/skip", false, "group-skip");
+  ASSERT_GT(paths.size(), 1u);
+  const std::string group = testing::Tmp() + "/group-skip.ncclsummary";
+  const std::string bytes = ReadBytes(paths[0]);
+  size_t damaged = 0;
+  for (size_t i = 0; i < bytes.size(); i += 13) {
+    std::string b = bytes;
+    b[i] = static_cast<char>(~static_cast<uint8_t>(b[i]));
+    WriteBytes(paths[0], b);
+    const std::string nodes = Verdict(paths);
+    SummaryResult s;
+    std::string error;
+    if (!Summarize(paths, SummarizeOptions(), &s, &error)) {
+      EXPECT_TRUE(SaysDamaged(nodes)) << "byte " << i << ": no group made (" << error << "), yet: " << nodes;
+      continue;
+    }
+    WriteBytes(group, EncodeSummary(s));
+    EXPECT_EQ(Verdict({group}), nodes) << "byte " << i;
+    damaged += SaysDamaged(nodes);
+  }
+  WriteBytes(paths[0], bytes);
+  EXPECT_GT(damaged, bytes.size() / 13 / 2);
+}
+
 // A summary of the previous format (version 2: the same records, no
 // checksums) still reads; a checked file whose version byte was changed to
 // 2 does not.

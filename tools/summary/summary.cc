@@ -1,5 +1,7 @@
 #include "tools/summary/summary.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -13,9 +15,11 @@
 #include "tools/model/file_window.h"
 #include "tools/model/gpu_held.h"
 #include "tools/model/inputs.h"
+#include "tools/model/job.h"
 #include "tools/model/loader.h"
 #include "tools/model/op_key.h"
 #include "tools/reader/reader.h"
+#include "tools/summary/group.h"
 #include "tools/stats/stats.h"
 
 namespace ncclwatch::tools {
@@ -218,10 +222,46 @@ void CapWindow(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryPr
 
 bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
                std::string* error) {
+  // Summaries among the inputs make this a group's summary: their
+  // processes join those of the trace files (group.h). A folder is
+  // searched for summaries only where it holds no trace file, so that a
+  // node's summary left beside its traces is not gathered with them.
+  TraceInputs all;
+  for (const std::string& p : paths) {
+    struct stat st;
+    const bool folder = stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    TraceInputs in = ListFiles({p}, folder ? &IsTraceFileName : &IsInputFileName);
+    if (folder && in.files.empty() && in.errors.empty()) in = ListFiles({p}, &IsSummaryFileName);
+    all.files.insert(all.files.end(), in.files.begin(), in.files.end());
+    all.errors.insert(all.errors.end(), in.errors.begin(), in.errors.end());
+  }
+  std::vector<std::string> summaries, traces;
+  for (const std::string& f : all.files) (IsSummaryFile(f) ? summaries : traces).push_back(f);
+  if (!summaries.empty()) {
+    // What could not be read is carried in the group's header, in the
+    // order diagnose of these inputs says it (job.cc): the listing's, the
+    // trace files', then the summaries'.
+    std::vector<std::string> carried = all.errors;
+    bool traced = false;
+    if (!traces.empty()) {
+      SummaryResult t;
+      traced = SummarizeTraces(traces, opts, &t, error);
+      if (!traced) carried.push_back(*error);  // not fatal: the summaries may still make the group
+      carried.insert(carried.end(), t.errors.begin(), t.errors.end());
+      if (traced) *out = std::move(t);
+    }
+    out->errors = carried;
+    return AddSummaries(summaries, carried, traced ? 1 : 0, out, error);
+  }
+  return SummarizeTraces(paths, opts, out, error);
+}
+
+bool SummarizeTraces(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
+                     std::string* error) {
   TraceInputs in = ListFiles(paths, &IsTraceFileName);
-  out->errors = in.errors;
+  out->errors.insert(out->errors.end(), in.errors.begin(), in.errors.end());
   if (!ScreenTraceInputs(opts.job, &in, error)) return false;
-  out->notes = in.notes;
+  out->notes.insert(out->notes.end(), in.notes.begin(), in.notes.end());
   if (in.files.empty()) {
     *error = "no trace file (*.ncclwatch) among " + ListFew(paths);
     return false;

@@ -59,10 +59,15 @@ struct SummarizeOptions : WindowSummaryOptions {
 // an INCOMPLETE.
 void CapSummaryProcess(uint64_t max_bytes, uint32_t checkpoint_every, summary::SummaryProcess* sp);
 
-// The trace files among `paths` (files, folders) summarized. False with
-// `error` when none can be (no trace file, several jobs without --job).
+// The trace files among `paths` (files, folders) summarized; with
+// summaries among them too, a group's summary of those and of the trace
+// files (group.h). False with `error` when none can be (no trace file or
+// summary, several jobs without --job).
 bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
                std::string* error);
+// The trace files among `paths` alone, a node's summary.
+bool SummarizeTraces(const std::vector<std::string>& paths, const SummarizeOptions& opts, SummaryResult* out,
+                     std::string* error);
 // One trace file; `facts`: the node model's Proc of it (null: none).
 bool SummarizeFile(const std::string& path, const SummarizeOptions& opts, const Proc* facts,
                    summary::SummaryProcess* out, std::string* error);

@@ -8,7 +8,9 @@
 // the traces' line. And `stats` and
 // `check` from summaries give the traces' rows and verdicts, quantiles
 // within the sketches' 1%, at both windows. And every summary made of
-// them, whole folder or one file, reads back as written.
+// them, whole folder or one file, reads back as written. And group
+// summaries of those summaries (summarize given summaries) give the
+// nodes' first line.
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -206,6 +208,67 @@ TEST(SummaryTestdataTest, DefaultWindowGivesTheTracesVerdict) {
   }
   EXPECT_GE(compared, 200);
   printf("compared %d summary sets; %d folders with several hosts\n", compared, multi_host);
+}
+
+// Summaries `nodes` gathered into group summaries of `size` nodes each (0:
+// all in one), as `summarize` given summaries makes them; their paths.
+std::vector<std::string> Groups(const std::vector<std::string>& nodes, size_t size, const std::string& tag) {
+  if (size == 0) size = nodes.size();
+  std::string tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  std::vector<std::string> out;
+  for (size_t at = 0; at < nodes.size(); at += size) {
+    const std::vector<std::string> chunk(nodes.begin() + static_cast<ptrdiff_t>(at),
+                                         nodes.begin() + static_cast<ptrdiff_t>(std::min(nodes.size(), at + size)));
+    SummaryResult s;
+    std::string error;
+    EXPECT_TRUE(Summarize(chunk, SummarizeOptions(), &s, &error)) << tag << ": " << error;
+    EXPECT_GE(s.header.nodes(), chunk.size()) << tag;
+    std::string name = tag + "-group" + std::to_string(size) + "-" + std::to_string(at) + ".ncclsummary";
+    std::replace(name.begin(), name.end(), '/', '_');
+    const std::string path = tmp + "/" + name;
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << EncodeSummary(s);
+    out.push_back(path);
+  }
+  return out;
+}
+
+// The same first line at every level: node summaries (per host, and one
+// per process) gathered into groups of 1, 2 and all of them give the
+// nodes' own verdict, which per host is the traces' (above), and at a
+// window of 2 operations too, where chains, gaps and second rounds are at
+// play.
+TEST(SummaryTestdataTest, GroupSummariesGiveTheNodesVerdict) {
+  int compared = 0, traces_line = 0;
+  for (const std::string& folder : Folders()) {
+    const Verdict full = Judge({folder});
+    for (const uint64_t window : {uint64_t{64}, uint64_t{2}}) {
+      for (bool per_process : {false, true}) {
+        int made = 0;
+        const std::vector<std::string> nodes =
+            Summaries(folder, window, !per_process, &made, {}, per_process);
+        if (nodes.empty()) continue;
+        const Verdict node = Judge(nodes);
+        const std::string tag = folder + "-" + std::to_string(window) + (per_process ? "-p" : "-h");
+        for (size_t size : {size_t{1}, size_t{2}, size_t{0}}) {
+          const Verdict group = Judge(Groups(nodes, size, tag));
+          EXPECT_EQ(group.line, node.line) << folder << " window " << window << (per_process ? " per process" : " per host")
+                                           << ", groups of " << size;
+          EXPECT_EQ(group.exit, node.exit) << folder;
+          EXPECT_EQ(group.culprits, node.culprits) << folder;
+          ++compared;
+          traces_line += group.line == full.line;
+        }
+        // And a second round asked of the group, gathered again.
+        const std::vector<CollectiveRange> ask = Refine(Groups(nodes, 0, tag + "-r"));
+        if (ask.empty() || per_process) continue;
+        int again = 0;
+        const std::vector<std::string> asked = Summaries(folder, window, true, &again, ask);
+        EXPECT_EQ(Judge(Groups(asked, 2, tag + "-asked")).line, Judge(asked).line) << folder;
+      }
+    }
+  }
+  EXPECT_GE(compared, 1000);
+  printf("compared %d group summary sets with their nodes'; %d of them the traces' line\n", compared, traces_line);
 }
 
 TEST(SummaryTestdataTest, SmallWindowGivesTheSameVerdictOrIncomplete) {
