@@ -17,7 +17,8 @@ export NCCLWATCH_PREFIX=$tmp/prefix
 unset NCCLWATCH_JOB_ID NCCLWATCH_TRACES NCCLWATCH_DIR NCCLWATCH_NODE_DIR SLURM_JOB_ID TORCHELASTIC_RUN_ID
 
 # Stand-ins on PATH: torchrun and python say how they were called; srun runs
-# its command here as the one task of node 0.
+# its command here as the one task of node 0, or with --ntasks=N as N tasks
+# one after the other.
 bin=$tmp/bin
 mkdir "$bin"
 cat > "$bin/torchrun" << 'STUB'
@@ -30,8 +31,15 @@ echo "python $* NCCLWATCH_DIR=$NCCLWATCH_DIR MASTER=$MASTER_ADDR:$MASTER_PORT FR
 STUB
 cat > "$bin/srun" << 'STUB'
 #!/usr/bin/env bash
-while [[ $# -gt 0 && "$1" == -* ]]; do shift; done
-SLURM_PROCID=0 SLURM_NODEID=0 SLURM_LOCALID=0 SLURM_NTASKS=1 exec "$@"
+n=1
+while [[ $# -gt 0 && "$1" == -* ]]; do
+  [[ "$1" == --ntasks=* ]] && n=${1#--ntasks=}
+  shift
+done
+((n > 1)) || SLURM_PROCID=0 SLURM_NODEID=0 SLURM_LOCALID=0 SLURM_NTASKS=1 exec "$@"
+s=0
+for ((i = 0; i < n; i++)); do SLURM_PROCID=$i SLURM_NODEID=$i SLURM_LOCALID=0 SLURM_NTASKS=$n "$@" || s=$?; done
+exit $s
 STUB
 chmod +x "$bin"/*
 export PATH=$bin:$PATH
@@ -126,6 +134,34 @@ check_refined() {
     fail "the script did not print the second round's diagnosis: $out"
 }
 
+# A job of two nodes, more than NCCLWATCH_GROUP_NODES=1: the benchmark's
+# job at 16 ranks, this host's ranks node0's; node1's summary (already with
+# the collectives the second round asks for) written into the shared
+# summaries as another node's would be.
+two_nodes_job=("bash" "-c" 'rm -rf "$1" && "$0" "$1" 16 300 "$NCCLWATCH_JOB_ID" && mv "$1"/node0/*.ncclwatch "$NCCLWATCH_DIR"/ &&
+  mkdir -p "$NCCLWATCH_SUMMARIES" && "$2" summarize --job="$NCCLWATCH_JOB_ID" --collectives=0x0000000000005000:1-64 \
+    -o "$NCCLWATCH_SUMMARIES/other-node.ncclsummary" "$1"/node1 > /dev/null; exit 1'
+  "$summary_benchmark" "$tmp/generated2" "$NCCLWATCH_PREFIX/bin/ncclwatch")
+# check_grouped TRACES OUTPUT: the two node summaries were gathered into two
+# groups (each round), the first round's diagnosis of the groups placed the
+# mismatch between two collectives, and the second round's, written and
+# printed, is the two nodes' traces' first line.
+check_grouped() {
+  local traces=$1 out=$2 from_traces
+  from_traces=$("$NCCLWATCH_PREFIX/bin/ncclwatch" diagnose "$traces/$host" "$tmp/generated2/node1" | head -1) || true
+  [[ "$from_traces" == "MISMATCH: ReduceScatter #2 on comm 'world' (16 ranks): rank 5 called count "* ]] ||
+    fail "the traces of the two-node job: $from_traces"
+  [[ $(grep -cE "^ncclwatch summarize, group step \(exit 0\): 2 nodes in 2 groups of up to 1 in $traces/groups$" <<< "$out") -eq 2 ]] ||
+    fail "no group step in each round: $out"
+  [[ -s "$traces/groups/group0.ncclsummary" && -s "$traces/groups/group1.ncclsummary" ]] ||
+    fail "no group summaries: $(ls -laR "$traces")"
+  grep -qE "^ncclwatch diagnose of the summaries \(exit 1\): MISMATCH: rank 5 issued collectives on comm 'world' \(16 ranks\) " <<< "$out" ||
+    fail "the first round of the groups did not place the mismatch: $out"
+  [[ "$(head -1 "$traces/diagnosis.txt")" == "$from_traces" ]] ||
+    fail "the groups' second round says '$(head -1 "$traces/diagnosis.txt")', the traces '$from_traces'"
+  grep -qF "ncclwatch diagnose of the summaries, second round (exit 1): $from_traces" <<< "$out" ||
+    fail "the script did not print the groups' second round: $out"
+}
 # --- torchrun.sh
 out=$(cd "$tmp" && NCCLWATCH_JOB_ID=tr-1 bash "$src/examples/torchrun.sh" "$demo_job" 2>&1) ||
   fail "torchrun.sh with the demo job: exit $?: $out"
@@ -152,6 +188,15 @@ out=$(cd "$tmp" && NCCLWATCH_REFINE=0 NCCLWATCH_JOB_ID=tr-4 bash "$src/examples/
   status=$?
 [[ $status -eq 1 && "$out" != *"second round"* && "$(head -1 "$tmp/ncclwatch-traces/tr-4/diagnosis.txt")" == "MISMATCH: rank 5 issued collectives"* ]] ||
   fail "torchrun.sh with NCCLWATCH_REFINE=0: exit $status: $out"
+# Node summaries beyond NCCLWATCH_GROUP_NODES in the shared folder: the
+# group step, and its verdict is the traces'.
+status=0
+out=$(cd "$tmp" && NCCLWATCH_GROUP_NODES=1 NCCLWATCH_JOB_ID=tr-5 NCCLWATCH_SUMMARIES="$tmp/ncclwatch-traces/tr-5/summaries" \
+  bash "$src/examples/torchrun.sh" "${two_nodes_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "torchrun.sh with two nodes' summaries: exit $status: $out"
+check_grouped "$tmp/ncclwatch-traces/tr-5" "$out"
+echo "torchrun.sh with more node summaries than NCCLWATCH_GROUP_NODES printed:"
+echo "$out" | grep "^ncclwatch"
 # Without an id it makes one; the job's status is the script's.
 status=0
 out=$(cd "$tmp" && NCCLWATCH_TRACES="$tmp/tr-fail" bash "$src/examples/torchrun.sh" bash -c 'exit 7' 2>&1) || status=$?
@@ -220,6 +265,14 @@ out=$(cd "$tmp/submit" && SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4247 SLURM_SUBMIT_D
 [[ $status -eq 1 ]] || fail "slurm.sbatch with the refine job: exit $status: $out"
 check_refined "$tmp/submit/ncclwatch-traces/4247" "$out"
 echo "slurm.sbatch after a failure with a mismatch let go printed:"
+echo "$out" | grep "^ncclwatch"
+# More nodes than NCCLWATCH_GROUP_NODES: the group step, one task a group.
+status=0
+out=$(cd "$tmp/submit" && NCCLWATCH_GROUP_NODES=1 SLURM_JOB_NUM_NODES=2 SLURM_JOB_ID=4250 SLURM_SUBMIT_DIR="$tmp/submit" \
+  bash "$src/examples/slurm.sbatch" "${two_nodes_job[@]}" 2>&1) || status=$?
+[[ $status -eq 1 ]] || fail "slurm.sbatch with two nodes: exit $status: $out"
+check_grouped "$tmp/submit/ncclwatch-traces/4250" "$out"
+echo "slurm.sbatch with more nodes than NCCLWATCH_GROUP_NODES printed:"
 echo "$out" | grep "^ncclwatch"
 # The default command runs once per task with its node's folder.
 STUB_LOG=$tmp/python.log SLURM_JOB_ID=4244 SLURM_SUBMIT_DIR="$tmp/submit" bash examples/slurm.sbatch > /dev/null 2>&1 ||

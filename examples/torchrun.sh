@@ -29,6 +29,11 @@
 #                                 (--fr); your TORCH_FR_* / TORCH_NCCL_* settings win;
 #                                 0: leave PyTorch's settings alone
 #   NCCLWATCH_SUMMARIZE_ARGS unset; more options for summarize (e.g. --window 16)
+#   NCCLWATCH_GROUP_NODES 64      where NCCLWATCH_SUMMARIES holds more node summaries
+#                                 than this (a folder the nodes of a multi-node job
+#                                 share), they are gathered into group summaries of
+#                                 this many in $NCCLWATCH_TRACES/groups, and diagnose
+#                                 reads those
 #   NCCLWATCH_REFINE  1           when diagnose of the summary asks a second round
 #                                 (ranks diverged among collectives it let go:
 #                                 `ncclwatch diagnose --refine-args` prints what to
@@ -91,22 +96,43 @@ if ((status != 0)); then
     "$ncclwatch" summarize --job="$NCCLWATCH_JOB_ID" ${NCCLWATCH_SUMMARIZE_ARGS:-} ${1:+"$1"} \
       -o "$summaries/$(hostname).ncclsummary" "$NCCLWATCH_DIR" >> "$traces/summarize.log" 2>&1
   }
+  # The group step: more node summaries than NCCLWATCH_GROUP_NODES are
+  # gathered, that many to a group summary (name order), and diagnose reads
+  # the groups; its verdict is the nodes' (docs/commands.md, "summarize").
+  group_size=${NCCLWATCH_GROUP_NODES:-64}
+  summaries_in=$summaries
+  group_nodes() {
+    local all g=0 s=0
+    mapfile -t all < <(ls "$summaries" | grep '\.ncclsummary$' | sort)
+    summaries_in=$summaries
+    ((${#all[@]} > group_size)) || return 0
+    mkdir -p "$traces/groups" && rm -f "$traces/groups"/*.ncclsummary || return 1
+    for ((at = 0; at < ${#all[@]}; at += group_size, ++g)); do
+      local mine=("${all[@]:at:group_size}")
+      "$ncclwatch" summarize -o "$traces/groups/group$g.ncclsummary" "${mine[@]/#/$summaries/}" \
+        >> "$traces/summarize.log" 2>&1 || s=$?
+    done
+    echo "ncclwatch summarize, group step (exit $s): ${#all[@]} nodes in $g groups of up to $group_size in $traces/groups"
+    summaries_in=$traces/groups
+  }
   : > "$traces/summarize.log"
   mkdir -p "$summaries" && summarize_node
   summarized=$?
   line=$(tail -1 "$traces/summarize.log")
   echo "ncclwatch summarize (exit $summarized): ${line#ncclwatch summarize: }"
-  "$ncclwatch" diagnose "${fr_args[@]}" "$summaries" > "$traces/diagnosis.txt" 2>&1
+  group_nodes
+  "$ncclwatch" diagnose "${fr_args[@]}" "$summaries_in" > "$traces/diagnosis.txt" 2>&1
   echo "ncclwatch diagnose of the summaries (exit $?): $(head -1 "$traces/diagnosis.txt")"
   # The second round: the signature chains placed a divergence between two
   # collectives the summaries let go; the summary keeps those collectives
   # too, and diagnose names the operation (the summary is replaced).
   if [[ ${NCCLWATCH_REFINE:-1} != 0 ]]; then
-    ask=$("$ncclwatch" diagnose --refine-args "$summaries" 2> /dev/null)
+    ask=$("$ncclwatch" diagnose --refine-args "$summaries_in" 2> /dev/null)
     if [[ -n "$ask" ]]; then
       summarize_node "$ask"
       echo "ncclwatch summarize, second round (exit $?): $ask"
-      "$ncclwatch" diagnose "${fr_args[@]}" "$summaries" > "$traces/diagnosis.txt" 2>&1
+      group_nodes
+      "$ncclwatch" diagnose "${fr_args[@]}" "$summaries_in" > "$traces/diagnosis.txt" 2>&1
       echo "ncclwatch diagnose of the summaries, second round (exit $?): $(head -1 "$traces/diagnosis.txt")"
     fi
   fi
