@@ -17,6 +17,14 @@
 // collective, in which every other rank waits for the last 10 s. JOB_ID
 // goes in every header (what `summarize --job` picks; examples_test.sh
 // runs the job scripts on a small one).
+//
+// Group summaries (BENCHMARKS.md, "Group summaries"): each node's summary
+// into SUMS/, one group summary per 64 of them, as the job scripts gather
+// them, and `diagnose` of the groups beside `diagnose` of the nodes:
+//
+//   for n in $(ls DIR); do ncclwatch summarize -o SUMS/$n.ncclsummary DIR/$n; done
+//   /usr/bin/time -v ncclwatch summarize -o GROUPS/group0.ncclsummary SUMS/node{0..63}.ncclsummary
+//   /usr/bin/time -v ncclwatch diagnose GROUPS
 
 #include <stdio.h>
 #include <stdlib.h>
