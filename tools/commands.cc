@@ -569,6 +569,7 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
   opts.window = window;
   opts.max_bytes_per_rank = max_kb_per_rank << 10;
   opts.job = inputs.load.job;
+  opts.out_path = out_path;
   opts.collectives = collectives;
   SummaryResult s;
   std::string error;

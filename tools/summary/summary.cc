@@ -1,5 +1,7 @@
 #include "tools/summary/summary.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -236,7 +238,18 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
     all.errors.insert(all.errors.end(), in.errors.begin(), in.errors.end());
   }
   std::vector<std::string> summaries, traces;
-  for (const std::string& f : all.files) (IsSummaryFile(f) ? summaries : traces).push_back(f);
+  char* out_real = opts.out_path.empty() ? nullptr : realpath(opts.out_path.c_str(), nullptr);
+  for (const std::string& f : all.files) {
+    char* real = out_real == nullptr ? nullptr : realpath(f.c_str(), nullptr);
+    const bool is_out = real != nullptr && strcmp(real, out_real) == 0;
+    free(real);
+    if (is_out) {
+      out->notes.push_back(f + " is the summary being written: not read");
+      continue;
+    }
+    (IsSummaryFile(f) ? summaries : traces).push_back(f);
+  }
+  free(out_real);
   if (!summaries.empty()) {
     // What could not be read is carried in the group's header, in the
     // order diagnose of these inputs says it (job.cc): the listing's, the

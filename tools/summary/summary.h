@@ -40,6 +40,9 @@ namespace ncclwatch::tools {
 struct SummarizeOptions : WindowSummaryOptions {
   // Read only this job's files (LoadOptions::job).
   std::string job;
+  // The summary being written, never read as an input (a group's made
+  // again into the folder of its nodes' summaries would gather itself).
+  std::string out_path;
   // The most bytes of one process's record (SummaryProcess); 0: no cap.
   // Past it, checkpoints are thinned, then the window's oldest operations
   // go (CapSummaryProcess). The asked collectives are kept outside it.

@@ -59,6 +59,51 @@ std::string JobSummary(const std::string& dir, std::vector<std::string>* files =
   return EncodeSummary(s);
 }
 
+// A group summary made again into the folder of its nodes' summaries
+// gathers the nodes, not itself; a folder beside trace files is searched
+// for traces only.
+TEST(SummaryGroupTest, AGroupIsMadeOfItsNodesAndNeverOfItself) {
+  const std::string traces = Dir("group-traces"), nodes = Dir("group-nodes");
+  std::vector<std::string> files;
+  JobSummary(traces, &files);
+  for (size_t i = 0; i < files.size(); ++i) {
+    SummaryResult s;
+    std::string error;
+    ASSERT_TRUE(Summarize({files[i]}, SummarizeOptions(), &s, &error)) << error;
+    std::ofstream(nodes + "/node" + std::to_string(i) + kSummaryExtension, std::ios::binary) << EncodeSummary(s);
+  }
+  // A node's summary left beside the traces is not gathered with them.
+  {
+    SummaryResult s;
+    std::string error;
+    ASSERT_TRUE(Summarize({files[0]}, SummarizeOptions(), &s, &error)) << error;
+    std::ofstream(traces + "/old" + kSummaryExtension, std::ios::binary) << EncodeSummary(s);
+    SummaryResult again;
+    ASSERT_TRUE(Summarize({traces}, SummarizeOptions(), &again, &error)) << error;
+    EXPECT_EQ(again.header.nodes(), 0u);
+    EXPECT_EQ(again.procs.size(), files.size());
+  }
+  SummarizeOptions opts;
+  opts.out_path = nodes + "/group" + kSummaryExtension;
+  for (int round = 0; round < 2; ++round) {
+    SummaryResult g;
+    std::string error;
+    ASSERT_TRUE(Summarize({nodes}, opts, &g, &error)) << error;
+    EXPECT_EQ(g.header.nodes(), files.size()) << "round " << round;
+    EXPECT_EQ(g.procs.size(), files.size());
+    EXPECT_EQ(g.header.read_errors_size(), 0);
+    std::ofstream(opts.out_path, std::ios::binary | std::ios::trunc) << EncodeSummary(g);
+  }
+  std::vector<std::string> node_paths;
+  for (size_t i = 0; i < files.size(); ++i) node_paths.push_back(nodes + "/node" + std::to_string(i) + kSummaryExtension);
+  Model a, b;
+  std::string error;
+  ASSERT_TRUE(BuildJobModel(node_paths, LoadOptions(), &a, &error)) << error;
+  ASSERT_TRUE(BuildJobModel({opts.out_path}, LoadOptions(), &b, &error)) << error;
+  EXPECT_EQ(Diagnose(b).verdict(), Diagnose(a).verdict());
+  EXPECT_EQ(Diagnose(a).verdict().rfind("OK", 0), 0u) << Diagnose(a).verdict();
+}
+
 TEST(SummaryFileTest, ReadsBackWhatItWrote) {
   std::vector<std::string> files;
   const std::string bytes = JobSummary(Dir("back"), &files);
