@@ -102,8 +102,10 @@ if ((status != 0)); then
   group_size=${NCCLWATCH_GROUP_NODES:-64}
   summaries_in=$summaries
   group_nodes() {
-    local all g=0 s=0
-    mapfile -t all < <(ls "$summaries" | grep '\.ncclsummary$' | sort)
+    # A glob, not a process substitution: a node without /dev/fd (a bare
+    # chroot or container) must still get its diagnosis.
+    local all=() f g=0 s=0
+    for f in "$summaries"/*.ncclsummary; do [[ -f $f ]] && all+=("${f##*/}"); done
     summaries_in=$summaries
     ((${#all[@]} > group_size)) || return 0
     mkdir -p "$traces/groups" && rm -f "$traces/groups"/*.ncclsummary || return 1
