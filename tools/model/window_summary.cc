@@ -150,8 +150,6 @@ void SampleArrivals(uint64_t hash, const CommFacts& cf, const std::vector<WinOp>
   EncodeSamples(v, a);
 }
 
-}  // namespace
-
 // The window's operations and the communicators they run on, in the
 // file's terms at each operation's time.
 void IndexOps(const std::vector<std::pair<uint64_t, const trace::Record*>>& records,
@@ -203,29 +201,27 @@ void IndexOps(const std::vector<std::pair<uint64_t, const trace::Record*>>& reco
   }
 }
 
-// What a summary keeps of the first `k` operations of communicator `hash`,
-// which go: their last sequence numbers, the chain of their collectives'
-// identities at checkpoints, and the collectives the options ask for.
-void SummarizePrefix(uint64_t hash, const CommFacts& cf, uint64_t k, const std::vector<WinOp>& ops,
-                     const std::vector<std::pair<uint64_t, const trace::Record*>>& records,
-                     const WindowSummaryOptions& opts, std::vector<bool>* gone, summary::SummaryProcess* out) {
-  summary::CommPrefix* p = out->add_prefixes();
-  p->set_comm_hash(hash);
-  p->set_rank(cf.rank);
-  p->set_ops(k);
+// Communicator `cf`'s first `k` operations of the window let go into its
+// prefix `p`, continued from what `p` already let go (nothing, for a
+// node's own): their last sequence numbers; the chain of their
+// collectives' identities from `chain` (the chain at p's last collective)
+// at checkpoints every `every` collectives and at the new end (an end
+// checkpoint off that grid gives way to the new one); and those of them
+// that p's asked ranges name, as their records (out's asked_collectives).
+void ExtendPrefix(const CommFacts& cf, uint64_t k, const std::vector<WinOp>& ops,
+                  const std::vector<std::pair<uint64_t, const trace::Record*>>& records, uint64_t every,
+                  uint64_t chain, std::vector<bool>* gone, summary::CommPrefix* p, summary::SummaryProcess* out) {
+  const uint64_t hash = p->comm_hash();
   // The ranges asked of this communicator: the merge puts them back only
   // where every member answered for them (merge_cuts.cc).
   std::vector<std::pair<uint64_t, uint64_t>> asked;
-  for (const CollectiveRange& a : opts.collectives)
-    if (a.comm_hash == hash && hash != 0) {
-      summary::PositionRange* pr = p->add_asked();
-      pr->set_from(a.from);
-      pr->set_to(a.to);
-      asked.emplace_back(a.from, a.to);
-    }
+  for (const summary::PositionRange& a : p->asked()) asked.emplace_back(a.from(), a.to());
   std::map<std::string, uint64_t> colls;
+  for (const summary::LastSeq& l : p->colls()) colls[l.func()] = l.seq() + 1;
   std::map<std::pair<std::string, int32_t>, uint64_t> p2p;
-  uint64_t chain = 0, position = 0;
+  for (const summary::LastSeq& l : p->p2p()) p2p[{l.func(), l.peer()}] = l.seq();
+  uint64_t position = p->collectives();
+  bool extended = false;
   for (uint64_t j = 0; j < k; ++j) {
     const WinOp& op = ops[cf.ops[j]];
     (*gone)[op.record] = true;
@@ -234,6 +230,10 @@ void SummarizePrefix(uint64_t hash, const CommFacts& cf, uint64_t k, const std::
       s = std::max(s, op.seq);
       continue;
     }
+    if (!extended && p->checkpoints_size() > 0 &&
+        p->checkpoints(p->checkpoints_size() - 1).position() % every != 0)
+      p->mutable_checkpoints()->RemoveLast();  // no longer the end
+    extended = true;
     uint64_t& s = colls[op.func];
     s = std::max(s, op.seq + 1);  // stored as seq + 1: 0 means none
     chain = ChainStep(chain, op.func, op.count, op.datatype,
@@ -250,7 +250,7 @@ void SummarizePrefix(uint64_t hash, const CommFacts& cf, uint64_t k, const std::
     const bool at_end = j + 1 == k || std::all_of(cf.ops.begin() + static_cast<ptrdiff_t>(j) + 1,
                                                    cf.ops.begin() + static_cast<ptrdiff_t>(k),
                                                    [&](size_t x) { return ops[x].p2p; });
-    if (position % opts.checkpoint_every == 0 || at_end) {
+    if (position % every == 0 || at_end) {
       summary::Checkpoint* c = p->add_checkpoints();
       c->set_position(position);
       c->set_hash(chain);
@@ -258,12 +258,15 @@ void SummarizePrefix(uint64_t hash, const CommFacts& cf, uint64_t k, const std::
       c->set_func(op.func);
     }
   }
+  p->set_ops(p->ops() + k);
   p->set_collectives(position);
+  p->clear_colls();
   for (const auto& [f, s] : colls) {
     summary::LastSeq* l = p->add_colls();
     l->set_func(f);
     l->set_seq(s - 1);
   }
+  p->clear_p2p();
   for (const auto& [fp, s] : p2p) {
     summary::LastSeq* l = p->add_p2p();
     l->set_func(fp.first);
@@ -271,6 +274,25 @@ void SummarizePrefix(uint64_t hash, const CommFacts& cf, uint64_t k, const std::
     l->set_seq(s);
   }
 }
+
+// How many of communicator `hash`'s first operations (`cf`) a window of
+// `window` lets go, `before` of them let go already: the longest run of
+// operations finished beyond doubt and issued before `first_open`, short
+// of the last `window`.
+uint64_t LetGoCount(uint64_t hash, const CommFacts& cf, uint64_t before, const std::vector<WinOp>& ops,
+                    const std::vector<bool>& finished, uint64_t first_open, uint64_t window) {
+  const uint64_t n = before + cf.ops.size();
+  const uint64_t limit = window == UINT64_MAX || hash == 0 || n <= window ? 0 : n - window;
+  uint64_t k = 0;
+  for (; before + k < limit; ++k) {
+    const WinOp& op = ops[cf.ops[k]];
+    const bool safe = finished[op.record] && op.start < first_open;
+    if (!safe) break;
+  }
+  return k;
+}
+
+}  // namespace
 
 bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes, const WindowSummaryOptions& opts,
                      bool keep_records, summary::SummaryProcess* out, std::string* error) {
@@ -298,15 +320,17 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
   uint64_t let_go = 0;
   for (auto& [hash, cf] : comms) {
     if (cf.ops.empty()) continue;
-    const uint64_t n = cf.ops.size();
-    const uint64_t limit = opts.window == UINT64_MAX || hash == 0 || n <= opts.window ? 0 : n - opts.window;
-    uint64_t k = 0;
-    for (; k < limit; ++k) {
-      const WinOp& op = ops[cf.ops[k]];
-      const bool safe = finished[op.record] && op.start < first_open;
-      if (!safe) break;
-    }
-    SummarizePrefix(hash, cf, k, ops, records, opts, &gone, out);
+    const uint64_t k = LetGoCount(hash, cf, 0, ops, finished, first_open, opts.window);
+    summary::CommPrefix* p = out->add_prefixes();
+    p->set_comm_hash(hash);
+    p->set_rank(cf.rank);
+    for (const CollectiveRange& a : opts.collectives)
+      if (a.comm_hash == hash && hash != 0) {
+        summary::PositionRange* pr = p->add_asked();
+        pr->set_from(a.from);
+        pr->set_to(a.to);
+      }
+    ExtendPrefix(cf, k, ops, records, opts.checkpoint_every, 0, &gone, p, out);
     let_go += k;
     // Kept for every communicator here; Summarize drops those a node's
     // arrival digests judge whole.
