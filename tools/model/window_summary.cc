@@ -350,6 +350,78 @@ bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes,
   return true;
 }
 
+bool RewindowProcess(uint64_t window, uint32_t checkpoint_every, summary::SummaryProcess* sp, std::string* why) {
+  const uint64_t every = sp->checkpoint_every() != 0 ? sp->checkpoint_every() : checkpoint_every;
+  if (sp->damaged() || sp->damaged_end() || sp->cut_ops() > 0 || sp->cut_stuck_ops() > 0) {
+    *why = "its window is not whole";
+    return false;
+  }
+  if (every == 0) {
+    *why = "it has no checkpoint interval";
+    return false;
+  }
+  // The window's records parsed, as the node's were when it summarized.
+  std::vector<trace::Record> parsed(static_cast<size_t>(sp->records_size()));
+  std::vector<std::pair<uint64_t, const trace::Record*>> records;
+  std::vector<const trace::Record*> of;
+  for (int i = 0; i < sp->records_size(); ++i) {
+    trace::Record& r = parsed[static_cast<size_t>(i)];
+    if (!r.ParseFromString(sp->records(i).record())) {
+      *why = "window record " + std::to_string(i) + " does not parse";
+      return false;
+    }
+    records.emplace_back(sp->records(i).offset(), &r);
+    of.push_back(&r);
+  }
+  std::map<uint64_t, CommFacts> comms;
+  std::vector<WinOp> ops;
+  IndexOps(records, &comms, &ops);
+  uint64_t first_open = UINT64_MAX;
+  const std::vector<bool> finished = FinishedOps(of, &first_open);
+  std::unordered_map<uint64_t, int> prefix_of;
+  for (int k = 0; k < sp->prefixes_size(); ++k) prefix_of.emplace(sp->prefixes(k).comm_hash(), k);
+  std::vector<bool> gone(records.size(), false);
+  uint64_t let_go = 0;
+  for (const auto& [hash, cf] : comms) {
+    auto it = prefix_of.find(hash);
+    if (cf.ops.empty() || it == prefix_of.end()) continue;
+    summary::CommPrefix* p = sp->mutable_prefixes(it->second);
+    const uint64_t k = LetGoCount(hash, cf, p->ops(), ops, finished, first_open, window);
+    if (k == 0) continue;
+    // The chain goes on from its value at the prefix's last collective:
+    // where no checkpoint stands there, this communicator stays as it is.
+    uint64_t chain = 0;
+    if (p->collectives() > 0) {
+      if (p->checkpoints_size() == 0 || p->checkpoints(p->checkpoints_size() - 1).position() != p->collectives())
+        continue;
+      chain = p->checkpoints(p->checkpoints_size() - 1).hash();
+    }
+    ExtendPrefix(cf, k, ops, records, every, chain, &gone, p, sp);
+    let_go += k;
+  }
+  if (let_go == 0) return true;
+  // The asked collectives in the order a node writes them: by prefix,
+  // then position.
+  auto* asked = sp->mutable_asked_collectives();
+  auto order = [&](const summary::PastCollective& a) {
+    auto it = prefix_of.find(a.comm_hash());
+    return std::make_pair(it == prefix_of.end() ? -1 : it->second, a.position());
+  };
+  std::stable_sort(asked->begin(), asked->end(),
+                   [&](const summary::PastCollective& a, const summary::PastCollective& b) { return order(a) < order(b); });
+  auto* recs = sp->mutable_records();
+  int kept = 0;
+  for (int i = 0; i < recs->size(); ++i) {
+    if (gone[static_cast<size_t>(i)]) continue;
+    if (kept != i) recs->SwapElements(kept, i);
+    ++kept;
+  }
+  while (recs->size() > kept) recs->RemoveLast();
+  sp->set_let_go_ops(sp->let_go_ops() + let_go);
+  sp->set_let_go_completed(sp->let_go_completed() + let_go);
+  return true;
+}
+
 void SetFacts(const Proc& p, summary::SummaryProcess* out) {
   out->set_cut_tail(p.cut_tail);
   out->set_damaged(p.damaged);

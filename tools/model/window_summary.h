@@ -74,6 +74,22 @@ struct WindowSummaryOptions {
 bool SummarizeWindow(const FileWindow& w, const std::vector<std::string>& notes, const WindowSummaryOptions& opts,
                      bool keep_records, summary::SummaryProcess* out, std::string* error);
 
+// A summary's process `sp`, kept at a larger window, cut to `window` by
+// the rule SummarizeWindow applies (a group's summary of node summaries,
+// tools/summary/group.h): per communicator, the window's oldest
+// operations that the rule lets go at `window` are folded into its
+// prefix as the node would have folded them (last sequence numbers, the
+// chain continued from its last checkpoint, checkpoints every
+// sp.checkpoint_every collectives, else `checkpoint_every`, and at the
+// new end, the asked collectives among them), and their records go.
+// What is over the whole file (arrival samples, stats rows, digests)
+// stays. A communicator whose chain cannot be continued (no checkpoint at
+// its prefix's last collective) stays as it is. False with `why`, `sp`
+// untouched, where the window is not the rule's whole output (damaged,
+// cut for the cap) or a record of it does not parse: nothing is guessed.
+// Memory: the window's records parsed, once.
+bool RewindowProcess(uint64_t window, uint32_t checkpoint_every, summary::SummaryProcess* sp, std::string* why);
+
 // What reading the whole file found (`p`: a model's Proc of it: damage, a
 // cut tail, the issues) into its summary.
 void SetFacts(const Proc& p, summary::SummaryProcess* out);
