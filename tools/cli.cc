@@ -328,7 +328,9 @@ int Run(const Command& cmd, const std::vector<std::string>& paths, const std::se
       err << who << "bad --collectives: " << bad << "\n" << cmd.usage;
       return 2;
     }
-    return SummarizeCommand(inputs, window, max_kb, collectives, absl::GetFlag(FLAGS_out), out, err);
+    // A group's own window unless --window says one for both.
+    const uint64_t group_window = given.count("window") ? window : kGroupWindow;
+    return SummarizeCommand(inputs, window, group_window, max_kb, collectives, absl::GetFlag(FLAGS_out), out, err);
   }
   if (name == "diagnose" || name == "watch") {
     inputs.fr_paths = absl::GetFlag(FLAGS_fr);

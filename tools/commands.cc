@@ -558,7 +558,7 @@ int CheckCommand(const Inputs& inputs, const std::vector<std::string>& baseline_
 
 namespace ncclwatch::tools {
 
-int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank,
+int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t group_window, uint64_t max_kb_per_rank,
                      const std::vector<CollectiveRange>& collectives, const std::string& out_path, std::ostream& out,
                      std::ostream& err) {
   if (out_path.empty()) {
@@ -567,6 +567,7 @@ int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_
   }
   SummarizeOptions opts;
   opts.window = window;
+  opts.group_window = group_window;
   opts.max_bytes_per_rank = max_kb_per_rank << 10;
   opts.job = inputs.load.job;
   opts.out_path = out_path;

@@ -85,7 +85,8 @@ struct ExportSettings {
 // `out_path` (tools/summary/). Exit: 0 written, 2 nothing usable or not
 // written, 3 written without some files (named on `err`).
 // `collectives`: --collectives, the second round of a chain mismatch.
-int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t max_kb_per_rank,
+// `group_window`: the window of a group summary (inputs that are summaries).
+int SummarizeCommand(const Inputs& inputs, uint64_t window, uint64_t group_window, uint64_t max_kb_per_rank,
                      const std::vector<CollectiveRange>& collectives, const std::string& out_path, std::ostream& out,
                      std::ostream& err);
 

@@ -264,7 +264,7 @@ bool Summarize(const std::vector<std::string>& paths, const SummarizeOptions& op
       if (traced) *out = std::move(t);
     }
     out->errors = carried;
-    return AddSummaries(summaries, carried, traced ? 1 : 0, out, error);
+    return AddSummaries(summaries, carried, traced ? 1 : 0, opts.group_window, out, error);
   }
   return SummarizeTraces(paths, opts, out, error);
 }

@@ -32,6 +32,7 @@
 #include "tools/model/model.h"
 #include "tools/model/summary_format.h"
 #include "tools/model/window_summary.h"
+#include "tools/summary/group.h"
 
 namespace ncclwatch::tools {
 
@@ -47,6 +48,9 @@ struct SummarizeOptions : WindowSummaryOptions {
   // Past it, checkpoints are thinned, then the window's oldest operations
   // go (CapSummaryProcess). The asked collectives are kept outside it.
   uint64_t max_bytes_per_rank = 64 << 10;
+  // A group's window (summarize given summaries, group.h): each input
+  // process kept at more is cut to it. `window` applies to trace files.
+  uint64_t group_window = kGroupWindow;
 };
 
 // Brings `sp` within `max_bytes` (its serialized size): first thins every
