@@ -9,8 +9,8 @@
 // `check` from summaries give the traces' rows and verdicts, quantiles
 // within the sketches' 1%, at both windows. And every summary made of
 // them, whole folder or one file, reads back as written. And group
-// summaries of those summaries (summarize given summaries) give the
-// nodes' first line.
+// summaries of those summaries (summarize given summaries), cut to the
+// group's window, give the nodes' findings.
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/diagnose/diagnose.h"
@@ -72,7 +73,19 @@ struct Verdict {
   std::string line;
   int exit = 2;
   std::set<std::string> culprits;  // of the first finding
+  // Every finding, in order: its kind and its culprits.
+  std::vector<std::pair<std::string, std::set<std::string>>> findings;
 };
+
+std::string Findings(const Verdict& v) {
+  std::string out;
+  for (const auto& [kind, culprits] : v.findings) {
+    out += "  " + kind + ":";
+    for (const std::string& c : culprits) out += " " + c;
+    out += "\n";
+  }
+  return out;
+}
 
 Verdict Judge(const std::vector<std::string>& paths) {
   Model m;
@@ -82,6 +95,11 @@ Verdict Judge(const std::vector<std::string>& paths) {
   Verdict v{d.verdict(), ExitStatus(d), {}};
   if (d.findings_size() > 0)
     for (const report::ProcRef& p : d.findings(0).culprits()) v.culprits.insert(p.name());
+  for (const report::Finding& f : d.findings()) {
+    std::set<std::string> culprits;
+    for (const report::ProcRef& p : f.culprits()) culprits.insert(p.name());
+    v.findings.emplace_back(report::FindingKind_Name(f.kind()), culprits);
+  }
   return v;
 }
 
@@ -211,7 +229,8 @@ TEST(SummaryTestdataTest, DefaultWindowGivesTheTracesVerdict) {
 }
 
 // Summaries `nodes` gathered into group summaries of `size` nodes each (0:
-// all in one), as `summarize` given summaries makes them; their paths.
+// all in one), as `summarize` given summaries makes them, at the group's
+// default window (kGroupWindow); their paths.
 std::vector<std::string> Groups(const std::vector<std::string>& nodes, size_t size, const std::string& tag) {
   if (size == 0) size = nodes.size();
   std::string tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
@@ -232,12 +251,14 @@ std::vector<std::string> Groups(const std::vector<std::string>& nodes, size_t si
   return out;
 }
 
-// The same first line at every level: node summaries (per host, and one
-// per process) gathered into groups of 1, 2 and all of them give the
-// nodes' own verdict, which per host is the traces' (above), and at a
-// window of 2 operations too, where chains, gaps and second rounds are at
-// play.
-TEST(SummaryTestdataTest, GroupSummariesGiveTheNodesVerdict) {
+// The same findings at every level: node summaries (per host, and one
+// per process) gathered into groups of 1, 2 and all of them, each process
+// cut to the group's window, give the nodes' own verdict (first line,
+// exit status, culprits) and every finding of theirs, of the same kind
+// with the same culprits; per host that verdict is the traces' (above).
+// And from nodes at a window of 2 operations (under the group's: kept as
+// they are), where chains, gaps and second rounds are at play.
+TEST(SummaryTestdataTest, GroupSummariesGiveTheNodesFindings) {
   int compared = 0, traces_line = 0;
   for (const std::string& folder : Folders()) {
     const Verdict full = Judge({folder});
@@ -255,6 +276,11 @@ TEST(SummaryTestdataTest, GroupSummariesGiveTheNodesVerdict) {
                                            << ", groups of " << size;
           EXPECT_EQ(group.exit, node.exit) << folder;
           EXPECT_EQ(group.culprits, node.culprits) << folder;
+          EXPECT_EQ(group.findings, node.findings) << folder << " window " << window
+                                                   << (per_process ? " per process" : " per host") << ", groups of "
+                                                   << size << ": the group's\n"
+                                                   << Findings(group) << "the nodes'\n"
+                                                   << Findings(node);
           ++compared;
           traces_line += group.line == full.line;
         }
