@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/model.h"
+#include "tools/model/inputs.h"
 #include "tools/model/job.h"
 #include "tools/model/summary_merge.h"
 #include "tools/summary/summary.h"
@@ -40,19 +42,33 @@ TEST(SummaryFuzzRegressionTest, CutAndChangedSummariesOfRecordings) {
                           "testdata/gpu-events/kill"}) {
     // The last: a second round's summary (summarize --collectives), its
     // asked collectives beside the window, every communicator asked.
-    for (uint64_t window : {uint64_t{64}, uint64_t{2}, uint64_t{3}}) {
+    // Window 0: a group of its ranks, each summarized alone, whose
+    // processes refer to each other for what they share.
+    for (uint64_t window : {uint64_t{64}, uint64_t{2}, uint64_t{3}, uint64_t{0}}) {
       SummarizeOptions opts;
       opts.window = window;
       SummaryResult s;
       std::string error;
-      if (window == 3) {
+      if (window == 0) {
+        std::vector<std::string> nodes;
+        for (const std::string& f : ListFiles({dir}, &IsTraceFileName).files) {
+          SummaryResult node;
+          ASSERT_TRUE(Summarize({f}, SummarizeOptions(), &node, &error)) << error;
+          nodes.push_back(::testing::TempDir() + "/node" + std::to_string(nodes.size()) + kSummaryExtension);
+          std::ofstream(nodes.back(), std::ios::binary | std::ios::trunc) << EncodeSummary(node);
+        }
+        ASSERT_TRUE(Summarize(nodes, SummarizeOptions(), &s, &error)) << error;
+        ASSERT_GT(s.header.nodes(), 1u) << dir;
+      } else if (window == 3) {
         ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
         for (const summary::SummaryProcess& p : s.procs)
           for (const summary::CommPrefix& c : p.prefixes())
             if (c.comm_hash() != 0) opts.collectives.push_back(CollectiveRange{c.comm_hash(), 1, 64});
         s = SummaryResult();
       }
-      ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+      if (window != 0) {
+        ASSERT_TRUE(Summarize({dir}, opts, &s, &error)) << error;
+      }
       if (window == 3) {
         int asked = 0;
         for (const summary::SummaryProcess& p : s.procs) asked += p.asked_collectives_size();

@@ -14,6 +14,7 @@
 
 #include "tools/model/summary_checks.h"
 #include "tools/model/summary_shape.h"
+#include "tools/model/summary_sharing.h"
 #include "tools/reader/reader.h"
 
 namespace ncclwatch::tools {
@@ -201,15 +202,25 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
 }
 
 std::string EncodeSummary(const SummaryResult& s) {
-  std::string out;
+  std::string body;
   summary::SummaryRecord r;
-  *r.mutable_header() = s.header;
-  Frame(r, &out);
-  for (const summary::SummaryProcess& p : s.procs) {
+  SharingWriter sharing;
+  bool shared = false;
+  for (size_t i = 0; i < s.procs.size(); ++i) {
     r.Clear();
-    *r.mutable_process() = p;
-    Frame(r, &out);
+    // Record i + 1: the header is 0.
+    if (s.header.nodes() == 0 || !sharing.Share(i + 1, body.size(), s.procs[i], r.mutable_process()))
+      *r.mutable_process() = s.procs[i];
+    else
+      shared = true;
+    Frame(r, &body);
   }
+  std::string out;
+  r.Clear();
+  *r.mutable_header() = s.header;
+  if (shared) r.mutable_header()->set_version(std::max(s.header.version(), kFirstSharingVersion));
+  Frame(r, &out);
+  out += body;
   return out;
 }
 
@@ -294,6 +305,9 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
   // records found edited by it once read (ChainValues).
   ChainValues chains;
   std::set<uint64_t> edited;
+  // What the processes refer to in the records before them, once the
+  // header says the file's version.
+  SharingReader sharing(0);
   const size_t first_proc = out->procs.size();
   out->records.resize(first_proc);
   summary::SummaryRecord r;
@@ -376,6 +390,7 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
         return false;
       }
       checked = crc_follows;
+      sharing = SharingReader(r.header().version());
       if (checked) pos += 4;
       out->header = r.header();
       first = false;
@@ -391,6 +406,14 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
                       ") is the same process as record " + std::to_string(seen->second) +
                       ": summarize writes each once: damaged, or made to take far more memory than its bytes; "
                       "it is not read",
+                  error);
+      continue;
+    }
+    // What it shares with the records before it, put back before anything
+    // looks at it.
+    if (!sharing.Resolve(index - 1, pos, out->procs, r.mutable_process(), &why)) {
+      skipped.Add(where + "record " + std::to_string(index - 1) + " (process " + std::to_string(index - 1) + ") " +
+                      why + ": damaged; it is not read",
                   error);
       continue;
     }
@@ -413,7 +436,18 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
     }
     out->records.push_back(index - 1);
     out->procs.push_back(std::move(*r.mutable_process()));
+    sharing.Read(index - 1, out->procs.size() - 1);
   }
+  // A record that took what it shares from one found edited is not read
+  // either (references go back only, so one pass in file order).
+  if (!edited.empty())
+    for (size_t k = first_proc; k < out->procs.size(); ++k)
+      for (uint64_t from : sharing.From(out->records[k]))
+        if (edited.count(from) && edited.insert(out->records[k]).second)
+          skipped.Add(name + ": record " + std::to_string(out->records[k]) + " (process " +
+                          std::to_string(out->records[k]) + ") refers to record " + std::to_string(from) +
+                          ", which is not read: it is not read either",
+                      error);
   // A record whose chain value another one had at another position, found
   // after it was read.
   if (!edited.empty()) {

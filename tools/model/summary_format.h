@@ -30,8 +30,15 @@ namespace ncclwatch::tools {
 inline constexpr char kSummaryFormat[] = "ncclwatch-summary";
 // 2: every operation's timings as stats rows (SummaryProcess.rows).
 // 3: each record followed by the CRC-32 of its frame (length and body).
-inline constexpr uint32_t kSummaryVersion = 3;
+// 4: a group's processes may refer to earlier records for what they share
+//    (summary_sharing.h), which a reader of 3 would read as missing.
+// The newest version this reads.
+inline constexpr uint32_t kSummaryVersion = 4;
 inline constexpr uint32_t kFirstCheckedVersion = 3;
+// The version of a summary whose processes refer to nothing (a node's, a
+// group whose processes share nothing): the oldest that holds it, so that
+// a reader of version 3 still reads it.
+inline constexpr uint32_t kPlainSummaryVersion = 3;
 inline constexpr char kSummaryExtension[] = ".ncclsummary";
 
 struct SummaryResult {
@@ -54,6 +61,10 @@ void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest
 bool ReadDigests(const summary::SummaryProcess& sp, Proc* out);
 
 // The summary file's bytes: the header, then each process, length-delimited.
+// A group's (header.nodes() > 0) processes refer to earlier ones for what
+// they share (summary_sharing.h), and where any does, the header says
+// kFirstSharingVersion; a node's are written whole, as given. ParseSummary
+// gives back, field for field, the processes given here.
 std::string EncodeSummary(const SummaryResult& s);
 
 // Where each record's frame starts in `bytes`, a checked (version 3) summary
@@ -72,7 +83,10 @@ bool LooksLikeSummary(const std::string& head);
 // and the reading goes on: `error` names each one skipped. So is a process
 // record that is not what summarize writes: its elements too small to be
 // (summary_shape.h), or its counts, numbering or chain values at odds
-// (summary_checks.h; two records whose chain values disagree: both).
+// (summary_checks.h; two records whose chain values disagree: both), and
+// one whose reference to an earlier record cannot be resolved
+// (summary_sharing.h: out of range, forward, to a record not read, to
+// what that record has not) or that refers to a record not read.
 bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error);
 // The same on a file (a regular file of at most kMaxSummaryBytes).
 inline constexpr uint64_t kMaxSummaryBytes = 4ull << 30;

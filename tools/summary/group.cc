@@ -40,7 +40,7 @@ bool AddSummaries(const std::vector<std::string>& summaries, const std::vector<s
   if (h.window() > window) h.set_window(static_cast<uint32_t>(window));
   if (h.format().empty()) {
     h.set_format(kSummaryFormat);
-    h.set_version(kSummaryVersion);
+    h.set_version(kPlainSummaryVersion);
   }
   uint64_t nodes = trace_nodes;
   for (const std::string& e : listing_errors) h.add_read_errors(e);

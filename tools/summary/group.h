@@ -22,6 +22,15 @@
 // here alike, and the verdict says INCOMPLETE. A second round (summarize
 // --collectives on the nodes) is gathered again the same way.
 //
+// What the processes share is written once: EncodeSummary lets a group's
+// process refer to an earlier record for the checkpoints its chain has in
+// common with another member's, and for its arrival samples where another
+// member sampled the same collectives (all but the times:
+// summary_sharing.h), and every reader puts them back on read. So each
+// process read from a group is, field for field, the one given here, and
+// the group grows with what differs between its ranks, not with their
+// count. What a group lets go is only what RewindowProcess lets go.
+//
 // Contract: reads its inputs two at a time, each cut to the group's window
 // before the next are read, so memory is the group's processes and two
 // inputs. Thread safety: one thread (ReadSummaryFiles joins its own).

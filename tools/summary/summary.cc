@@ -344,7 +344,7 @@ bool SummarizeTraces(const std::vector<std::string>& paths, const SummarizeOptio
   std::vector<int64_t> held;
   if (!sampled.empty()) held = GpuHeldNs(node);
   out->header.set_format(kSummaryFormat);
-  out->header.set_version(kSummaryVersion);
+  out->header.set_version(kPlainSummaryVersion);
   out->header.set_window(opts.window == UINT64_MAX ? 0 : static_cast<uint32_t>(std::min<uint64_t>(opts.window, UINT32_MAX)));
   out->header.set_checkpoint_every(opts.checkpoint_every);
   out->header.set_max_kb_per_rank(static_cast<uint32_t>(std::min<uint64_t>(opts.max_bytes_per_rank >> 10, UINT32_MAX)));

@@ -112,7 +112,7 @@ TEST(SummaryFileTest, ReadsBackWhatItWrote) {
   std::string error;
   ASSERT_TRUE(ParseSummary("node.ncclsummary", bytes, &s, &error)) << error;
   EXPECT_EQ(s.header.format(), kSummaryFormat);
-  EXPECT_EQ(s.header.version(), kSummaryVersion);
+  EXPECT_EQ(s.header.version(), kPlainSummaryVersion);
   EXPECT_EQ(s.header.window(), 64u);
   ASSERT_EQ(s.procs.size(), 4u);
   for (const summary::SummaryProcess& p : s.procs) {

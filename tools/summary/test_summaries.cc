@@ -1,14 +1,17 @@
 #include "tools/summary/test_summaries.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "tools/diagnose/diagnose.h"
 #include "tools/model/inputs.h"
 #include "tools/model/job.h"
+#include "tools/model/summary_sharing.h"
 
 namespace ncclwatch::tools::testing {
 
@@ -58,6 +61,31 @@ std::vector<std::string> Summaries(const std::string& folder, bool whole, const 
     out.push_back(path);
   }
   return out;
+}
+
+std::string EncodeAndReadBack(const SummaryResult& s, const std::string& what, bool* shared) {
+  const std::string bytes = EncodeSummary(s);
+  SummaryResult back;
+  std::string error;
+  EXPECT_TRUE(ParseSummary(what, bytes, &back, &error)) << what << ": " << error;
+  EXPECT_EQ(back.procs.size(), s.procs.size()) << what;
+  for (size_t i = 0; i < std::min(back.procs.size(), s.procs.size()); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back.procs[i], s.procs[i]))
+        << what << ": process " << i << " (" << s.procs[i].path() << ") reads back otherwise";
+    EXPECT_EQ(back.procs[i].SerializeAsString(), s.procs[i].SerializeAsString()) << what << ": process " << i;
+  }
+  // Written as a node's: every process whole. The header differs by its
+  // count of nodes, a few bytes.
+  SummaryResult whole;
+  whole.header = s.header;
+  whole.header.clear_nodes();
+  whole.procs = s.procs;
+  const std::string plain = EncodeSummary(whole);
+  const bool refers = back.header.version() >= kFirstSharingVersion;
+  if (refers) EXPECT_LT(bytes.size(), plain.size()) << what;
+  else EXPECT_LE(bytes.size(), plain.size() + 8) << what;
+  if (shared != nullptr) *shared = refers;
+  return bytes;
 }
 
 }  // namespace ncclwatch::tools::testing

@@ -36,6 +36,13 @@ std::vector<SummaryResult> SummarizeFolder(const std::string& folder, bool whole
 std::vector<std::string> Summaries(const std::string& folder, bool whole, const std::string& tag,
                                    const SummarizeOptions& opts = SummarizeOptions());
 
+// A group's summary `s` encoded and read back (EncodeSummary,
+// ParseSummary), expected to give, process by process, field for field
+// (MessageDifferencer) and byte for byte, the processes given, and to be
+// no larger than its processes written whole; smaller where any refers to
+// another (then `*shared`, where given, is set). Its bytes.
+std::string EncodeAndReadBack(const SummaryResult& s, const std::string& what, bool* shared = nullptr);
+
 }  // namespace ncclwatch::tools::testing
 
 #endif  // TOOLS_SUMMARY_TEST_SUMMARIES_H_

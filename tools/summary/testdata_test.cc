@@ -34,6 +34,7 @@
 #include "tools/stats/check.h"
 #include "tools/stats/stats.h"
 #include "tools/summary/summary.h"
+#include "tools/summary/test_summaries.h"
 
 namespace ncclwatch::tools {
 namespace {
@@ -245,7 +246,8 @@ std::vector<std::string> Groups(const std::vector<std::string>& nodes, size_t si
     std::string name = tag + "-group" + std::to_string(size) + "-" + std::to_string(at) + ".ncclsummary";
     std::replace(name.begin(), name.end(), '/', '_');
     const std::string path = tmp + "/" + name;
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << EncodeSummary(s);
+    // What its processes share, stored once, reads back as given.
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << testing::EncodeAndReadBack(s, path);
     out.push_back(path);
   }
   return out;
