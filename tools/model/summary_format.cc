@@ -48,6 +48,22 @@ uint32_t GetCrc(const std::string& b, size_t pos) {
   return v;
 }
 
+// `r` deflated into `d` (`plain` a buffer): true where that is smaller
+// and within what a reader inflates (kMaxInflation).
+bool Deflate(const summary::SummaryRecord& r, std::string* plain, summary::DeflatedProcess* d) {
+  plain->clear();
+  if (!r.SerializeToString(plain)) return false;
+  uLongf n = compressBound(static_cast<uLong>(plain->size()));
+  std::string* data = d->mutable_data();
+  data->resize(n);
+  if (compress2(reinterpret_cast<Bytef*>(&(*data)[0]), &n, reinterpret_cast<const Bytef*>(plain->data()),
+                static_cast<uLong>(plain->size()), Z_DEFAULT_COMPRESSION) != Z_OK)
+    return false;
+  data->resize(n);
+  d->set_size(plain->size());
+  return plain->size() <= kMaxInflation * n && d->ByteSizeLong() + 4 < plain->size();
+}
+
 void Frame(const summary::SummaryRecord& r, std::string* out) {
   const size_t start = out->size();
   {
@@ -206,6 +222,8 @@ std::string EncodeSummary(const SummaryResult& s) {
   summary::SummaryRecord r;
   SharingWriter sharing;
   bool shared = false;
+  std::string plain;
+  summary::SummaryRecord z;
   for (size_t i = 0; i < s.procs.size(); ++i) {
     r.Clear();
     // Record i + 1: the header is 0.
@@ -213,7 +231,12 @@ std::string EncodeSummary(const SummaryResult& s) {
       *r.mutable_process() = s.procs[i];
     else
       shared = true;
-    Frame(r, &body);
+    if (s.header.nodes() != 0 && Deflate(r, &plain, z.mutable_deflated())) {
+      shared = true;
+      Frame(z, &body);
+    } else {
+      Frame(r, &body);
+    }
   }
   std::string out;
   r.Clear();
@@ -283,6 +306,39 @@ bool FrameHolds(const std::string& b, size_t pos) {
 
 }  // namespace
 
+bool InflateProcess(uint32_t version, summary::SummaryRecord* r, std::string* buf, std::string* why) {
+  const summary::DeflatedProcess& d = r->deflated();
+  const uint64_t n = d.data().size();
+  if (version < kFirstSharingVersion) {
+    *why = "is deflated, in a file of format version " + std::to_string(version) + ", which has none: damaged";
+    return false;
+  }
+  if (d.size() > kMaxInflation * n || d.size() > kMaxSummaryRecord) {
+    *why = "says its " + std::to_string(n) + " deflated bytes inflate to " + std::to_string(d.size()) +
+           ", more than " + std::to_string(kMaxInflation) +
+           " times as many: damaged, or made to take far more memory than its bytes";
+    return false;
+  }
+  buf->resize(d.size());
+  uLongf got = static_cast<uLongf>(d.size());
+  if (uncompress(reinterpret_cast<Bytef*>(&(*buf)[0]), &got, reinterpret_cast<const Bytef*>(d.data().data()),
+                 static_cast<uLong>(n)) != Z_OK ||
+      got != d.size()) {
+    *why = "is deflated, and its bytes do not inflate to the " + std::to_string(d.size()) + " it says: damaged";
+    return false;
+  }
+  std::string shape;
+  if (!PlausibleSummaryRecord(buf->data(), buf->size(), &shape)) {
+    *why = "inflated, is not what summarize writes: " + shape + ": damaged, or made to take far more memory than its bytes";
+    return false;
+  }
+  if (!r->ParseFromString(*buf) || !r->has_process()) {
+    *why = "inflated, is no process record that parses: damaged";
+    return false;
+  }
+  return true;
+}
+
 bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResult* out, std::string* error) {
   error->clear();
   size_t pos = 0;
@@ -311,6 +367,7 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
   const size_t first_proc = out->procs.size();
   out->records.resize(first_proc);
   summary::SummaryRecord r;
+  std::string inflated;
   while (pos < bytes.size()) {
     const size_t at = pos;
     uint64_t len = 0;
@@ -394,6 +451,13 @@ bool ParseSummary(const std::string& name, const std::string& bytes, SummaryResu
       if (checked) pos += 4;
       out->header = r.header();
       first = false;
+      continue;
+    }
+    // A deflated one is read as the record it holds, once inflated.
+    if (r.has_deflated() && !InflateProcess(out->header.version(), &r, &inflated, &why)) {
+      skipped.Add(where + "record " + std::to_string(index - 1) + " (process " + std::to_string(index - 1) + ") " +
+                      why + "; it is not read",
+                  error);
       continue;
     }
     if (!r.has_process()) {

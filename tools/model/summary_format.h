@@ -40,6 +40,12 @@ inline constexpr uint32_t kFirstCheckedVersion = 3;
 // a reader of version 3 still reads it.
 inline constexpr uint32_t kPlainSummaryVersion = 3;
 inline constexpr char kSummaryExtension[] = ".ncclsummary";
+// A group's process records may be deflated (summary.proto
+// DeflatedProcess, version 4): to at most this many times their bytes
+// inflated, so that reading costs memory in proportion to the file's bytes
+// (docs/security.md). Records of groups deflate 2 to 3.5 times
+// (BENCHMARKS.md); one that would deflate more is written plain.
+inline constexpr uint64_t kMaxInflation = 4;
 
 struct SummaryResult {
   summary::SummaryHeader header;
@@ -62,10 +68,19 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out);
 
 // The summary file's bytes: the header, then each process, length-delimited.
 // A group's (header.nodes() > 0) processes refer to earlier ones for what
-// they share (summary_sharing.h), and where any does, the header says
+// they share (summary_sharing.h), and are deflated where that is smaller
+// (within kMaxInflation); where any is either, the header says
 // kFirstSharingVersion; a node's are written whole, as given. ParseSummary
 // gives back, field for field, the processes given here.
 std::string EncodeSummary(const SummaryResult& s);
+
+// Record `r`'s deflated process (r->has_deflated()), in a file of format
+// `version`, inflated into `buf` and parsed into `r`, held to what a plain
+// record is held to (its shape, summary_shape.h). False with `why`, a
+// phrase ("says its 10 deflated bytes inflate to 900, more than 4 times
+// as many: ..."), on a version without it, more than kMaxInflation,
+// bytes that do not inflate to the size it says, or what is no process.
+bool InflateProcess(uint32_t version, summary::SummaryRecord* r, std::string* buf, std::string* why);
 
 // Where each record's frame starts in `bytes`, a checked (version 3) summary
 // as EncodeSummary writes it: length, body, checksum. Stops at a length

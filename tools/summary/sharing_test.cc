@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <zlib.h>
 
 #include "tools/model/summary_format.h"
 #include "tools/model/summary_sharing.h"
@@ -71,6 +73,45 @@ std::vector<summary::SummaryRecord> RawRecords(const std::string& bytes) {
     EXPECT_TRUE(in.ReadVarint64(&len));
     out.emplace_back();
     EXPECT_TRUE(out.back().ParseFromArray(bytes.data() + at + in.CurrentPosition(), static_cast<int>(len)));
+    std::string buf, why;
+    if (out.back().has_deflated()) {
+      EXPECT_TRUE(InflateProcess(kFirstSharingVersion, &out.back(), &buf, &why)) << why;
+    }
+  }
+  return out;
+}
+
+// How many of `bytes`' records are deflated.
+int Deflated(const std::string& bytes) {
+  int n = 0;
+  for (size_t at : SummaryFrameStarts(bytes)) {
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data() + at),
+                                              static_cast<int>(std::min<size_t>(10, bytes.size() - at)));
+    uint64_t len = 0;
+    EXPECT_TRUE(in.ReadVarint64(&len));
+    summary::SummaryRecord r;
+    EXPECT_TRUE(r.ParseFromArray(bytes.data() + at + in.CurrentPosition(), static_cast<int>(len)));
+    n += r.has_deflated();
+  }
+  return n;
+}
+
+// `records` framed as they are (a deflated one stays so), each followed
+// by the CRC-32 of its frame, as a summary file of format `version`.
+std::string Frames(std::vector<summary::SummaryRecord> records, uint32_t version) {
+  records[0].mutable_header()->set_version(version);
+  std::string out;
+  for (const summary::SummaryRecord& r : records) {
+    const size_t start = out.size();
+    {
+      google::protobuf::io::StringOutputStream raw(&out);
+      google::protobuf::io::CodedOutputStream coded(&raw);
+      coded.WriteVarint64(r.ByteSizeLong());
+      r.SerializeWithCachedSizes(&coded);
+    }
+    const uint32_t crc = static_cast<uint32_t>(
+        crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data() + start), static_cast<uInt>(out.size() - start)));
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
   }
   return out;
 }
@@ -89,12 +130,13 @@ std::string Rewrite(const std::vector<summary::SummaryRecord>& records, uint32_t
 TEST(SharingTest, CiRerunGroupsShareAndReadBackAsGiven) {
   const std::vector<std::string> folders = CiFolders();
   ASSERT_GE(folders.size(), 20u);
-  int shared_groups = 0, prefixes = 0, samples = 0;
+  int shared_groups = 0, prefixes = 0, samples = 0, deflated = 0;
   for (size_t i = 0; i < folders.size(); ++i) {
     const SummaryResult g = GroupOf(folders[i], "ci-" + std::to_string(i));
     bool shared = false;
     const std::string bytes = testing::EncodeAndReadBack(g, folders[i], &shared);
     shared_groups += shared;
+    deflated += Deflated(bytes);
     for (const summary::SummaryRecord& r : RawRecords(bytes)) {
       for (const summary::CommPrefix& p : r.process().prefixes()) prefixes += p.checkpoints_from() != 0;
       for (const summary::ArrivalSamples& a : r.process().samples()) samples += a.times_from() != 0;
@@ -103,6 +145,7 @@ TEST(SharingTest, CiRerunGroupsShareAndReadBackAsGiven) {
   EXPECT_EQ(shared_groups, static_cast<int>(folders.size()));
   EXPECT_GT(prefixes, 0);
   EXPECT_GT(samples, 0);
+  EXPECT_GT(deflated, 0);
 }
 
 // A group's records, the first referring process and what it refers to.
@@ -216,6 +259,78 @@ TEST(SharingTest, AReferenceToARecordThatFailedItsChecksumIsAReadError) {
   bytes[(starts[from] + starts[from + 1]) / 2] ^= 0x01;
   ExpectRefused(bytes, s.prefix_at, "refers to record " + std::to_string(from) + ", which was not read",
                 "crc-referenced", false);
+}
+
+// A deflated process record that is not what a group writes is a read
+// error naming the file and the record: where the reader would inflate it
+// past kMaxInflation, its bytes do not inflate to its size, it holds no
+// process, or the file's version has no deflated records.
+TEST(SharingTest, ADeflatedRecordThatCannotBeReadIsAReadError) {
+  const Shared s = MakeShared();
+  ASSERT_GT(s.records.size(), 2u);
+  const size_t k = s.records.size() - 1;
+  // The last record deflated again, as the writer would.
+  auto deflate = [](const summary::SummaryRecord& inner, uint64_t size) {
+    std::string plain = inner.SerializeAsString();
+    uLongf n = compressBound(static_cast<uLong>(plain.size()));
+    std::string data(n, '\0');
+    EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(&data[0]), &n, reinterpret_cast<const Bytef*>(plain.data()),
+                        static_cast<uLong>(plain.size()), Z_DEFAULT_COMPRESSION),
+              Z_OK);
+    data.resize(n);
+    summary::SummaryRecord r;
+    r.mutable_deflated()->set_data(data);
+    r.mutable_deflated()->set_size(size == 0 ? plain.size() : size);
+    return r;
+  };
+  const uint64_t size = s.records[k].ByteSizeLong();
+  // The processes as read, references resolved.
+  SummaryResult whole;
+  std::string error;
+  ASSERT_TRUE(ParseSummary("whole", s.bytes, &whole, &error)) << error;
+  ASSERT_EQ(whole.procs.size(), k);
+  {
+    // As written: read back.
+    std::vector<summary::SummaryRecord> r = s.records;
+    r[k] = deflate(s.records[k], 0);
+    SummaryResult back;
+    EXPECT_TRUE(ParseSummary("as-written", Frames(r, kFirstSharingVersion), &back, &error)) << error;
+    ASSERT_EQ(back.procs.size(), k);
+    EXPECT_EQ(back.procs.back().SerializeAsString(), whole.procs.back().SerializeAsString());
+  }
+  {
+    std::vector<summary::SummaryRecord> r = s.records;
+    r[k] = deflate(s.records[k], 0);
+    const uint64_t n = r[k].deflated().data().size();
+    r[k].mutable_deflated()->set_size(n * kMaxInflation + 1);
+    ExpectRefused(Frames(r, kFirstSharingVersion), k, "more than " + std::to_string(kMaxInflation) + " times as many",
+                  "inflate-too-far");
+  }
+  {
+    std::vector<summary::SummaryRecord> r = s.records;
+    r[k] = deflate(s.records[k], size - 1);
+    ExpectRefused(Frames(r, kFirstSharingVersion), k, "do not inflate to the " + std::to_string(size - 1), "short-size");
+  }
+  {
+    std::vector<summary::SummaryRecord> r = s.records;
+    r[k] = deflate(s.records[k], 0);
+    (*r[k].mutable_deflated()->mutable_data())[r[k].deflated().data().size() / 2] ^= 0x20;
+    ExpectRefused(Frames(r, kFirstSharingVersion), k, "damaged", "flipped-data");
+  }
+  {
+    std::vector<summary::SummaryRecord> r = s.records;
+    r[k] = deflate(s.records[0], 0);  // a header, deflated
+    ExpectRefused(Frames(r, kFirstSharingVersion), k, "is no process record", "deflated-header");
+  }
+  {
+    // Every process whole (no reference a version 3 file would refuse),
+    // the last deflated.
+    std::vector<summary::SummaryRecord> r(1, s.records[0]);
+    for (const summary::SummaryProcess& p : whole.procs) *r.emplace_back().mutable_process() = p;
+    ASSERT_EQ(r.size(), s.records.size());
+    r[k] = deflate(r[k], 0);
+    ExpectRefused(Frames(r, kPlainSummaryVersion), k, "is deflated, in a file of format version 3", "deflated-v3");
+  }
 }
 
 }  // namespace
