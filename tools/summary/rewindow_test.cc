@@ -22,12 +22,9 @@
 //    cut is kept whole by a group (never re-cut), which CappedProcessStays
 //    checks.
 
-#include <dirent.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
-#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -40,87 +37,29 @@
 #include "tools/model/window_summary.h"
 #include "tools/summary/summary.h"
 #include "tools/summary/test_summaries.h"
-#include "tools/testing/trace_builder.h"
+#include "tools/testing/synthetic_job.h"
 
 namespace ncclwatch::tools {
 namespace {
+
+using testing::RecordingFolders;
 
 namespace t = testing;
 
 std::string Tmp() { return getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp"; }
 
-// A job of `ranks` ranks, 8 a host, each file under DIR/nodeN: `colls`
-// collectives on two communicators (world, and pairs), a send and a
-// receive between each pair every 7th step; rank 5's 11th collective has
-// another count, rank 7 arrives late at every one, and the last rank
-// never issues the last collective, which every other rank waits in.
-// The host folders.
+// The synthetic job (tools/testing/synthetic_job.h) of `ranks` ranks and
+// `colls` collectives, with a send and a receive in each pair every 7th
+// step. Its host folders.
 std::vector<std::string> WriteJob(const std::string& dir, int ranks, int colls) {
-  mkdir(dir.c_str(), 0755);
-  const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
-  const uint64_t step = 3 * t::kMs;
+  t::SyntheticJob job;
+  job.ranks = ranks;
+  job.colls = colls;
+  job.p2p = true;
   std::vector<std::string> hosts;
-  for (int r = 0; r < ranks; ++r) {
-    t::ProcSpec spec;
-    spec.host = "node" + std::to_string(r / 8);
-    spec.pid = 10000 + r;
-    spec.launcher_rank = r;
-    spec.launcher_world_size = ranks;
-    t::TraceBuilder b(spec);
-    const int world = b.AddComm(0x5000, "world", ranks, r, 1 * t::kMs);
-    const int pair = b.AddComm(0x7000 + static_cast<uint64_t>(r / 2), "tp", 2, r % 2, 2 * t::kMs);
-    uint64_t seq_world[4] = {0, 0, 0, 0}, seq_pair[4] = {0, 0, 0, 0};
-    const uint64_t t0 = 10 * t::kMs;
-    for (int k = 0; k < colls; ++k) {
-      const int f = k % 4;
-      const uint64_t late = r == 7 ? 2 * t::kMs : 0;
-      const uint64_t start =
-          t0 + static_cast<uint64_t>(k) * step + static_cast<uint64_t>((r * 37 + k * 11) % 50) * t::kUs + late;
-      int64_t done = static_cast<int64_t>(t0 + static_cast<uint64_t>(k) * step + 2500 * t::kUs);
-      if (k == colls - 1) {
-        if (r == ranks - 1) continue;
-        done = t::kNever;
-      }
-      t::OpOpts o;
-      o.completion = t::Completion::kFolded;
-      uint64_t count = uint64_t{1} << (10 + k % 12);
-      if (r == 5 && k == 10) count *= 2;
-      if (k % 7 == 3) {
-        // Each of the pair sends, then receives.
-        b.Send(pair, 1 - r % 2, 256, start, done, o);
-        b.Recv(pair, 1 - r % 2, 256, start + 10 * t::kUs, done, o);
-        continue;
-      }
-      if (k % 5 == 4) b.Coll(pair, funcs[f], seq_pair[f]++, count, start, done, o);
-      else b.Coll(world, funcs[f], seq_world[f]++, count, start, done, o);
-    }
-    b.Heartbeats(0, t0 + static_cast<uint64_t>(colls) * step + 10 * t::kSec);
-    const std::string node = dir + "/node" + std::to_string(r / 8);
-    if (r % 8 == 0) hosts.push_back(node);
-    mkdir(node.c_str(), 0755);
-    EXPECT_TRUE(b.WriteTo(node + "/" + b.FileName()));
-  }
+  std::string error;
+  EXPECT_TRUE(t::WriteSyntheticJob(dir, job, &hosts, &error)) << error;
   return hosts;
-}
-
-// Folders under `dir` holding *.ncclwatch files themselves.
-void RecordingFolders(const std::string& dir, std::vector<std::string>* out) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  bool traces = false;
-  for (const std::string& n : names) {
-    if (n == "." || n == "..") continue;
-    const std::string p = dir + "/" + n;
-    struct stat st;
-    if (stat(p.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) RecordingFolders(p, out);
-    else traces |= IsTraceFileName(n);
-  }
-  if (traces) out->push_back(dir);
 }
 
 SummarizeOptions Options(uint64_t window, uint64_t group_window, const std::vector<CollectiveRange>& asked) {

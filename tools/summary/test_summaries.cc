@@ -2,7 +2,9 @@
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -61,6 +63,25 @@ std::vector<std::string> Summaries(const std::string& folder, bool whole, const 
     out.push_back(path);
   }
   return out;
+}
+
+void RecordingFolders(const std::string& dir, std::vector<std::string>* out) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) names.push_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  bool traces = false;
+  for (const std::string& n : names) {
+    if (n == "." || n == "..") continue;
+    const std::string p = dir + "/" + n;
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) RecordingFolders(p, out);
+    else traces |= IsTraceFileName(n);
+  }
+  if (traces) out->push_back(dir);
 }
 
 std::string EncodeAndReadBack(const SummaryResult& s, const std::string& what, bool* shared) {

@@ -36,6 +36,10 @@ std::vector<SummaryResult> SummarizeFolder(const std::string& folder, bool whole
 std::vector<std::string> Summaries(const std::string& folder, bool whole, const std::string& tag,
                                    const SummarizeOptions& opts = SummarizeOptions());
 
+// Folders under `dir` holding *.ncclwatch files themselves, in name order,
+// appended to `out`.
+void RecordingFolders(const std::string& dir, std::vector<std::string>* out);
+
 // A group's summary `s` encoded and read back (EncodeSummary,
 // ParseSummary), expected to give, process by process, field for field
 // (MessageDifferencer) and byte for byte, the processes given, and to be

@@ -12,9 +12,7 @@
 // summaries of those summaries (summarize given summaries), cut to the
 // group's window, give the nodes' findings.
 
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -39,25 +37,7 @@
 namespace ncclwatch::tools {
 namespace {
 
-// Folders under `dir` holding *.ncclwatch files themselves.
-void RecordingFolders(const std::string& dir, std::vector<std::string>* out) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  bool traces = false;
-  for (const std::string& n : names) {
-    if (n == "." || n == "..") continue;
-    const std::string p = dir + "/" + n;
-    struct stat st;
-    if (stat(p.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) RecordingFolders(p, out);
-    else traces |= IsTraceFileName(n);
-  }
-  if (traces) out->push_back(dir);
-}
+using testing::RecordingFolders;
 
 std::string HostOf(const std::string& path) {
   TraceReader r;
