@@ -47,8 +47,8 @@ inline constexpr uint32_t kFirstSharingVersion = 4;
 // A file's references take at most one checkpoint per this many of its
 // bytes up to the record taking it: what reading a summary costs must
 // follow its bytes (docs/security.md), and a reference of a few bytes can
-// name hundreds of checkpoints, each about 90 bytes parsed. Groups the
-// writer makes take one per 40 bytes or so (BENCHMARKS.md); it keeps to
+// name hundreds of checkpoints, each about 90 bytes parsed. The 16k
+// benchmark's groups, deflated, take one per 19 bytes; the writer keeps to
 // the bound with the bytes it wrote before the record, fewer than the
 // reader counts. Samples need no bound: their times are two bytes a
 // sample at least.
