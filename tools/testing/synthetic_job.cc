@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "tools/testing/trace_builder.h"
 
 namespace ncclwatch::tools::testing {
@@ -11,7 +13,8 @@ bool WriteSyntheticJob(const std::string& dir, const SyntheticJob& job, std::vec
   mkdir(dir.c_str(), 0755);
   const char* funcs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
   const uint64_t step = 3 * kMs;
-  for (int r = 0; r < job.ranks; ++r) {
+  const int end = job.end_node < 0 ? job.ranks : std::min(job.ranks, job.end_node * 8);
+  for (int r = std::max(0, job.first_node * 8); r < end; ++r) {
     ProcSpec spec;
     spec.host = "node" + std::to_string(r / 8);
     spec.pid = 10000 + r;

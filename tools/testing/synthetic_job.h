@@ -31,9 +31,15 @@ struct SyntheticJob {
   // Hosts' realtime clocks apart by up to 4.2 ms (NTP), and 8 channels an
   // operation: what the benchmarks' job has had from the start.
   bool benchmark_shape = false;
+  // Only hosts [first_node, end_node) (-1: to the last), so that several
+  // processes can write one large job side by side, each its own hosts;
+  // each host's files are those the whole job's writing gives.
+  int first_node = 0;
+  int end_node = -1;
 };
 
-// Writes `job` under `dir`. The host folders, in rank order; false with
+// Writes `job` (its hosts from first_node to end_node) under `dir`. The
+// host folders written, in rank order; false with
 // `error` naming the file where one cannot be written.
 bool WriteSyntheticJob(const std::string& dir, const SyntheticJob& job, std::vector<std::string>* hosts,
                        std::string* error);
