@@ -221,7 +221,7 @@ std::string EncodeSummary(const SummaryResult& s) {
   std::string body;
   summary::SummaryRecord r;
   SharingWriter sharing;
-  bool shared = false;
+  bool newer = false;  // a process refers or is deflated: the header says version 4
   std::string plain;
   summary::SummaryRecord z;
   for (size_t i = 0; i < s.procs.size(); ++i) {
@@ -230,9 +230,9 @@ std::string EncodeSummary(const SummaryResult& s) {
     if (s.header.nodes() == 0 || !sharing.Share(i + 1, body.size(), s.procs[i], r.mutable_process()))
       *r.mutable_process() = s.procs[i];
     else
-      shared = true;
+      newer = true;
     if (s.header.nodes() != 0 && Deflate(r, &plain, z.mutable_deflated())) {
-      shared = true;
+      newer = true;
       Frame(z, &body);
     } else {
       Frame(r, &body);
@@ -241,7 +241,7 @@ std::string EncodeSummary(const SummaryResult& s) {
   std::string out;
   r.Clear();
   *r.mutable_header() = s.header;
-  if (shared) r.mutable_header()->set_version(std::max(s.header.version(), kFirstSharingVersion));
+  if (newer) r.mutable_header()->set_version(std::max(s.header.version(), kFirstSharingVersion));
   Frame(r, &out);
   out += body;
   return out;
