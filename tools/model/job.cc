@@ -10,6 +10,7 @@
 #include "tools/model/op_key.h"
 #include "tools/model/summary_format.h"
 #include "tools/model/summary_merge.h"
+#include "tools/model/summary_reread.h"
 #include "tools/model/window_summary.h"
 #include "tools/reader/reader.h"
 
@@ -87,32 +88,6 @@ bool ReadTracesBeside(const std::vector<std::string>& traces, const std::string&
   return pieces->size() > before;
 }
 
-// The summaries' processes, each with the file it came from.
-void ReadSummariesOf(const std::vector<std::string>& summaries, std::vector<SummaryPiece>* pieces,
-                     std::vector<std::string>* errors) {
-  std::vector<SummaryResult> read;
-  std::vector<std::string> read_errors;
-  ReadSummaryFiles(summaries, &read, &read_errors);
-  // Reserved: grown by doubling, the pieces would briefly take three times
-  // their room.
-  size_t n = pieces->size();
-  for (const SummaryResult& s : read) n += s.procs.size();
-  pieces->reserve(n);
-  for (size_t i = 0; i < summaries.size(); ++i) {
-    SummaryResult& s = read[i];
-    if (!read_errors[i].empty())
-      errors->push_back(read_errors[i] + (s.procs.empty() ? "" : " (the processes before it are read)"));
-    // A group's: what reading the summaries it gathered could not give.
-    for (const std::string& e : s.header.read_errors()) errors->push_back(e);
-    for (size_t k = 0; k < s.procs.size(); ++k) {
-      pieces->emplace_back();
-      pieces->back().sp = std::move(s.procs[k]);
-      pieces->back().source = summaries[i];
-      pieces->back().record = k < s.records.size() ? s.records[k] : k + 1;
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<CollectiveRange> RefineRanges(const Model& m) {
@@ -144,13 +119,19 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
     // written into the traces' folder), the screening keeps the first of
     // two equal copies, and the whole file is the better evidence.
     if (!traces.empty()) ReadTracesBeside(traces, opts.job, &pieces, &errors, &notes);
-    ReadSummariesOf(summaries, &pieces, &errors);
+    std::unordered_map<std::string, uint32_t> crcs;
+    ReadLightSummaries(summaries, &pieces, &errors, &crcs);
     if (pieces.empty()) {
       *error = errors.empty() ? "no usable summary or trace file" : errors[0];
       m->errors = errors;
       return false;
     }
-    if (!BuildModelFromPieces(std::move(pieces), std::move(errors), std::move(notes), opts, m, error)) return false;
+    SummaryRereader again(summaries, std::move(crcs));
+    const Reread reread = [&again](size_t i, std::vector<SummaryPiece>* p, std::string* e) {
+      return again.Refill(i, p, e);
+    };
+    if (!BuildModelFromPieces(std::move(pieces), std::move(errors), std::move(notes), opts, m, error, reread))
+      return false;
   }
   MatchOps(m);
   AlignClocks(m);

@@ -546,11 +546,12 @@ bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* e
     *error = path + ": more than " + std::to_string(kMaxSummaryBytes >> 30) + " GiB, more than a summary holds";
     return false;
   }
+  out->bytes_crc = Crc32(bytes.data(), bytes.size());
   return ParseSummary(path, bytes, out, error);
 }
 
 void ReadSummaryFiles(const std::vector<std::string>& files, std::vector<SummaryResult>* out,
-                      std::vector<std::string>* errors) {
+                      std::vector<std::string>* errors, const std::function<void(size_t, SummaryResult*)>& then) {
   out->assign(files.size(), SummaryResult());
   errors->assign(files.size(), std::string());
   std::atomic<size_t> next{0};
@@ -558,6 +559,7 @@ void ReadSummaryFiles(const std::vector<std::string>& files, std::vector<Summary
     for (size_t i = next.fetch_add(1); i < files.size(); i = next.fetch_add(1)) {
       std::string e;
       if (!ReadSummaryFile(files[i], &(*out)[i], &e)) (*errors)[i] = e.empty() ? files[i] + ": unreadable" : e;
+      if (then) then(i, &(*out)[i]);
     }
   };
   // Two threads at most: glibc gives each thread its own heap, and what a

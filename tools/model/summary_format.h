@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct SummaryResult {
   std::vector<uint64_t> records;
   std::vector<std::string> errors;  // paths not summarized, with why
   std::vector<std::string> notes;   // e.g. an asked communicator no rank here has
+  // The CRC-32 of the file's bytes as read (ReadSummaryFile), so that a
+  // second reading can tell it read the same file.
+  uint32_t bytes_crc = 0;
 };
 
 // A Sketch to its message and back; false on a damaged one.
@@ -110,9 +114,13 @@ bool ReadSummaryFile(const std::string& path, SummaryResult* out, std::string* e
 // by one was a quarter of the merge: BENCHMARKS.md, "The 16k merge on more
 // than one core"). Each file goes to its own slot, out[i] and errors[i]
 // (empty when read whole), so that nothing depends on the threads' order.
+// `then`, where given, is called with each file's index and result as
+// soon as it is read, on the thread that read it (to let go at once what
+// the caller does not need of it).
 // Thread safety: call from one thread; it joins its own before returning.
 void ReadSummaryFiles(const std::vector<std::string>& files, std::vector<SummaryResult>* out,
-                      std::vector<std::string>* errors);
+                      std::vector<std::string>* errors,
+                      const std::function<void(size_t, SummaryResult*)>& then = nullptr);
 
 }  // namespace ncclwatch::tools
 

@@ -141,7 +141,8 @@ void MarkAsked(const std::vector<SummaryPiece>& pieces, const std::vector<bool>&
 }  // namespace
 
 bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::string> errors,
-                          std::vector<std::string> notes, const LoadOptions& opts, Model* m, std::string* error) {
+                          std::vector<std::string> notes, const LoadOptions& opts, Model* m, std::string* error,
+                          const Reread& reread) {
   std::vector<bool> keep;
   if (!Screen(pieces, opts, &keep, &notes, error)) {
     m->errors.insert(m->errors.end(), errors.begin(), errors.end());
@@ -157,7 +158,9 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
   for (std::string& n : notes) loader.AddNote(std::move(n));
   uint64_t nops = 0;
   for (const SummaryPiece& piece : pieces)
-    nops += piece.window != nullptr ? piece.window->Records().size() : static_cast<uint64_t>(piece.sp.records_size());
+    nops += piece.window != nullptr ? piece.window->Records().size()
+            : piece.light           ? piece.records
+                                    : static_cast<uint64_t>(piece.sp.records_size());
   loader.ReserveOps(nops);
 
   Feeding f;
@@ -189,6 +192,12 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
   for (SummaryPiece& piece : pieces) Release(piece.sp.mutable_samples());
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!keep[i]) continue;
+    if (pieces[i].light) {
+      std::string e;
+      if (!reread) e = pieces[i].source + ": " + pieces[i].sp.path() + " was not read again";
+      if (!(reread && reread(i, &pieces, &e)) && !e.empty()) loader.AddError(e);
+      pieces[i].light = false;
+    }
     FeedPiece(i, pieces[i], &f);
     // The loader holds the window now, `f.chains` the prefixes; below only
     // the process's facts are read, not these.

@@ -41,6 +41,7 @@
 #ifndef TOOLS_MODEL_SUMMARY_MERGE_H_
 #define TOOLS_MODEL_SUMMARY_MERGE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,13 +63,27 @@ struct SummaryPiece {
   // its record's index there (SummaryResult::records).
   std::string source;
   uint64_t record = 0;
+  // Whether `sp` holds only what the merge reads before it feeds the
+  // windows (summary_reread.h): the rest is read again just before this
+  // piece is fed (Reread). `records`: how many window records it had.
+  bool light = false;
+  uint64_t records = 0;
 };
+
+// Reads again what a light piece let go (summary_reread.h), called just before
+// piece `i` is fed, in the pieces' order. False when it cannot (the file
+// changed or cannot be read since), with `error` ("" where the same cause
+// was given for an earlier piece): the piece is then fed as it is, without
+// its window, and the error makes the verdict incomplete.
+using Reread = std::function<bool(size_t i, std::vector<SummaryPiece>* pieces, std::string* error)>;
 
 // The model of `pieces` (replacing `*m`), with `errors` and `notes` met
 // reading them. False with `error` when none can be used (several jobs, no
 // process).
+// `reread` is needed where a piece is light.
 bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::string> errors,
-                          std::vector<std::string> notes, const LoadOptions& opts, Model* m, std::string* error);
+                          std::vector<std::string> notes, const LoadOptions& opts, Model* m, std::string* error,
+                          const Reread& reread = nullptr);
 
 // The same over summaries' processes alone (tests, fuzzing). `sources`,
 // when given, names per process the summary file it came from: where one
