@@ -126,7 +126,7 @@ bool BuildJobModel(const std::vector<std::string>& paths, const LoadOptions& opt
       m->errors = errors;
       return false;
     }
-    SummaryRereader again(summaries, std::move(crcs));
+    SummaryRereader again(std::move(crcs));
     const Reread reread = [&again](size_t i, std::vector<SummaryPiece>* p, std::string* e) {
       return again.Refill(i, p, e);
     };

@@ -1,6 +1,5 @@
 #include "tools/model/summary_reread.h"
 
-#include <system_error>
 #include <utility>
 
 #include <google/protobuf/repeated_field.h>
@@ -87,50 +86,16 @@ void ReadLightSummaries(const std::vector<std::string>& files, std::vector<Summa
   }
 }
 
-SummaryRereader::SummaryRereader(std::vector<std::string> order, std::unordered_map<std::string, uint32_t> crcs)
-    : order_(std::move(order)), crcs_(std::move(crcs)) {}
-
-SummaryRereader::~SummaryRereader() { Wait(); }
-
-void SummaryRereader::Start() {
-  ahead_ = Read();
-  if (next_ >= order_.size()) return;
-  ahead_.source = order_[next_++];
-  ahead_started_ = true;
-  // Its errors were said by the first reading, and the same bytes read
-  // alike: they are not kept.
-  auto read = [this] {
-    std::string e;
-    ReadSummaryFile(ahead_.source, &ahead_.result, &e);
-  };
-  try {
-    ahead_thread_ = std::thread(read);
-  } catch (const std::system_error&) {
-    read();  // no thread to be had (a limit on the host): read it now
-  }
-}
-
-void SummaryRereader::Wait() {
-  if (ahead_thread_.joinable()) ahead_thread_.join();
-}
+SummaryRereader::SummaryRereader(std::unordered_map<std::string, uint32_t> crcs)
+    : crcs_(std::move(crcs)) {}
 
 void SummaryRereader::Take(const std::string& source) {
-  if (!ahead_started_) Start();
-  // The files come in `order_`; a file asked for out of it (none is, but
-  // for a piece fed out of order) is read here.
-  for (;;) {
-    Wait();
-    if (!ahead_started_) break;
-    current_ = std::move(ahead_);
-    ahead_started_ = false;
-    Start();  // the next file, read while this one is fed
-    if (current_.source == source) {
-      Index();
-      return;
-    }
-  }
   current_ = Read();
   current_.source = source;
+  // Its errors were said by the first reading, and the same bytes read
+  // alike: they are not kept. Read on this thread, not ahead on another:
+  // glibc gives each thread its own heap, and freeing here what another
+  // thread parsed took the 16k merge from 8.3 to 13 s (BENCHMARKS.md).
   std::string e;
   ReadSummaryFile(source, &current_.result, &e);
   Index();

@@ -9,15 +9,14 @@
 // across the job), the scalar facts. The second (SummaryRereader) parses
 // each file again just before its processes are fed and puts back the
 // rest (window records, checkpoints, stats rows, arrival digests, asked
-// collectives), one file at a time, reading the next one ahead on a second
-// thread while this one is fed: at most two files are held parsed, and the
-// second parse costs little wall time. A file whose bytes changed between
+// collectives), one file at a time: beyond the light processes and the
+// model, one file is held parsed. A file whose bytes changed between
 // the readings is not used the second time: its processes are fed without
 // their windows, and the error (naming the file) makes the verdict
 // incomplete, since a mix of two versions is evidence of neither.
 //
-// Thread safety: each object is one thread's; SummaryRereader runs its
-// own reading thread and joins it before it is destroyed.
+// Thread safety: each object is one thread's (ReadLightSummaries parses on
+// two threads of its own and joins them).
 
 #ifndef TOOLS_MODEL_SUMMARY_REREAD_H_
 #define TOOLS_MODEL_SUMMARY_REREAD_H_
@@ -26,7 +25,6 @@
 #include <stdint.h>
 
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -50,15 +48,13 @@ void RefillProcess(summary::SummaryProcess* whole, summary::SummaryProcess* ligh
 void ReadLightSummaries(const std::vector<std::string>& files, std::vector<SummaryPiece>* pieces,
                         std::vector<std::string>* errors, std::unordered_map<std::string, uint32_t>* crcs);
 
-// The second reading, as a Reread (summary_merge.h): pieces are asked for
-// in the order of their files in `order`; each file is checked against its
-// first reading's CRC-32 in `crcs`.
+// The second reading, as a Reread (summary_merge.h): a file is parsed
+// when a piece of it is asked for and held until a piece of another is
+// (ReadLightSummaries puts a file's pieces together), each checked against
+// its first reading's CRC-32 in `crcs`.
 class SummaryRereader {
  public:
-  SummaryRereader(std::vector<std::string> order, std::unordered_map<std::string, uint32_t> crcs);
-  ~SummaryRereader();
-  SummaryRereader(const SummaryRereader&) = delete;
-  SummaryRereader& operator=(const SummaryRereader&) = delete;
+  explicit SummaryRereader(std::unordered_map<std::string, uint32_t> crcs);
 
   // Piece `i`'s parts put back (RefillProcess); false where they cannot
   // be, with `error` naming the file (once a file: "" after).
@@ -69,20 +65,12 @@ class SummaryRereader {
     std::string source;
     SummaryResult result;
   };
-  // Makes `current_` the file `source`, read ahead where it is next.
+  // Makes `current_` the file `source`, read again.
   void Take(const std::string& source);
-  // Starts reading order_[next_] ahead, on the second thread where one can
-  // be had.
-  void Start();
-  void Wait();
   void Index();
 
-  std::vector<std::string> order_;
   std::unordered_map<std::string, uint32_t> crcs_;
-  size_t next_ = 0;  // the next of `order_` to read
-  std::thread ahead_thread_;
-  bool ahead_started_ = false;
-  Read ahead_, current_;
+  Read current_;
   std::unordered_map<uint64_t, size_t> index_;  // current_'s processes by record
   std::string why_;                              // current_ cannot be used: why
   bool said_ = false;                            // why_ was given

@@ -115,7 +115,7 @@ TEST(SummaryRereadTest, TheSecondReadingGivesEveryProcessBackWhole) {
   // What the light pieces let go was there to let go.
   EXPECT_GT(checkpoints, 0u);
   EXPECT_GT(rows, 0u);
-  SummaryRereader again(files, crcs);
+  SummaryRereader again(crcs);
   for (size_t i = 0; i < pieces.size(); ++i) {
     std::string error;
     ASSERT_TRUE(again.Refill(i, &pieces, &error)) << error;
@@ -131,7 +131,7 @@ TEST(SummaryRereadTest, PiecesAskedOutOfTheFilesOrderAreStillGivenBack) {
   std::unordered_map<std::string, uint32_t> crcs;
   ReadLightSummaries(files, &pieces, &errors, &crcs);
   ASSERT_EQ(pieces.size(), whole.size());
-  SummaryRereader again(files, crcs);
+  SummaryRereader again(crcs);
   // A node's piece first, then the group's (the file before it).
   for (size_t i : {20u, 3u, 31u}) {
     std::string error;
@@ -159,7 +159,7 @@ TEST(SummaryRereadTest, AFileChangedBetweenTheReadingsIsNamedOnceAndTheVerdictIs
   const std::string node1 = Slurp(nodes[1]);
   Write(nodes[1], Slurp(nodes[2]));
   {
-    SummaryRereader again(nodes, crcs);
+    SummaryRereader again(crcs);
     std::vector<std::string> said;
     for (size_t i = 0; i < pieces.size(); ++i) {
       std::string e;
@@ -179,7 +179,7 @@ TEST(SummaryRereadTest, AFileChangedBetweenTheReadingsIsNamedOnceAndTheVerdictIs
   Write(nodes[1], node1);
   ReadLightSummaries(nodes, &again_pieces, &errors, &crcs);
   crcs[nodes[1]] ^= 1;  // as if the bytes read first were others
-  SummaryRereader again(nodes, crcs);
+  SummaryRereader again(crcs);
   Model m;
   ASSERT_TRUE(BuildModelFromPieces(
       std::move(again_pieces), {}, {}, LoadOptions(), &m, &error,
