@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "tools/model/arrival_samples.h"
 #include "tools/model/summary_merge_internal.h"
@@ -54,7 +56,18 @@ std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, cons
         for (const ArrivalSample& x : v)
           if (SampledPosition(x.position, log2)) {
             l.positions.push_back(x.position);
-            l.funcs.push_back(a.functions(static_cast<int>(x.func)));
+            const std::string& f = a.functions(static_cast<int>(x.func));
+            auto known = std::find(l.names.begin(), l.names.end(), f);
+            if (known == l.names.end()) {
+              // More functions than an index holds: that communicator's
+              // samples are not lined up (NCCL has a dozen).
+              if (l.names.size() > UINT8_MAX) {
+                ok = false;
+                break;
+              }
+              known = l.names.insert(l.names.end(), f);
+            }
+            l.funcs.push_back(static_cast<uint8_t>(known - l.names.begin()));
             l.seqs.push_back(x.seq);
             l.buckets.push_back(x.bucket);
             l.warmup_seqs.push_back(UINT64_MAX);
@@ -68,7 +81,7 @@ std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, cons
       for (size_t c = 0; c < l.positions.size(); ++c) {
         while (at < v.size() && v[at].position < l.positions[c]) ++at;
         if (at == v.size() || v[at].position != l.positions[c] || v[at].seq != l.seqs[c] ||
-            a.functions(static_cast<int>(v[at].func)) != l.funcs[c]) {
+            a.functions(static_cast<int>(v[at].func)) != l.names[l.funcs[c]]) {
           present[c] = false;
           continue;
         }
@@ -84,11 +97,9 @@ std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, cons
     size_t kept = 0;
     for (size_t c = 0; c < l.positions.size(); ++c) {
       if (!present[c]) continue;
-      // Not onto itself: a string moved onto itself is left empty (a
-      // short one, in libstdc++), and every sample's function was lost.
       if (kept != c) {
         l.positions[kept] = l.positions[c];
-        l.funcs[kept] = std::move(l.funcs[c]);
+        l.funcs[kept] = l.funcs[c];
         l.seqs[kept] = l.seqs[c];
         l.buckets[kept] = l.buckets[c];
         l.warmup_seqs[kept] = l.warmup_seqs[c];
@@ -141,7 +152,9 @@ void AddSampled(std::vector<LinedUp>* lined_up, const std::vector<SummaryPiece>&
       distinct.insert(pi->second);
     }
     if (sc.procs.size() != n || distinct.size() != n || static_cast<int32_t>(n) != m->comms[sc.comm].nranks) continue;
-    for (const std::string& f : l.funcs) sc.funcs.push_back(m->Intern(f));
+    std::vector<uint16_t> ids;
+    for (const std::string& f : l.names) ids.push_back(m->Intern(f));
+    for (uint8_t f : l.funcs) sc.funcs.push_back(ids[f]);
     sc.positions = std::move(l.positions);
     sc.local_starts_ns = std::move(l.starts);
     for (size_t c = 0; c < sc.positions.size(); ++c)

@@ -83,7 +83,11 @@ struct LinedUp {
   uint64_t most = 0;            // the most collectives any member had
   std::vector<size_t> members;  // indices in the pieces
   std::vector<uint64_t> positions;
-  std::vector<std::string> funcs;
+  // Per position, its function: an index in `names` (a communicator's
+  // few), not a string a position: at 16,384 ranks those strings were
+  // 7% of the merge's peak (BENCHMARKS.md, "Streaming the summaries").
+  std::vector<uint8_t> funcs;
+  std::vector<std::string> names;
   std::vector<uint64_t> seqs;
   std::vector<int64_t> starts, durations;  // [position index * members + member]: file times
   std::vector<int64_t> held;  // the same, GPU-held ns (kNoTime: not known); empty: no member's samples carry them
