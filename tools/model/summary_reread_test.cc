@@ -86,13 +86,22 @@ std::vector<summary::SummaryProcess> ReadWhole(const std::vector<std::string>& f
   return all;
 }
 
-TEST(SummaryRereadTest, TheSecondReadingGivesEveryProcessBackWhole) {
-  const std::vector<std::string> files = MakeSummaries("whole");
-  const std::vector<summary::SummaryProcess> whole = ReadWhole(files);
+// The first reading of `files`.
+struct Light {
   std::vector<SummaryPiece> pieces;
   std::vector<std::string> errors;
   std::unordered_map<std::string, uint32_t> crcs;
-  ReadLightSummaries(files, &pieces, &errors, &crcs);
+};
+Light ReadLight(const std::vector<std::string>& files) {
+  Light l;
+  ReadLightSummaries(files, &l.pieces, &l.errors, &l.crcs);
+  return l;
+}
+
+TEST(SummaryRereadTest, TheSecondReadingGivesEveryProcessBackWhole) {
+  const std::vector<std::string> files = MakeSummaries("whole");
+  const std::vector<summary::SummaryProcess> whole = ReadWhole(files);
+  auto [pieces, errors, crcs] = ReadLight(files);
   EXPECT_TRUE(errors.empty()) << errors[0];
   ASSERT_EQ(pieces.size(), 32u);  // the group's 16 and the nodes' 16
   ASSERT_EQ(whole.size(), pieces.size());
@@ -126,10 +135,7 @@ TEST(SummaryRereadTest, TheSecondReadingGivesEveryProcessBackWhole) {
 TEST(SummaryRereadTest, PiecesAskedOutOfTheFilesOrderAreStillGivenBack) {
   const std::vector<std::string> files = MakeSummaries("order");
   const std::vector<summary::SummaryProcess> whole = ReadWhole(files);
-  std::vector<SummaryPiece> pieces;
-  std::vector<std::string> errors;
-  std::unordered_map<std::string, uint32_t> crcs;
-  ReadLightSummaries(files, &pieces, &errors, &crcs);
+  auto [pieces, errors, crcs] = ReadLight(files);
   ASSERT_EQ(pieces.size(), whole.size());
   SummaryRereader again(crcs);
   // A node's piece first, then the group's (the file before it).
@@ -149,11 +155,8 @@ TEST(SummaryRereadTest, AFileChangedBetweenTheReadingsIsNamedOnceAndTheVerdictIs
   const std::string verdict = Diagnose(before).verdict();
   EXPECT_EQ(verdict.rfind("MISMATCH", 0), 0u) << verdict;
 
-  std::vector<SummaryPiece> pieces;
-  std::vector<std::string> errors;
-  std::unordered_map<std::string, uint32_t> crcs;
   const std::vector<std::string> nodes(files.begin() + 1, files.end());
-  ReadLightSummaries(nodes, &pieces, &errors, &crcs);
+  auto [pieces, errors, crcs] = ReadLight(nodes);
   ASSERT_EQ(pieces.size(), 16u);
   // node1 is written again between the readings, as node2.
   const std::string node1 = Slurp(nodes[1]);
@@ -173,16 +176,13 @@ TEST(SummaryRereadTest, AFileChangedBetweenTheReadingsIsNamedOnceAndTheVerdictIs
 
   // Through the merge: fed without what the file no longer gives, and the
   // verdict says the evidence is incomplete, naming the file.
-  std::vector<SummaryPiece> again_pieces;
-  errors.clear();
-  crcs.clear();
   Write(nodes[1], node1);
-  ReadLightSummaries(nodes, &again_pieces, &errors, &crcs);
-  crcs[nodes[1]] ^= 1;  // as if the bytes read first were others
-  SummaryRereader again(crcs);
+  Light first = ReadLight(nodes);
+  first.crcs[nodes[1]] ^= 1;  // as if the bytes read first were others
+  SummaryRereader again(first.crcs);
   Model m;
   ASSERT_TRUE(BuildModelFromPieces(
-      std::move(again_pieces), {}, {}, LoadOptions(), &m, &error,
+      std::move(first.pieces), {}, {}, LoadOptions(), &m, &error,
       [&again](size_t i, std::vector<SummaryPiece>* p, std::string* e) { return again.Refill(i, p, e); }))
       << error;
   MatchOps(&m);
