@@ -72,7 +72,9 @@ bool Load(const char* cmd, const Inputs& inputs, bool say_skipped, Model* m, std
     progress.Wait(std::string("ncclwatch ") + cmd + ": reading " + WithThousands(listed.files.size()) +
                   (listed.files.size() == 1 ? " file (" : " files (") + FormatBytes(listed.data_bytes) + ")");
   }
-  const bool ok = BuildJobModel(inputs.paths, inputs.load, m, error);
+  LoadOptions load = inputs.load;
+  load.stats_rows = digests;
+  const bool ok = BuildJobModel(inputs.paths, load, m, error);
   progress.Done();
   if (!ok) {
     err << "ncclwatch " << cmd << ": " << *error << "\n";

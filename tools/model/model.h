@@ -507,6 +507,11 @@ struct LoadOptions {
   // Keep the kernel channels' phases (Proc::phases) of whole files; windows
   // never keep them.
   bool kernel_phases = false;
+  // Keep summaries' stats rows (Proc::row_digests, rank_digests), which
+  // only stats and check read: at 16,384 ranks they were a seventh of
+  // diagnose's memory. Each is still checked, and a damaged one named
+  // (Model::undigested) either way.
+  bool stats_rows = true;
 };
 
 // Per-node summaries' signature chains of one communicator that differ

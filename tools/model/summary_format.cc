@@ -158,14 +158,16 @@ void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest
   for (const std::string& c : whole_comms) out->add_whole_comms(c);
 }
 
-bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
+bool ReadDigests(const summary::SummaryProcess& sp, Proc* out, bool keep_rows) {
   if (!sp.digested()) return true;
   std::vector<RowDigest> rows;
   std::vector<RankDigest> ranks;
   // Each row is about 560 bytes with its five sketches: grown by doubling,
   // a summary's rows would briefly take three times that.
-  rows.reserve(static_cast<size_t>(sp.rows_size()));
-  ranks.reserve(static_cast<size_t>(sp.ranks_size()));
+  if (keep_rows) {
+    rows.reserve(static_cast<size_t>(sp.rows_size()));
+    ranks.reserve(static_cast<size_t>(sp.ranks_size()));
+  }
   for (const summary::RowDigest& r : sp.rows()) {
     // -2 unknown, -1 zero bytes, else log2 of a 64-bit size (stats.h BucketLabel).
     if (r.bucket() < -2 || r.bucket() > 63) return false;
@@ -184,7 +186,7 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
         !SketchFromProto(r.polled(), &d.polled) || !SketchFromProto(r.delay(), &d.delay) ||
         !SketchFromProto(r.skew(), &d.skew))
       return false;
-    rows.push_back(std::move(d));
+    if (keep_rows) rows.push_back(std::move(d));
   }
   for (const summary::RankDigest& r : sp.ranks()) {
     RankDigest d;
@@ -192,7 +194,7 @@ bool ReadDigests(const summary::SummaryProcess& sp, Proc* out) {
     d.nranks = r.nranks();
     d.rank = r.rank();
     if (!SketchFromProto(r.lateness(), &d.lateness)) return false;
-    ranks.push_back(std::move(d));
+    if (keep_rows) ranks.push_back(std::move(d));
   }
   out->digested = true;
   out->row_digests = std::move(rows);

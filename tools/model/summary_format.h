@@ -68,7 +68,8 @@ bool SketchFromProto(const summary::Sketch& p, Sketch* out);
 // from it into the model's Proc (false: damaged, nothing set).
 void SetDigests(const std::vector<RowDigest>& rows, const std::vector<RankDigest>& ranks,
                 const std::vector<std::string>& whole_comms, summary::SummaryProcess* out);
-bool ReadDigests(const summary::SummaryProcess& sp, Proc* out);
+// With `keep_rows` false, the rows are checked and not kept.
+bool ReadDigests(const summary::SummaryProcess& sp, Proc* out, bool keep_rows = true);
 
 // The summary file's bytes: the header, then each process, length-delimited.
 // A group's (header.nodes() > 0) processes refer to earlier ones for what

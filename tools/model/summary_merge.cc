@@ -204,7 +204,7 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
     summary::SummaryProcess& sp = pieces[i].sp;
     if (sp.digested()) {
       after.digests[i] = std::make_unique<Proc>();
-      after.digests_ok[i] = ReadDigests(sp, after.digests[i].get());
+      after.digests_ok[i] = ReadDigests(sp, after.digests[i].get(), opts.stats_rows);
     }
     Release(sp.mutable_records());
     Release(sp.mutable_prefixes());

@@ -2,7 +2,8 @@
 // lets go, the second gives back field for field, from node summaries and
 // from a group's (whose references are resolved again); a file changed
 // between the readings is named once, and the verdict says its evidence is
-// incomplete.
+// incomplete. And what diagnose keeps: no stats rows (LoadOptions), the
+// same verdict.
 
 #include "tools/model/summary_reread.h"
 
@@ -192,6 +193,31 @@ TEST(SummaryRereadTest, AFileChangedBetweenTheReadingsIsNamedOnceAndTheVerdictIs
   const std::string incomplete = Diagnose(m).verdict();
   EXPECT_EQ(incomplete.rfind("INCOMPLETE", 0), 0u) << incomplete;
   EXPECT_NE(incomplete.find(nodes[1] + ": changed"), std::string::npos) << incomplete;
+}
+
+TEST(SummaryRereadTest, WithoutStatsRowsTheModelKeepsNoneAndGivesTheSameVerdict) {
+  const std::vector<std::string> files = MakeSummaries("rows");
+  std::string error;
+  Model with, without;
+  ASSERT_TRUE(BuildJobModel({files[0]}, LoadOptions(), &with, &error)) << error;
+  LoadOptions lo;
+  lo.stats_rows = false;
+  ASSERT_TRUE(BuildJobModel({files[0]}, lo, &without, &error)) << error;
+  ASSERT_EQ(with.procs.size(), 16u);
+  ASSERT_EQ(without.procs.size(), with.procs.size());
+  size_t rows = 0;
+  for (size_t i = 0; i < with.procs.size(); ++i) {
+    EXPECT_TRUE(with.procs[i].digested);
+    EXPECT_TRUE(without.procs[i].digested);
+    EXPECT_TRUE(without.procs[i].row_digests.empty());
+    EXPECT_TRUE(without.procs[i].rank_digests.empty());
+    rows += with.procs[i].row_digests.size();
+  }
+  EXPECT_GT(rows, 0u);
+  EXPECT_TRUE(without.undigested.empty());
+  const report::Diagnosis a = Diagnose(with), b = Diagnose(without);
+  EXPECT_EQ(a.verdict(), b.verdict());
+  EXPECT_EQ(a.verdict().rfind("MISMATCH", 0), 0u) << a.verdict();
 }
 
 }  // namespace
