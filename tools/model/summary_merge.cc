@@ -20,13 +20,6 @@ using namespace merge_internal;  // NOLINT: this library's own parts
 
 namespace {
 
-// Frees a repeated field's elements (Clear keeps them for reuse).
-template <typename T>
-void Release(google::protobuf::RepeatedPtrField<T>* f) {
-  google::protobuf::RepeatedPtrField<T> gone;
-  f->Swap(&gone);
-}
-
 // ReadDigests' fields of a Proc, from one read before the model was.
 void MoveDigests(Proc* from, Proc* to) {
   to->digested = from->digested;

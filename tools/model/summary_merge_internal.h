@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include <google/protobuf/repeated_field.h>
+
 #include "proto/summary.pb.h"
 #include "tools/model/loader.h"
 #include "tools/model/model.h"
@@ -28,6 +30,13 @@
 #include "tools/model/summary_merge.h"
 
 namespace ncclwatch::tools::merge_internal {
+
+// Frees a repeated field's elements (Clear keeps them for reuse).
+template <typename T>
+void Release(google::protobuf::RepeatedPtrField<T>* f) {
+  google::protobuf::RepeatedPtrField<T> gone;
+  f->Swap(&gone);
+}
 
 // Positions as sorted, disjoint ranges (both ends included).
 using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;

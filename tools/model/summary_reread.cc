@@ -2,21 +2,12 @@
 
 #include <utility>
 
-#include <google/protobuf/repeated_field.h>
-
 #include "proto/trace.pb.h"
+#include "tools/model/summary_merge_internal.h"
 
 namespace ncclwatch::tools {
-namespace {
 
-// Frees a repeated field's elements (Clear keeps them for reuse).
-template <typename T>
-void Release(google::protobuf::RepeatedPtrField<T>* f) {
-  google::protobuf::RepeatedPtrField<T> gone;
-  f->Swap(&gone);
-}
-
-}  // namespace
+using merge_internal::Release;  // this library's own
 
 uint64_t LightenProcess(summary::SummaryProcess* sp) {
   const uint64_t n = static_cast<uint64_t>(sp->records_size());
@@ -90,14 +81,14 @@ SummaryRereader::SummaryRereader(std::unordered_map<std::string, uint32_t> crcs)
     : crcs_(std::move(crcs)) {}
 
 void SummaryRereader::Take(const std::string& source) {
-  current_ = Read();
-  current_.source = source;
+  source_ = source;
+  result_ = SummaryResult();
   // Its errors were said by the first reading, and the same bytes read
   // alike: they are not kept. Read on this thread, not ahead on another:
   // glibc gives each thread its own heap, and freeing here what another
   // thread parsed took the 16k merge from 8.3 to 13 s (BENCHMARKS.md).
   std::string e;
-  ReadSummaryFile(source, &current_.result, &e);
+  ReadSummaryFile(source, &result_, &e);
   Index();
 }
 
@@ -105,33 +96,33 @@ void SummaryRereader::Index() {
   index_.clear();
   why_.clear();
   said_ = false;
-  auto crc = crcs_.find(current_.source);
-  if (crc == crcs_.end() || crc->second != current_.result.bytes_crc) {
-    why_ = current_.source +
+  auto crc = crcs_.find(source_);
+  if (crc == crcs_.end() || crc->second != result_.bytes_crc) {
+    why_ = source_ +
            ": changed or could not be read after it was first read, so its processes' windows, stats rows and "
            "checkpoints are not used";
-    current_.result = SummaryResult();
+    result_ = SummaryResult();
     return;
   }
-  for (size_t k = 0; k < current_.result.procs.size(); ++k)
-    index_.emplace(k < current_.result.records.size() ? current_.result.records[k] : k + 1, k);
+  for (size_t k = 0; k < result_.procs.size(); ++k)
+    index_.emplace(k < result_.records.size() ? result_.records[k] : k + 1, k);
 }
 
 bool SummaryRereader::Refill(size_t i, std::vector<SummaryPiece>* pieces, std::string* error) {
   SummaryPiece& p = (*pieces)[i];
-  if (p.source != current_.source || current_.source.empty()) Take(p.source);
+  if (p.source != source_) Take(p.source);
   if (!why_.empty()) {
     if (!said_) *error = why_;
     said_ = true;
     return false;
   }
   auto it = index_.find(p.record);
-  if (it == index_.end() || current_.result.procs[it->second].path() != p.sp.path()) {
+  if (it == index_.end() || result_.procs[it->second].path() != p.sp.path()) {
     *error = p.source + ": record " + std::to_string(p.record) + " (" + p.sp.path() +
              ") is not where the first reading found it";
     return false;
   }
-  RefillProcess(&current_.result.procs[it->second], &p.sp);
+  RefillProcess(&result_.procs[it->second], &p.sp);
   return true;
 }
 

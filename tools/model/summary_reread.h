@@ -61,18 +61,15 @@ class SummaryRereader {
   bool Refill(size_t i, std::vector<SummaryPiece>* pieces, std::string* error);
 
  private:
-  struct Read {
-    std::string source;
-    SummaryResult result;
-  };
-  // Makes `current_` the file `source`, read again.
+  // Makes `result_` the file `source`, read again.
   void Take(const std::string& source);
   void Index();
 
   std::unordered_map<std::string, uint32_t> crcs_;
-  Read current_;
-  std::unordered_map<uint64_t, size_t> index_;  // current_'s processes by record
-  std::string why_;                              // current_ cannot be used: why
+  std::string source_;  // the file held parsed ("": none yet)
+  SummaryResult result_;
+  std::unordered_map<uint64_t, size_t> index_;  // result_'s processes by record
+  std::string why_;                              // result_ cannot be used: why
   bool said_ = false;                            // why_ was given
 };
 
