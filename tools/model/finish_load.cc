@@ -65,19 +65,6 @@ void ProveByStuckReports(Model* m, uint32_t pi) {
     }
 }
 
-// How long an operation must have been in flight for its completion to be
-// taken for an abort's: a watchdog fires only after its timeout, which
-// users set above the plugin's stuck limit (NCCLWATCH_STUCK_SEC, in the
-// header) and frameworks at 10 s or more; so the stuck limit, at most 5 s,
-// and never under kAbortMinWaitSec. A straggler's collectives wait 1 to 2 s
-// and complete shortly before a clean destroy (seen on H100 with NCCL
-// 2.28.9, 4 ranks over sockets, one sleeping 250 ms per step): those are
-// real completions.
-double AbortMinWaitSec(const Proc& p) {
-  const double limit = p.stuck_sec > 0 ? std::min(p.stuck_sec, 5.0) : 5.0;
-  return std::max(kAbortMinWaitSec, limit);
-}
-
 // Completed well within the time a watchdog allows: no abort's doing.
 bool Prompt(const Op& z) {
   return z.state == OpState::kCompleted && z.done_ns != kNoTime && z.start_ns != kNoTime &&
@@ -356,7 +343,7 @@ bool FinishLoad(Model* m, std::string* error) {
   const std::map<std::pair<uint32_t, uint32_t>, int64_t> last_start = LastPromptStarts(*m);
   for (Op& o : m->ops) {
     if (o.state != OpState::kCompleted || o.done_ns == kNoTime) continue;
-    if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < AbortMinWaitSec(m->procs[o.proc])) continue;
+    if (static_cast<double>(o.done_ns - o.start_ns) / 1e9 < AbortMinWaitSec(m->procs[o.proc].stuck_sec)) continue;
     if (last_start.at({o.proc, o.comm}) > o.done_ns) continue;
     if (InAbortWindow(AbortEnds(*m, o.proc, o.comm), o.done_ns)) {
       o.state = OpState::kInFlight;

@@ -45,11 +45,15 @@ std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, 
   std::unordered_map<uint32_t, uint64_t> comm;  // file comm -> hash
   std::unordered_map<uint64_t, uint64_t> finalize;  // hash -> time
   uint64_t last = 0;
+  double stuck_sec = 0;  // the header's
+  std::unordered_map<uint64_t, uint64_t> last_prompt;  // hash -> latest start of a prompt completion
+  const uint64_t prompt = static_cast<uint64_t>(kAbortMinWaitSec * 1e9);
   std::vector<std::pair<size_t, uint64_t>> ops;  // record, hash
   for (size_t i = 0; i < records.size(); ++i) {
     if (records[i] == nullptr) continue;
     const trace::Record& r = *records[i];
     switch (r.body_case()) {
+      case trace::Record::kHeader: stuck_sec = r.header().stuck_sec(); break;
       case trace::Record::kCommInit: comm[r.comm_init().comm()] = r.comm_init().comm_hash(); break;
       case trace::Record::kCommFinalize: {
         auto it = comm.find(r.comm_finalize().comm());
@@ -67,6 +71,10 @@ std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, 
         const trace::Op& o = r.op();
         auto it = comm.find(o.comm());
         ops.emplace_back(i, it == comm.end() ? 0 : it->second);
+        if (o.has_completion() && o.completion().done_after_start_ns() < prompt) {
+          uint64_t& p = last_prompt[ops.back().second];
+          p = std::max<uint64_t>(p, o.start_ns());
+        }
         last = std::max<uint64_t>(last, o.start_ns() + (o.has_completion() ? o.completion().done_after_start_ns() : 0));
         break;
       }
@@ -75,6 +83,7 @@ std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, 
   }
   *first_open = UINT64_MAX;
   const uint64_t abort_window = static_cast<uint64_t>(kAbortWindowSec * 1e9);
+  const uint64_t abort_min = static_cast<uint64_t>(AbortMinWaitSec(stuck_sec) * 1e9);
   for (const auto& [i, hash] : ops) {
     const trace::Op& o = records[i]->op();
     bool ok = false;
@@ -83,8 +92,9 @@ std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, 
       auto f = finalize.find(hash);
       const uint64_t end = f == finalize.end() ? last : std::min(last, f->second);
       const uint64_t done = o.start_ns() + wait;
-      ok = wait < static_cast<uint64_t>(kSafeWaitNs) ||
-           (wait < static_cast<uint64_t>(kLateWaitNs) && done + abort_window < end);
+      auto later = last_prompt.find(hash);
+      ok = wait < static_cast<uint64_t>(kLateWaitNs) &&
+           (wait < abort_min || done + abort_window < end || (later != last_prompt.end() && later->second > done));
     }
     finished[i] = ok;
     if (!ok) *first_open = std::min<uint64_t>(*first_open, o.start_ns());

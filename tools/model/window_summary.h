@@ -33,22 +33,24 @@
 
 namespace ncclwatch::tools {
 
-// A completion this far after its operation's start, and this close to the
-// end of its file or its communicator's finalize, may be an abort's
-// (model.h): such an operation is never let go.
-inline constexpr int64_t kSafeWaitNs = 1000000000;
 // An operation that waited this long may be the evidence of a late rank
 // (diagnose's find_late.cc: an enqueue 10 s late): never let go; the merge
 // says the evidence is incomplete where it must drop one.
 inline constexpr int64_t kLateWaitNs = 10000000000;
 
 // Which operations of a window (its records in file order; null: one that
-// did not parse)
-// finished beyond doubt: completed after a wait under kSafeWaitNs, or under
-// kLateWaitNs and more than kAbortWindowSec before the end of the file and
-// of its communicator (where an abort's "completion" falls). Per record:
-// false for other records. `first_open`: the earliest start of an
-// operation not finished beyond doubt (UINT64_MAX: none).
+// did not parse) finished beyond doubt: completed after a wait under
+// kLateWaitNs that the job's model does not take for an abort's (model.h,
+// LoadModel): under AbortMinWaitSec (the header's stuck limit), or more
+// than kAbortWindowSec before the end of the file and of its communicator,
+// or before a later operation of its communicator started that completed
+// under kAbortMinWaitSec. The rule is the model's, so that ranks of one
+// collective agree on it wherever the model would: a rule stricter than
+// the model's (a 1 s wait) had a rank let a collective go after 994 ms
+// while its peer, 13 ms longer in it, kept it as evidence, and the merge
+// could settle neither. Per record: false for other records.
+// `first_open`: the earliest start of an operation not finished beyond
+// doubt (UINT64_MAX: none).
 std::vector<bool> FinishedOps(const std::vector<const trace::Record*>& records, uint64_t* first_open);
 
 // The chain's step over one collective's signature.

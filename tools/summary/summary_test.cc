@@ -59,6 +59,55 @@ std::string JobSummary(const std::string& dir, std::vector<std::string>* files =
   return EncodeSummary(s);
 }
 
+// Each rank decides alone what its summary lets go, and the merge cannot
+// settle a collective one rank let go as finished while its peer kept it
+// as evidence (a completion that may be an abort's). So the decision is
+// the model's own: a rule stricter than the model's (any wait over 1 s
+// near the end) had a recorded rank let a collective go after 994 ms
+// while its peer, 13 ms longer in it, kept it. Here rank 0 comes 1.2 s
+// late to three collectives near the end, so rank 1 waits 1.2 s in each;
+// each rank is summarized alone at a window of 1. With the default stuck
+// limit the model takes such a wait for a straggler's, not an abort's;
+// with a stuck limit of 1 s only the later prompt collectives prove them.
+// Either way, the summaries read as the traces do: OK.
+TEST(SummaryWindowTest, RanksOfACollectiveLetItGoAlike) {
+  for (const double stuck_sec : {60.0, 1.0}) {
+    JobSpec spec;
+    spec.nranks = 2;
+    spec.ranks_per_host = 1;
+    spec.ncolls = 20;
+    spec.stuck_sec = stuck_sec;
+    spec.rank_hook = [](int, testing::RankPlan& r) { r.proc.auto_stuck = false; };
+    spec.op_hook = [](int rank, int op, testing::OpPlan& p) {
+      if (op >= 14 && op < 17 && rank == 0) p.start_ns += 1200 * testing::kMs;
+      if (op >= 17) p.start_ns += 1400 * testing::kMs;  // after the late ones ended, on both
+    };
+    const std::string dir = Dir("agree-" + std::to_string(static_cast<int>(stuck_sec)));
+    const std::vector<std::string> files = testing::WriteJob(BuildJob(spec), dir);
+    ASSERT_EQ(files.size(), 2u);
+    std::vector<std::string> nodes;
+    uint64_t let_go = 0;
+    for (const std::string& f : files) {
+      SummarizeOptions opts;
+      opts.window = 1;
+      SummaryResult s;
+      std::string error;
+      ASSERT_TRUE(Summarize({f}, opts, &s, &error)) << error;
+      for (const summary::SummaryProcess& p : s.procs) let_go += p.let_go_ops();
+      nodes.push_back(f + kSummaryExtension);
+      std::ofstream(nodes.back(), std::ios::binary | std::ios::trunc) << EncodeSummary(s);
+    }
+    EXPECT_EQ(let_go, 2u * 19) << "stuck limit " << stuck_sec << " s: each rank lets go all but its last";
+    Model traces, summaries;
+    std::string error;
+    ASSERT_TRUE(BuildJobModel(files, LoadOptions(), &traces, &error)) << error;
+    ASSERT_TRUE(BuildJobModel(nodes, LoadOptions(), &summaries, &error)) << error;
+    const std::string verdict = Diagnose(traces).verdict();
+    EXPECT_EQ(verdict.rfind("OK", 0), 0u) << "stuck limit " << stuck_sec << " s: " << verdict;
+    EXPECT_EQ(Diagnose(summaries).verdict(), verdict) << "stuck limit " << stuck_sec << " s";
+  }
+}
+
 // A group summary made again into the folder of its nodes' summaries
 // gathers the nodes, not itself; a folder beside trace files is searched
 // for traces only.
