@@ -123,14 +123,22 @@ void Judge(const std::vector<std::vector<double>>& per_run, const std::vector<do
     }
   const double limit = floor + spread;
   item->set_tolerance_pct(limit);
-  if (spread >= noisy) {
+  // A change regresses when its interval is beyond what a rerun did (the
+  // spread: with one baseline run, no change at all) and the change itself
+  // is beyond the limit. Its interval clear of no change alone is not
+  // enough: a rerun of a real job went +16.4% [+5.3%, +93.6%] against
+  // baseline runs 6.2% apart and a limit of +16.2%, where the job's own
+  // times had every row within 1.1x. A change clear of a wide spread is
+  // judged all the same: a row slowed 3x against runs 95% apart is no
+  // noise.
+  if (lo > spread && e > limit) {
+    item->set_status("regressed");
+  } else if (hi < -spread && e < -limit) {
+    item->set_status("improved");
+  } else if (spread >= noisy) {
     item->set_status("noisy");
     item->set_note("the baseline's runs differ by " + Fmt(spread, effect == Effect::kRatio ? "%.1f%%" : "%.1f us") +
                    " from one another");
-  } else if (lo > 0 && e > limit) {
-    item->set_status("regressed");
-  } else if (hi < 0 && e < -limit) {
-    item->set_status("improved");
   } else if (hi > std::max(noisy, limit)) {
     item->set_status("noisy");
     item->set_note("not significant, but the interval reaches " +

@@ -12,7 +12,9 @@
 // regression without being significant is "noisy", reported and not
 // judged. With several baseline runs (samples pooled), the floor rises by
 // the spread of the statistic between them (each run's from the pooled
-// one); a spread of 50% or more is "noisy" too.
+// one), and the interval must clear the spread itself, not just no
+// change: a rerun differs from the pooled runs as they differ from it. A
+// spread of 50% or more is "noisy" too, unless the change clears it.
 //
 // Metrics and default tolerances:
 //   latency_p50  +10%    latency_p99  +20%    busbw  -10%

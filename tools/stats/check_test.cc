@@ -251,6 +251,41 @@ TEST(CheckTest, SeveralBaselineRunsRaiseTheFloorToTheirSpread) {
   EXPECT_NE(Item(wild, "AllReduce", "latency_p50")->note().find("runs differ"), std::string::npos);
 }
 
+// With several runs the interval must clear their spread, not just no
+// change: a real rerun moved +16.4% [+5.3%, +93.6%] against runs 6.2%
+// apart and a limit of +16.2%, every row within 1.1x by the job's clock.
+// And a change clear of a spread past 1.5x is judged, not NOISY.
+TEST(CheckTest, AChangeMustClearTheBaselinesSpread) {
+  stats::StatRow b1 = Row("world", "AllReduce", 20, 100, 105, 50);
+  stats::StatRow b2 = Row("world", "AllReduce", 20, 112, 117, 50);
+  stats::StatRow c = Row("world", "AllReduce", 20, 124, 130, 50);
+  for (stats::StatRow* r : {&b1, &b2, &c}) r->set_calls(201);  // every sample a draw
+  SetSamples(&c, 124, 0.2, 201);  // significant, but not clear of the spread
+  CheckResult r = CompareStats({StatsOf({b1}), StatsOf({b2})}, StatsOf({c}), DefaultCheckOptions());
+  const stats::CheckItem* i = Item(r, "AllReduce", "latency_p50");
+  ASSERT_NE(i, nullptr);
+  const double spread = i->tolerance_pct() - 10.0;
+  EXPECT_GT(i->change_low_pct(), 0) << i->ShortDebugString();
+  EXPECT_LT(i->change_low_pct(), spread) << i->ShortDebugString();
+  EXPECT_GT(i->change_pct(), i->tolerance_pct()) << i->ShortDebugString();
+  EXPECT_NE(i->status(), "regressed") << i->ShortDebugString();
+  EXPECT_FALSE(r.failed());
+  // The same change on tight samples clears the spread: it regresses.
+  SetSamples(&c, 124, 0.02, 201);
+  r = CompareStats({StatsOf({b1}), StatsOf({b2})}, StatsOf({c}), DefaultCheckOptions());
+  i = Item(r, "AllReduce", "latency_p50");
+  EXPECT_GT(i->change_low_pct(), i->tolerance_pct() - 10.0) << i->ShortDebugString();
+  EXPECT_EQ(i->status(), "regressed") << i->ShortDebugString();
+  // Runs 3x apart: NOISY for a change within them, judged for one clear of them.
+  stats::StatRow b3 = Row("world", "AllReduce", 20, 300, 305, 50);
+  for (const double p50 : {250.0, 1000.0}) {
+    SetSamples(&c, p50, 0.02, 201);
+    r = CompareStats({StatsOf({b1}), StatsOf({b3})}, StatsOf({c}), DefaultCheckOptions());
+    i = Item(r, "AllReduce", "latency_p50");
+    EXPECT_EQ(i->status(), p50 > 300 ? "regressed" : "noisy") << p50 << ": " << i->ShortDebugString();
+  }
+}
+
 TEST(CheckTest, TailNeedsAHundredSamples) {
   stats::StatRow b = Row("world", "AllReduce", 20, 100, 160, 50);
   SetSamples(&b, 100, 0.02, 60);  // enough for a median, not for a p99

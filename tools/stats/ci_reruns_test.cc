@@ -35,9 +35,13 @@ constexpr char kRoot[] = "testdata/ci";
 // A slowdown the gate should catch.
 constexpr double kMustCatch = 1.5;
 // The share of rows kMustCatch slower by the truth that were named, as
-// measured on the recordings (BENCHMARKS.md, "check on real reruns and
-// slowed runs"): 43 of 57 under channels, 22 of 24 under events.
-const std::map<std::string, double> kMinCaught = {{"channels", 0.75}, {"events", 0.9}};
+// measured on the recordings (BENCHMARKS.md, "check on three sessions of
+// reruns"): 90 of 110 under channels, 50 of 68 under events. Under events
+// a delayed row's time spreads over every row queued behind it (in
+// slowed-1/delay2-20000-1 the 8 KiB all-reduce ran 1.65x slower by the
+// truth, and every row +18% to +21% by the capture), so the row itself is
+// often not the one named.
+const std::map<std::string, double> kMinCaught = {{"channels", 0.8}, {"events", 0.7}};
 
 std::vector<std::string> Folders(const std::string& dir) {
   std::vector<std::string> v;
