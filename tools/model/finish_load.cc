@@ -65,6 +65,21 @@ void ProveByStuckReports(Model* m, uint32_t pi) {
     }
 }
 
+}  // namespace
+
+// A watchdog fires only after its timeout, which users set above the
+// plugin's stuck limit (NCCLWATCH_STUCK_SEC, in the header) and frameworks
+// at 10 s or more; so the stuck limit, at most 5 s, and never under
+// kAbortMinWaitSec. A straggler's collectives wait 1 to 2 s and complete
+// shortly before a clean destroy (seen on H100 with NCCL 2.28.9, 4 ranks
+// over sockets, one sleeping 250 ms per step): those are real completions.
+double AbortMinWaitSec(double stuck_sec) {
+  const double limit = stuck_sec > 0 ? std::min(stuck_sec, 5.0) : 5.0;
+  return std::max(kAbortMinWaitSec, limit);
+}
+
+namespace {
+
 // Completed well within the time a watchdog allows: no abort's doing.
 bool Prompt(const Op& z) {
   return z.state == OpState::kCompleted && z.done_ns != kNoTime && z.start_ns != kNoTime &&

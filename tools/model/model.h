@@ -40,19 +40,9 @@ inline int64_t SaturatingAdd(int64_t a, int64_t b) {
 }
 inline constexpr double kAbortMinWaitSec = 1.0;
 inline constexpr double kAbortWindowSec = 3.0;
-// How long an operation must have been in flight for its completion to be
-// taken for an abort's, on a process whose header gives the plugin's stuck
-// limit `stuck_sec` (0: none): a watchdog fires only after its timeout,
-// which users set above the plugin's stuck limit (NCCLWATCH_STUCK_SEC) and
-// frameworks at 10 s or more; so the stuck limit, at most 5 s, and never
-// under kAbortMinWaitSec. A straggler's collectives wait 1 to 2 s and
-// complete shortly before a clean destroy (seen on H100 with NCCL 2.28.9,
-// 4 ranks over sockets, one sleeping 250 ms per step): those are real
-// completions.
-inline double AbortMinWaitSec(double stuck_sec) {
-  const double limit = stuck_sec > 0 ? (stuck_sec < 5.0 ? stuck_sec : 5.0) : 5.0;
-  return limit > kAbortMinWaitSec ? limit : kAbortMinWaitSec;
-}
+// The least time in flight of a completion taken for an abort's, on a
+// process whose header's stuck limit is `stuck_sec` (finish_load.cc).
+double AbortMinWaitSec(double stuck_sec);
 // The most ranks a communicator may have (NCCL's largest jobs are well below):
 // a CommInit claiming more, or a rank at or beyond it, is corrupt and skipped,
 // so a corrupt file cannot make the analyses loop or allocate per claimed rank.
