@@ -19,6 +19,7 @@ PACKAGES=(
   libgmock-dev           # @system//:gmock, :gmock_main
   libbenchmark-dev       # @system//:benchmark, :benchmark_main
   libexpat1-dev          # @system//:expat (tests read back our JUnit XML)
+  libgoogle-perftools-dev  # libtcmalloc_minimal.a, the x86-64 command's allocator
   clang-14               # --config=asan / tsan / fuzz
   libclang-rt-14-dev     # sanitizer + libFuzzer runtimes for clang-14
   llvm-14                # llvm-symbolizer-14 for sanitizer stack traces
