@@ -19,8 +19,9 @@ namespace ncclwatch::tools::merge_internal {
 // the table kept.
 // `damaged`: members whose samples do not decode (their communicator gets
 // none), as (piece, communicator hash).
-std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, const std::vector<bool>& keep,
+std::vector<LinedUp> LineUpSamples(std::vector<SummaryPiece>* pieces_in, const std::vector<bool>& keep,
                                    std::vector<std::pair<size_t, uint64_t>>* damaged) {
+  const std::vector<SummaryPiece>& pieces = *pieces_in;
   std::map<uint64_t, std::vector<std::pair<size_t, int>>> of;  // hash -> (process, index in its samples)
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!keep[i]) continue;
@@ -91,6 +92,13 @@ std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, cons
         if (v[at].bucket == kNoBucket || a.first_seqs_size() == 0) l.stats_ok = false;
         else l.warmup_seqs[c] = std::min<uint64_t>(l.warmup_seqs[c], a.first_seqs(static_cast<int>(v[at].func)));
       }
+      // Read: its bytes go now, not after every communicator's table is
+      // built (at 16,384 ranks they were as large as the tables).
+      summary::ArrivalSamples* done =
+          (*pieces_in)[members[j].first].sp.mutable_samples(members[j].second);
+      std::string().swap(*done->mutable_packed());
+      std::string().swap(*done->mutable_held());
+      std::string().swap(*done->mutable_buckets());
     }
     if (!ok) continue;
     // Only the positions every member has.

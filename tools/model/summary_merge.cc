@@ -171,10 +171,9 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
   // The arrival samples lined up now, while every summary is parsed, and
   // freed at once: the model built below reuses their memory (at 16,384
   // ranks they were a quarter of the merge's peak, BENCHMARKS.md).
-  std::vector<std::pair<size_t, uint64_t>> damaged_samples;
-  std::vector<LinedUp> lined_up = LineUpSamples(pieces, keep, &damaged_samples);
   // Every communicator's samples carry GPU-held times, or the process's
-  // are not judged whole for them (Proc::samples_held).
+  // are not judged whole for them (Proc::samples_held). Told before the
+  // lining up, which empties them.
   after.samples_held.assign(pieces.size(), false);
   for (size_t i = 0; i < pieces.size(); ++i) {
     const summary::SummaryProcess& sp = pieces[i].sp;
@@ -182,6 +181,8 @@ bool BuildModelFromPieces(std::vector<SummaryPiece> pieces, std::vector<std::str
                             std::all_of(sp.samples().begin(), sp.samples().end(),
                                         [](const summary::ArrivalSamples& a) { return !a.held().empty(); });
   }
+  std::vector<std::pair<size_t, uint64_t>> damaged_samples;
+  std::vector<LinedUp> lined_up = LineUpSamples(&pieces, keep, &damaged_samples);
   for (SummaryPiece& piece : pieces) Release(piece.sp.mutable_samples());
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!keep[i]) continue;

@@ -109,8 +109,11 @@ struct LinedUp {
 };
 // Each communicator's samples at the positions every member sampled
 // (merge_samples.cc). `damaged`: members whose samples do not decode
-// (their communicator gets none), as (piece, communicator hash).
-std::vector<LinedUp> LineUpSamples(const std::vector<SummaryPiece>& pieces, const std::vector<bool>& keep,
+// (their communicator gets none), as (piece, communicator hash). Each
+// member's encoded samples are emptied once read into the table (the
+// table and every process's samples are never held at once); their other
+// fields stay.
+std::vector<LinedUp> LineUpSamples(std::vector<SummaryPiece>* pieces, const std::vector<bool>& keep,
                                    std::vector<std::pair<size_t, uint64_t>>* damaged);
 // The lined-up samples into the model (Model::sampled), on each member's
 // own clock, with the model's indices (`proc_of`: a piece's path to its
